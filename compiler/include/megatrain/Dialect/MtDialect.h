@@ -1,0 +1,53 @@
+//===- MtDialect.h - the mt dialect and its ops --------------------------===//
+#ifndef MEGATRAIN_DIALECT_MTDIALECT_H
+#define MEGATRAIN_DIALECT_MTDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "megatrain/Dialect/MtDialect.h.inc"
+#include "megatrain/Dialect/GradientInterface.h.inc"
+
+#define GET_OP_CLASSES
+#include "megatrain/Dialect/MtOps.h.inc"
+
+namespace megatrain::mt {
+
+/// The numpy broadcast of two shapes, or failure when they do not broadcast.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+/// The result shape of mt.matmul, or failure (with no diagnostic).
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+matmulShape(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
+            bool transposeA, bool transposeB);
+
+/// The result shape of a reduction over sorted, non-negative `axes`.
+llvm::SmallVector<int64_t> reducedShape(llvm::ArrayRef<int64_t> shape,
+                                        llvm::ArrayRef<int64_t> axes,
+                                        bool keepdims);
+
+/// A ranked tensor type with `shape` and the element type of `like`.
+mlir::RankedTensorType tensorLike(mlir::Type like, llvm::ArrayRef<int64_t> shape);
+
+/// Names of the discardable attributes that passes attach for later passes.
+namespace attr {
+/// i64 on every op: its position in the linear schedule (mt-schedule).
+inline constexpr llvm::StringLiteral kStep = "mt.step";
+/// array<i64> on every op with results: per result, the last step that reads
+/// it, or -1 when nothing does (mt-liveness).
+inline constexpr llvm::StringLiteral kLiveEnd = "mt.live_end";
+/// array<i64> on every op with results: per result, its byte offset in the
+/// device arena (mt-plan-memory).
+inline constexpr llvm::StringLiteral kOffset = "mt.offset";
+/// i64 on the function: the device arena size in bytes (mt-plan-memory).
+inline constexpr llvm::StringLiteral kArenaSize = "mt.arena_size";
+} // namespace attr
+
+} // namespace megatrain::mt
+
+#endif // MEGATRAIN_DIALECT_MTDIALECT_H

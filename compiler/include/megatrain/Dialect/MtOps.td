@@ -1,0 +1,441 @@
+//===- MtOps.td - ops of the mt dialect ----------------------------------===//
+//
+// Every op here that reaches the plan is one runtime kernel of the same name;
+// docs/ops.md is the operand/attribute contract. Differentiable ops implement
+// GradientOpInterface (rules in lib/Dialect/Gradients.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MT_OPS_TD
+#define MT_OPS_TD
+
+include "megatrain/Dialect/MtDialect.td"
+include "megatrain/Dialect/GradientInterface.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+defvar Differentiable = DeclareOpInterfaceMethods<Mt_GradientOpInterface>;
+def Mt_Tensor : RankedTensorOf<[AnyType]>;
+
+//===----------------------------------------------------------------------===//
+// Sources
+//===----------------------------------------------------------------------===//
+
+def Mt_ParamOp : Mt_Op<"param", [Pure]> {
+  let summary = "a model parameter or frozen weight, by initializer name";
+  let description = [{
+    The value of the ONNX initializer `name`. Its data stays in the model file;
+    the runtime loads it. Trainable parameters get a gradient and an optimizer
+    update.
+
+    ```mlir
+    %w = mt.param {name = "fc1.weight", trainable = true} : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, BoolAttr:$trainable);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Mt_InputOp : Mt_Op<"input", [Pure]> {
+  let summary = "a graph input, fed by the runtime every step";
+  let description = [{
+    ```mlir
+    %x = mt.input {name = "input_ids"} : tensor<8x64xi64>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Mt_ConstantOp : Mt_Op<"constant", [Pure]> {
+  let summary = "a small literal tensor";
+  let description = [{
+    Only small values (at most 64 KiB) are kept as literals; weights are
+    `mt.param`.
+
+    ```mlir
+    %c = mt.constant {value = dense<2.0> : tensor<f32>} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_FillOp : Mt_Op<"fill", [Pure]> {
+  let summary = "a tensor filled with one value";
+  let description = [{
+    ```mlir
+    %one = mt.fill {value = 1.0 : f64} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Mt_BinaryOp<string mnemonic, string doc>
+    : Mt_Op<mnemonic, [Pure, Differentiable]> {
+  let summary = doc # ", with numpy broadcasting";
+  let description = [{
+    Shapes broadcast as in numpy/ONNX; the result type is the broadcast shape.
+
+    ```mlir
+    %y = mt.}] # mnemonic # [{ %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$lhs, Mt_Tensor:$rhs);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_AddOp : Mt_BinaryOp<"add", "elementwise a + b">;
+def Mt_SubOp : Mt_BinaryOp<"sub", "elementwise a - b">;
+def Mt_MulOp : Mt_BinaryOp<"mul", "elementwise a * b">;
+def Mt_DivOp : Mt_BinaryOp<"div", "elementwise a / b">;
+
+class Mt_UnaryOp<string mnemonic, string doc, list<Trait> traits = []>
+    : Mt_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = doc;
+  let description = [{
+    ```mlir
+    %y = mt.}] # mnemonic # [{ %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Mt_ReluOp : Mt_UnaryOp<"relu", "max(x, 0)", [Differentiable]>;
+def Mt_TanhOp : Mt_UnaryOp<"tanh", "hyperbolic tangent", [Differentiable]>;
+def Mt_SigmoidOp : Mt_UnaryOp<"sigmoid", "1 / (1 + exp(-x))", [Differentiable]>;
+
+def Mt_ScaleOp : Mt_Op<"scale", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "alpha * x";
+  let description = [{
+    ```mlir
+    %y = mt.scale %x {alpha = -1.0 : f64} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, F64Attr:$alpha);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+class Mt_ActivationGradOp<string mnemonic, string doc>
+    : Mt_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = doc;
+  let description = [{
+    ```mlir
+    %dx = mt.}] # mnemonic # [{ %v, %dy : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$value, Mt_Tensor:$dy);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$value `,` $dy attr-dict `:` type($result)";
+}
+
+def Mt_ReluGradOp : Mt_ActivationGradOp<"relu_grad", "dy * (x > 0), from the input x">;
+def Mt_TanhGradOp : Mt_ActivationGradOp<"tanh_grad", "dy * (1 - y^2), from the output y">;
+def Mt_SigmoidGradOp : Mt_ActivationGradOp<"sigmoid_grad", "dy * y * (1 - y), from the output y">;
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, shapes, reductions
+//===----------------------------------------------------------------------===//
+
+def Mt_MatMulOp : Mt_Op<"matmul", [Pure, Differentiable]> {
+  let summary = "batched matrix product with optional transposes";
+  let description = [{
+    y[..., m, n] = sum_k A[..., m, k] * B[..., k, n] where A is `a` (or its
+    last two dims swapped when `transpose_a`), likewise B. Batch dims
+    broadcast; either operand may be rank 2.
+
+    ```mlir
+    %y = mt.matmul %x, %w {transpose_b = true} : (tensor<8x16x32xf32>, tensor<64x32xf32>) -> tensor<8x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$a, Mt_Tensor:$b,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_SoftmaxOp : Mt_Op<"softmax", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    ```mlir
+    %p = mt.softmax %x {axis = 1 : i64} : tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, I64Attr:$axis);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Mt_SoftmaxGradOp : Mt_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "y * (dy - sum(dy * y, axis)), from the softmax output y";
+  let description = [{
+    ```mlir
+    %dx = mt.softmax_grad %y, %dy {axis = 1 : i64} : tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$y, Mt_Tensor:$dy, I64Attr:$axis);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$y `,` $dy attr-dict `:` type($result)";
+}
+
+def Mt_ReshapeOp : Mt_Op<"reshape", [Pure, Differentiable]> {
+  let summary = "same elements, new static shape";
+  let description = [{
+    ```mlir
+    %y = mt.reshape %x : (tensor<4x8xf32>) -> tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_TransposeOp : Mt_Op<"transpose", [Pure, Differentiable]> {
+  let summary = "permute dimensions: result.shape[i] = x.shape[perm[i]]";
+  let description = [{
+    ```mlir
+    %y = mt.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Mt_ReduceOp<string mnemonic, string doc>
+    : Mt_Op<mnemonic, [Pure, Differentiable]> {
+  let summary = doc;
+  let description = [{
+    `axes` are sorted and non-negative; `keepdims` keeps them as size 1.
+
+    ```mlir
+    %y = mt.}] # mnemonic # [{ %x {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_ReduceSumOp : Mt_ReduceOp<"reduce_sum", "sum over axes">;
+def Mt_ReduceMeanOp : Mt_ReduceOp<"reduce_mean", "mean over axes">;
+
+def Mt_BroadcastToOp : Mt_Op<"broadcast_to", [Pure, Differentiable]> {
+  let summary = "numpy broadcast of x to the result shape";
+  let description = [{
+    ```mlir
+    %y = mt.broadcast_to %x : (tensor<1x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_SumToOp : Mt_Op<"sum_to", [Pure, Differentiable]> {
+  let summary = "sum over broadcast dims down to the result shape";
+  let description = [{
+    The adjoint of `mt.broadcast_to`: the result shape broadcasts to x's shape.
+
+    ```mlir
+    %y = mt.sum_to %x : (tensor<4x8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_GatherOp : Mt_Op<"gather", [Pure, Differentiable]> {
+  let summary = "ONNX Gather along one axis (embedding lookup)";
+  let description = [{
+    result.shape = data.shape[:axis] + indices.shape + data.shape[axis+1:].
+
+    ```mlir
+    %e = mt.gather %table, %ids {axis = 0 : i64} : (tensor<256x64xf32>, tensor<8x32xi64>) -> tensor<8x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$data, Mt_Tensor:$indices, I64Attr:$axis);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_GatherGradOp : Mt_Op<"gather_grad", [Pure]> {
+  let summary = "scatter-add of dy into zeros shaped like the gathered data";
+  let description = [{
+    ```mlir
+    %dt = mt.gather_grad %ids, %dy {axis = 0 : i64} : (tensor<8x32xi64>, tensor<8x32x64xf32>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$indices, Mt_Tensor:$dy, I64Attr:$axis);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and losses
+//===----------------------------------------------------------------------===//
+
+def Mt_LayerNormOp : Mt_Op<"layer_norm", [Pure, Differentiable]> {
+  let summary = "layer normalization over dims [axis, rank)";
+  let description = [{
+    y = (x - mean) / sqrt(var + epsilon) * scale + bias, statistics over the
+    trailing dims from `axis`; scale and bias have shape x.shape[axis:].
+
+    ```mlir
+    %y = mt.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<8x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, Mt_Tensor:$scale, Mt_Tensor:$bias,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_LayerNormGradOp : Mt_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradients of layer_norm: dx, dscale, dbias";
+  let description = [{
+    ```mlir
+    %dx, %dg, %db = mt.layer_norm_grad %x, %g, %dy {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>, tensor<8x32x64xf32>) -> (tensor<8x32x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, Mt_Tensor:$scale, Mt_Tensor:$dy,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Mt_Tensor:$dx, Mt_Tensor:$dscale, Mt_Tensor:$dbias);
+  let assemblyFormat = "$x `,` $scale `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Mt_SoftmaxCrossEntropyOp : Mt_Op<"softmax_ce", [Pure, Differentiable]> {
+  let summary = "ONNX SoftmaxCrossEntropyLoss (no weights), scalar result";
+  let description = [{
+    logits [N, C, D...], labels [N, D...] (i64); labels equal to
+    `ignore_index` are skipped; `reduction` is "mean" or "sum".
+
+    ```mlir
+    %l = mt.softmax_ce %x, %y {ignore_index = -100 : i64, reduction = "mean"} : (tensor<16x10xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$logits, Mt_Tensor:$labels,
+                   I64Attr:$ignore_index, StrAttr:$reduction);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_SoftmaxCrossEntropyGradOp : Mt_Op<"softmax_ce_grad", [Pure]> {
+  let summary = "gradient of softmax_ce with respect to the logits";
+  let description = [{
+    ```mlir
+    %dx = mt.softmax_ce_grad %x, %y, %dl {ignore_index = -100 : i64, reduction = "mean"} : (tensor<16x10xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x10xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$logits, Mt_Tensor:$labels, Mt_Tensor:$dloss,
+                   I64Attr:$ignore_index, StrAttr:$reduction);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
+def Mt_NextTokenCrossEntropyOp : Mt_Op<"next_token_ce", [Pure, Differentiable]> {
+  let summary = "mean next-token cross-entropy of logits against tokens shifted by one";
+  let description = [{
+    Mean over b and t < T-1 (skipping targets equal to `ignore_index`) of
+    -log softmax(logits[b, t])[tokens[b, t+1]].
+
+    ```mlir
+    %l = mt.next_token_ce %logits, %ids {ignore_index = -100 : i64} : (tensor<8x32x256xf32>, tensor<8x32xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$logits, Mt_Tensor:$tokens, I64Attr:$ignore_index);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$logits `,` $tokens attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_NextTokenCrossEntropyGradOp : Mt_Op<"next_token_ce_grad", [Pure]> {
+  let summary = "gradient of next_token_ce with respect to the logits";
+  let description = [{
+    ```mlir
+    %dx = mt.next_token_ce_grad %logits, %ids, %dl {ignore_index = -100 : i64} : (tensor<8x32x256xf32>, tensor<8x32xi64>, tensor<f32>) -> tensor<8x32x256xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$logits, Mt_Tensor:$tokens, Mt_Tensor:$dloss,
+                   I64Attr:$ignore_index);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$logits `,` $tokens `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def Mt_LossOp : Mt_Op<"loss", []> {
+  let summary = "marks the scalar that training minimizes";
+  let description = [{
+    Autodiff seeds the gradient 1 here; the runtime reports this value.
+
+    ```mlir
+    mt.loss %l : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Mt_ParamGradOp : Mt_Op<"param_grad", []> {
+  let summary = "marks the final gradient of a trainable parameter";
+  let description = [{
+    Written by autodiff, one per trainable parameter; the optimizer pass turns
+    it into the parameter's update.
+
+    ```mlir
+    mt.param_grad %g {param = "fc1.weight"} : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$grad, StrAttr:$param);
+  let assemblyFormat = "$grad attr-dict `:` type($grad)";
+}
+
+def Mt_AdamWOp : Mt_Op<"adamw", []> {
+  let summary = "AdamW update of one parameter from its final gradient";
+  let description = [{
+    torch.optim.AdamW's update (bias-corrected, decoupled weight decay) of the
+    parameter named `param`, run by the host optimizer once `grad` is final.
+
+    ```mlir
+    mt.adamw %g {param = "fc1.weight", lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$grad, StrAttr:$param, F64Attr:$lr, F64Attr:$beta1,
+                   F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = "$grad attr-dict `:` type($grad)";
+}
+
+#endif // MT_OPS_TD

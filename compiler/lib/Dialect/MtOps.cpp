@@ -1,0 +1,253 @@
+//===- MtOps.cpp - shape rules and verifiers of the mt ops ---------------===//
+#include "megatrain/Dialect/MtDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace megatrain::mt;
+
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>>
+megatrain::mt::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+FailureOr<SmallVector<int64_t>>
+megatrain::mt::matmulShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+                           bool transposeA, bool transposeB) {
+  if (a.size() < 2 || b.size() < 2)
+    return failure();
+  int64_t m = a[a.size() - (transposeA ? 1 : 2)];
+  int64_t ka = a[a.size() - (transposeA ? 2 : 1)];
+  int64_t kb = b[b.size() - (transposeB ? 1 : 2)];
+  int64_t n = b[b.size() - (transposeB ? 2 : 1)];
+  if (ka != kb)
+    return failure();
+  auto batch = broadcastShapes(a.drop_back(2), b.drop_back(2));
+  if (failed(batch))
+    return failure();
+  SmallVector<int64_t> out = *batch;
+  out.push_back(m);
+  out.push_back(n);
+  return out;
+}
+
+SmallVector<int64_t> megatrain::mt::reducedShape(ArrayRef<int64_t> shape,
+                                                 ArrayRef<int64_t> axes,
+                                                 bool keepdims) {
+  SmallVector<int64_t> out;
+  for (int64_t i = 0, e = shape.size(); i < e; ++i) {
+    bool reduced = llvm::is_contained(axes, i);
+    if (!reduced)
+      out.push_back(shape[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+RankedTensorType megatrain::mt::tensorLike(Type like, ArrayRef<int64_t> shape) {
+  Type element = like;
+  if (auto t = dyn_cast<ShapedType>(like))
+    element = t.getElementType();
+  return RankedTensorType::get(shape, element);
+}
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+static Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+static std::string shapeStr(ArrayRef<int64_t> s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  auto type = cast<ShapedType>(getValue().getType());
+  if (type.getShape() != getType().getShape() ||
+      type.getElementType() != getType().getElementType())
+    return emitOpError("value type ") << type << " does not match result type "
+                                      << getType();
+  return success();
+}
+
+template <typename BinaryOp> static LogicalResult verifyBinary(BinaryOp op) {
+  auto shape = broadcastShapes(shapeOf(op.getLhs()), shapeOf(op.getRhs()));
+  if (failed(shape))
+    return op.emitOpError("operand shapes ")
+           << shapeStr(shapeOf(op.getLhs())) << " and "
+           << shapeStr(shapeOf(op.getRhs())) << " do not broadcast";
+  if (ArrayRef<int64_t>(*shape) != shapeOf(op.getResult()))
+    return op.emitOpError("result shape ")
+           << shapeStr(shapeOf(op.getResult())) << " is not the broadcast shape "
+           << shapeStr(*shape);
+  if (elementOf(op.getLhs()) != elementOf(op.getRhs()) ||
+      elementOf(op.getLhs()) != elementOf(op.getResult()))
+    return op.emitOpError("operands and result must have one element type");
+  return success();
+}
+LogicalResult AddOp::verify() { return verifyBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBinary(*this); }
+LogicalResult MulOp::verify() { return verifyBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBinary(*this); }
+
+LogicalResult MatMulOp::verify() {
+  auto shape = matmulShape(shapeOf(getA()), shapeOf(getB()), getTransposeA(),
+                           getTransposeB());
+  if (failed(shape))
+    return emitOpError("cannot multiply ")
+           << shapeStr(shapeOf(getA())) << (getTransposeA() ? "^T" : "")
+           << " by " << shapeStr(shapeOf(getB())) << (getTransposeB() ? "^T" : "");
+  if (ArrayRef<int64_t>(*shape) != shapeOf(getResult()))
+    return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
+                                        << ", expected " << shapeStr(*shape);
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t rank = shapeOf(getX()).size();
+  if (getAxis() < 0 || getAxis() >= rank)
+    return emitOpError("axis ") << getAxis() << " out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getX().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ") << shapeStr(in.getShape()) << " to "
+                                          << shapeStr(out.getShape());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("reshape cannot change the element type");
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getX()), out = shapeOf(getResult());
+  ArrayRef<int64_t> perm = getPerm();
+  if (perm.size() != in.size() || out.size() != in.size())
+    return emitOpError("perm size must equal the rank");
+  SmallVector<bool> seen(in.size(), false);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= (int64_t)in.size() || seen[perm[i]])
+      return emitOpError("perm is not a permutation");
+    seen[perm[i]] = true;
+    if (out[i] != in[perm[i]])
+      return emitOpError("result dim ") << i << " must be " << in[perm[i]];
+  }
+  return success();
+}
+
+template <typename ReduceOp> static LogicalResult verifyReduce(ReduceOp op) {
+  ArrayRef<int64_t> in = shapeOf(op.getX());
+  ArrayRef<int64_t> axes = op.getAxes();
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= (int64_t)in.size() ||
+        (i > 0 && axes[i] <= axes[i - 1]))
+      return op.emitOpError("axes must be sorted, unique and in [0, rank)");
+  if (ArrayRef<int64_t>(reducedShape(in, axes, op.getKeepdims())) !=
+      shapeOf(op.getResult()))
+    return op.emitOpError("result shape does not match the reduction");
+  return success();
+}
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+
+static LogicalResult verifyBroadcastPair(Operation *op, ArrayRef<int64_t> small,
+                                         ArrayRef<int64_t> big) {
+  auto shape = broadcastShapes(small, big);
+  if (failed(shape) || ArrayRef<int64_t>(*shape) != big)
+    return op->emitOpError("shape ") << shapeStr(small)
+                                     << " does not broadcast to " << shapeStr(big);
+  return success();
+}
+LogicalResult BroadcastToOp::verify() {
+  return verifyBroadcastPair(*this, shapeOf(getX()), shapeOf(getResult()));
+}
+LogicalResult SumToOp::verify() {
+  return verifyBroadcastPair(*this, shapeOf(getResult()), shapeOf(getX()));
+}
+
+LogicalResult GatherOp::verify() {
+  ArrayRef<int64_t> data = shapeOf(getData()), idx = shapeOf(getIndices());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= (int64_t)data.size())
+    return emitOpError("axis ") << axis << " out of range";
+  if (!elementOf(getIndices()).isInteger(64))
+    return emitOpError("indices must be i64");
+  SmallVector<int64_t> expect(data.begin(), data.begin() + axis);
+  expect.append(idx.begin(), idx.end());
+  expect.append(data.begin() + axis + 1, data.end());
+  if (ArrayRef<int64_t>(expect) != shapeOf(getResult()))
+    return emitOpError("result shape must be ") << shapeStr(expect);
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getX());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= (int64_t)x.size())
+    return emitOpError("axis ") << axis << " out of range";
+  ArrayRef<int64_t> norm = x.drop_front(axis);
+  if (shapeOf(getScale()) != norm || shapeOf(getBias()) != norm)
+    return emitOpError("scale and bias must have shape ") << shapeStr(norm);
+  if (shapeOf(getResult()) != x)
+    return emitOpError("result must have the input's shape");
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getLogits()), y = shapeOf(getLabels());
+  if (x.size() < 2 || y.size() != x.size() - 1 || y[0] != x[0] ||
+      y.drop_front() != x.drop_front(2))
+    return emitOpError("logits ") << shapeStr(x) << " and labels " << shapeStr(y)
+                                  << " must be [N, C, D...] and [N, D...]";
+  if (getReduction() != "mean" && getReduction() != "sum")
+    return emitOpError("reduction must be \"mean\" or \"sum\"");
+  if (!shapeOf(getResult()).empty())
+    return emitOpError("result must be a scalar");
+  return success();
+}
+
+LogicalResult NextTokenCrossEntropyOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getLogits()), t = shapeOf(getTokens());
+  if (x.size() != 3 || t.size() != 2 || x[0] != t[0] || x[1] != t[1])
+    return emitOpError("logits ") << shapeStr(x) << " and tokens " << shapeStr(t)
+                                  << " must be [B, T, V] and [B, T]";
+  if (!elementOf(getTokens()).isInteger(64))
+    return emitOpError("tokens must be i64");
+  if (!shapeOf(getResult()).empty())
+    return emitOpError("result must be a scalar");
+  return success();
+}
+
+LogicalResult LossOp::verify() {
+  if (!shapeOf(getValue()).empty())
+    return emitOpError("the loss must be a scalar, got ")
+           << shapeStr(shapeOf(getValue()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "megatrain/Dialect/MtOps.cpp.inc"

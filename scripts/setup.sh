@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/setup.sh - installs what megatrain needs to build and test (idempotent).
+# Debian 12: MLIR/LLVM 19, protobuf 3.21, the ONNX schema, GoogleTest, the demo corpus.
+set -euo pipefail
+
+PKGS=(
+  cmake ninja-build ccache g++ python3 python3-numpy
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  libgtest-dev googletest
+  fortunes
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

@@ -1,0 +1,36 @@
+# third_party/Dependencies.cmake - finds MLIR, GoogleTest and CUDA (included at top level
+# so the variables they set are visible everywhere).
+
+find_package(Protobuf REQUIRED)
+find_package(Threads REQUIRED)
+
+if(MEGATRAIN_BUILD_COMPILER)
+  find_package(MLIR REQUIRED CONFIG
+    HINTS /usr/lib/llvm-19/lib/cmake/mlir)
+  if(NOT LLVM_VERSION_MAJOR EQUAL 19)
+    message(FATAL_ERROR "megatrain needs MLIR 19, found ${LLVM_PACKAGE_VERSION} (${MLIR_DIR})")
+  endif()
+  message(STATUS "MLIR ${MLIR_DIR}; LLVM ${LLVM_PACKAGE_VERSION}")
+  list(APPEND CMAKE_MODULE_PATH "${MLIR_CMAKE_DIR}" "${LLVM_CMAKE_DIR}")
+  include(TableGen)
+  include(AddLLVM)
+  include(AddMLIR)
+endif()
+
+if(MEGATRAIN_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+
+if(MEGATRAIN_CUDA)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(MEGATRAIN_HAVE_CUDA ON)
+    message(STATUS "CUDA backend: enabled (${CMAKE_CUDA_COMPILER})")
+  else()
+    message(STATUS "CUDA backend: disabled (nvcc not found)")
+  endif()
+endif()
