@@ -1,0 +1,164 @@
+//===- AddLoss.cpp - mt-add-loss: turn an imported model into an objective ===//
+//
+// The importer returns every graph output from the function, named by the
+// `mt.output_name` result attribute. Training needs one scalar instead: this
+// pass marks an existing scalar output (mode=output) or appends the
+// next-token cross-entropy of a logits output against the token input
+// (mode=next-token-ce) with `mt.loss`, makes the function return nothing and
+// erases what only the dropped outputs needed.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace megatrain {
+#define GEN_PASS_DEF_ADDLOSS
+#include "megatrain/Passes/Passes.h.inc"
+} // namespace megatrain
+
+using namespace mlir;
+using namespace megatrain;
+
+namespace {
+
+/// The graph outputs of a function: its returned values by output name.
+struct GraphOutputs {
+  SmallVector<std::string> names;
+  SmallVector<Value> values;
+
+  Value lookup(StringRef name) const {
+    for (auto [n, v] : llvm::zip(names, values))
+      if (n == name)
+        return v;
+    return {};
+  }
+  std::string list() const {
+    if (names.empty())
+      return "(none)";
+    return llvm::join(names, ", ");
+  }
+};
+
+struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("mt-add-loss expects a function with a single block");
+      return signalPassFailure();
+    }
+    if (!func.getOps<mt::LossOp>().empty()) {
+      func.emitError("the function already has an mt.loss");
+      return signalPassFailure();
+    }
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    GraphOutputs outputs;
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "mt.output_name");
+      outputs.names.push_back(name ? name.str() : "#" + std::to_string(i));
+      outputs.values.push_back(value);
+    }
+
+    FailureOr<Value> loss = mode == "output"          ? markOutput(func, outputs)
+                            : mode == "next-token-ce" ? appendNextTokenCe(func, outputs, ret)
+                                                      : unknownMode(func);
+    if (failed(loss))
+      return signalPassFailure();
+
+    OpBuilder builder(ret);
+    builder.create<mt::LossOp>(ret.getLoc(), *loss);
+    ret->setOperands({});
+    func.eraseResults(llvm::BitVector(func.getNumResults(), true));
+    eraseDeadOps(func.getBody().front());
+  }
+
+  FailureOr<Value> unknownMode(func::FuncOp func) {
+    func.emitError("unknown mt-add-loss mode '")
+        << mode << "'; expected 'output' or 'next-token-ce'";
+    return failure();
+  }
+
+  FailureOr<Value> markOutput(func::FuncOp func, const GraphOutputs &outputs) {
+    if (lossOutput.empty()) {
+      func.emitError("mt-add-loss needs loss-output=NAME in mode=output; the "
+                     "graph outputs are: ")
+          << outputs.list();
+      return failure();
+    }
+    Value loss = outputs.lookup(lossOutput);
+    if (!loss) {
+      func.emitError("no graph output named '")
+          << lossOutput << "'; the graph outputs are: " << outputs.list();
+      return failure();
+    }
+    auto type = cast<RankedTensorType>(loss.getType());
+    if (type.getRank() != 0 || !isa<FloatType>(type.getElementType())) {
+      func.emitError("loss output '")
+          << lossOutput << "' must be a floating-point scalar, got " << type;
+      return failure();
+    }
+    return loss;
+  }
+
+  FailureOr<Value> appendNextTokenCe(func::FuncOp func,
+                                     const GraphOutputs &outputs,
+                                     func::ReturnOp ret) {
+    Value logitsValue = outputs.lookup(logits);
+    if (!logitsValue) {
+      func.emitError("no graph output named '")
+          << logits << "' (logits); the graph outputs are: " << outputs.list();
+      return failure();
+    }
+    mt::InputOp tokenInput;
+    SmallVector<std::string> inputNames;
+    for (mt::InputOp input : func.getOps<mt::InputOp>()) {
+      inputNames.push_back(input.getName().str());
+      if (input.getName() == tokens && !tokenInput)
+        tokenInput = input;
+    }
+    if (!tokenInput) {
+      func.emitError("no graph input named '")
+          << tokens << "' (tokens); the graph inputs are: "
+          << (inputNames.empty() ? std::string("(none)") : llvm::join(inputNames, ", "));
+      return failure();
+    }
+    auto tokType = cast<RankedTensorType>(tokenInput.getType());
+    if (tokType.getRank() != 2 || !tokType.getElementType().isInteger(64)) {
+      tokenInput.emitError("tokens input '")
+          << tokens << "' must be i64 [B, T], got " << tokType;
+      return failure();
+    }
+    auto logitsType = cast<RankedTensorType>(logitsValue.getType());
+    if (logitsType.getRank() != 3 ||
+        !isa<FloatType>(logitsType.getElementType()) ||
+        logitsType.getShape().take_front(2) != tokType.getShape()) {
+      func.emitError("logits output '")
+          << logits << "' must be floating-point [B, T, V] with [B, T] = "
+          << "the shape of tokens " << tokType << ", got "
+          << logitsType;
+      return failure();
+    }
+    OpBuilder builder(ret);
+    auto ce = builder.create<mt::NextTokenCrossEntropyOp>(
+        ret.getLoc(), mt::tensorLike(logitsType, {}), logitsValue,
+        tokenInput.getResult(), builder.getI64IntegerAttr(ignoreIndex));
+    return ce.getResult();
+  }
+
+  /// Erases ops no longer needed once the outputs are gone. Walking backwards
+  /// erases a whole dead chain in one sweep, since users come after producers.
+  static void eraseDeadOps(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+  }
+};
+
+} // namespace

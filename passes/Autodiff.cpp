@@ -1,0 +1,235 @@
+//===- Autodiff.cpp - mt-autodiff: reverse-mode gradients of the loss -----===//
+//
+// 1. Activity: a value is *varied* when it depends on a trainable parameter
+//    (floating-point values only) and *useful* when the loss depends on it.
+//    Only ops with a useful result and a varied operand are differentiated,
+//    so frozen branches and integer index math cost nothing and need no rule.
+// 2. Reverse sweep: seed 1 at the mt.loss value, visit the ops backwards and
+//    call each active op's GradientOpInterface rule; gradients reaching one
+//    value along several uses are summed with mt.add.
+// 3. Parameters: when the sweep passes the first mt.param op of a name, every
+//    use of that parameter has been visited, so its gradient is final: emit
+//    one mt.param_grad (summed over same-named mt.param ops, zero via mt.fill
+//    when the loss does not depend on it). Emitting it there, mid-backward,
+//    keeps the order in which gradients become final visible to the schedule.
+//
+// Gradient ops are appended before the terminator, after all forward ops; the
+// unused ones that rules built for inactive operands are erased at the end.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace megatrain {
+#define GEN_PASS_DEF_AUTODIFF
+#include "megatrain/Passes/Passes.h.inc"
+} // namespace megatrain
+
+using namespace mlir;
+using namespace megatrain;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+bool isTrainableParam(Operation *op) {
+  auto param = dyn_cast<mt::ParamOp>(op);
+  return param && param.getTrainable();
+}
+
+/// Differentiates one function body (a single block).
+class ReverseSweep {
+public:
+  ReverseSweep(Block &block, mt::LossOp loss)
+      : block(block), loss(loss), builder(block.getTerminator()) {}
+
+  LogicalResult run() {
+    if (failed(collectParams()))
+      return failure();
+    analyzeActivity();
+
+    // Everything built from here on sits between the last forward op and the
+    // terminator; remember the boundary to clean up what turns out unused.
+    Operation *lastForward = block.getTerminator()->getPrevNode();
+    SmallVector<Operation *> forward;
+    for (Operation &op : block.without_terminator())
+      forward.push_back(&op);
+
+    Value seed = loss.getValue();
+    grads[seed] = builder.create<mt::FillOp>(loss.getLoc(), seed.getType(),
+                                             builder.getF64FloatAttr(1.0));
+
+    for (Operation *op : llvm::reverse(forward)) {
+      if (failed(differentiate(op)))
+        return failure();
+      if (auto param = dyn_cast<mt::ParamOp>(op))
+        if (param.getTrainable() && firstParamOp.lookup(param.getNameAttr()) == op)
+          emitParamGrad(param);
+    }
+    eraseUnusedGradientOps(lastForward);
+    return success();
+  }
+
+private:
+  /// Groups the trainable parameters by name and checks they agree on type.
+  LogicalResult collectParams() {
+    for (auto param : block.getOps<mt::ParamOp>()) {
+      if (!param.getTrainable())
+        continue;
+      if (!isFloatTensor(param.getResult()))
+        return param.emitOpError("trainable parameter '")
+               << param.getName() << "' must have a floating-point type, got "
+               << param.getType();
+      auto [it, inserted] = firstParamOp.try_emplace(param.getNameAttr(), param);
+      if (!inserted && it->second->getResult(0).getType() != param.getType())
+        return param.emitOpError("parameter '")
+               << param.getName() << "' appears with types "
+               << it->second->getResult(0).getType() << " and " << param.getType();
+      paramsByName[param.getNameAttr()].push_back(param);
+    }
+    return success();
+  }
+
+  void analyzeActivity() {
+    for (Operation &op : block.without_terminator()) {
+      bool fromParam = isTrainableParam(&op) ||
+                       llvm::any_of(op.getOperands(), [&](Value v) {
+                         return varied.contains(v);
+                       });
+      if (fromParam)
+        for (Value r : op.getResults())
+          if (isFloatTensor(r))
+            varied.insert(r);
+    }
+    useful.insert(loss.getValue());
+    for (Operation &op : llvm::reverse(block.without_terminator()))
+      if (llvm::any_of(op.getResults(), [&](Value r) { return useful.contains(r); }))
+        for (Value v : op.getOperands())
+          useful.insert(v);
+  }
+
+  bool isActive(Operation *op) const {
+    return llvm::any_of(op->getResults(),
+                        [&](Value r) { return useful.contains(r); }) &&
+           llvm::any_of(op->getOperands(),
+                        [&](Value v) { return varied.contains(v); });
+  }
+
+  LogicalResult differentiate(Operation *op) {
+    if (!isActive(op))
+      return success();
+    SmallVector<Value> resultGrads;
+    for (Value r : op->getResults())
+      resultGrads.push_back(grads.lookup(r));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+      return success();
+
+    auto rule = dyn_cast<mt::GradientOpInterface>(op);
+    if (!rule)
+      return op->emitOpError("has no gradient rule, but the loss depends on a "
+                             "trainable parameter through it");
+    SmallVector<Value> operandGrads;
+    if (failed(rule.buildGradients(builder, resultGrads, operandGrads)))
+      return op->emitOpError("gradient rule failed");
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitOpError("gradient rule returned ")
+             << operandGrads.size() << " gradients for " << op->getNumOperands()
+             << " operands";
+
+    for (auto [i, operand, grad] : llvm::enumerate(op->getOperands(), operandGrads)) {
+      if (!grad || !varied.contains(operand))
+        continue;
+      if (grad.getType() != operand.getType())
+        return op->emitOpError("gradient rule built a gradient of type ")
+               << grad.getType() << " for operand #" << i << " of type "
+               << operand.getType();
+      accumulate(operand, grad);
+    }
+    return success();
+  }
+
+  void accumulate(Value v, Value grad) {
+    Value &slot = grads[v];
+    slot = slot ? builder.create<mt::AddOp>(grad.getLoc(), v.getType(), slot, grad)
+                      .getResult()
+                : grad;
+  }
+
+  void emitParamGrad(mt::ParamOp first) {
+    Value total;
+    for (mt::ParamOp param : paramsByName[first.getNameAttr()]) {
+      Value g = grads.lookup(param.getResult());
+      if (!g)
+        continue;
+      total = total ? builder.create<mt::AddOp>(param.getLoc(), param.getType(),
+                                                total, g)
+                          .getResult()
+                    : g;
+    }
+    if (!total)
+      total = builder.create<mt::FillOp>(first.getLoc(), first.getType(),
+                                         builder.getF64FloatAttr(0.0));
+    builder.create<mt::ParamGradOp>(first.getLoc(), total, first.getNameAttr());
+  }
+
+  /// Rules build gradients for all float operands, including inputs and frozen
+  /// weights the sweep then ignores; drop those (and the seed, when the loss
+  /// depends on no parameter). Backwards, so dead chains go in one sweep.
+  void eraseUnusedGradientOps(Operation *lastForward) {
+    Operation *end = block.getTerminator();
+    for (Operation *op = end->getPrevNode(); op && op != lastForward;) {
+      Operation *prev = op->getPrevNode();
+      if (isOpTriviallyDead(op))
+        op->erase();
+      op = prev;
+    }
+  }
+
+  Block &block;
+  mt::LossOp loss;
+  OpBuilder builder;
+  DenseSet<Value> varied, useful;
+  DenseMap<Value, Value> grads;
+  DenseMap<StringAttr, Operation *> firstParamOp;
+  llvm::MapVector<StringAttr, SmallVector<mt::ParamOp>> paramsByName;
+};
+
+struct Autodiff : megatrain::impl::AutodiffBase<Autodiff> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("mt-autodiff expects a function with a single block");
+      return signalPassFailure();
+    }
+    Block &block = func.getBody().front();
+    SmallVector<mt::LossOp> losses(block.getOps<mt::LossOp>());
+    if (losses.size() != 1) {
+      func.emitError("mt-autodiff needs exactly one mt.loss, found ")
+          << losses.size() << (losses.empty() ? " (run mt-add-loss first)" : "");
+      return signalPassFailure();
+    }
+    if (!block.getOps<mt::ParamGradOp>().empty()) {
+      func.emitError("the function is already differentiated (it has mt.param_grad)");
+      return signalPassFailure();
+    }
+    if (!isFloatTensor(losses[0].getValue())) {
+      losses[0].emitOpError("the loss must be floating-point to differentiate");
+      return signalPassFailure();
+    }
+    if (failed(ReverseSweep(block, losses[0]).run()))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
