@@ -6,6 +6,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "llvm/ADT/StringRef.h"
+
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +24,19 @@ struct OnnxImportOptions {
   std::string trainable;
   std::string frozen;
 };
+
+/// Attributes the importer sets (docs/frontends.md).
+namespace onnx_attr {
+/// String on the module: the model path as given.
+inline constexpr llvm::StringLiteral kSourceModel = "mt.source_model";
+/// String on the module: lowercase hex SHA-256 of the model file's bytes.
+inline constexpr llvm::StringLiteral kSourceSha256 = "mt.source_sha256";
+/// String on each result of @main: the ONNX graph output it returns.
+inline constexpr llvm::StringLiteral kOutputName = "mt.output_name";
+} // namespace onnx_attr
+
+/// Lowercase hex SHA-256 of `bytes`, as in mt.source_sha256.
+std::string sha256Hex(llvm::StringRef bytes);
 
 /// Reads an ONNX model and builds a module holding `func.func @main`: one
 /// `mt.input` per graph input, one `mt.param` per initializer used as data,

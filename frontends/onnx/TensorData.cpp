@@ -1,0 +1,159 @@
+//===- TensorData.cpp - reading ONNX TensorProto dtypes, dims and values ---===//
+#include "TensorData.h"
+
+#include "llvm/Support/Endian.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace megatrain::onnx_import {
+
+std::string dtypeName(int32_t dtype) {
+  if (onnx::TensorProto::DataType_IsValid(dtype))
+    return onnx::TensorProto::DataType_Name(
+        static_cast<onnx::TensorProto::DataType>(dtype));
+  return "dtype " + std::to_string(dtype);
+}
+
+bool isFloatDtype(int32_t dtype) {
+  return dtype == onnx::TensorProto::FLOAT || dtype == onnx::TensorProto::DOUBLE;
+}
+
+bool isIntegerDtype(int32_t dtype) {
+  return dtype == onnx::TensorProto::INT64 || dtype == onnx::TensorProto::INT32;
+}
+
+Type elementTypeOf(MLIRContext &context, int32_t dtype) {
+  switch (dtype) {
+  case onnx::TensorProto::FLOAT:
+    return Float32Type::get(&context);
+  case onnx::TensorProto::DOUBLE:
+    return Float64Type::get(&context);
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::INT32:
+    return IntegerType::get(&context, 64);
+  default:
+    return {};
+  }
+}
+
+std::vector<int64_t> dimsOf(const onnx::TensorProto &tensor) {
+  return std::vector<int64_t>(tensor.dims().begin(), tensor.dims().end());
+}
+
+static bool elementCount(const onnx::TensorProto &tensor, int64_t &count,
+                         std::string &error) {
+  count = 1;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0) {
+      error = "has a negative dim";
+      return false;
+    }
+    count *= d;
+  }
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    error = "stores its data externally; constants must be inline";
+    return false;
+  }
+  return true;
+}
+
+// raw_data is little-endian per the ONNX spec; values are copied out
+// element by element so the host byte order does not matter.
+template <typename T>
+static bool readRaw(const onnx::TensorProto &tensor, int64_t count,
+                    std::vector<T> &out, std::string &error) {
+  const std::string &raw = tensor.raw_data();
+  if ((int64_t)raw.size() != count * (int64_t)sizeof(T)) {
+    error = "has " + std::to_string(raw.size()) + " bytes of raw data for " +
+            std::to_string(count) + " elements";
+    return false;
+  }
+  out.resize(count);
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = llvm::support::endian::read<T, llvm::endianness::little>(
+        raw.data() + i * sizeof(T));
+  return true;
+}
+
+template <typename T, typename Field>
+static bool readField(const Field &field, int64_t count, std::vector<T> &out,
+                      std::string &error) {
+  if ((int64_t)field.size() != count) {
+    error = "has " + std::to_string(field.size()) + " values for " +
+            std::to_string(count) + " elements";
+    return false;
+  }
+  out.assign(field.begin(), field.end());
+  return true;
+}
+
+bool readIntegers(const onnx::TensorProto &tensor, std::vector<int64_t> &out,
+                  std::string &error) {
+  int64_t count;
+  if (!elementCount(tensor, count, error))
+    return false;
+  if (tensor.data_type() == onnx::TensorProto::INT64) {
+    if (tensor.has_raw_data())
+      return readRaw<int64_t>(tensor, count, out, error);
+    return readField<int64_t>(tensor.int64_data(), count, out, error);
+  }
+  if (tensor.data_type() == onnx::TensorProto::INT32) {
+    std::vector<int32_t> narrow;
+    bool ok = tensor.has_raw_data()
+                  ? readRaw<int32_t>(tensor, count, narrow, error)
+                  : readField<int32_t>(tensor.int32_data(), count, narrow, error);
+    out.assign(narrow.begin(), narrow.end());
+    return ok;
+  }
+  error = "has dtype " + dtypeName(tensor.data_type()) + ", expected INT64 or INT32";
+  return false;
+}
+
+DenseElementsAttr readDense(MLIRContext &context, const onnx::TensorProto &tensor,
+                            std::string &error) {
+  Type element = elementTypeOf(context, tensor.data_type());
+  if (!element) {
+    error = "has unsupported dtype " + dtypeName(tensor.data_type());
+    return {};
+  }
+  int64_t count;
+  if (!elementCount(tensor, count, error))
+    return {};
+  int64_t bytes = count * (element.getIntOrFloatBitWidth() / 8);
+  if (bytes > kMaxConstantBytes) {
+    error = "is " + std::to_string(bytes) + " bytes; constants are limited to " +
+            std::to_string(kMaxConstantBytes) + " bytes";
+    return {};
+  }
+  auto type = RankedTensorType::get(dimsOf(tensor), element);
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT: {
+    std::vector<float> values;
+    bool ok = tensor.has_raw_data()
+                  ? readRaw<float>(tensor, count, values, error)
+                  : readField<float>(tensor.float_data(), count, values, error);
+    if (!ok)
+      return {};
+    return DenseElementsAttr::get(type, llvm::ArrayRef<float>(values));
+  }
+  case onnx::TensorProto::DOUBLE: {
+    std::vector<double> values;
+    bool ok = tensor.has_raw_data()
+                  ? readRaw<double>(tensor, count, values, error)
+                  : readField<double>(tensor.double_data(), count, values, error);
+    if (!ok)
+      return {};
+    return DenseElementsAttr::get(type, llvm::ArrayRef<double>(values));
+  }
+  default: {
+    std::vector<int64_t> values;
+    if (!readIntegers(tensor, values, error))
+      return {};
+    return DenseElementsAttr::get(type, llvm::ArrayRef<int64_t>(values));
+  }
+  }
+}
+
+} // namespace megatrain::onnx_import
