@@ -1,0 +1,164 @@
+// elementwise.cpp - fill, broadcasting binary ops, scale, activations and their gradients.
+#include <cmath>
+
+#include "CpuKernel.h"
+
+namespace megatrain::runtime::cpu {
+namespace {
+
+// ---- kernels ----
+
+template <typename T>
+void fillImpl(const KernelArgs& args) {
+  const T value = static_cast<T>(args.attrs.getFloat("value"));
+  T* y = args.out[0].as<T>();
+  const int64_t n = args.out[0].shape.elements();
+  for (int64_t i = 0; i < n; ++i) y[i] = value;
+}
+
+// y = op(a, b), numpy broadcasting; y.shape = broadcast(a.shape, b.shape).
+template <typename T, typename Op>
+void binaryImpl(const KernelArgs& args, Op op) {
+  const Operand &a = args.in[0], &b = args.in[1], &y = args.out[0];
+  const T* pa = a.as<const T>();
+  const T* pb = b.as<const T>();
+  T* py = y.as<T>();
+  if (a.shape == y.shape && b.shape == y.shape) {
+    const int64_t n = y.shape.elements();
+    for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], pb[i]);
+    return;
+  }
+  int64_t sa[kMaxRank], sb[kMaxRank];
+  broadcastStrides(a.shape, y.shape, sa);
+  broadcastStrides(b.shape, y.shape, sb);
+  walk(y.shape, sa, sb, [&](int64_t i, int64_t ia, int64_t ib) { py[i] = op(pa[ia], pb[ib]); });
+}
+
+template <typename T>
+T sigmoidOf(T x) {
+  // Both branches keep exp's argument non-positive, so neither overflows.
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+// y = op(x), same shape.
+template <typename T, typename Op>
+void unaryImpl(const KernelArgs& args, Op op) {
+  const T* x = args.in[0].as<const T>();
+  T* y = args.out[0].as<T>();
+  const int64_t n = args.out[0].shape.elements();
+  for (int64_t i = 0; i < n; ++i) y[i] = op(x[i]);
+}
+
+// dx = op(v, dy) with v the forward input or output; all the same shape.
+template <typename T, typename Op>
+void unaryGradImpl(const KernelArgs& args, Op op) {
+  const T* v = args.in[0].as<const T>();
+  const T* dy = args.in[1].as<const T>();
+  T* dx = args.out[0].as<T>();
+  const int64_t n = args.out[0].shape.elements();
+  for (int64_t i = 0; i < n; ++i) dx[i] = op(v[i], dy[i]);
+}
+
+// ---- launchers: check shapes and dtypes, then dispatch on the element type ----
+
+void fill(const KernelArgs& args) {
+  dispatchFloating(floatingType(args, outMask(0)), [&](auto tag) { fillImpl<decltype(tag)>(args); });
+}
+
+template <typename Op>
+void binary(const KernelArgs& args, Op op) {
+  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
+  Shape expected;
+  if (!broadcastShapes(args.in[0].shape, args.in[1].shape, expected))
+    fail(args, "shapes " + args.in[0].shape.str() + " and " + args.in[1].shape.str() +
+                   " do not broadcast");
+  requireShape(args, args.out[0], expected, "output");
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binaryImpl<T>(args, [op](T a, T b) { return static_cast<T>(op(a, b)); });
+  });
+}
+
+void add(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a + b; }); }
+void sub(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a - b; }); }
+void mul(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a * b; }); }
+void div(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a / b; }); }
+
+// Checks y (or dx) against x and dispatches; `operands` names the floating ones.
+template <typename F>
+void sameShapes(const KernelArgs& args, unsigned operands, F&& body) {
+  const plan::DType dtype = floatingType(args, operands);
+  for (int i = 0; i < args.numIn; ++i) requireShape(args, args.in[i], args.out[0].shape, "input");
+  dispatchFloating(dtype, body);
+}
+
+void scale(const KernelArgs& args) {
+  const double alpha = args.attrs.getFloat("alpha");
+  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryImpl<T>(args, [alpha](T x) { return static_cast<T>(alpha * x); });
+  });
+}
+
+void relu(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryImpl<T>(args, [](T x) { return x > 0 ? x : T(0); });
+  });
+}
+
+void tanhKernel(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryImpl<T>(args, [](T x) { return std::tanh(x); });
+  });
+}
+
+void sigmoid(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryImpl<T>(args, [](T x) { return sigmoidOf(x); });
+  });
+}
+
+void reluGrad(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryGradImpl<T>(args, [](T x, T dy) { return x > 0 ? dy : T(0); });
+  });
+}
+
+void tanhGrad(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryGradImpl<T>(args, [](T y, T dy) { return dy * (T(1) - y * y); });
+  });
+}
+
+void sigmoidGrad(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryGradImpl<T>(args, [](T y, T dy) { return dy * y * (T(1) - y); });
+  });
+}
+
+}  // namespace
+
+void addElementwiseKernels(KernelRegistry& registry) {
+  registry.add("fill", 0, 1, fill);
+  registry.add("add", 2, 1, add);
+  registry.add("sub", 2, 1, sub);
+  registry.add("mul", 2, 1, mul);
+  registry.add("div", 2, 1, div);
+  registry.add("scale", 1, 1, scale);
+  registry.add("relu", 1, 1, relu);
+  registry.add("tanh", 1, 1, tanhKernel);
+  registry.add("sigmoid", 1, 1, sigmoid);
+  registry.add("relu_grad", 2, 1, reluGrad);
+  registry.add("tanh_grad", 2, 1, tanhGrad);
+  registry.add("sigmoid_grad", 2, 1, sigmoidGrad);
+}
+
+}  // namespace megatrain::runtime::cpu

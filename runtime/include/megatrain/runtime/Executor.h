@@ -1,0 +1,84 @@
+// Executor.h - runs a plan's steps, one training step per call, over a backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "megatrain/plan/plan.pb.h"
+#include "megatrain/runtime/Backend.h"
+#include "megatrain/runtime/HostArray.h"
+
+namespace megatrain::runtime {
+
+class OnnxWeights;
+
+// Owns the plan and the backend. Construction validates the plan, allocates
+// every pool once and writes the CONSTANT tensors; runStep then executes the
+// steps in order and allocates nothing. Not thread-safe.
+//
+// Tensor names follow the compiler's convention (docs/plan.md): a PARAMETER is
+// named after its initializer, its gradient `grad:<name>`, its moments
+// `adam_m:<name>` / `adam_v:<name>`, its device copy `dev:<name>`.
+class Executor {
+ public:
+  Executor(plan::Plan plan, std::unique_ptr<Backend> backend);
+  ~Executor();
+
+  const plan::Plan& plan() const { return plan_; }
+  Backend& backend() { return *backend_; }
+
+  // Fills every PARAMETER from its `source` initializer, zeroes every
+  // OPTIMIZER_STATE and restarts the optimizer step count.
+  void loadWeights(const OnnxWeights& weights);
+
+  // Stages the value an INPUT tensor gets at the start of every following
+  // runStep, until set again. `name` is the graph input (the tensor's source)
+  // or the tensor name. Integer inputs take int32/int64 arrays, floating
+  // inputs float32/float64; the shape must match.
+  void setInput(const std::string& name, const HostArray& array);
+
+  // Runs one training step: writes the staged inputs, executes every step,
+  // poisons each DEVICE tensor after its last_use_step, and returns the loss
+  // the READ_LOSS task read. Errors name the step.
+  double runStep();
+
+  // Optimizer steps taken since loadWeights (AdamW's t after the last step).
+  int64_t optimizerStep() const { return step_; }
+
+  const plan::Tensor& tensor(const std::string& name) const;
+  bool hasTensor(const std::string& name) const { return byName_.count(name) != 0; }
+
+  // A tensor's elements converted to or from double (floating and integer dtypes).
+  std::vector<double> readTensor(const std::string& name) const;
+  void writeTensor(const std::string& name, const std::vector<double>& values);
+
+  // A tensor's raw bytes.
+  std::vector<std::byte> readBytes(const std::string& name) const;
+  void writeBytes(const std::string& name, const void* bytes, size_t size);
+
+ private:
+  struct StagedInput {
+    uint32_t tensor = 0;
+    std::vector<std::byte> bytes;  // the tensor's bytes, written each step
+    bool set = false;
+  };
+
+  StagedInput& findInput(const std::string& name);
+  void runOneStep(const plan::Step& step, double& loss);
+
+  plan::Plan plan_;
+  std::unique_ptr<Backend> backend_;
+  std::unordered_map<std::string, uint32_t> byName_;
+  std::vector<StagedInput> inputs_;
+  // poisonAfter_[poisonStart_[s] .. poisonStart_[s + 1]) are the tensors that die at step s.
+  std::vector<uint32_t> poisonAfter_;
+  std::vector<size_t> poisonStart_;
+  int64_t step_ = 0;
+  bool weightsLoaded_ = false;
+};
+
+}  // namespace megatrain::runtime

@@ -1,0 +1,44 @@
+// TokenData.h - a flat binary token file, read as consecutive [batch, seq] windows.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace megatrain::runtime {
+
+enum class TokenDType { U16, U32 };
+
+// Parses "uint16" / "uint32"; Error otherwise.
+TokenDType parseTokenDType(const std::string& text);
+const char* tokenDTypeName(TokenDType dtype);
+
+// The file holds little-endian unsigned tokens and nothing else. The element
+// type comes from a sidecar `FILE.json` ({"dtype": "uint16"}) if one exists,
+// else from `fallback` (the --data-dtype flag).
+class TokenData {
+ public:
+  TokenData(const std::string& path, TokenDType fallback);
+
+  TokenDType dtype() const { return dtype_; }
+  uint64_t tokenCount() const { return tokens_; }
+  // Index of the first token of the next window.
+  uint64_t position() const { return position_; }
+
+  // Fills out[b * seqLen + t], b < batch, t < seqLen, with the next `batch`
+  // windows of `seqLen` tokens: consecutive, non-overlapping, continuing where
+  // the previous call stopped. A window that would run past the end of the
+  // file starts again at token 0. Error if the file is shorter than seqLen.
+  void nextBatch(int64_t* out, int64_t batch, int64_t seqLen);
+
+ private:
+  std::string path_;
+  TokenDType dtype_;
+  uint64_t tokens_ = 0;
+  uint64_t position_ = 0;
+  std::ifstream file_;
+  std::vector<unsigned char> window_;  // one window's raw bytes, reused
+};
+
+}  // namespace megatrain::runtime

@@ -1,0 +1,165 @@
+// CpuBackend.cpp - the reference backend: plain C++ on host memory, one thread, in order.
+#include "megatrain/runtime/CpuBackend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/CpuKernel.h"
+#include "megatrain/runtime/AdamW.h"
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+
+namespace megatrain::runtime {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<std::byte[], AlignedFree>;
+
+// At least `size` bytes (and never zero), 64-byte aligned.
+AlignedBytes allocateAligned(size_t size, const std::string& what) {
+  const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+  if (!p) throw Error("cpu backend: cannot allocate " + std::to_string(size) + " bytes for " + what);
+  return AlignedBytes(static_cast<std::byte*>(p));
+}
+
+// A kernel step resolved once: its function and operands with their addresses.
+struct PreparedKernel {
+  const cpu::KernelEntry* entry = nullptr;
+  cpu::KernelArgs args;
+};
+
+}  // namespace
+
+struct CpuBackend::Impl {
+  const plan::Plan* plan = nullptr;
+  std::vector<AlignedBytes> pools;
+  std::vector<PreparedKernel> kernels;  // [steps], entry == nullptr for non-kernel steps
+  AlignedBytes scratch;
+  size_t scratchBytes = 0;
+
+  cpu::Operand operand(const plan::Tensor& tensor, std::byte* base) const {
+    cpu::Operand result;
+    if (tensor.shape_size() > cpu::kMaxRank)
+      throw Error("cpu backend: tensor '" + tensor.name() + "' has rank " +
+                  std::to_string(tensor.shape_size()) + ", the CPU kernels support at most " +
+                  std::to_string(cpu::kMaxRank));
+    result.data = base + tensor.buffer().offset();
+    result.shape.rank = tensor.shape_size();
+    for (int i = 0; i < tensor.shape_size(); ++i) result.shape.dims[i] = tensor.shape(i);
+    result.dtype = tensor.dtype();
+    result.name = &tensor.name();
+    return result;
+  }
+};
+
+CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) {}
+CpuBackend::~CpuBackend() = default;
+
+const KernelSignature* CpuBackend::findKernel(const std::string& name) const {
+  const cpu::KernelEntry* entry = cpu::cpuKernels().find(name);
+  return entry ? &entry->signature : nullptr;
+}
+
+void CpuBackend::prepare(const plan::Plan& plan) {
+  Impl& impl = *impl_;
+  impl.plan = &plan;
+  impl.pools.clear();
+  for (const plan::Pool& pool : plan.pools()) {
+    impl.pools.push_back(allocateAligned(pool.size_bytes(), "pool '" + pool.name() + "'"));
+    std::memset(impl.pools.back().get(), 0xFF, pool.size_bytes());
+  }
+
+  impl.kernels.assign(static_cast<size_t>(plan.steps_size()), PreparedKernel{});
+  size_t scratch = 0;
+  for (int i = 0; i < plan.steps_size(); ++i) {
+    const plan::Step& step = plan.steps(i);
+    if (step.op_case() != plan::Step::kKernel) continue;
+    const plan::Kernel& kernel = step.kernel();
+    PreparedKernel& prepared = impl.kernels[static_cast<size_t>(i)];
+    prepared.entry = cpu::cpuKernels().find(kernel.kernel());
+    if (!prepared.entry) throw Error("cpu backend: unknown kernel '" + kernel.kernel() + "'");
+    cpu::KernelArgs& args = prepared.args;
+    args.kernel = kernel.kernel().c_str();
+    args.attrs = cpu::Attributes(&kernel);
+    args.numIn = kernel.inputs_size();
+    args.numOut = kernel.outputs_size();
+    if (args.numIn > cpu::kMaxOperands || args.numOut > cpu::kMaxOperands)
+      throw Error("cpu backend: step " + std::to_string(i) + " has too many operands");
+    for (int k = 0; k < args.numIn; ++k) {
+      const plan::Tensor& tensor = plan.tensors(static_cast<int>(kernel.inputs(k)));
+      args.in[k] = impl.operand(tensor, impl.pools[tensor.buffer().pool()].get());
+    }
+    for (int k = 0; k < args.numOut; ++k) {
+      const plan::Tensor& tensor = plan.tensors(static_cast<int>(kernel.outputs(k)));
+      args.out[k] = impl.operand(tensor, impl.pools[tensor.buffer().pool()].get());
+    }
+    if (prepared.entry->scratchBytes) scratch = std::max(scratch, prepared.entry->scratchBytes(args));
+  }
+  impl.scratch = allocateAligned(scratch, "kernel scratch");
+  impl.scratchBytes = scratch;
+  for (PreparedKernel& prepared : impl.kernels) prepared.args.scratch = impl.scratch.get();
+}
+
+std::byte* CpuBackend::data(const plan::Tensor& tensor) const {
+  if (!impl_->plan) throw Error("cpu backend: prepare() was not called");
+  return impl_->pools.at(tensor.buffer().pool()).get() + tensor.buffer().offset();
+}
+
+size_t CpuBackend::scratchBytes() const { return impl_->scratchBytes; }
+
+void CpuBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
+  // memmove: a planner may legally hand a copy overlapping bytes of one pool.
+  std::memmove(data(dst), data(src), dst.buffer().size_bytes());
+}
+
+void CpuBackend::launchKernel(uint32_t step) {
+  if (step >= impl_->kernels.size() || !impl_->kernels[step].entry)
+    throw Error("cpu backend: step " + std::to_string(step) + " is not a prepared kernel");
+  const PreparedKernel& prepared = impl_->kernels[step];
+  prepared.entry->run(prepared.args);
+}
+
+void CpuBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad,
+                          const plan::Tensor& m, const plan::Tensor& v, const plan::AdamW& hyper,
+                          int64_t t) {
+  adamwUpdate(param.dtype(), data(param), data(grad), data(m), data(v),
+              static_cast<size_t>(elementCount(param.shape())), hyper, t);
+}
+
+void CpuBackend::poison(const plan::Tensor& tensor) {
+  std::byte* p = data(tensor);
+  const size_t bytes = tensor.buffer().size_bytes();
+  if (tensor.dtype() == plan::F32) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i < bytes / 4; ++i) std::memcpy(p + 4 * i, &nan, 4);
+  } else if (tensor.dtype() == plan::F64) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (size_t i = 0; i < bytes / 8; ++i) std::memcpy(p + 8 * i, &nan, 8);
+  } else {
+    // 0xFFFF is also a NaN in bf16 and f16; for integers it is -1 or 255.
+    std::memset(p, 0xFF, bytes);
+  }
+}
+
+void CpuBackend::write(const plan::Tensor& tensor, const void* bytes, size_t size) {
+  if (size != tensor.buffer().size_bytes())
+    throw Error("tensor '" + tensor.name() + "': writing " + std::to_string(size) +
+                " bytes into " + std::to_string(tensor.buffer().size_bytes()));
+  std::memcpy(data(tensor), bytes, size);
+}
+
+void CpuBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {
+  if (size != tensor.buffer().size_bytes())
+    throw Error("tensor '" + tensor.name() + "': reading " + std::to_string(size) +
+                " bytes from " + std::to_string(tensor.buffer().size_bytes()));
+  std::memcpy(bytes, data(tensor), size);
+}
+
+}  // namespace megatrain::runtime

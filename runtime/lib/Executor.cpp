@@ -1,0 +1,285 @@
+// Executor.cpp - runs a plan's steps, one training step per call, over a backend.
+#include "megatrain/runtime/Executor.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/PlanLoader.h"
+
+namespace megatrain::runtime {
+namespace {
+
+std::vector<int64_t> shapeOf(const plan::Tensor& tensor) {
+  return std::vector<int64_t>(tensor.shape().begin(), tensor.shape().end());
+}
+
+std::string describeStep(const plan::Step& step) {
+  std::string what;
+  switch (step.op_case()) {
+    case plan::Step::kKernel: what = step.kernel().kernel(); break;
+    case plan::Step::kCopy: what = "copy"; break;
+    case plan::Step::kRecord: what = "record " + step.record().event(); break;
+    case plan::Step::kWait: what = "wait " + step.wait().event(); break;
+    case plan::Step::kHostTask: what = plan::HostTask::Kind_Name(step.host_task().kind()); break;
+    default: what = "empty"; break;
+  }
+  if (!step.source_op().empty()) what += " from " + step.source_op();
+  return "step " + std::to_string(step.index()) + " (" + what + ")";
+}
+
+// Element i of a tensor's bytes as a double.
+double loadElement(const std::byte* bytes, plan::DType dtype, size_t i) {
+  switch (dtype) {
+    case plan::F32: { float v; std::memcpy(&v, bytes + 4 * i, 4); return v; }
+    case plan::F64: { double v; std::memcpy(&v, bytes + 8 * i, 8); return v; }
+    case plan::I64: { int64_t v; std::memcpy(&v, bytes + 8 * i, 8); return static_cast<double>(v); }
+    case plan::I32: { int32_t v; std::memcpy(&v, bytes + 4 * i, 4); return v; }
+    case plan::U8:
+    case plan::BOOL: return static_cast<double>(static_cast<uint8_t>(bytes[i]));
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+void storeElement(std::byte* bytes, plan::DType dtype, size_t i, double value) {
+  switch (dtype) {
+    case plan::F32: { float v = static_cast<float>(value); std::memcpy(bytes + 4 * i, &v, 4); break; }
+    case plan::F64: std::memcpy(bytes + 8 * i, &value, 8); break;
+    case plan::I64: { int64_t v = static_cast<int64_t>(value); std::memcpy(bytes + 8 * i, &v, 8); break; }
+    case plan::I32: { int32_t v = static_cast<int32_t>(value); std::memcpy(bytes + 4 * i, &v, 4); break; }
+    case plan::U8:
+    case plan::BOOL: bytes[i] = static_cast<std::byte>(static_cast<uint8_t>(value)); break;
+    default: break;
+  }
+}
+
+void requireConvertible(const plan::Tensor& tensor) {
+  if (tensor.dtype() == plan::BF16 || tensor.dtype() == plan::F16)
+    throw Error("tensor '" + tensor.name() + "' is " + dtypeName(tensor.dtype()) +
+                ", which has no host conversion yet");
+}
+
+}  // namespace
+
+Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
+    : plan_(std::move(plan)), backend_(std::move(backend)) {
+  if (!backend_) throw Error("executor: no backend");
+  validatePlan(plan_, *backend_);
+  backend_->prepare(plan_);
+
+  for (const plan::Tensor& tensor : plan_.tensors()) {
+    byName_.emplace(tensor.name(), tensor.id());
+    if (tensor.role() == plan::INPUT) {
+      StagedInput input;
+      input.tensor = tensor.id();
+      input.bytes.resize(tensor.buffer().size_bytes());
+      inputs_.push_back(std::move(input));
+    }
+    if (tensor.role() == plan::CONSTANT)
+      backend_->write(tensor, tensor.constant_data().data(), tensor.constant_data().size());
+  }
+
+  // Bucket the dying DEVICE tensors by step. CONSTANTs never die: they are
+  // written once, here.
+  const size_t steps = static_cast<size_t>(plan_.steps_size());
+  poisonStart_.assign(steps + 1, 0);
+  auto dies = [&](const plan::Tensor& tensor) {
+    return tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT &&
+           plan_.pools(static_cast<int>(tensor.buffer().pool())).tier() == plan::DEVICE;
+  };
+  for (const plan::Tensor& tensor : plan_.tensors())
+    if (dies(tensor)) ++poisonStart_[static_cast<size_t>(tensor.last_use_step()) + 1];
+  for (size_t s = 1; s <= steps; ++s) poisonStart_[s] += poisonStart_[s - 1];
+  poisonAfter_.resize(poisonStart_[steps]);
+  std::vector<size_t> fill(poisonStart_.begin(), poisonStart_.end() - 1);
+  for (const plan::Tensor& tensor : plan_.tensors())
+    if (dies(tensor)) poisonAfter_[fill[static_cast<size_t>(tensor.last_use_step())]++] = tensor.id();
+}
+
+Executor::~Executor() = default;
+
+const plan::Tensor& Executor::tensor(const std::string& name) const {
+  auto it = byName_.find(name);
+  if (it == byName_.end()) throw Error("the plan has no tensor named '" + name + "'");
+  return plan_.tensors(static_cast<int>(it->second));
+}
+
+void Executor::loadWeights(const OnnxWeights& weights) {
+  std::vector<std::byte> bytes;
+  for (const plan::Tensor& tensor : plan_.tensors()) {
+    if (tensor.role() == plan::PARAMETER) {
+      bytes.resize(tensor.buffer().size_bytes());
+      weights.read(tensor.source(), tensor.dtype(), shapeOf(tensor), bytes.data(), bytes.size());
+      backend_->write(tensor, bytes.data(), bytes.size());
+    } else if (tensor.role() == plan::OPTIMIZER_STATE) {
+      bytes.assign(tensor.buffer().size_bytes(), std::byte{0});
+      backend_->write(tensor, bytes.data(), bytes.size());
+    }
+  }
+  step_ = 0;
+  weightsLoaded_ = true;
+}
+
+Executor::StagedInput& Executor::findInput(const std::string& name) {
+  // The graph input name first: that is what users know.
+  for (StagedInput& input : inputs_)
+    if (plan_.tensors(static_cast<int>(input.tensor)).source() == name) return input;
+  for (StagedInput& input : inputs_)
+    if (plan_.tensors(static_cast<int>(input.tensor)).name() == name) return input;
+  std::string known;
+  for (const StagedInput& input : inputs_) {
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(input.tensor));
+    known += (known.empty() ? "" : ", ") + (tensor.source().empty() ? tensor.name() : tensor.source());
+  }
+  throw Error("the plan has no input named '" + name + "' (inputs: " +
+              (known.empty() ? "none" : known) + ")");
+}
+
+void Executor::setInput(const std::string& name, const HostArray& array) {
+  StagedInput& input = findInput(name);
+  const plan::Tensor& tensor = plan_.tensors(static_cast<int>(input.tensor));
+  const std::string what = "input '" + name + "'";
+  if (array.shape != shapeOf(tensor)) {
+    std::string given = "[";
+    for (size_t i = 0; i < array.shape.size(); ++i) given += (i ? ", " : "") + std::to_string(array.shape[i]);
+    throw Error(what + ": array shape " + given + "] differs from the plan's " +
+                formatShape(tensor.shape()));
+  }
+  const size_t count = static_cast<size_t>(array.elements());
+  const plan::DType dtype = tensor.dtype();
+  const bool sameType = (dtype == plan::F32 && array.type == ElementType::F32) ||
+                        (dtype == plan::F64 && array.type == ElementType::F64) ||
+                        (dtype == plan::I64 && array.type == ElementType::I64) ||
+                        (dtype == plan::I32 && array.type == ElementType::I32);
+  const bool floating = dtype == plan::F32 || dtype == plan::F64;
+  const bool integer = dtype == plan::I64 || dtype == plan::I32;
+  const bool arrayFloating = array.type == ElementType::F32 || array.type == ElementType::F64;
+  if (sameType) {
+    std::memcpy(input.bytes.data(), array.bytes.data(), input.bytes.size());
+  } else if ((floating && arrayFloating) || (integer && !arrayFloating)) {
+    for (size_t i = 0; i < count; ++i) {
+      double value = 0;
+      switch (array.type) {
+        case ElementType::F32: value = array.data<float>()[i]; break;
+        case ElementType::F64: value = array.data<double>()[i]; break;
+        case ElementType::I32: value = array.data<int32_t>()[i]; break;
+        case ElementType::I64: {
+          const int64_t v = array.data<int64_t>()[i];
+          if (dtype == plan::I32 && (v < INT32_MIN || v > INT32_MAX))
+            throw Error(what + ": value " + std::to_string(v) + " does not fit in i32");
+          value = static_cast<double>(v);
+          break;
+        }
+      }
+      storeElement(input.bytes.data(), dtype, i, value);
+    }
+  } else {
+    throw Error(what + " is " + dtypeName(dtype) + ", it cannot take a " +
+                elementTypeName(array.type) + " array");
+  }
+  input.set = true;
+}
+
+void Executor::runOneStep(const plan::Step& step, double& loss) {
+  switch (step.op_case()) {
+    case plan::Step::kKernel:
+      backend_->launchKernel(step.index());
+      break;
+    case plan::Step::kCopy:
+      backend_->copy(plan_.tensors(static_cast<int>(step.copy().src())),
+                     plan_.tensors(static_cast<int>(step.copy().dst())));
+      break;
+    case plan::Step::kRecord:
+      backend_->recordEvent(step.record().event(), step.stream());
+      break;
+    case plan::Step::kWait:
+      backend_->waitEvent(step.wait().event(), step.stream());
+      break;
+    case plan::Step::kHostTask: {
+      const plan::HostTask& task = step.host_task();
+      auto operand = [&](int i) -> const plan::Tensor& {
+        return plan_.tensors(static_cast<int>(task.tensors(i)));
+      };
+      if (task.kind() == plan::HostTask::ADAMW) {
+        backend_->runAdamW(operand(0), operand(1), operand(2), operand(3),
+                           plan_.header().optimizer(), step_);
+      } else {
+        // READ_LOSS: the readout is host memory; wait for the copy that fills it.
+        backend_->synchronize();
+        const plan::Tensor& readout = operand(0);
+        std::byte bytes[8];
+        backend_->read(readout, bytes, readout.buffer().size_bytes());
+        loss = loadElement(bytes, readout.dtype(), 0);
+      }
+      break;
+    }
+    default:
+      break;  // validation rejects empty steps
+  }
+}
+
+double Executor::runStep() {
+  if (!weightsLoaded_) throw Error("weights are not loaded (call loadWeights before runStep)");
+  for (const StagedInput& input : inputs_) {
+    if (input.set) continue;
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(input.tensor));
+    throw Error("input '" + (tensor.source().empty() ? tensor.name() : tensor.source()) +
+                "' was not set");
+  }
+  ++step_;
+  for (const StagedInput& input : inputs_)
+    backend_->write(plan_.tensors(static_cast<int>(input.tensor)), input.bytes.data(),
+                    input.bytes.size());
+
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  for (const plan::Step& step : plan_.steps()) {
+    try {
+      runOneStep(step, loss);
+    } catch (const Error& e) {
+      throw Error(describeStep(step) + ": " + e.what());
+    }
+    for (size_t k = poisonStart_[step.index()]; k < poisonStart_[step.index() + 1]; ++k)
+      backend_->poison(plan_.tensors(static_cast<int>(poisonAfter_[k])));
+  }
+  backend_->synchronize();
+  return loss;
+}
+
+std::vector<double> Executor::readTensor(const std::string& name) const {
+  const plan::Tensor& t = tensor(name);
+  requireConvertible(t);
+  std::vector<std::byte> bytes = readBytes(name);
+  const size_t count = static_cast<size_t>(elementCount(t.shape()));
+  std::vector<double> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = loadElement(bytes.data(), t.dtype(), i);
+  return values;
+}
+
+void Executor::writeTensor(const std::string& name, const std::vector<double>& values) {
+  const plan::Tensor& t = tensor(name);
+  requireConvertible(t);
+  const size_t count = static_cast<size_t>(elementCount(t.shape()));
+  if (values.size() != count)
+    throw Error("tensor '" + name + "': " + std::to_string(values.size()) +
+                " values given, it holds " + std::to_string(count));
+  std::vector<std::byte> bytes(t.buffer().size_bytes());
+  for (size_t i = 0; i < count; ++i) storeElement(bytes.data(), t.dtype(), i, values[i]);
+  backend_->write(t, bytes.data(), bytes.size());
+}
+
+std::vector<std::byte> Executor::readBytes(const std::string& name) const {
+  const plan::Tensor& t = tensor(name);
+  std::vector<std::byte> bytes(t.buffer().size_bytes());
+  backend_->synchronize();
+  backend_->read(t, bytes.data(), bytes.size());
+  return bytes;
+}
+
+void Executor::writeBytes(const std::string& name, const void* bytes, size_t size) {
+  backend_->write(tensor(name), bytes, size);
+}
+
+}  // namespace megatrain::runtime

@@ -1,0 +1,214 @@
+// OnnxWeights.cpp - reads ONNX initializers (inline or external data) as parameter values.
+#include "megatrain/runtime/OnnxWeights.h"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+#include "onnx/onnx.pb.h"
+
+namespace megatrain::runtime {
+namespace {
+
+std::string joinShape(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// bf16 is the top half of an f32.
+float bf16ToFloat(uint16_t bits) {
+  uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, 4);
+  return value;
+}
+
+float f16ToFloat(uint16_t bits) {
+  const uint32_t sign = (bits >> 15) & 1, exponent = (bits >> 10) & 0x1F, mantissa = bits & 0x3FF;
+  float magnitude;
+  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31) magnitude = mantissa ? NAN : INFINITY;
+  else magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+size_t onnxElementSize(int dataType) {
+  switch (dataType) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT32: return 4;
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::INT64: return 8;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: return 2;
+    default: return 0;
+  }
+}
+
+// Element i of little-endian raw bytes of ONNX type `dataType`, as a double.
+double rawElement(const char* raw, int dataType, size_t i) {
+  switch (dataType) {
+    case onnx::TensorProto::FLOAT: { float v; std::memcpy(&v, raw + 4 * i, 4); return v; }
+    case onnx::TensorProto::DOUBLE: { double v; std::memcpy(&v, raw + 8 * i, 8); return v; }
+    case onnx::TensorProto::INT32: { int32_t v; std::memcpy(&v, raw + 4 * i, 4); return v; }
+    case onnx::TensorProto::INT64: { int64_t v; std::memcpy(&v, raw + 8 * i, 8); return static_cast<double>(v); }
+    case onnx::TensorProto::FLOAT16: { uint16_t v; std::memcpy(&v, raw + 2 * i, 2); return f16ToFloat(v); }
+    case onnx::TensorProto::BFLOAT16: { uint16_t v; std::memcpy(&v, raw + 2 * i, 2); return bf16ToFloat(v); }
+  }
+  return 0;
+}
+
+template <typename T>
+void storeAll(void* out, size_t count, const std::function<double(size_t)>& element) {
+  T* typed = static_cast<T*>(out);
+  for (size_t i = 0; i < count; ++i) typed[i] = static_cast<T>(element(i));
+}
+
+}  // namespace
+
+OnnxWeights::OnnxWeights(const std::string& modelPath)
+    : path_(modelPath), model_(std::make_unique<onnx::ModelProto>()) {
+  const size_t slash = modelPath.find_last_of('/');
+  directory_ = slash == std::string::npos ? "." : modelPath.substr(0, slash);
+  if (directory_.empty()) directory_ = "/";
+
+  std::ifstream in(modelPath, std::ios::binary);
+  if (!in) throw Error(modelPath + ": cannot open");
+  google::protobuf::io::IstreamInputStream stream(&in);
+  google::protobuf::io::CodedInputStream coded(&stream);
+  // Models with inline weights exceed protobuf's default 64 MiB cap.
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!model_->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    throw Error(modelPath + ": not an ONNX model (protobuf parse failed)");
+  for (const onnx::TensorProto& tensor : model_->graph().initializer())
+    byName_.emplace(tensor.name(), &tensor);
+}
+
+OnnxWeights::~OnnxWeights() = default;
+OnnxWeights::OnnxWeights(OnnxWeights&&) noexcept = default;
+OnnxWeights& OnnxWeights::operator=(OnnxWeights&&) noexcept = default;
+
+bool OnnxWeights::contains(const std::string& name) const { return byName_.count(name) != 0; }
+
+std::vector<std::string> OnnxWeights::names() const {
+  std::vector<std::string> result;
+  for (const onnx::TensorProto& tensor : model_->graph().initializer())
+    result.push_back(tensor.name());
+  return result;
+}
+
+const onnx::TensorProto& OnnxWeights::find(const std::string& name) const {
+  auto it = byName_.find(name);
+  if (it == byName_.end()) throw Error(path_ + ": no initializer named '" + name + "'");
+  return *it->second;
+}
+
+std::vector<int64_t> OnnxWeights::shape(const std::string& name) const {
+  const onnx::TensorProto& tensor = find(name);
+  return std::vector<int64_t>(tensor.dims().begin(), tensor.dims().end());
+}
+
+void OnnxWeights::read(const std::string& name, plan::DType dtype,
+                       const std::vector<int64_t>& expectedShape, void* out,
+                       size_t outBytes) const {
+  const onnx::TensorProto& tensor = find(name);
+  const std::string what = path_ + ": initializer '" + name + "'";
+  const std::vector<int64_t> actual = shape(name);
+  if (actual != expectedShape)
+    throw Error(what + " has shape " + joinShape(actual) + ", the plan expects " +
+                joinShape(expectedShape));
+  if (dtype != plan::F32 && dtype != plan::F64)
+    throw Error(what + ": cannot load into a " + std::string(dtypeName(dtype)) + " parameter");
+  size_t count = 1;
+  for (int64_t dim : actual) count *= static_cast<size_t>(dim);
+  if (outBytes != count * dtypeSize(dtype))
+    throw Error(what + ": destination holds " + std::to_string(outBytes) + " bytes, expected " +
+                std::to_string(count * dtypeSize(dtype)));
+
+  const int dataType = tensor.data_type();
+  const size_t elementSize = onnxElementSize(dataType);
+  if (elementSize == 0)
+    throw Error(what + " has ONNX data type " +
+                onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(dataType)) +
+                ", expected a floating or integer type");
+
+  std::function<double(size_t)> element;
+  std::string external;  // the external bytes, kept alive while converting
+  bool copied = false;
+  auto fromRaw = [&](const std::string& raw, const std::string& where) {
+    if (raw.size() != count * elementSize)
+      throw Error(what + ": " + where + " holds " + std::to_string(raw.size()) + " bytes, expected " +
+                  std::to_string(count * elementSize));
+    // The common case, same type on both sides, is a plain copy.
+    if ((dataType == onnx::TensorProto::FLOAT && dtype == plan::F32) ||
+        (dataType == onnx::TensorProto::DOUBLE && dtype == plan::F64)) {
+      std::memcpy(out, raw.data(), raw.size());
+      copied = true;
+    }
+    element = [&raw, dataType](size_t i) { return rawElement(raw.data(), dataType, i); };
+  };
+  auto checkCount = [&](int have, const char* field) {
+    if (static_cast<size_t>(have) != count)
+      throw Error(what + ": " + field + " holds " + std::to_string(have) + " values, expected " +
+                  std::to_string(count));
+  };
+
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    uint64_t offset = 0;
+    int64_t length = -1;
+    for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
+      if (entry.key() == "location") location = entry.value();
+      else if (entry.key() == "offset") offset = std::stoull(entry.value());
+      else if (entry.key() == "length") length = std::stoll(entry.value());
+    }
+    if (location.empty()) throw Error(what + ": external data without a location");
+    const std::string file = location[0] == '/' ? location : directory_ + "/" + location;
+    const size_t want = length >= 0 ? static_cast<size_t>(length) : count * elementSize;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw Error(what + ": cannot open external data file " + file);
+    in.seekg(static_cast<std::streamoff>(offset));
+    external.resize(want);
+    in.read(external.data(), static_cast<std::streamsize>(want));
+    if (!in || static_cast<size_t>(in.gcount()) != want)
+      throw Error(what + ": external data file " + file + " is too short for " +
+                  std::to_string(want) + " bytes at offset " + std::to_string(offset));
+    fromRaw(external, "external data");
+  } else if (tensor.has_raw_data()) {
+    fromRaw(tensor.raw_data(), "raw_data");
+  } else if (dataType == onnx::TensorProto::FLOAT) {
+    checkCount(tensor.float_data_size(), "float_data");
+    element = [&tensor](size_t i) { return tensor.float_data(static_cast<int>(i)); };
+  } else if (dataType == onnx::TensorProto::DOUBLE) {
+    checkCount(tensor.double_data_size(), "double_data");
+    element = [&tensor](size_t i) { return tensor.double_data(static_cast<int>(i)); };
+  } else if (dataType == onnx::TensorProto::INT64) {
+    checkCount(tensor.int64_data_size(), "int64_data");
+    element = [&tensor](size_t i) { return static_cast<double>(tensor.int64_data(static_cast<int>(i))); };
+  } else if (dataType == onnx::TensorProto::INT32) {
+    checkCount(tensor.int32_data_size(), "int32_data");
+    element = [&tensor](size_t i) { return tensor.int32_data(static_cast<int>(i)); };
+  } else {
+    // float16/bfloat16 keep their bits in int32_data, one value per entry.
+    checkCount(tensor.int32_data_size(), "int32_data");
+    element = [&tensor, dataType](size_t i) {
+      const auto bits = static_cast<uint16_t>(tensor.int32_data(static_cast<int>(i)));
+      return static_cast<double>(dataType == onnx::TensorProto::BFLOAT16 ? bf16ToFloat(bits)
+                                                                         : f16ToFloat(bits));
+    };
+  }
+
+  // Same-type conversions keep every bit (f32 -> f32, f64 -> f64); the rest round.
+  if (copied) return;
+  if (dtype == plan::F32) storeAll<float>(out, count, element);
+  else storeAll<double>(out, count, element);
+}
+
+}  // namespace megatrain::runtime

@@ -1,0 +1,290 @@
+// PlanValidator.cpp - proves a loaded plan self-consistent before anything is allocated.
+//
+// Checks, in order: pools, streams, tensors (ids, names, buffers inside pools,
+// sizes, alignment, lifetimes, constants), steps (ids, streams, operands,
+// kernels against the backend, copies, events, host tasks), then the header
+// (loss tensor, token input, optimizer). The first failure throws one line.
+#include <set>
+#include <string>
+#include <unordered_set>
+
+#include "megatrain/runtime/Backend.h"
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/PlanLoader.h"
+
+namespace megatrain::runtime {
+namespace {
+
+class PlanValidator {
+ public:
+  PlanValidator(const plan::Plan& plan, const Backend& backend, const std::string& label)
+      : plan_(plan), backend_(backend), label_(label) {}
+
+  void run() {
+    checkPools();
+    checkStreams();
+    for (int i = 0; i < plan_.tensors_size(); ++i) checkTensor(i);
+    collectRecordedEvents();
+    for (int i = 0; i < plan_.steps_size(); ++i) checkStep(i);
+    checkHeader();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw Error(label_ + ": " + what); }
+
+  std::string tensorLabel(uint32_t id) const {
+    return "tensor " + std::to_string(id) + " '" + plan_.tensors(static_cast<int>(id)).name() +
+           "'";
+  }
+
+  std::string stepLabel(int index) const {
+    const plan::Step& step = plan_.steps(index);
+    std::string what;
+    switch (step.op_case()) {
+      case plan::Step::kKernel: what = "kernel " + step.kernel().kernel(); break;
+      case plan::Step::kCopy: what = "copy"; break;
+      case plan::Step::kRecord: what = "record " + step.record().event(); break;
+      case plan::Step::kWait: what = "wait " + step.wait().event(); break;
+      case plan::Step::kHostTask:
+        what = std::string("host_task ") +
+               plan::HostTask::Kind_Name(step.host_task().kind());
+        break;
+      default: what = "empty"; break;
+    }
+    return "step " + std::to_string(index) + " (" + what + ")";
+  }
+
+  plan::Tier tierOf(const plan::Tensor& tensor) const {
+    return plan_.pools(static_cast<int>(tensor.buffer().pool())).tier();
+  }
+
+  void checkPools() {
+    if (plan_.pools_size() == 0) fail("the plan has no pools");
+    for (int i = 0; i < plan_.pools_size(); ++i) {
+      const plan::Pool& pool = plan_.pools(i);
+      const std::string name = "pool " + std::to_string(i) + " '" + pool.name() + "'";
+      if (pool.id() != static_cast<uint32_t>(i))
+        fail(name + ": id " + std::to_string(pool.id()) + " differs from its index");
+      if (pool.tier() == plan::TIER_UNSPECIFIED) fail(name + ": tier is unspecified");
+      if (pool.tier() == plan::DISK) fail(name + ": the DISK tier is not supported yet");
+    }
+  }
+
+  void checkStreams() {
+    for (const std::string& stream : plan_.streams()) {
+      if (stream.empty()) fail("a stream has an empty name");
+      if (!streams_.insert(stream).second) fail("stream '" + stream + "' is listed twice");
+    }
+  }
+
+  void checkTensor(int index) {
+    const plan::Tensor& tensor = plan_.tensors(index);
+    const std::string name = "tensor " + std::to_string(index) + " '" + tensor.name() + "'";
+    if (tensor.id() != static_cast<uint32_t>(index))
+      fail(name + ": id " + std::to_string(tensor.id()) + " differs from its index");
+    if (tensor.name().empty()) fail(name + ": empty name");
+    if (!names_.insert(tensor.name()).second) fail(name + ": name is used twice");
+    if (tensor.role() == plan::ROLE_UNSPECIFIED) fail(name + ": role is unspecified");
+    const size_t elementSize = dtypeSize(tensor.dtype());
+    if (elementSize == 0) fail(name + ": dtype is unspecified");
+    const int64_t elements = elementCount(tensor.shape());
+    if (elements < 0) fail(name + ": invalid shape " + formatShape(tensor.shape()));
+
+    const plan::Buffer& buffer = tensor.buffer();
+    if (buffer.pool() >= static_cast<uint32_t>(plan_.pools_size()))
+      fail(name + ": buffer names pool " + std::to_string(buffer.pool()) + ", the plan has " +
+           std::to_string(plan_.pools_size()));
+    const plan::Pool& pool = plan_.pools(static_cast<int>(buffer.pool()));
+    const uint64_t expected = static_cast<uint64_t>(elements) * elementSize;
+    if (buffer.size_bytes() != expected)
+      fail(name + ": buffer is " + std::to_string(buffer.size_bytes()) + " bytes, shape " +
+           formatShape(tensor.shape()) + " " + dtypeName(tensor.dtype()) + " needs " +
+           std::to_string(expected));
+    if (buffer.offset() > pool.size_bytes() ||
+        buffer.size_bytes() > pool.size_bytes() - buffer.offset())
+      fail(name + ": buffer [" + std::to_string(buffer.offset()) + ", " +
+           std::to_string(buffer.offset() + buffer.size_bytes()) + ") lies outside pool '" +
+           pool.name() + "' of " + std::to_string(pool.size_bytes()) + " bytes");
+    if (buffer.offset() % elementSize != 0)
+      fail(name + ": offset " + std::to_string(buffer.offset()) +
+           " is not a multiple of its element size " + std::to_string(elementSize));
+
+    const int64_t lastUse = tensor.last_use_step();
+    if (lastUse < -1 || lastUse >= plan_.steps_size())
+      fail(name + ": last_use_step " + std::to_string(lastUse) + " is not a step (the plan has " +
+           std::to_string(plan_.steps_size()) + ")");
+
+    if (tensor.role() == plan::CONSTANT && tensor.constant_data().size() != expected)
+      fail(name + ": constant_data holds " + std::to_string(tensor.constant_data().size()) +
+           " bytes, the tensor needs " + std::to_string(expected));
+    if (tensor.role() == plan::PARAMETER) {
+      if (tensor.source().empty()) fail(name + ": PARAMETER without a source initializer");
+      if (tensor.dtype() != plan::F32 && tensor.dtype() != plan::F64)
+        fail(name + ": PARAMETER dtype " + dtypeName(tensor.dtype()) + " (expected f32 or f64)");
+    }
+  }
+
+  void collectRecordedEvents() {
+    for (const plan::Step& step : plan_.steps())
+      if (step.op_case() == plan::Step::kRecord) recorded_.insert(step.record().event());
+  }
+
+  void checkTensorId(int stepIndex, uint32_t id, const char* what) const {
+    if (id >= static_cast<uint32_t>(plan_.tensors_size()))
+      fail(stepLabel(stepIndex) + ": " + what + " names tensor " + std::to_string(id) +
+           ", the plan has " + std::to_string(plan_.tensors_size()));
+  }
+
+  void checkStep(int index) {
+    const plan::Step& step = plan_.steps(index);
+    if (step.index() != static_cast<uint32_t>(index))
+      fail("step " + std::to_string(index) + ": index " + std::to_string(step.index()) +
+           " differs from its position");
+    if (!streams_.count(step.stream()))
+      fail(stepLabel(index) + ": unknown stream '" + step.stream() + "'");
+    switch (step.op_case()) {
+      case plan::Step::kKernel: checkKernel(index, step.kernel()); break;
+      case plan::Step::kCopy: checkCopy(index, step.copy()); break;
+      case plan::Step::kRecord:
+        if (step.record().event().empty()) fail(stepLabel(index) + ": empty event name");
+        break;
+      case plan::Step::kWait:
+        if (!recorded_.count(step.wait().event()))
+          fail(stepLabel(index) + ": event '" + step.wait().event() + "' is never recorded");
+        break;
+      case plan::Step::kHostTask: checkHostTask(index, step.host_task()); break;
+      default: fail(stepLabel(index) + ": the step has no operation");
+    }
+  }
+
+  void checkKernel(int index, const plan::Kernel& kernel) {
+    const KernelSignature* signature = backend_.findKernel(kernel.kernel());
+    if (!signature)
+      fail(stepLabel(index) + ": unknown kernel '" + kernel.kernel() + "' (the " +
+           backend_.name() + " backend does not implement it)");
+    if (kernel.inputs_size() != signature->inputs || kernel.outputs_size() != signature->outputs)
+      fail(stepLabel(index) + ": " + std::to_string(kernel.inputs_size()) + " inputs and " +
+           std::to_string(kernel.outputs_size()) + " outputs, '" + kernel.kernel() + "' takes " +
+           std::to_string(signature->inputs) + " and " + std::to_string(signature->outputs));
+    for (uint32_t id : kernel.inputs()) checkKernelOperand(index, id, "input");
+    for (uint32_t id : kernel.outputs()) checkKernelOperand(index, id, "output");
+  }
+
+  void checkKernelOperand(int index, uint32_t id, const char* what) const {
+    checkTensorId(index, id, what);
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
+    if (tierOf(tensor) != plan::DEVICE)
+      fail(stepLabel(index) + ": " + what + " " + tensorLabel(id) +
+           " is not in a DEVICE pool (kernels work on the device arena)");
+  }
+
+  void checkCopy(int index, const plan::Copy& copy) const {
+    checkTensorId(index, copy.src(), "src");
+    checkTensorId(index, copy.dst(), "dst");
+    const plan::Tensor& src = plan_.tensors(static_cast<int>(copy.src()));
+    const plan::Tensor& dst = plan_.tensors(static_cast<int>(copy.dst()));
+    if (copy.src() == copy.dst()) fail(stepLabel(index) + ": copies " + tensorLabel(copy.src()) + " onto itself");
+    if (src.buffer().size_bytes() != dst.buffer().size_bytes())
+      fail(stepLabel(index) + ": sizes differ: " + tensorLabel(copy.src()) + " is " +
+           std::to_string(src.buffer().size_bytes()) + " bytes, " + tensorLabel(copy.dst()) +
+           " is " + std::to_string(dst.buffer().size_bytes()));
+  }
+
+  void checkHostOperand(int index, uint32_t id, plan::Role role) const {
+    checkTensorId(index, id, "host task");
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
+    if (tensor.role() != role)
+      fail(stepLabel(index) + ": " + tensorLabel(id) + " has role " + roleName(tensor.role()) +
+           ", expected " + roleName(role));
+    if (tierOf(tensor) == plan::DEVICE)
+      fail(stepLabel(index) + ": " + tensorLabel(id) + " is in a DEVICE pool, host tasks need host memory");
+  }
+
+  void checkHostTask(int index, const plan::HostTask& task) {
+    if (task.kind() == plan::HostTask::ADAMW) {
+      if (task.tensors_size() != 4)
+        fail(stepLabel(index) + ": ADAMW takes 4 tensors (param, grad, m, v), got " +
+             std::to_string(task.tensors_size()));
+      const plan::Role roles[4] = {plan::PARAMETER, plan::GRADIENT, plan::OPTIMIZER_STATE,
+                                   plan::OPTIMIZER_STATE};
+      for (int i = 0; i < 4; ++i) checkHostOperand(index, task.tensors(i), roles[i]);
+      const plan::Tensor& param = plan_.tensors(static_cast<int>(task.tensors(0)));
+      if (!param.trainable())
+        fail(stepLabel(index) + ": " + tensorLabel(task.tensors(0)) + " is not trainable");
+      for (int i = 1; i < 4; ++i) {
+        const plan::Tensor& other = plan_.tensors(static_cast<int>(task.tensors(i)));
+        if (other.dtype() != param.dtype() ||
+            elementCount(other.shape()) != elementCount(param.shape()))
+          fail(stepLabel(index) + ": " + tensorLabel(task.tensors(i)) + " (" +
+               formatShape(other.shape()) + " " + dtypeName(other.dtype()) +
+               ") does not match the parameter (" + formatShape(param.shape()) + " " +
+               dtypeName(param.dtype()) + ")");
+      }
+      hasAdamW_ = true;
+    } else if (task.kind() == plan::HostTask::READ_LOSS) {
+      if (task.tensors_size() != 1)
+        fail(stepLabel(index) + ": READ_LOSS takes 1 tensor, got " +
+             std::to_string(task.tensors_size()));
+      checkHostOperand(index, task.tensors(0), plan::LOSS_READOUT);
+      hasReadLoss_ = true;
+    } else {
+      fail(stepLabel(index) + ": host task kind is unspecified");
+    }
+  }
+
+  void checkHeader() const {
+    const plan::Header& header = plan_.header();
+    const uint32_t loss = header.loss_tensor();
+    if (loss >= static_cast<uint32_t>(plan_.tensors_size()))
+      fail("header: loss_tensor " + std::to_string(loss) + " does not exist (the plan has " +
+           std::to_string(plan_.tensors_size()) + " tensors)");
+    const plan::Tensor& readout = plan_.tensors(static_cast<int>(loss));
+    if (readout.role() != plan::LOSS_READOUT)
+      fail("header: loss_tensor " + tensorLabel(loss) + " has role " + roleName(readout.role()) +
+           ", expected LOSS_READOUT");
+    if (elementCount(readout.shape()) != 1 ||
+        (readout.dtype() != plan::F32 && readout.dtype() != plan::F64))
+      fail("header: loss_tensor " + tensorLabel(loss) + " must be one f32 or f64 element");
+    if (!hasReadLoss_) fail("the plan has no READ_LOSS host task: the loss is never read");
+
+    if (!header.token_input().empty()) {
+      const plan::Tensor* input = nullptr;
+      for (const plan::Tensor& tensor : plan_.tensors())
+        if (tensor.role() == plan::INPUT &&
+            (tensor.source() == header.token_input() || tensor.name() == header.token_input()))
+          input = &tensor;
+      if (!input) fail("header: token_input '" + header.token_input() + "' is not an INPUT tensor");
+      if (input->dtype() != plan::I64 || input->shape_size() != 2)
+        fail("header: token_input '" + header.token_input() + "' is " +
+             formatShape(input->shape()) + " " + dtypeName(input->dtype()) +
+             ", expected [batch, sequence] i64");
+    }
+
+    if (hasAdamW_) {
+      const plan::AdamW& adamw = header.optimizer();
+      if (!(adamw.beta1() >= 0 && adamw.beta1() < 1) || !(adamw.beta2() >= 0 && adamw.beta2() < 1))
+        fail("header: optimizer betas (" + std::to_string(adamw.beta1()) + ", " +
+             std::to_string(adamw.beta2()) + ") must lie in [0, 1)");
+      if (!(adamw.lr() >= 0) || !(adamw.eps() > 0) || !(adamw.weight_decay() >= 0))
+        fail("header: optimizer needs lr >= 0, eps > 0 and weight_decay >= 0");
+    }
+  }
+
+  const plan::Plan& plan_;
+  const Backend& backend_;
+  const std::string& label_;
+  std::set<std::string> streams_;
+  std::unordered_set<std::string> names_;
+  std::unordered_set<std::string> recorded_;
+  bool hasAdamW_ = false;
+  bool hasReadLoss_ = false;
+};
+
+}  // namespace
+
+void validatePlan(const plan::Plan& plan, const Backend& backend, const std::string& label) {
+  PlanValidator(plan, backend, label).run();
+}
+
+}  // namespace megatrain::runtime

@@ -1,0 +1,254 @@
+// megatrain-inspect.cpp - prints a plan: header, cost summary and the step-by-step schedule.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ToolArgs.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Format.h"
+#include "megatrain/runtime/PlanLoader.h"
+#include "megatrain/runtime/PlanStats.h"
+
+namespace megatrain::runtime::tools {
+namespace {
+
+const char kUsage[] = R"(usage: megatrain-inspect MODEL.plan [--max-steps N]
+
+Prints what a plan does: its header (provenance, optimizer), a summary
+(parameters, pools, device memory peak from tensor lifetimes against the
+compiler's prediction) and the schedule, one row per step: stream, what runs,
+the tensors it touches and the device memory live after it.
+
+options:
+  --max-steps N   print at most N schedule rows (default: all)
+  --help          show this help
+)";
+
+constexpr size_t kMaxName = 28;     // longest tensor name shown whole
+constexpr size_t kMaxTensors = 64;  // widest tensors cell
+
+// "a_very_long_na...r_name": keeps both ends, where names differ most.
+std::string shorten(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  const size_t head = (limit - 3) / 2, tail = limit - 3 - head;
+  return text.substr(0, head) + "..." + text.substr(text.size() - tail);
+}
+
+std::string joinNames(const plan::Plan& plan, const google::protobuf::RepeatedField<uint32_t>& ids) {
+  std::string text;
+  for (uint32_t id : ids)
+    text += (text.empty() ? "" : ", ") + shorten(plan.tensors(static_cast<int>(id)).name(), kMaxName);
+  return text;
+}
+
+std::string formatDouble(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// Attributes as short `name=value` pairs; zero transpose flags are left out.
+std::string shortAttributes(const plan::Kernel& kernel) {
+  std::string text;
+  for (const plan::Attribute& attribute : kernel.attributes()) {
+    std::string name = attribute.name();
+    if (name == "transpose_a") name = "ta";
+    else if (name == "transpose_b") name = "tb";
+    else if (name == "keepdims") name = "keep";
+    else if (name == "ignore_index") name = "ignore";
+    else if (name == "epsilon") name = "eps";
+    if ((name == "ta" || name == "tb") && attribute.i() == 0) continue;
+    std::string value;
+    switch (attribute.value_case()) {
+      case plan::Attribute::kI: value = std::to_string(attribute.i()); break;
+      case plan::Attribute::kF: value = formatDouble(attribute.f()); break;
+      case plan::Attribute::kS: value = attribute.s(); break;
+      case plan::Attribute::kInts:
+        value = "[";
+        for (int i = 0; i < attribute.ints().values_size(); ++i)
+          value += (i ? "," : "") + std::to_string(attribute.ints().values(i));
+        value += "]";
+        break;
+      case plan::Attribute::kFloats:
+        value = "[";
+        for (int i = 0; i < attribute.floats().values_size(); ++i)
+          value += (i ? "," : "") + formatDouble(attribute.floats().values(i));
+        value += "]";
+        break;
+      default: break;
+    }
+    text += " " + name + "=" + value;
+  }
+  return text;
+}
+
+// What a step does and the tensors it touches.
+void describe(const plan::Plan& plan, const plan::Step& step, std::string& what,
+              std::string& tensors) {
+  auto name = [&](uint32_t id) { return shorten(plan.tensors(static_cast<int>(id)).name(), kMaxName); };
+  switch (step.op_case()) {
+    case plan::Step::kKernel:
+      what = step.kernel().kernel() + shortAttributes(step.kernel());
+      tensors = joinNames(plan, step.kernel().inputs()) + " -> " +
+                joinNames(plan, step.kernel().outputs());
+      break;
+    case plan::Step::kCopy: {
+      const plan::Tensor& src = plan.tensors(static_cast<int>(step.copy().src()));
+      const plan::Tensor& dst = plan.tensors(static_cast<int>(step.copy().dst()));
+      what = "copy " + name(src.id()) + " -> " + name(dst.id());
+      tensors = formatBytes(src.buffer().size_bytes()) + ", " +
+                plan.pools(static_cast<int>(src.buffer().pool())).name() + " -> " +
+                plan.pools(static_cast<int>(dst.buffer().pool())).name();
+      break;
+    }
+    case plan::Step::kRecord: what = "record " + step.record().event(); break;
+    case plan::Step::kWait: what = "wait " + step.wait().event(); break;
+    case plan::Step::kHostTask: {
+      const plan::HostTask& task = step.host_task();
+      what = task.kind() == plan::HostTask::ADAMW ? "adamw " + name(task.tensors(0)) : "read loss";
+      tensors = joinNames(plan, task.tensors());
+      break;
+    }
+    default: what = "(empty)"; break;
+  }
+  tensors = shorten(tensors, kMaxTensors);
+}
+
+void printHeader(const plan::Plan& plan) {
+  const plan::Header& h = plan.header();
+  auto row = [](const char* key, const std::string& value) {
+    if (!value.empty()) std::printf("  %-14s %s\n", key, value.c_str());
+  };
+  std::printf("header\n");
+  row("format", std::to_string(h.format_major()) + "." + std::to_string(h.format_minor()));
+  row("generator", h.generator());
+  row("source model", h.source_model());
+  row("source sha256", h.source_sha256());
+  std::string options;
+  for (const std::string& option : h.compile_options()) options += (options.empty() ? "" : " ") + option;
+  row("options", options);
+  row("device", h.device_profile());
+  const plan::AdamW& o = h.optimizer();
+  row("optimizer", "AdamW lr " + formatDouble(o.lr()) + ", betas (" + formatDouble(o.beta1()) +
+                       ", " + formatDouble(o.beta2()) + "), eps " + formatDouble(o.eps()) +
+                       ", weight_decay " + formatDouble(o.weight_decay()));
+  if (h.loss_tensor() < static_cast<uint32_t>(plan.tensors_size()))
+    row("loss", "tensor " + std::to_string(h.loss_tensor()) + " '" +
+                    plan.tensors(static_cast<int>(h.loss_tensor())).name() + "'");
+  row("token input", h.token_input());
+  if (h.microbatches()) row("microbatches", std::to_string(h.microbatches()));
+  if (h.predicted_step_s() > 0) {
+    const plan::StepTimeBreakdown& b = h.predicted_breakdown();
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "%.4f s (compute %.4f, exposed transfer %.4f, recompute %.4f, host optimizer %.4f, idle %.4f)",
+                  h.predicted_step_s(), b.compute_s(), b.exposed_transfer_s(), b.recompute_s(),
+                  b.host_optimizer_s(), b.idle_s());
+    row("predicted step", text);
+  }
+}
+
+void printSummary(const plan::Plan& plan, const PlanStats& stats) {
+  std::printf("\nsummary\n");
+  std::printf("  %-14s %s tensors, %s elements\n", "parameters",
+              formatCount(stats.parameterTensors).c_str(), formatCount(stats.parameterElements).c_str());
+  std::printf("  %-14s %s tensors, %s elements\n", "trainable",
+              formatCount(stats.trainableTensors).c_str(), formatCount(stats.trainableElements).c_str());
+  if (stats.tokensPerStep)
+    std::printf("  %-14s %s per step\n", "tokens", formatCount(stats.tokensPerStep).c_str());
+  for (const plan::Pool& pool : plan.pools()) {
+    std::string predicted;
+    for (const plan::PoolUsage& usage : plan.header().predicted_peak())
+      if (usage.pool() == pool.id()) predicted = ", predicted peak " + formatBytes(usage.peak_bytes());
+    std::printf("  %-14s %u '%s' %s %s%s\n", pool.id() == 0 ? "pools" : "", pool.id(),
+                pool.name().c_str(), tierName(pool.tier()), formatBytes(pool.size_bytes()).c_str(),
+                predicted.c_str());
+  }
+  if (stats.devicePeakStep >= 0)
+    std::printf("  %-14s %s at step %lld (from tensor lifetimes)\n", "device peak",
+                formatBytes(stats.devicePeakBytes).c_str(), static_cast<long long>(stats.devicePeakStep));
+  int kernels = 0, copies = 0, events = 0, hostTasks = 0;
+  for (const plan::Step& step : plan.steps()) {
+    kernels += step.has_kernel();
+    copies += step.has_copy();
+    events += step.has_record() || step.has_wait();
+    hostTasks += step.has_host_task();
+  }
+  std::printf("  %-14s %d (%d kernels, %d copies, %d events, %d host tasks)\n", "steps",
+              plan.steps_size(), kernels, copies, events, hostTasks);
+  std::string streams;
+  for (const std::string& stream : plan.streams()) streams += (streams.empty() ? "" : ", ") + stream;
+  std::printf("  %-14s %s\n", "streams", streams.c_str());
+}
+
+void printSchedule(const plan::Plan& plan, const PlanStats& stats, int64_t maxSteps) {
+  const int64_t shown = maxSteps > 0 ? std::min<int64_t>(maxSteps, plan.steps_size()) : plan.steps_size();
+  std::vector<std::string> whats(static_cast<size_t>(shown)), tensors(static_cast<size_t>(shown));
+  size_t streamWidth = 6, whatWidth = 4, tensorsWidth = 7;
+  for (int64_t s = 0; s < shown; ++s) {
+    const plan::Step& step = plan.steps(static_cast<int>(s));
+    describe(plan, step, whats[static_cast<size_t>(s)], tensors[static_cast<size_t>(s)]);
+    streamWidth = std::max(streamWidth, step.stream().size());
+    whatWidth = std::max(whatWidth, whats[static_cast<size_t>(s)].size());
+    tensorsWidth = std::max(tensorsWidth, tensors[static_cast<size_t>(s)].size());
+  }
+  const int indexWidth = std::max<int>(4, static_cast<int>(std::to_string(plan.steps_size()).size()));
+  std::printf("\nschedule\n");
+  std::printf("  %*s  %-*s  %-*s  %-*s  %s\n", indexWidth, "step", static_cast<int>(streamWidth),
+              "stream", static_cast<int>(whatWidth), "what", static_cast<int>(tensorsWidth), "tensors",
+              "device live");
+  for (int64_t s = 0; s < shown; ++s) {
+    const plan::Step& step = plan.steps(static_cast<int>(s));
+    std::printf("  %*lld  %-*s  %-*s  %-*s  %s\n", indexWidth, static_cast<long long>(s),
+                static_cast<int>(streamWidth), step.stream().c_str(), static_cast<int>(whatWidth),
+                whats[static_cast<size_t>(s)].c_str(), static_cast<int>(tensorsWidth),
+                tensors[static_cast<size_t>(s)].c_str(),
+                formatBytes(stats.deviceLiveBytes[static_cast<size_t>(s)]).c_str());
+  }
+  if (shown < plan.steps_size())
+    std::printf("  ... %lld more steps (--max-steps)\n",
+                static_cast<long long>(plan.steps_size() - shown));
+}
+
+int inspect(int argc, char** argv) {
+  std::string path;
+  int64_t maxSteps = 0;
+  ArgReader args(argc, argv);
+  while (!args.done()) {
+    const std::string arg = args.take();
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--max-steps") {
+      maxSteps = parsePositive(args.value(arg), arg);
+    } else if (arg.rfind("-", 0) == 0) {
+      throw Error("unknown option '" + arg + "' (see --help)");
+    } else if (path.empty()) {
+      path = arg;
+    } else {
+      throw Error("unexpected argument '" + arg + "' (one plan file only)");
+    }
+  }
+  if (path.empty()) throw Error("missing MODEL.plan (see --help)");
+
+  const plan::Plan plan = loadPlan(path);
+  // The CPU backend knows every kernel of docs/ops.md; it allocates nothing here.
+  CpuBackend kernels;
+  validatePlan(plan, kernels, path);
+  const PlanStats stats = computePlanStats(plan);
+  printHeader(plan);
+  printSummary(plan, stats);
+  printSchedule(plan, stats, maxSteps);
+  return 0;
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::tools
+
+int main(int argc, char** argv) {
+  return megatrain::runtime::tools::runTool(
+      "megatrain-inspect", [&] { return megatrain::runtime::tools::inspect(argc, argv); });
+}

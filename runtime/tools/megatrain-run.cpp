@@ -1,0 +1,240 @@
+// megatrain-run.cpp - trains a model by executing its plan for a number of steps.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ToolArgs.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/Format.h"
+#include "megatrain/runtime/Npy.h"
+#include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/PlanLoader.h"
+#include "megatrain/runtime/PlanStats.h"
+#include "megatrain/runtime/TokenData.h"
+
+namespace megatrain::runtime::tools {
+namespace {
+
+const char kUsage[] = R"(usage: megatrain-run MODEL.plan --weights MODEL.onnx [options]
+
+Trains a model: loads the plan, loads the weights from the ONNX model's
+initializers, and executes the plan's training step --steps times.
+
+options:
+  --weights MODEL.onnx     the ONNX model whose initializers hold the initial weights (required)
+  --backend cpu|cuda       where to run (default cpu)
+  --steps N                training steps to run (default 10)
+  --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable)
+  --data TOKENS.bin        stream [batch, seq] windows of a flat token file into the
+                           plan's token input
+  --data-dtype uint16|uint32
+                           token width of --data (default uint16; a sidecar
+                           TOKENS.bin.json {"dtype": ...} wins)
+  --metrics FILE.jsonl     write one JSON object per step (step, loss, tokens_per_s, step_time_s)
+  --quiet                  print only the final summary
+  --help                   show this help
+)";
+
+struct Options {
+  std::string plan;
+  std::string weights;
+  std::string backend = "cpu";
+  int64_t steps = 10;
+  std::vector<std::pair<std::string, std::string>> inputs;  // name, file
+  std::string data;
+  TokenDType dataDType = TokenDType::U16;
+  std::string metrics;
+  bool quiet = false;
+  bool help = false;
+};
+
+Options parseOptions(int argc, char** argv) {
+  Options options;
+  ArgReader args(argc, argv);
+  while (!args.done()) {
+    const std::string arg = args.take();
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+    } else if (arg == "--weights") {
+      options.weights = args.value(arg);
+    } else if (arg == "--backend") {
+      options.backend = args.value(arg);
+    } else if (arg == "--steps") {
+      options.steps = parsePositive(args.value(arg), arg);
+    } else if (arg == "--input") {
+      const std::string spec = args.value(arg);
+      const size_t equals = spec.find('=');
+      if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
+        throw Error("--input needs NAME=FILE.npy, got '" + spec + "'");
+      options.inputs.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
+    } else if (arg == "--data") {
+      options.data = args.value(arg);
+    } else if (arg == "--data-dtype") {
+      options.dataDType = parseTokenDType(args.value(arg));
+    } else if (arg == "--metrics") {
+      options.metrics = args.value(arg);
+    } else if (arg == "--quiet") {
+      options.quiet = true;
+    } else if (arg.rfind("-", 0) == 0) {
+      throw Error("unknown option '" + arg + "' (see --help)");
+    } else if (options.plan.empty()) {
+      options.plan = arg;
+    } else {
+      throw Error("unexpected argument '" + arg + "' (one plan file only)");
+    }
+  }
+  if (options.help) return options;
+  if (options.plan.empty()) throw Error("missing MODEL.plan (see --help)");
+  if (options.weights.empty()) throw Error("missing --weights MODEL.onnx");
+  return options;
+}
+
+std::unique_ptr<Backend> makeBackend(const std::string& name) {
+  if (name == "cpu") return std::make_unique<CpuBackend>();
+  if (name == "cuda") throw Error("the CUDA backend is not built into this binary");
+  throw Error("unknown backend '" + name + "' (expected cpu or cuda)");
+}
+
+void printSummary(const Options& options, const plan::Plan& plan, const PlanStats& stats,
+                  const std::string& backend) {
+  const plan::Header& header = plan.header();
+  std::printf("plan      %s (%s, from %s)\n", options.plan.c_str(),
+              header.generator().empty() ? "unknown generator" : header.generator().c_str(),
+              header.source_model().empty() ? "unknown model" : header.source_model().c_str());
+  std::printf("params    %s tensors, %s elements; trainable %s tensors, %s elements\n",
+              formatCount(stats.parameterTensors).c_str(),
+              formatCount(stats.parameterElements).c_str(),
+              formatCount(stats.trainableTensors).c_str(),
+              formatCount(stats.trainableElements).c_str());
+  std::string pools;
+  for (const plan::Pool& pool : plan.pools())
+    pools += (pools.empty() ? "" : ", ") + pool.name() + " " + formatBytes(pool.size_bytes()) +
+             " (" + tierName(pool.tier()) + ")";
+  std::printf("pools     %s\n", pools.c_str());
+  std::printf("steps     %d per training step, %s backend\n", plan.steps_size(), backend.c_str());
+  if (stats.tokensPerStep)
+    std::printf("tokens    %s per step\n", formatCount(stats.tokensPerStep).c_str());
+  std::printf("training  %lld steps\n", static_cast<long long>(options.steps));
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv) {
+  const Options options = parseOptions(argc, argv);
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+
+  plan::Plan plan = loadPlan(options.plan);
+  std::unique_ptr<Backend> backend = makeBackend(options.backend);
+  validatePlan(plan, *backend, options.plan);
+  const PlanStats stats = computePlanStats(plan);
+  const std::string backendName = backend->name();
+
+  Executor executor(std::move(plan), std::move(backend));
+  const plan::Plan* planView = &executor.plan();  // the executor owns the plan now
+  executor.loadWeights(OnnxWeights(options.weights));
+
+  for (const auto& [name, file] : options.inputs) {
+    if (name == planView->header().token_input() && !options.data.empty())
+      throw Error("--input " + name + " conflicts with --data, which feeds the same input");
+    try {
+      executor.setInput(name, readNpy(file));
+    } catch (const Error& e) {
+      throw Error("--input " + name + ": " + e.what());
+    }
+  }
+
+  // --data: a preallocated [batch, seq] array refilled from the token file each step.
+  std::optional<TokenData> data;
+  HostArray tokens;
+  int64_t batch = 0, seqLen = 0;
+  if (!options.data.empty()) {
+    const std::string& inputName = planView->header().token_input();
+    if (inputName.empty())
+      throw Error("--data given but the plan has no token input (header.token_input is empty)");
+    for (const plan::Tensor& tensor : planView->tensors())
+      if (tensor.role() == plan::INPUT && (tensor.source() == inputName || tensor.name() == inputName)) {
+        batch = tensor.shape(0);
+        seqLen = tensor.shape(1);
+      }
+    data.emplace(options.data, options.dataDType);
+    tokens = HostArray::zeros(ElementType::I64, {batch, seqLen});
+  }
+
+  std::ofstream metrics;
+  if (!options.metrics.empty()) {
+    metrics.open(options.metrics, std::ios::trunc);
+    if (!metrics) throw Error(options.metrics + ": cannot open for writing");
+  }
+
+  if (!options.quiet) printSummary(options, *planView, stats, backendName);
+
+  const int width = static_cast<int>(std::to_string(options.steps).size());
+  const auto tokensPerStep = static_cast<double>(stats.tokensPerStep);
+  double firstLoss = 0, lastLoss = 0, totalTime = 0;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    if (data) {
+      data->nextBatch(tokens.data<int64_t>(), batch, seqLen);
+      executor.setInput(planView->header().token_input(), tokens);
+    }
+    const double loss = executor.runStep();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tokensPerSecond = seconds > 0 ? tokensPerStep / seconds : 0;
+    totalTime += seconds;
+    if (step == 1) firstLoss = loss;
+    lastLoss = loss;
+
+    if (!options.quiet) {
+      std::printf("step %*lld/%lld  loss %.6f", width, static_cast<long long>(step),
+                  static_cast<long long>(options.steps), loss);
+      if (tokensPerStep > 0) std::printf("  tokens/s %.0f", tokensPerSecond);
+      std::printf("  (%.3f s)\n", seconds);
+      std::fflush(stdout);
+    }
+    if (metrics.is_open()) {
+      char line[256];
+      // JSON has no NaN: a non-finite loss is written as null.
+      char lossText[32] = "null";
+      if (std::isfinite(loss)) std::snprintf(lossText, sizeof lossText, "%.9g", loss);
+      std::snprintf(line, sizeof line,
+                    "{\"step\": %lld, \"loss\": %s, \"tokens_per_s\": %.3f, \"step_time_s\": %.6f, "
+                    "\"tokens\": %llu}\n",
+                    static_cast<long long>(step), lossText, tokensPerSecond, seconds,
+                    static_cast<unsigned long long>(stats.tokensPerStep));
+      metrics << line << std::flush;
+    }
+    if (!std::isfinite(loss)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", loss);
+      throw Error("loss is " + std::string(text) + " at step " + std::to_string(step) +
+                  ", stopping");
+    }
+  }
+
+  std::printf("done      %lld steps, loss %.6f -> %.6f", static_cast<long long>(options.steps),
+              firstLoss, lastLoss);
+  if (tokensPerStep > 0)
+    std::printf(", mean %.0f tokens/s", tokensPerStep * static_cast<double>(options.steps) / totalTime);
+  std::printf(", mean step %.3f s\n", totalTime / static_cast<double>(options.steps));
+  return 0;
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::tools
+
+int main(int argc, char** argv) {
+  return megatrain::runtime::tools::runTool(
+      "megatrain-run", [&] { return megatrain::runtime::tools::run(argc, argv); });
+}
