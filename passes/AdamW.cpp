@@ -4,6 +4,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <sstream>
+
 namespace megatrain {
 #define GEN_PASS_DEF_ADAMW
 #include "megatrain/Passes/Passes.h.inc"
@@ -44,8 +46,10 @@ struct AdamW : megatrain::impl::AdamWBase<AdamW> {
                                    double value, bool valid) {
     if (valid)
       return success();
+    std::ostringstream shown; // as written on the command line: 1, not 1.0e+00
+    shown << value;
     return func.emitError("invalid mt-adamw option ")
-           << name << "=" << value
+           << name << "=" << shown.str()
            << " (lr, eps and weight-decay must be >= 0, betas in [0, 1))";
   }
 };

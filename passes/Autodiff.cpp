@@ -7,11 +7,12 @@
 // 2. Reverse sweep: seed 1 at the mt.loss value, visit the ops backwards and
 //    call each active op's GradientOpInterface rule; gradients reaching one
 //    value along several uses are summed with mt.add.
-// 3. Parameters: when the sweep passes the first mt.param op of a name, every
-//    use of that parameter has been visited, so its gradient is final: emit
-//    one mt.param_grad (summed over same-named mt.param ops, zero via mt.fill
-//    when the loss does not depend on it). Emitting it there, mid-backward,
-//    keeps the order in which gradients become final visible to the schedule.
+// 3. Parameters: once the sweep has passed the earliest user of a parameter
+//    (over all mt.param ops of that name), its gradient is final: emit one
+//    mt.param_grad there (summed over same-named mt.param ops, zero via
+//    mt.fill when the loss does not depend on it). Emitting it mid-backward
+//    rather than at the end keeps the order in which gradients become final
+//    visible to the schedule, which can then ship each one out early.
 //
 // Gradient ops are appended before the terminator, after all forward ops; the
 // unused ones that rules built for inactive operands are erased at the end.
@@ -69,9 +70,8 @@ public:
     for (Operation *op : llvm::reverse(forward)) {
       if (failed(differentiate(op)))
         return failure();
-      if (auto param = dyn_cast<mt::ParamOp>(op))
-        if (param.getTrainable() && firstParamOp.lookup(param.getNameAttr()) == op)
-          emitParamGrad(param);
+      for (StringAttr name : finalAfter.lookup(op))
+        emitParamGrad(name);
     }
     eraseUnusedGradientOps(lastForward);
     return success();
@@ -87,12 +87,25 @@ private:
         return param.emitOpError("trainable parameter '")
                << param.getName() << "' must have a floating-point type, got "
                << param.getType();
-      auto [it, inserted] = firstParamOp.try_emplace(param.getNameAttr(), param);
-      if (!inserted && it->second->getResult(0).getType() != param.getType())
+      SmallVector<mt::ParamOp> &same = paramsByName[param.getNameAttr()];
+      if (!same.empty() && same.front().getType() != param.getType())
         return param.emitOpError("parameter '")
                << param.getName() << "' appears with types "
-               << it->second->getResult(0).getType() << " and " << param.getType();
-      paramsByName[param.getNameAttr()].push_back(param);
+               << same.front().getType() << " and " << param.getType();
+      same.push_back(param);
+    }
+    // The op after which the sweep has seen every use of a parameter: its
+    // earliest user in the block, or its first mt.param op when unused.
+    for (auto &[name, params] : paramsByName) {
+      Operation *earliest = params.front();
+      bool used = false;
+      for (mt::ParamOp param : params)
+        for (Operation *user : param->getUsers())
+          if (!used || user->isBeforeInBlock(earliest)) {
+            earliest = user;
+            used = true;
+          }
+      finalAfter[earliest].push_back(name);
     }
     return success();
   }
@@ -162,9 +175,11 @@ private:
                 : grad;
   }
 
-  void emitParamGrad(mt::ParamOp first) {
+  void emitParamGrad(StringAttr name) {
+    ArrayRef<mt::ParamOp> params = paramsByName[name];
+    mt::ParamOp first = params.front();
     Value total;
-    for (mt::ParamOp param : paramsByName[first.getNameAttr()]) {
+    for (mt::ParamOp param : params) {
       Value g = grads.lookup(param.getResult());
       if (!g)
         continue;
@@ -176,7 +191,7 @@ private:
     if (!total)
       total = builder.create<mt::FillOp>(first.getLoc(), first.getType(),
                                          builder.getF64FloatAttr(0.0));
-    builder.create<mt::ParamGradOp>(first.getLoc(), total, first.getNameAttr());
+    builder.create<mt::ParamGradOp>(first.getLoc(), total, name);
   }
 
   /// Rules build gradients for all float operands, including inputs and frozen
@@ -197,8 +212,8 @@ private:
   OpBuilder builder;
   DenseSet<Value> varied, useful;
   DenseMap<Value, Value> grads;
-  DenseMap<StringAttr, Operation *> firstParamOp;
   llvm::MapVector<StringAttr, SmallVector<mt::ParamOp>> paramsByName;
+  DenseMap<Operation *, SmallVector<StringAttr>> finalAfter;
 };
 
 struct Autodiff : megatrain::impl::AutodiffBase<Autodiff> {
