@@ -20,6 +20,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 using namespace mlir;
 
 namespace megatrain::onnx_import {
@@ -140,9 +143,23 @@ int64_t NodeImport::intAttr(llvm::StringRef name, int64_t fallback) const {
   return attr ? attr->i() : fallback;
 }
 
+/// ONNX float attributes are f32; they are widened to the double with the
+/// shortest decimal that reads back as the same float (1e-5, not
+/// 9.9999997473787516e-06), which is what the exporter meant.
+static double widenFloat(float f) {
+  char text[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, f);
+    double d = std::strtod(text, nullptr);
+    if (static_cast<float>(d) == f)
+      return d;
+  }
+  return f;
+}
+
 double NodeImport::floatAttr(llvm::StringRef name, double fallback) const {
   const onnx::AttributeProto *attr = attribute(name);
-  return attr ? attr->f() : fallback;
+  return attr ? widenFloat(attr->f()) : fallback;
 }
 
 std::string NodeImport::stringAttr(llvm::StringRef name,
