@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tool_errors.sh - bad input gets a one-line error naming the problem, a non-zero exit
+# code and no crash: malformed ONNX, an unknown op, a missing --shape, a plan of another
+# format version, a corrupt plan, missing files.
+set -u
+BIN=$1
+SRC=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+M=$SRC/tests/frontends/models
+TINY=$SRC/frontends/models/tiny_transformer.onnx
+passed=0
+failed=0
+
+# expect_error NAME REGEX COMMAND...: the command must exit with 1..127 (not a
+# signal), print exactly one line, and that line must match REGEX.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  local out rc lines
+  out=$("$@" 2>&1)
+  rc=$?
+  lines=$(printf '%s\n' "$out" | grep -c .)
+  if [[ $rc -ge 1 && $rc -lt 128 && $lines -eq 1 ]] && grep -qE -- "$pattern" <<<"$out"; then
+    echo "ok    $name: $out"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name (exit $rc, $lines lines, expected /$pattern/):"
+    printf '%s\n' "$out" | sed 's/^/      /'
+    failed=$((failed + 1))
+  fi
+}
+
+expect_error "malformed ONNX" "garbage\.onnx.*not a valid ONNX model" \
+  "$BIN/megatrain-compile" "$M/garbage.onnx" -o "$TMP/a.plan"
+expect_error "truncated ONNX" "truncated\.onnx.*not a valid ONNX model" \
+  "$BIN/megatrain-compile" "$M/truncated.onnx" -o "$TMP/a.plan"
+expect_error "unknown op" "unknown_op\.onnx.*op Einsum.*opset [0-9]+.*unsupported op" \
+  "$BIN/megatrain-compile" "$M/unknown_op.onnx" -o "$TMP/a.plan"
+expect_error "missing --shape" "input 'input_ids' has symbolic dims.*--shape input_ids=" \
+  "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --loss next-token-ce
+expect_error "bad --shape syntax" "--shape" \
+  "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --shape input_ids=8xq
+expect_error "missing model file" "no_such\.onnx" \
+  "$BIN/megatrain-compile" "$TMP/no_such.onnx" -o "$TMP/a.plan"
+
+# A good plan, then the same plan claiming format version 2.0.
+"$BIN/megatrain-compile" "$TINY" -o "$TMP/good.plan" --shape input_ids=2x64 \
+  --loss next-token-ce >/dev/null 2>&1 || { echo "FAIL  could not compile the tiny model"; exit 1; }
+protoc --decode=megatrain.plan.Plan -I "$SRC/runtime/plan" "$SRC/runtime/plan/plan.proto" \
+  <"$TMP/good.plan" >"$TMP/good.txt"
+sed 's/^  format_major: 1$/  format_major: 2/' "$TMP/good.txt" >"$TMP/v2.txt"
+grep -q "format_major: 2" "$TMP/v2.txt" || { echo "FAIL  could not rewrite the version"; exit 1; }
+protoc --encode=megatrain.plan.Plan -I "$SRC/runtime/plan" "$SRC/runtime/plan/plan.proto" \
+  <"$TMP/v2.txt" >"$TMP/v2.plan"
+expect_error "plan of another format version (run)" "format version 2\.0" \
+  "$BIN/megatrain-run" "$TMP/v2.plan" --weights "$TINY" --steps 1
+expect_error "plan of another format version (inspect)" "format version 2\.0" \
+  "$BIN/megatrain-inspect" "$TMP/v2.plan"
+head -c 200 "$TMP/good.plan" >"$TMP/cut.plan"
+expect_error "corrupt plan" "cut\.plan" \
+  "$BIN/megatrain-run" "$TMP/cut.plan" --weights "$TINY" --steps 1
+expect_error "weights file missing" "no_such\.onnx" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/no_such.onnx" --steps 1
+expect_error "unknown flag" "--frobnicate" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --frobnicate
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
