@@ -17,15 +17,17 @@ if [[ ! -f data/fortunes.bin ]]; then
   python3 frontends/python/make_corpus.py --out data/fortunes.bin
 fi
 
-BACKEND=cpu
-if [[ -x $BIN/megatrain-run ]] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
-   && $BIN/megatrain-run --help | grep -q "cuda"; then
-  BACKEND=${BACKEND_OVERRIDE:-cpu}
+# The CUDA backend when a GPU is present (and it was built), else the CPU reference.
+BACKEND=${BACKEND:-cpu}
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
+   && grep -q "^MEGATRAIN_CUDA_BUILT" "$BUILD_DIR/megatrain-features.txt" 2>/dev/null; then
+  BACKEND=cuda
 fi
 
 echo "== compiling frontends/models/tiny_transformer.onnx"
 $BIN/megatrain-compile frontends/models/tiny_transformer.onnx -o "$OUT/tiny_transformer.plan" \
-  --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 --weight-decay 0.01
+  --shape input_ids=8x64 --loss next-token-ce --logits logits --tokens input_ids \
+  --lr 3e-3 --weight-decay 0.01
 
 echo "== training ($STEPS steps, $BACKEND backend)"
 $BIN/megatrain-run "$OUT/tiny_transformer.plan" --weights frontends/models/tiny_transformer.onnx \
