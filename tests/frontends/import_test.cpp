@@ -337,6 +337,21 @@ TEST(OnnxImport, ShapeOfWrongRankIsAnError) {
                         "declared [batch, seq]");
 }
 
+TEST(OnnxImport, SymbolicDimMessageShowsStaticDims) {
+  auto m = import(demoModel("mlp"));
+  EXPECT_EQ(m->error(), "input 'x' has symbolic dims [batch]; bind them with "
+                        "--shape x=Dx16");
+}
+
+TEST(OnnxImport, OneSymbolTwoSizesIsAnError) {
+  OnnxImportOptions options;
+  options.shapes["x"] = {8, 16};
+  options.shapes["labels"] = {4};
+  auto m = import(demoModel("mlp"), options);
+  EXPECT_EQ(m->error(), "dim 'batch' is bound to 4 by --shape labels and to 8 by "
+                        "--shape x");
+}
+
 //===----------------------------------------------------------------------===//
 // The demo models
 //===----------------------------------------------------------------------===//
@@ -457,6 +472,11 @@ TEST(OnnxImportErrors, CustomDomain) {
   auto m = import(testModel("custom_domain"));
   EXPECT_EQ(m->error(), "node 'fused' (op FusedThing, domain 'com.example', "
                         "opset 1): unsupported op");
+}
+
+TEST(OnnxImportErrors, OpsetBelow13) {
+  auto m = import(testModel("old_opset"));
+  EXPECT_EQ(m->error(), "opset 11 of domain 'ai.onnx' is not supported (13 to 23)");
 }
 
 TEST(OnnxImportErrors, Int32Input) {

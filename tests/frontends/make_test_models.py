@@ -178,6 +178,9 @@ def models():
         n("FusedThing", ["x"], ["y"], name="fused", domain="com.example"),
     ], [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], check=False,
         extra_opsets=[("com.example", 1)])
+    out["old_opset"] = model("old_opset", [
+        n("Relu", ["x"], ["y"], name="relu"),
+    ], [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], opset=11)
     out["int32_input"] = model("int32_input", [
         n("Gather", ["emb", "ids"], ["e"], name="embed"),
     ], [vi("ids", I32, [2])], [vi("e", F, [2, 4])], [weight("emb", (16, 4))])
