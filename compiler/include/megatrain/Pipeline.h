@@ -1,0 +1,57 @@
+//===- Pipeline.h - the pass pipeline of megatrain-compile ----------------===//
+#ifndef MEGATRAIN_PIPELINE_H
+#define MEGATRAIN_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace megatrain {
+
+/// Everything the pipeline's passes are configured with. Defaults match the
+/// passes' own defaults (Passes.td).
+struct PipelineOptions {
+  // mt-add-loss
+  std::string lossMode = "output"; // "output" | "next-token-ce"
+  std::string lossOutput;          // lossMode == "output": graph output to minimize
+  std::string logits = "logits";   // lossMode == "next-token-ce"
+  std::string tokens = "input_ids";
+  int64_t ignoreIndex = -100;
+  // mt-adamw
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.01;
+  // mt-plan-memory
+  bool noMemoryReuse = false;
+};
+
+/// How far the pipeline runs; each stage includes the ones before it.
+enum class EmitStage {
+  Mt,        // as imported
+  Training,  // + mt-add-loss, mt-autodiff, mt-adamw, cse
+  Scheduled, // + mt-schedule, mt-liveness
+  Planned,   // + mt-plan-memory
+  Plan,      // the same passes as Planned; the driver then emits the plan
+};
+
+/// "mt", "training", "scheduled", "planned", "plan" -> the stage.
+std::optional<EmitStage> parseEmitStage(llvm::StringRef name);
+
+/// Adds to `pm` (a module pass manager) the passes that take an imported
+/// module up to `upTo`.
+void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                   EmitStage upTo);
+
+/// Adds the passes from a training step (the output of EmitStage::Training)
+/// to EmitStage::Planned: the part of the pipeline that does not need an
+/// ONNX model.
+void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                           EmitStage upTo);
+
+} // namespace megatrain
+
+#endif // MEGATRAIN_PIPELINE_H

@@ -1,0 +1,37 @@
+//===- PlanEmitter.h - a planned mt module to a megatrain plan -------------===//
+#ifndef MEGATRAIN_PLAN_PLANEMITTER_H
+#define MEGATRAIN_PLAN_PLANEMITTER_H
+
+#include "megatrain/plan/plan.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+#include <vector>
+
+namespace megatrain {
+
+struct PlanEmitOptions {
+  /// header.generator, e.g. "megatrain-compile 0.1.0".
+  std::string generator = "megatrain";
+  /// header.compile_options: the options the plan was compiled with, as given.
+  std::vector<std::string> compileOptions;
+};
+
+/// Translates a module whose function has been through mt-schedule,
+/// mt-liveness and mt-plan-memory (every op carries mt.step, mt.live_end and
+/// mt.offset; the function carries mt.arena_size) into a plan, as described
+/// in docs/plan.md and docs/compiler.md. The module's optional string
+/// attributes `mt.source_model` and `mt.source_sha256` fill the header's
+/// provenance. Errors are emitted on the offending op and give failure.
+mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
+                                     const PlanEmitOptions &options);
+
+/// A location as one short string ("model.onnx:12:0", "node_name"): what a
+/// step's source_op holds, and how the tools print diagnostics.
+std::string formatLocation(mlir::Location loc);
+
+} // namespace megatrain
+
+#endif // MEGATRAIN_PLAN_PLANEMITTER_H

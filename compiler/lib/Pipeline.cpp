@@ -1,0 +1,62 @@
+//===- Pipeline.cpp - the pass pipeline of megatrain-compile --------------===//
+#include "megatrain/Pipeline.h"
+
+#include "megatrain/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace megatrain {
+
+std::optional<EmitStage> parseEmitStage(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<EmitStage>>(name)
+      .Case("mt", EmitStage::Mt)
+      .Case("training", EmitStage::Training)
+      .Case("scheduled", EmitStage::Scheduled)
+      .Case("planned", EmitStage::Planned)
+      .Case("plan", EmitStage::Plan)
+      .Default(std::nullopt);
+}
+
+void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                   EmitStage upTo) {
+  if (upTo == EmitStage::Mt)
+    return;
+
+  AddLossOptions loss;
+  loss.mode = options.lossMode;
+  loss.lossOutput = options.lossOutput;
+  loss.logits = options.logits;
+  loss.tokens = options.tokens;
+  loss.ignoreIndex = options.ignoreIndex;
+  pm.addNestedPass<mlir::func::FuncOp>(createAddLoss(loss));
+  pm.addNestedPass<mlir::func::FuncOp>(createAutodiff());
+  AdamWOptions adamw;
+  adamw.lr = options.lr;
+  adamw.beta1 = options.beta1;
+  adamw.beta2 = options.beta2;
+  adamw.eps = options.eps;
+  adamw.weightDecay = options.weightDecay;
+  pm.addNestedPass<mlir::func::FuncOp>(createAdamW(adamw));
+  // Merge identical ops (repeated fills, constants, transposes of one weight)
+  // and erase the ones left dead, before the schedule numbers them.
+  pm.addPass(mlir::createCSEPass());
+
+  buildPlanningPipeline(pm, options, upTo);
+}
+
+void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                           EmitStage upTo) {
+  if (upTo == EmitStage::Mt || upTo == EmitStage::Training)
+    return;
+  pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
+  pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
+  if (upTo == EmitStage::Scheduled)
+    return;
+  PlanMemoryOptions memory;
+  memory.noReuse = options.noMemoryReuse;
+  pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));
+}
+
+} // namespace megatrain

@@ -1,0 +1,703 @@
+//===- PlanEmitter.cpp - a planned mt module to a megatrain plan ----------===//
+//
+// The last stage of the compiler: the function's ops, in mt.step order, become
+// the plan's steps; its values become tensors at the offsets mt-plan-memory
+// chose. Nothing is decided here that a pass could decide: emission only
+// translates, and checks that what it translates is consistent.
+//
+//   mt.param      PARAMETER (host master, once per name) + `copy` on h2d into a
+//                 PARAMETER_COPY `dev:<name>` in the arena, once per op
+//   mt.input      INPUT in the arena, no step (the runtime writes it)
+//   mt.constant   CONSTANT in the arena with its bytes, no step, never dies
+//   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
+//                 `host_task READ_LOSS` on host
+//   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
+//                 (param, grad, adam_m:<param>, adam_v:<param>) on host
+//   mt.param_grad nothing (mt-adamw consumes it; one left over has no effect)
+//   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
+//
+// Op steps (mt.step) and plan steps differ because one op can become several
+// steps; last_use_step and predicted peaks are in plan steps.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Plan/PlanEmitter.h"
+
+#include "megatrain/Dialect/MtDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+
+namespace megatrain {
+
+namespace pb = megatrain::plan;
+
+std::string formatLocation(mlir::Location loc) {
+  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
+            ":" + llvm::Twine(file.getColumn()))
+        .str();
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc)) {
+    std::string child = formatLocation(name.getChildLoc());
+    return child.empty() ? name.getName().str()
+                         : name.getName().str() + " (" + child + ")";
+  }
+  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc)) {
+    std::string joined;
+    for (mlir::Location part : fused.getLocations()) {
+      std::string text = formatLocation(part);
+      if (text.empty())
+        continue;
+      joined += joined.empty() ? text : ", " + text;
+    }
+    return joined;
+  }
+  if (auto call = mlir::dyn_cast<mlir::CallSiteLoc>(loc))
+    return formatLocation(call.getCallee());
+  if (auto opaque = mlir::dyn_cast<mlir::OpaqueLoc>(loc))
+    return formatLocation(opaque.getFallbackLocation());
+  return "";
+}
+
+namespace {
+
+constexpr uint32_t kDevicePool = 0;
+constexpr uint32_t kHostPool = 1;
+constexpr uint64_t kHostAlignment = 256;
+constexpr const char *kCompute = "compute";
+constexpr const char *kHostToDevice = "h2d";
+constexpr const char *kDeviceToHost = "d2h";
+constexpr const char *kHostStream = "host";
+
+mlir::FailureOr<pb::DType> dtypeOf(mlir::Operation *op, mlir::Type element) {
+  if (element.isF32())
+    return pb::F32;
+  if (element.isF64())
+    return pb::F64;
+  if (element.isBF16())
+    return pb::BF16;
+  if (element.isF16())
+    return pb::F16;
+  if (element.isInteger(64))
+    return pb::I64;
+  if (element.isInteger(32))
+    return pb::I32;
+  if (element.isInteger(1))
+    return pb::BOOL;
+  if (element.isUnsignedInteger(8))
+    return pb::U8;
+  return op->emitError("the plan has no dtype for element type ") << element;
+}
+
+uint64_t dtypeBytes(pb::DType dtype) {
+  switch (dtype) {
+  case pb::F64:
+  case pb::I64:
+    return 8;
+  case pb::F32:
+  case pb::I32:
+    return 4;
+  case pb::BF16:
+  case pb::F16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+/// What emission needs to remember about an arena tensor beyond the proto.
+struct ArenaTensor {
+  uint32_t id;
+  mlir::Operation *op;    // the defining op
+  unsigned result;        // which of its results
+  int64_t defOpStep;      // mt.step of the defining op
+  int64_t defPlanStep;    // first plan step holding the value (0: inputs)
+  bool constant = false;
+  std::vector<int64_t> reads; // plan steps reading it, ascending
+};
+
+class PlanBuilder {
+public:
+  PlanBuilder(mlir::func::FuncOp func, const PlanEmitOptions &options)
+      : func(func), options(options) {}
+
+  mlir::LogicalResult build(pb::Plan &out);
+
+private:
+  mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
+  mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
+  mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
+  mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
+  mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
+  mlir::LogicalResult setLastUses();
+  void setPredictedPeaks();
+  mlir::LogicalResult setTokenInput(mt::LossOp loss);
+
+  /// A new tensor of `type` named `name` (made unique if taken), unplaced.
+  mlir::FailureOr<uint32_t> addTensor(mlir::Operation *op, const std::string &name,
+                                      mlir::Type type, pb::Role role);
+  void placeOnHost(uint32_t id);
+  /// Places result `result` of `op` (already a tensor `id`) at its mt.offset.
+  mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
+                                   uint32_t id, int64_t opStep,
+                                   int64_t defPlanStep);
+  pb::Step &addStep(const char *stream, mlir::Operation *op, int64_t opStep);
+  /// Records that the last added step reads tensor `id` (arena tensors only).
+  void noteRead(uint32_t id);
+  mlir::FailureOr<uint32_t> tensorOf(mlir::Operation *user, mlir::Value value);
+
+  mlir::func::FuncOp func;
+  const PlanEmitOptions &options;
+  pb::Plan plan;
+  uint64_t arenaSize = 0;
+  uint64_t hostTop = 0;
+  llvm::StringSet<> names;
+  llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
+  std::map<std::string, uint32_t> parameterMasters;
+  std::map<std::string, mt::AdamWOp> updates;
+  std::vector<ArenaTensor> arena;
+  llvm::DenseMap<uint32_t, size_t> arenaIndex;   // tensor id -> arena entry
+  std::vector<int64_t> planStepOpStep;           // plan step -> mt.step
+  std::map<int64_t, int64_t> planStepsThrough;   // mt.step -> #plan steps so far
+  std::optional<mt::AdamWOp> firstUpdate;
+  std::optional<mt::LossOp> loss;
+  unsigned constants = 0;
+};
+
+mlir::FailureOr<uint32_t> PlanBuilder::addTensor(mlir::Operation *op,
+                                                 const std::string &name,
+                                                 mlir::Type type, pb::Role role) {
+  auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return op->emitError("the plan needs statically shaped tensors, got ") << type;
+  mlir::FailureOr<pb::DType> dtype = dtypeOf(op, tensor.getElementType());
+  if (mlir::failed(dtype))
+    return mlir::failure();
+
+  std::string unique = name;
+  for (int suffix = 2; !names.insert(unique).second; ++suffix)
+    unique = name + "#" + std::to_string(suffix);
+
+  uint32_t id = plan.tensors_size();
+  pb::Tensor *entry = plan.add_tensors();
+  entry->set_id(id);
+  entry->set_name(unique);
+  uint64_t bytes = dtypeBytes(*dtype);
+  for (int64_t dim : tensor.getShape()) {
+    entry->add_shape(dim);
+    bytes *= static_cast<uint64_t>(dim);
+  }
+  entry->set_dtype(*dtype);
+  entry->set_role(role);
+  entry->mutable_buffer()->set_size_bytes(bytes);
+  entry->set_last_use_step(-1);
+  return id;
+}
+
+void PlanBuilder::placeOnHost(uint32_t id) {
+  pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
+  buffer->set_pool(kHostPool);
+  buffer->set_offset(hostTop);
+  uint64_t padded = (buffer->size_bytes() + kHostAlignment - 1) / kHostAlignment *
+                    kHostAlignment;
+  hostTop += std::max<uint64_t>(padded, kHostAlignment);
+}
+
+mlir::LogicalResult PlanBuilder::placeInArena(mlir::Operation *op,
+                                              unsigned result, uint32_t id,
+                                              int64_t opStep,
+                                              int64_t defPlanStep) {
+  auto offsets = op->getAttrOfType<mlir::DenseI64ArrayAttr>(mt::attr::kOffset);
+  if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
+    return op->emitError("op has no mt.offset for each result; run "
+                         "mt-plan-memory before emitting a plan");
+  pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
+  int64_t offset = offsets[result];
+  if (offset < 0 || static_cast<uint64_t>(offset) + buffer->size_bytes() > arenaSize)
+    return op->emitError("mt.offset ")
+           << offset << " puts result " << result << " outside the arena of "
+           << arenaSize << " bytes";
+  buffer->set_pool(kDevicePool);
+  buffer->set_offset(static_cast<uint64_t>(offset));
+  valueTensors[op->getResult(result)] = id;
+  arenaIndex[id] = arena.size();
+  arena.push_back(ArenaTensor{id, op, result, opStep, defPlanStep, false, {}});
+  return mlir::success();
+}
+
+pb::Step &PlanBuilder::addStep(const char *stream, mlir::Operation *op,
+                               int64_t opStep) {
+  pb::Step *step = plan.add_steps();
+  step->set_index(plan.steps_size() - 1);
+  step->set_stream(stream);
+  step->set_source_op(formatLocation(op->getLoc()));
+  planStepOpStep.push_back(opStep);
+  return *step;
+}
+
+void PlanBuilder::noteRead(uint32_t id) {
+  auto it = arenaIndex.find(id);
+  if (it != arenaIndex.end())
+    arena[it->second].reads.push_back(plan.steps_size() - 1);
+}
+
+mlir::FailureOr<uint32_t> PlanBuilder::tensorOf(mlir::Operation *user,
+                                                mlir::Value value) {
+  auto it = valueTensors.find(value);
+  if (it == valueTensors.end())
+    return user->emitError("operand is not defined by an earlier mt op of the "
+                           "step (stale mt.step order?)");
+  return it->second;
+}
+
+mlir::LogicalResult
+PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
+  // Masters come first in the tensor table and the host pool, one per
+  // initializer name even when several mt.param ops read it.
+  std::map<std::string, mt::ParamOp> seen;
+  for (mlir::Operation *op : ops) {
+    auto param = mlir::dyn_cast<mt::ParamOp>(op);
+    if (!param)
+      continue;
+    std::string name = param.getName().str();
+    auto [it, inserted] = seen.emplace(name, param);
+    if (!inserted) {
+      if (it->second.getType() != param.getType() ||
+          it->second.getTrainable() != param.getTrainable())
+        return param.emitError("mt.param '")
+               << name << "' disagrees in type or trainability with another "
+                  "mt.param of the same name";
+      continue;
+    }
+    mlir::FailureOr<uint32_t> id =
+        addTensor(op, name, param.getType(), pb::PARAMETER);
+    if (mlir::failed(id))
+      return mlir::failure();
+    pb::Tensor *tensor = plan.mutable_tensors(*id);
+    tensor->set_source(name);
+    tensor->set_trainable(param.getTrainable());
+    placeOnHost(*id);
+    parameterMasters[name] = *id;
+  }
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep) {
+  if (op->getDialect() == nullptr ||
+      op->getDialect()->getNamespace() != mt::MtDialect::getDialectNamespace())
+    return op->emitError("cannot emit '") << op->getName() << "' into a plan";
+  std::string kernelName = op->getName().stripDialect().str();
+
+  pb::Step &step = addStep(kCompute, op, opStep);
+  int64_t planStep = step.index();
+  pb::Kernel *kernel = step.mutable_kernel();
+  kernel->set_kernel(kernelName);
+  for (mlir::Value operand : op->getOperands()) {
+    mlir::FailureOr<uint32_t> id = tensorOf(op, operand);
+    if (mlir::failed(id))
+      return mlir::failure();
+    kernel->add_inputs(*id);
+    noteRead(*id);
+  }
+  for (unsigned i = 0; i < op->getNumResults(); ++i) {
+    std::string name = "%" + std::to_string(planStep) + "." + std::to_string(i) +
+                       ":" + kernelName;
+    mlir::FailureOr<uint32_t> id =
+        addTensor(op, name, op->getResult(i).getType(), pb::ACTIVATION);
+    if (mlir::failed(id) || mlir::failed(placeInArena(op, i, *id, opStep, planStep)))
+      return mlir::failure();
+    kernel->add_outputs(*id);
+  }
+
+  // Kernel parameters are the op's inherent attributes (docs/ops.md).
+  std::optional<mlir::RegisteredOperationName> info = op->getRegisteredInfo();
+  if (!info)
+    return op->emitError("cannot emit unregistered op '") << op->getName() << "'";
+  for (mlir::StringAttr attrName : info->getAttributeNames()) {
+    std::optional<mlir::Attribute> value = op->getInherentAttr(attrName);
+    if (!value || !*value) {
+      // An elided default-valued flag: matmul's transposes default to false.
+      if (mlir::isa<mt::MatMulOp>(op)) {
+        pb::Attribute *attr = kernel->add_attributes();
+        attr->set_name(attrName.str());
+        attr->set_i(0);
+      }
+      continue;
+    }
+    pb::Attribute *attr = kernel->add_attributes();
+    attr->set_name(attrName.str());
+    if (auto flag = mlir::dyn_cast<mlir::BoolAttr>(*value)) {
+      attr->set_i(flag.getValue() ? 1 : 0);
+    } else if (auto integer = mlir::dyn_cast<mlir::IntegerAttr>(*value)) {
+      attr->set_i(integer.getInt());
+    } else if (auto real = mlir::dyn_cast<mlir::FloatAttr>(*value)) {
+      attr->set_f(real.getValueAsDouble());
+    } else if (auto text = mlir::dyn_cast<mlir::StringAttr>(*value)) {
+      attr->set_s(text.str());
+    } else if (auto ints = mlir::dyn_cast<mlir::DenseI64ArrayAttr>(*value)) {
+      for (int64_t v : ints.asArrayRef())
+        attr->mutable_ints()->add_values(v);
+    } else if (auto reals = mlir::dyn_cast<mlir::DenseF64ArrayAttr>(*value)) {
+      for (double v : reals.asArrayRef())
+        attr->mutable_floats()->add_values(v);
+    } else {
+      return op->emitError("attribute '")
+             << attrName.getValue() << "' has no plan encoding: " << *value;
+    }
+  }
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
+  if (loss)
+    return op.emitError("a plan has one loss; another mt.loss is at ")
+           << formatLocation(loss->getLoc());
+  loss = op;
+  mlir::FailureOr<uint32_t> value = tensorOf(op, op.getValue());
+  if (mlir::failed(value))
+    return mlir::failure();
+  pb::Tensor *valueTensor = plan.mutable_tensors(*value);
+  if (valueTensor->role() == pb::ACTIVATION)
+    valueTensor->set_role(pb::LOSS);
+
+  mlir::FailureOr<uint32_t> readout =
+      addTensor(op, "loss", op.getValue().getType(), pb::LOSS_READOUT);
+  if (mlir::failed(readout))
+    return mlir::failure();
+  placeOnHost(*readout);
+  plan.mutable_header()->set_loss_tensor(*readout);
+
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*value);
+  copy.mutable_copy()->set_dst(*readout);
+  noteRead(*value);
+  pb::Step &read = addStep(kHostStream, op, opStep);
+  read.mutable_host_task()->set_kind(pb::HostTask::READ_LOSS);
+  read.mutable_host_task()->add_tensors(*readout);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
+  std::string param = op.getParam().str();
+  auto master = parameterMasters.find(param);
+  if (master == parameterMasters.end())
+    return op.emitError("mt.adamw updates '")
+           << param << "' but no mt.param reads it";
+  const pb::Tensor &masterTensor = plan.tensors(master->second);
+  if (!masterTensor.trainable())
+    return op.emitError("mt.adamw updates frozen parameter '") << param << "'";
+  auto [previous, inserted] = updates.emplace(param, op);
+  if (!inserted)
+    return op.emitError("parameter '")
+           << param << "' has a second mt.adamw; the first is at "
+           << formatLocation(previous->second.getLoc());
+
+  // One optimizer configuration per plan (header.optimizer).
+  if (!firstUpdate) {
+    firstUpdate = op;
+    pb::AdamW *adamw = plan.mutable_header()->mutable_optimizer();
+    adamw->set_lr(op.getLr().convertToDouble());
+    adamw->set_beta1(op.getBeta1().convertToDouble());
+    adamw->set_beta2(op.getBeta2().convertToDouble());
+    adamw->set_eps(op.getEps().convertToDouble());
+    adamw->set_weight_decay(op.getWeightDecay().convertToDouble());
+  } else if (op.getLr() != firstUpdate->getLr() ||
+             op.getBeta1() != firstUpdate->getBeta1() ||
+             op.getBeta2() != firstUpdate->getBeta2() ||
+             op.getEps() != firstUpdate->getEps() ||
+             op.getWeightDecay() != firstUpdate->getWeightDecay()) {
+    return op.emitError("mt.adamw hyper-parameters differ from those at ")
+           << formatLocation(firstUpdate->getLoc())
+           << "; a plan has one optimizer configuration";
+  }
+
+  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
+  if (mlir::failed(gradient))
+    return mlir::failure();
+  const pb::Tensor &gradTensor = plan.tensors(*gradient);
+  if (gradTensor.dtype() != masterTensor.dtype() ||
+      gradTensor.buffer().size_bytes() != masterTensor.buffer().size_bytes() ||
+      !std::equal(gradTensor.shape().begin(), gradTensor.shape().end(),
+                  masterTensor.shape().begin(), masterTensor.shape().end()))
+    return op.emitError("the gradient of '")
+           << param << "' has type " << op.getGrad().getType()
+           << ", unlike the parameter";
+
+  mlir::Type type = op.getGrad().getType();
+  mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
+  mlir::FailureOr<uint32_t> m = addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
+  mlir::FailureOr<uint32_t> v = addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
+  if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
+    return mlir::failure();
+  placeOnHost(*hostGrad);
+  placeOnHost(*m);
+  placeOnHost(*v);
+
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*gradient);
+  copy.mutable_copy()->set_dst(*hostGrad);
+  noteRead(*gradient);
+  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
+  task->set_kind(pb::HostTask::ADAMW);
+  for (uint32_t id : {master->second, *hostGrad, *m, *v})
+    task->add_tensors(id);
+  return mlir::success();
+}
+
+/// Little-endian bytes of a constant, splats expanded.
+mlir::LogicalResult writeConstantData(mt::ConstantOp op, std::string &bytes) {
+  mlir::ElementsAttr value = op.getValue();
+  mlir::Type element = value.getElementType();
+  unsigned width = (element.getIntOrFloatBitWidth() + 7) / 8;
+  auto append = [&](const llvm::APInt &bits) {
+    // Widening first stores an i1 as one byte holding 0 or 1, as BOOL is.
+    llvm::APInt wide = bits.zext(width * 8);
+    for (unsigned i = 0; i < width; ++i)
+      bytes.push_back(static_cast<char>(wide.extractBitsAsZExtValue(8, 8 * i)));
+  };
+  bytes.reserve(width * value.getNumElements());
+  if (mlir::isa<mlir::FloatType>(element)) {
+    auto floats = value.tryGetValues<llvm::APFloat>();
+    if (!floats)
+      return op.emitError("cannot read the constant's values (unsupported "
+                          "elements attribute)");
+    for (const llvm::APFloat &f : *floats)
+      append(f.bitcastToAPInt());
+    return mlir::success();
+  }
+  auto ints = value.tryGetValues<llvm::APInt>();
+  if (!ints)
+    return op.emitError("cannot read the constant's values (unsupported "
+                        "elements attribute)");
+  for (const llvm::APInt &i : *ints)
+    append(i);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
+  if (auto param = mlir::dyn_cast<mt::ParamOp>(op)) {
+    std::string name = param.getName().str();
+    mlir::FailureOr<uint32_t> copy =
+        addTensor(op, "dev:" + name, param.getType(), pb::PARAMETER_COPY);
+    if (mlir::failed(copy))
+      return mlir::failure();
+    pb::Step &step = addStep(kHostToDevice, op, opStep);
+    step.mutable_copy()->set_src(parameterMasters.at(name));
+    step.mutable_copy()->set_dst(*copy);
+    return placeInArena(op, 0, *copy, opStep, step.index());
+  }
+  if (auto input = mlir::dyn_cast<mt::InputOp>(op)) {
+    std::string name = input.getName().str();
+    mlir::FailureOr<uint32_t> id = addTensor(op, name, input.getType(), pb::INPUT);
+    if (mlir::failed(id))
+      return mlir::failure();
+    plan.mutable_tensors(*id)->set_source(name);
+    // The runtime writes inputs before step 0.
+    return placeInArena(op, 0, *id, opStep, 0);
+  }
+  if (auto constant = mlir::dyn_cast<mt::ConstantOp>(op)) {
+    std::string name = "%const" + std::to_string(constants++);
+    mlir::FailureOr<uint32_t> id =
+        addTensor(op, name, constant.getType(), pb::CONSTANT);
+    if (mlir::failed(id) ||
+        mlir::failed(writeConstantData(
+            constant, *plan.mutable_tensors(*id)->mutable_constant_data())) ||
+        mlir::failed(placeInArena(op, 0, *id, opStep, 0)))
+      return mlir::failure();
+    arena.back().constant = true;
+    return mlir::success();
+  }
+  if (auto lossOp = mlir::dyn_cast<mt::LossOp>(op))
+    return emitLoss(lossOp, opStep);
+  if (auto adamw = mlir::dyn_cast<mt::AdamWOp>(op))
+    return emitAdamW(adamw, opStep);
+  if (mlir::isa<mt::ParamGradOp, mlir::func::ReturnOp>(op))
+    return mlir::success();
+  return emitKernel(op, opStep);
+}
+
+mlir::LogicalResult PlanBuilder::setLastUses() {
+  // Plan steps emitted by ops with mt.step <= s.
+  auto stepsThrough = [&](int64_t s) -> int64_t {
+    auto it = planStepsThrough.upper_bound(s);
+    return it == planStepsThrough.begin() ? 0 : std::prev(it)->second;
+  };
+  for (const ArenaTensor &entry : arena) {
+    pb::Tensor *tensor = plan.mutable_tensors(entry.id);
+    if (entry.constant) {
+      tensor->set_last_use_step(-1);
+      continue;
+    }
+    auto liveEnd = entry.op->getAttrOfType<mlir::DenseI64ArrayAttr>(mt::attr::kLiveEnd);
+    if (!liveEnd || liveEnd.size() != static_cast<int64_t>(entry.op->getNumResults()))
+      return entry.op->emitError("op has no mt.live_end for each result; run "
+                                 "mt-liveness before emitting a plan");
+    int64_t end = liveEnd[entry.result];
+    int64_t last = -1;
+    if (end >= 0) {
+      // The last plan step of the last reader op that actually reads it (a
+      // READ_LOSS after the loss copy does not).
+      for (int64_t step : entry.reads)
+        if (planStepOpStep[step] == end)
+          last = std::max(last, step);
+      if (last < 0) // the reader became no step (e.g. mt.param_grad)
+        last = stepsThrough(end) - 1;
+    } else {
+      // Read by nothing: dead once its defining op's steps are done.
+      last = stepsThrough(entry.defOpStep) - 1;
+    }
+    last = std::max(last, entry.defPlanStep);
+    if (!entry.reads.empty() && entry.reads.back() > last)
+      return entry.op->emitError("result ")
+             << entry.result << " is read at plan step " << entry.reads.back()
+             << " after its mt.live_end (step " << last
+             << "); mt.live_end is stale, rerun mt-liveness";
+    tensor->set_last_use_step(last);
+  }
+  return mlir::success();
+}
+
+void PlanBuilder::setPredictedPeaks() {
+  // Bytes in use per plan step, by a difference array over live ranges.
+  int64_t steps = plan.steps_size();
+  std::vector<int64_t> delta(steps + 1, 0);
+  for (const ArenaTensor &entry : arena) {
+    const pb::Tensor &tensor = plan.tensors(entry.id);
+    int64_t first = entry.constant ? 0 : entry.defPlanStep;
+    int64_t last = entry.constant ? steps - 1 : tensor.last_use_step();
+    if (steps == 0 || first > last)
+      continue;
+    int64_t bytes = static_cast<int64_t>(tensor.buffer().size_bytes());
+    delta[first] += bytes;
+    delta[last + 1] -= bytes;
+  }
+  int64_t live = 0, peak = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    live += delta[i];
+    peak = std::max(peak, live);
+  }
+  pb::Header *header = plan.mutable_header();
+  pb::PoolUsage *device = header->add_predicted_peak();
+  device->set_pool(kDevicePool);
+  device->set_peak_bytes(static_cast<uint64_t>(peak));
+  pb::PoolUsage *host = header->add_predicted_peak();
+  host->set_pool(kHostPool);
+  host->set_peak_bytes(hostTop);
+}
+
+mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
+  auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
+  if (!ce)
+    return mlir::success();
+  auto input = ce.getTokens().getDefiningOp<mt::InputOp>();
+  if (!input)
+    return mlir::success();
+  auto shape = mlir::cast<mlir::RankedTensorType>(input.getType()).getShape();
+  uint64_t tokens = 1;
+  for (int64_t dim : shape)
+    tokens *= static_cast<uint64_t>(dim);
+  plan.mutable_header()->set_token_input(input.getName().str());
+  plan.mutable_header()->set_tokens_per_step(tokens);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
+  auto arenaAttr = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kArenaSize);
+  if (!arenaAttr)
+    return func.emitError("function has no mt.arena_size; run mt-plan-memory "
+                          "before emitting a plan");
+  arenaSize = static_cast<uint64_t>(arenaAttr.getInt());
+  if (!func.getBody().hasOneBlock())
+    return func.emitError("plan emission expects a function with a single block");
+
+  // Step order is mt.step order, whatever the block order.
+  std::vector<std::pair<int64_t, mlir::Operation *>> ordered;
+  for (mlir::Operation &op : func.getBody().front()) {
+    auto step = op.getAttrOfType<mlir::IntegerAttr>(mt::attr::kStep);
+    if (!step)
+      return op.emitError("op has no mt.step; run mt-schedule before emitting "
+                          "a plan");
+    ordered.emplace_back(step.getInt(), &op);
+  }
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  for (size_t i = 1; i < ordered.size(); ++i)
+    if (ordered[i].first == ordered[i - 1].first)
+      return ordered[i].second->emitError("mt.step ")
+             << ordered[i].first << " is used twice";
+
+  plan.set_magic("megatrain.plan");
+  pb::Header *header = plan.mutable_header();
+  header->set_format_major(pb::FORMAT_MAJOR);
+  header->set_format_minor(0);
+  header->set_generator(options.generator);
+  for (const std::string &option : options.compileOptions)
+    header->add_compile_options(option);
+  mlir::ModuleOp module = func->getParentOfType<mlir::ModuleOp>();
+  if (auto source = module->getAttrOfType<mlir::StringAttr>("mt.source_model"))
+    header->set_source_model(source.str());
+  if (auto sha = module->getAttrOfType<mlir::StringAttr>("mt.source_sha256"))
+    header->set_source_sha256(sha.str());
+  header->set_microbatches(1);
+  for (const char *stream : {kCompute, kHostToDevice, kDeviceToHost, kHostStream})
+    plan.add_streams(stream);
+
+  std::vector<mlir::Operation *> ops;
+  for (auto &[step, op] : ordered)
+    ops.push_back(op);
+  if (mlir::failed(addParameterMasters(ops)))
+    return mlir::failure();
+  for (auto &[step, op] : ordered) {
+    if (mlir::failed(emitOp(op, step)))
+      return mlir::failure();
+    planStepsThrough[step] = plan.steps_size();
+  }
+  if (!loss)
+    return func.emitError("the function has no mt.loss; a plan needs a loss "
+                          "to report (run mt-add-loss)");
+  if (mlir::failed(setLastUses()) || mlir::failed(setTokenInput(*loss)))
+    return mlir::failure();
+  setPredictedPeaks();
+
+  pb::Pool *device = plan.add_pools();
+  device->set_id(kDevicePool);
+  device->set_name("device");
+  device->set_tier(pb::DEVICE);
+  device->set_size_bytes(arenaSize);
+  pb::Pool *host = plan.add_pools();
+  host->set_id(kHostPool);
+  host->set_name("host");
+  host->set_tier(pb::HOST_PINNED);
+  host->set_size_bytes(hostTop);
+
+  out = std::move(plan);
+  return mlir::success();
+}
+
+} // namespace
+
+mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
+                                     const PlanEmitOptions &options) {
+  mlir::func::FuncOp main;
+  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    if (main && main.getSymName() != "main" && func.getSymName() != "main")
+      return func.emitError("plan emission expects one function (or one named "
+                            "@main), found @")
+             << main.getSymName() << " and @" << func.getSymName();
+    if (!main || func.getSymName() == "main")
+      main = func;
+  }
+  if (!main)
+    return module.emitError("the module has no function to emit as a plan");
+  plan::Plan plan;
+  if (mlir::failed(PlanBuilder(main, options).build(plan)))
+    return mlir::failure();
+  return plan;
+}
+
+} // namespace megatrain

@@ -1,0 +1,464 @@
+//===- megatrain-compile.cpp - compile an ONNX model into a training plan -===//
+//
+// Imports the model, runs the pipeline (Pipeline.h) up to the stage asked for
+// and writes either the IR of that stage or the plan. Every failure is one
+// line on stderr starting "megatrain-compile: error:" and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Dialect/MtDialect.h"
+#include "megatrain/Frontend/OnnxImporter.h"
+#include "megatrain/Pipeline.h"
+#include "megatrain/Plan/PlanEmitter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#ifndef MEGATRAIN_VERSION
+#define MEGATRAIN_VERSION "unknown"
+#endif
+
+namespace {
+
+constexpr const char *kTool = "megatrain-compile";
+
+constexpr const char *kHelp = R"(usage: megatrain-compile MODEL.onnx -o MODEL.plan [options]
+       megatrain-compile STEP.mlir -o MODEL.plan [options]
+
+Compiles an ONNX model into a megatrain plan: one training step (forward,
+backward, AdamW update) as ordered steps over statically placed tensors.
+A .mlir input is taken to be a training step (the output of --emit=training)
+and only scheduled, planned and emitted.
+
+Input shapes:
+  --shape NAME=DxDx...     bind a graph input's shape (repeatable, or
+                           comma-separated: --shape a=8x64,b=8)
+Loss (default: a scalar output named `loss`; else next-token-ce when the
+model has an output `logits` and an input `input_ids`):
+  --loss-output NAME       minimize the scalar graph output NAME
+  --loss next-token-ce     append next-token cross-entropy of --logits
+                           against --tokens (shifted by one)
+  --logits NAME            [B, T, V] logits output (default logits)
+  --tokens NAME            [B, T] token input (default input_ids)
+  --ignore-index N         target id that contributes no loss (default -100)
+Optimizer (AdamW, torch defaults except lr):
+  --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
+  --weight-decay F (0.01)
+Parameters (floating initializers are trainable by default; ECMAScript
+regexes, full match, --frozen wins):
+  --trainable REGEX        make matching initializers trainable
+  --frozen REGEX           make matching initializers frozen
+Output:
+  -o FILE                  where to write (required for --emit=plan; other
+                           stages default to stdout; `-` is stdout)
+  --emit=STAGE             mt | training | scheduled | planned: print the IR
+                           after that stage; plan (default): write the binary
+                           plan; plan-text: print the plan as protobuf text
+  --no-memory-reuse        give every device value its own bytes
+  --help                   this text
+
+Examples:
+  megatrain-compile tiny.onnx -o tiny.plan --shape input_ids=8x64 --lr 3e-3
+  megatrain-compile mlp.onnx -o mlp.plan --loss-output loss
+  megatrain-compile gpt.onnx --shape input_ids=4x128 --frozen 'wte\..*' --emit=training
+  megatrain-compile tiny.onnx --shape input_ids=2x16 --emit=plan-text -o -
+)";
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << kTool << ": error: " << message << "\n";
+  std::exit(1);
+}
+
+struct CompileArgs {
+  std::string model;
+  std::string output;
+  std::string emit = "plan";
+  std::optional<std::string> lossMode;
+  megatrain::PipelineOptions pipeline;
+  megatrain::OnnxImportOptions import;
+  bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
+};
+
+double parseDouble(llvm::StringRef flag, llvm::StringRef text) {
+  double value;
+  if (text.getAsDouble(value))
+    fail("--" + flag + " expects a number, got '" + text + "'");
+  return value;
+}
+
+int64_t parseInt(llvm::StringRef flag, llvm::StringRef text) {
+  int64_t value;
+  if (text.getAsInteger(10, value))
+    fail("--" + flag + " expects an integer, got '" + text + "'");
+  return value;
+}
+
+/// "input_ids=8x64" (or several, comma-separated) into the import options.
+void parseShapes(llvm::StringRef text, CompileArgs &args) {
+  llvm::SmallVector<llvm::StringRef> bindings;
+  text.split(bindings, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef binding : bindings) {
+    auto [name, dims] = binding.rsplit('=');
+    if (name.empty() || dims.empty() || !binding.contains('='))
+      fail("--shape expects NAME=DxD..., got '" + binding + "'");
+    std::vector<int64_t> shape;
+    llvm::SmallVector<llvm::StringRef> parts;
+    dims.split(parts, 'x');
+    for (llvm::StringRef part : parts) {
+      int64_t dim;
+      if (part.getAsInteger(10, dim) || dim <= 0)
+        fail("--shape " + binding + ": '" + part +
+             "' is not a positive dimension");
+      shape.push_back(dim);
+    }
+    if (!args.import.shapes.emplace(name.str(), shape).second)
+      fail("--shape binds '" + name + "' twice");
+  }
+}
+
+void checkRegex(llvm::StringRef flag, const std::string &pattern) {
+  try {
+    std::regex check(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error &error) {
+    fail("--" + flag + " '" + pattern + "' is not a valid regex: " + error.what());
+  }
+}
+
+CompileArgs parseArgs(int argc, char **argv) {
+  CompileArgs args;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      llvm::outs() << kHelp;
+      std::exit(0);
+    }
+    if (arg == "--no-memory-reuse") {
+      args.pipeline.noMemoryReuse = true;
+      continue;
+    }
+    if (arg == "-" || !arg.starts_with("-")) {
+      positional.push_back(arg.str());
+      continue;
+    }
+    // Every other flag takes a value: "--flag=value" or "--flag value".
+    llvm::StringRef flag = arg.starts_with("--") ? arg.drop_front(2) : arg.drop_front(1);
+    std::string value;
+    if (auto [name, inlineValue] = flag.split('='); name.size() != flag.size()) {
+      flag = name;
+      value = inlineValue.str();
+    } else {
+      static const char *known[] = {"o", "shape", "loss-output", "loss", "logits",
+                                    "tokens", "ignore-index", "lr", "beta1",
+                                    "beta2", "eps", "weight-decay", "trainable",
+                                    "frozen", "emit"};
+      if (llvm::find(known, flag) == std::end(known))
+        fail("unknown option '" + arg + "' (see --help)");
+      if (i + 1 >= argc)
+        fail("option '" + arg + "' needs a value");
+      value = argv[++i];
+    }
+    if (flag == "o") {
+      args.output = value;
+    } else if (flag == "shape") {
+      parseShapes(value, args);
+    } else if (flag == "loss-output") {
+      args.pipeline.lossOutput = value;
+      args.lossFlags = true;
+    } else if (flag == "loss") {
+      if (value != "next-token-ce" && value != "output")
+        fail("--loss expects next-token-ce or output, got '" + value + "'");
+      args.lossMode = value;
+      args.lossFlags = true;
+    } else if (flag == "logits") {
+      args.pipeline.logits = value;
+      args.lossFlags = true;
+    } else if (flag == "tokens") {
+      args.pipeline.tokens = value;
+      args.lossFlags = true;
+    } else if (flag == "ignore-index") {
+      args.pipeline.ignoreIndex = parseInt(flag, value);
+    } else if (flag == "lr") {
+      args.pipeline.lr = parseDouble(flag, value);
+    } else if (flag == "beta1") {
+      args.pipeline.beta1 = parseDouble(flag, value);
+    } else if (flag == "beta2") {
+      args.pipeline.beta2 = parseDouble(flag, value);
+    } else if (flag == "eps") {
+      args.pipeline.eps = parseDouble(flag, value);
+    } else if (flag == "weight-decay") {
+      args.pipeline.weightDecay = parseDouble(flag, value);
+    } else if (flag == "trainable") {
+      checkRegex(flag, value);
+      args.import.trainable = value;
+    } else if (flag == "frozen") {
+      checkRegex(flag, value);
+      args.import.frozen = value;
+    } else if (flag == "emit") {
+      if (value != "plan-text" && !megatrain::parseEmitStage(value))
+        fail("--emit expects mt, training, scheduled, planned, plan or "
+             "plan-text, got '" + value + "'");
+      args.emit = value;
+    } else {
+      fail("unknown option '" + arg + "' (see --help)");
+    }
+  }
+  if (positional.empty())
+    fail("no input model (usage: megatrain-compile MODEL.onnx -o MODEL.plan; "
+         "see --help)");
+  if (positional.size() > 1)
+    fail("more than one input: '" + positional[0] + "' and '" + positional[1] + "'");
+  args.model = positional[0];
+  if (args.lossMode == std::string("output") && args.pipeline.lossOutput.empty())
+    fail("--loss output needs --loss-output NAME");
+  if (args.lossMode == std::string("next-token-ce") && !args.pipeline.lossOutput.empty())
+    fail("--loss next-token-ce and --loss-output are exclusive");
+  if (args.emit == "plan" && args.output.empty())
+    fail("no output file; pass -o FILE.plan (or --emit=plan-text to print the plan)");
+  if (args.emit == "plan" && args.output == "-")
+    fail("the binary plan cannot go to stdout; use --emit=plan-text for text");
+  return args;
+}
+
+/// The loss configuration: from the flags, or guessed from the model's
+/// outputs and inputs when no loss flag was given.
+void chooseLoss(mlir::ModuleOp module, CompileArgs &args) {
+  megatrain::PipelineOptions &pipeline = args.pipeline;
+  if (args.lossFlags) {
+    pipeline.lossMode = args.lossMode.value_or(
+        pipeline.lossOutput.empty() ? "next-token-ce" : "output");
+    return;
+  }
+  std::vector<std::string> outputs, inputs;
+  bool scalarLoss = false, logits = false, inputIds = false;
+  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto name = func.getResultAttrOfType<mlir::StringAttr>(i, "mt.output_name");
+      if (!name)
+        continue;
+      outputs.push_back(name.str());
+      auto type = mlir::dyn_cast<mlir::RankedTensorType>(func.getResultTypes()[i]);
+      if (name.getValue() == "loss" && type && type.getRank() == 0)
+        scalarLoss = true;
+      if (name.getValue() == "logits")
+        logits = true;
+    }
+    for (auto input : func.getOps<megatrain::mt::InputOp>()) {
+      inputs.push_back(input.getName().str());
+      if (input.getName() == "input_ids")
+        inputIds = true;
+    }
+  }
+  if (scalarLoss) {
+    pipeline.lossMode = "output";
+    pipeline.lossOutput = "loss";
+  } else if (logits && inputIds) {
+    pipeline.lossMode = "next-token-ce";
+  } else {
+    fail("cannot tell what to minimize: the model's outputs are [" +
+         llvm::join(outputs, ", ") + "] and inputs [" + llvm::join(inputs, ", ") +
+         "]; pass --loss-output NAME (a scalar output) or --loss next-token-ce "
+         "--logits NAME --tokens NAME");
+  }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory,
+/// so a reader never sees half a plan and a failure leaves no file.
+void writeAtomically(const std::string &path, const std::string &bytes) {
+  std::string temp = path + ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
+  {
+    std::error_code error;
+    llvm::raw_fd_ostream out(temp, error);
+    if (error)
+      fail("cannot write '" + temp + "': " + error.message());
+    out << bytes;
+    out.close();
+    if (out.has_error()) {
+      llvm::sys::fs::remove(temp);
+      fail("cannot write '" + temp + "': " + out.error().message());
+    }
+  }
+  if (std::error_code error = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    fail("cannot rename '" + temp + "' to '" + path + "': " + error.message());
+  }
+}
+
+/// Opens -o (or stdout for "" and "-") for text output.
+std::unique_ptr<llvm::raw_fd_ostream> openTextOutput(const std::string &path) {
+  std::error_code error;
+  auto out = std::make_unique<llvm::raw_fd_ostream>(
+      path.empty() ? "-" : path, error, llvm::sys::fs::OF_Text);
+  if (error)
+    fail("cannot write '" + path + "': " + error.message());
+  return out;
+}
+
+std::string formatBytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? std::to_string(bytes) + " B"
+                   : llvm::formatv("{0:f2} {1} ({2} bytes)", value, units[unit], bytes).str();
+}
+
+void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
+  uint64_t params = 0, paramElements = 0, trainable = 0, trainableElements = 0;
+  for (const auto &tensor : plan.tensors()) {
+    if (tensor.role() != megatrain::plan::PARAMETER)
+      continue;
+    uint64_t elements = 1;
+    for (int64_t dim : tensor.shape())
+      elements *= static_cast<uint64_t>(dim);
+    ++params;
+    paramElements += elements;
+    if (tensor.trainable()) {
+      ++trainable;
+      trainableElements += elements;
+    }
+  }
+  uint64_t devicePeak = 0;
+  for (const auto &usage : plan.header().predicted_peak())
+    if (usage.pool() == 0)
+      devicePeak = usage.peak_bytes();
+  os << "  parameters     " << params << " (" << paramElements << " elements), "
+     << trainable << " trainable (" << trainableElements << " elements)\n"
+     << "  device arena   " << formatBytes(plan.pools(0).size_bytes()) << "\n"
+     << "  predicted peak " << formatBytes(devicePeak) << " on the device\n"
+     << "  host pool      " << formatBytes(plan.pools(1).size_bytes()) << "\n"
+     << "  steps          " << plan.steps_size() << "\n";
+}
+
+/// Adds the model's path and hash to the module for the plan header.
+void recordProvenance(mlir::ModuleOp module, const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    fail("cannot read '" + path + "': " + buffer.getError().message());
+  llvm::SHA256 sha;
+  sha.update(llvm::arrayRefFromStringRef((*buffer)->getBuffer()));
+  std::array<uint8_t, 32> digest = sha.final();
+  mlir::Builder builder(module.getContext());
+  if (!module->hasAttr("mt.source_model"))
+    module->setAttr("mt.source_model", builder.getStringAttr(path));
+  if (!module->hasAttr("mt.source_sha256"))
+    module->setAttr("mt.source_sha256",
+                    builder.getStringAttr(llvm::toHex(digest, /*LowerCase=*/true)));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CompileArgs args = parseArgs(argc, argv);
+  if (!llvm::sys::fs::exists(args.model))
+    fail("cannot open '" + args.model + "': no such file");
+  if (llvm::sys::fs::is_directory(args.model))
+    fail("'" + args.model + "' is a directory, not a model");
+
+  mlir::DialectRegistry registry;
+  registry.insert<megatrain::mt::MtDialect, mlir::func::FuncDialect>();
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // One line per diagnostic, its location first; notes follow on their own.
+  mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
+    auto print = [](llvm::StringRef severity, mlir::Location loc,
+                    std::string message) {
+      std::replace(message.begin(), message.end(), '\n', ' ');
+      std::string where = megatrain::formatLocation(loc);
+      llvm::errs() << kTool << ": " << severity << ": "
+                   << (where.empty() ? "" : where + ": ") << message << "\n";
+    };
+    llvm::StringRef severity =
+        diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+        : diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                                                                  : "note";
+    print(severity, diag.getLocation(), diag.str());
+    for (const mlir::Diagnostic &note : diag.getNotes())
+      print("note", note.getLocation(), note.str());
+    return mlir::success();
+  });
+
+  bool fromMlir = llvm::StringRef(args.model).ends_with(".mlir");
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (fromMlir) {
+    module = mlir::parseSourceFile<mlir::ModuleOp>(args.model, &context);
+  } else {
+    module = megatrain::importOnnxModel(context, args.model, args.import);
+  }
+  if (!module)
+    return 1; // the parser or importer has reported why
+  if (mlir::failed(mlir::verify(*module)))
+    return 1;
+
+  std::optional<megatrain::EmitStage> stage = megatrain::parseEmitStage(
+      args.emit == "plan-text" ? "plan" : args.emit);
+  if (!fromMlir) {
+    recordProvenance(*module, args.model);
+    if (*stage != megatrain::EmitStage::Mt)
+      chooseLoss(*module, args);
+  }
+
+  mlir::PassManager pm(&context);
+  if (fromMlir)
+    megatrain::buildPlanningPipeline(pm, args.pipeline, *stage);
+  else
+    megatrain::buildPipeline(pm, args.pipeline, *stage);
+  if (mlir::failed(pm.run(*module)))
+    return 1;
+
+  if (*stage != megatrain::EmitStage::Plan) {
+    auto out = openTextOutput(args.output);
+    module->print(*out);
+    return 0;
+  }
+
+  megatrain::PlanEmitOptions emitOptions;
+  emitOptions.generator = std::string(kTool) + " " + MEGATRAIN_VERSION;
+  for (int i = 1; i < argc; ++i)
+    emitOptions.compileOptions.push_back(argv[i]);
+  mlir::FailureOr<megatrain::plan::Plan> plan =
+      megatrain::emitPlan(*module, emitOptions);
+  if (mlir::failed(plan))
+    return 1;
+
+  if (args.emit == "plan-text") {
+    std::string text;
+    if (!google::protobuf::TextFormat::PrintToString(*plan, &text))
+      fail("cannot print the plan as text");
+    auto out = openTextOutput(args.output);
+    *out << text;
+    return 0;
+  }
+  std::string bytes;
+  if (!plan->SerializeToString(&bytes))
+    fail("cannot serialize the plan");
+  writeAtomically(args.output, bytes);
+  llvm::outs() << kTool << ": wrote " << args.output << " (" << bytes.size()
+               << " bytes)\n";
+  printSummary(llvm::outs(), *plan);
+  return 0;
+}
