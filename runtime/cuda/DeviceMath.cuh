@@ -1,0 +1,100 @@
+// DeviceMath.cuh - device-side pieces every kernel family shares: grid-stride indices, strided offsets, warp and block sums.
+//
+// Sums run in double whatever the element type (as the CPU backend's do), and
+// in a fixed tree order, so a launch's result does not depend on scheduling.
+#pragma once
+
+#include <cmath>
+
+#include "CudaKernel.h"
+
+namespace megatrain::runtime::cuda {
+
+inline constexpr int kThreads = 256;  // threads per block unless a kernel says otherwise
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ int64_t globalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t gridThreads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// The N element offsets of linear index i of `space` (innermost dim last).
+template <int N>
+__device__ __forceinline__ void stridedOffsets(const StridedSpace<N>& space, int64_t i,
+                                               int64_t (&offsets)[N]) {
+#pragma unroll
+  for (int t = 0; t < N; ++t) offsets[t] = 0;
+  int64_t rest = i;
+  // Constant indices only (unrolled, guarded by rank): the tables stay in the
+  // kernel's parameter space instead of moving to local memory.
+#pragma unroll
+  for (int d = kMaxRank - 1; d >= 0; --d) {
+    if (d < space.rank) {
+      const int64_t index = d == 0 ? rest : rest % space.dims[d];
+      if (d > 0) rest /= space.dims[d];
+#pragma unroll
+      for (int t = 0; t < N; ++t) offsets[t] += index * space.strides[t][d];
+    }
+  }
+}
+
+__device__ __forceinline__ double warpSum(double v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ double warpMax(double v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmax(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// Row kernels give each row a group of G threads: a warp (G = 32) when the
+// row is contiguous, so that the warp reads it coalesced, or one thread
+// (G = 1) when rows are interleaved `inner` apart, so that adjacent threads
+// read adjacent rows. These combine a value across the group.
+template <int G>
+__device__ __forceinline__ double groupSum(double v) {
+  static_assert(G == 1 || G == 32, "a group is a thread or a warp");
+  return G == 32 ? warpSum(v) : v;
+}
+template <int G>
+__device__ __forceinline__ double groupMax(double v) {
+  return G == 32 ? warpMax(v) : v;
+}
+// The first row of this thread's group, and the stride to its next one.
+template <int G>
+__device__ __forceinline__ int64_t firstGroup() { return globalThread() / G; }
+template <int G>
+__device__ __forceinline__ int64_t groupCount() { return gridThreads() / G; }
+template <int G>
+__device__ __forceinline__ int groupMember() { return G == 1 ? 0 : static_cast<int>(threadIdx.x % G); }
+
+// The sum of v over a one-dimensional block (blockDim.x a multiple of 32);
+// every thread gets it. `shared` holds 32 doubles.
+__device__ __forceinline__ double blockSum(double v, double* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warpSum(v);
+  __syncthreads();  // an earlier call may still be reading shared[0]
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = warpSum(lane < warps ? shared[lane] : 0.0);
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+// Records the first step that met bad data; the host reports it.
+__device__ __forceinline__ void flagBadData(int* flag, int step) { atomicCAS(flag, 0, step + 1); }
+
+template <typename T>
+__device__ __forceinline__ T quietNaN() {
+  return static_cast<T>(NAN);
+}
+
+}  // namespace megatrain::runtime::cuda

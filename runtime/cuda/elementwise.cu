@@ -1,0 +1,169 @@
+// elementwise.cu - fill, broadcasting binary ops, scale, activations and their gradients on the GPU.
+//
+// Every kernel is a grid-stride loop over the output. Binary ops read their
+// operands through a coalesced StridedSpace<2> (numpy broadcasting as stride-0
+// dims), so equal shapes and a broadcast scalar both run at rank 1. Pointers
+// are not __restrict__: the planner may give y the bytes of a dying input.
+#include "DeviceMath.cuh"
+
+namespace megatrain::runtime::cuda {
+namespace {
+
+// ---- element functions (T arithmetic, as the CPU twin computes it) ----
+
+__device__ __forceinline__ float expOf(float x) { return expf(x); }
+__device__ __forceinline__ double expOf(double x) { return exp(x); }
+__device__ __forceinline__ float tanhOf(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanhOf(double x) { return tanh(x); }
+
+struct Add { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct Sub { template <typename T> __device__ T operator()(T a, T b) const { return a - b; } };
+struct Mul { template <typename T> __device__ T operator()(T a, T b) const { return a * b; } };
+struct Div { template <typename T> __device__ T operator()(T a, T b) const { return a / b; } };
+
+struct Relu { template <typename T> __device__ T operator()(T x) const { return x > T(0) ? x : T(0); } };
+struct Tanh { template <typename T> __device__ T operator()(T x) const { return tanhOf(x); } };
+struct Sigmoid {
+  // Both branches keep exp's argument non-positive, so neither overflows.
+  template <typename T>
+  __device__ T operator()(T x) const {
+    if (x >= T(0)) return T(1) / (T(1) + expOf(-x));
+    const T e = expOf(x);
+    return e / (T(1) + e);
+  }
+};
+struct Scale {
+  double alpha;
+  template <typename T> __device__ T operator()(T x) const { return static_cast<T>(alpha * x); }
+};
+
+// Gradients: op(v, dy) with v the forward input (relu) or output (tanh, sigmoid).
+struct ReluGrad { template <typename T> __device__ T operator()(T x, T dy) const { return x > T(0) ? dy : T(0); } };
+struct TanhGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * (T(1) - y * y); } };
+struct SigmoidGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * y * (T(1) - y); } };
+
+// ---- kernels ----
+
+// y[i] = value; y [n].
+template <typename T>
+__global__ void fillKernel(T* y, int64_t n, T value) {
+  for (int64_t i = globalThread(); i < n; i += gridThreads()) y[i] = value;
+}
+
+// y[i] = op(x[i]); x, y [n].
+template <typename T, typename Op>
+__global__ void unaryKernel(const T* x, T* y, int64_t n, Op op) {
+  for (int64_t i = globalThread(); i < n; i += gridThreads()) y[i] = op(x[i]);
+}
+
+// y[i] = op(a[offset_a(i)], b[offset_b(i)]); y [n] row-major over space.
+template <typename T, typename Op>
+__global__ void binaryKernel(const T* a, const T* b, T* y, int64_t n, StridedSpace<2> space, Op op) {
+  for (int64_t i = globalThread(); i < n; i += gridThreads()) {
+    int64_t at[2];
+    stridedOffsets(space, i, at);
+    y[i] = op(a[at[0]], b[at[1]]);
+  }
+}
+
+// ---- launchers ----
+
+void fill(const Launch& launch) {
+  const DType dtype = floatingType(launch, outMask(0));
+  const double value = launch.attrs.getFloat("value");
+  const Operand& y = launch.out[0];
+  const int64_t n = y.shape.elements();
+  if (n == 0) return;
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    fillKernel<T><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+        y.as<T>(), n, static_cast<T>(value));
+  });
+  MT_CHECK_LAUNCH(launch);
+}
+
+// Launches binaryKernel over out[0] with the two inputs read through `space`.
+template <typename Op>
+void launchBinary(const Launch& launch, DType dtype, StridedSpace<2> space, Op op) {
+  const int64_t n = launch.out[0].shape.elements();
+  if (n == 0) return;
+  coalesce(space);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binaryKernel<T, Op><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.out[0].as<T>(), n, space, op);
+  });
+  MT_CHECK_LAUNCH(launch);
+}
+
+// add, sub, mul, div: a, b broadcast to y.
+template <typename Op>
+void binary(const Launch& launch) {
+  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | outMask(0));
+  const Operand &a = launch.in[0], &b = launch.in[1], &y = launch.out[0];
+  Shape expected;
+  if (!broadcastShapes(a.shape, b.shape, expected))
+    fail(launch, "shapes " + a.shape.str() + " and " + b.shape.str() + " do not broadcast");
+  requireShape(launch, y, expected, "output");
+  StridedSpace<2> space;
+  space.rank = y.shape.rank;
+  for (int d = 0; d < y.shape.rank; ++d) space.dims[d] = y.shape[d];
+  broadcastStrides(a.shape, y.shape, space.strides[0]);
+  broadcastStrides(b.shape, y.shape, space.strides[1]);
+  launchBinary(launch, dtype, space, Op{});
+}
+
+// Every input has the output's shape; returns the common floating dtype.
+DType requireSameShapes(const Launch& launch, unsigned operands) {
+  const DType dtype = floatingType(launch, operands);
+  for (int i = 0; i < launch.numIn; ++i) requireShape(launch, launch.in[i], launch.out[0].shape, "input");
+  return dtype;
+}
+
+template <typename Op>
+void launchUnary(const Launch& launch, Op op) {
+  const DType dtype = requireSameShapes(launch, inMask(0) | outMask(0));
+  const int64_t n = launch.out[0].shape.elements();
+  if (n == 0) return;
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unaryKernel<T, Op><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+        launch.in[0].as<const T>(), launch.out[0].as<T>(), n, op);
+  });
+  MT_CHECK_LAUNCH(launch);
+}
+
+template <typename Op>
+void unary(const Launch& launch) { launchUnary(launch, Op{}); }
+
+void scale(const Launch& launch) { launchUnary(launch, Scale{launch.attrs.getFloat("alpha")}); }
+
+// relu_grad, tanh_grad, sigmoid_grad: (v, dy) -> dx, all one shape.
+template <typename Op>
+void unaryGrad(const Launch& launch) {
+  const DType dtype = requireSameShapes(launch, inMask(0) | inMask(1) | outMask(0));
+  StridedSpace<2> space;
+  space.rank = 1;
+  space.dims[0] = launch.out[0].shape.elements();
+  space.strides[0][0] = space.strides[1][0] = 1;
+  launchBinary(launch, dtype, space, Op{});
+}
+
+}  // namespace
+
+void addElementwiseKernels(KernelTable& table) {
+  table.add("fill", 0, 1, fill);
+  table.add("add", 2, 1, binary<Add>);
+  table.add("sub", 2, 1, binary<Sub>);
+  table.add("mul", 2, 1, binary<Mul>);
+  table.add("div", 2, 1, binary<Div>);
+  table.add("scale", 1, 1, scale);
+  table.add("relu", 1, 1, unary<Relu>);
+  table.add("tanh", 1, 1, unary<Tanh>);
+  table.add("sigmoid", 1, 1, unary<Sigmoid>);
+  table.add("relu_grad", 2, 1, unaryGrad<ReluGrad>);
+  table.add("tanh_grad", 2, 1, unaryGrad<TanhGrad>);
+  table.add("sigmoid_grad", 2, 1, unaryGrad<SigmoidGrad>);
+}
+
+}  // namespace megatrain::runtime::cuda

@@ -1,0 +1,122 @@
+// shape.cu - reshape, transpose, broadcast_to and its adjoint sum_to on the GPU.
+//
+// transpose and broadcast_to are one kernel: y[i] = x[offset(i)] with the
+// offsets from a stride table over y (permuted strides, or 0 on stretched
+// dims), on the element's bytes, so every dtype moves. sum_to is the shared
+// sum-over-dims of reduce.cu.
+#include "DeviceMath.cuh"
+
+namespace megatrain::runtime::cuda {
+namespace {
+
+// ---- kernels ----
+
+// y[i] = x[offset(i)]; y [n] row-major over space; E an unsigned type of the element's size.
+template <typename E>
+__global__ void stridedCopyKernel(const E* __restrict__ x, E* __restrict__ y, int64_t n,
+                                  StridedSpace<1> space) {
+  for (int64_t i = globalThread(); i < n; i += gridThreads()) {
+    int64_t at[1];
+    stridedOffsets(space, i, at);
+    y[i] = x[at[0]];
+  }
+}
+
+// ---- launchers ----
+
+// Same bytes, new shape.
+void reshape(const Launch& launch) {
+  requireSameDType(launch);
+  const Operand &x = launch.in[0], &y = launch.out[0];
+  if (x.shape.elements() != y.shape.elements())
+    fail(launch, "cannot reshape " + x.shape.str() + " to " + y.shape.str());
+  copyBytes(y.data, x.data, static_cast<size_t>(y.shape.elements()) * dtypeBytes(x.dtype),
+            launch.device->stream);
+}
+
+// y = x read through `space` (a stride table over y's dims).
+void launchStridedCopy(const Launch& launch, StridedSpace<1> space) {
+  const Operand &x = launch.in[0], &y = launch.out[0];
+  const int64_t n = y.shape.elements();
+  if (n == 0) return;
+  coalesce(space);
+  const unsigned blocks = gridFor(launch, n, kThreads);
+  const cudaStream_t stream = launch.device->stream;
+  switch (dtypeBytes(x.dtype)) {
+    case 1: stridedCopyKernel<<<blocks, kThreads, 0, stream>>>(x.as<const uint8_t>(), y.as<uint8_t>(), n, space); break;
+    case 2: stridedCopyKernel<<<blocks, kThreads, 0, stream>>>(x.as<const uint16_t>(), y.as<uint16_t>(), n, space); break;
+    case 4: stridedCopyKernel<<<blocks, kThreads, 0, stream>>>(x.as<const uint32_t>(), y.as<uint32_t>(), n, space); break;
+    default: stridedCopyKernel<<<blocks, kThreads, 0, stream>>>(x.as<const uint64_t>(), y.as<uint64_t>(), n, space); break;
+  }
+  MT_CHECK_LAUNCH(launch);
+}
+
+// y.shape[i] = x.shape[perm[i]].
+void transpose(const Launch& launch) {
+  requireSameDType(launch);
+  const Operand &x = launch.in[0], &y = launch.out[0];
+  const std::vector<int64_t>& perm = launch.attrs.getInts("perm");
+  if (static_cast<int>(perm.size()) != x.shape.rank)
+    fail(launch, "perm has " + std::to_string(perm.size()) + " entries, input " + x.shape.str() +
+                     " has rank " + std::to_string(x.shape.rank));
+  bool seen[kMaxRank] = {};
+  int64_t xStrides[kMaxRank];
+  contiguousStrides(x.shape, xStrides);
+  Shape expected;
+  expected.rank = x.shape.rank;
+  StridedSpace<1> space;
+  space.rank = x.shape.rank;
+  for (int i = 0; i < x.shape.rank; ++i) {
+    const int64_t p = perm[i];
+    if (p < 0 || p >= x.shape.rank || seen[p]) fail(launch, "perm is not a permutation");
+    seen[p] = true;
+    expected.dims[i] = space.dims[i] = x.shape[static_cast<int>(p)];
+    space.strides[0][i] = xStrides[p];
+  }
+  requireShape(launch, y, expected, "output");
+  launchStridedCopy(launch, space);
+}
+
+void broadcastTo(const Launch& launch) {
+  requireSameDType(launch);
+  const Operand &x = launch.in[0], &y = launch.out[0];
+  if (!broadcastsTo(x.shape, y.shape)) fail(launch, x.shape.str() + " does not broadcast to " + y.shape.str());
+  StridedSpace<1> space;
+  space.rank = y.shape.rank;
+  for (int i = 0; i < y.shape.rank; ++i) space.dims[i] = y.shape[i];
+  broadcastStrides(x.shape, y.shape, space.strides[0]);
+  launchStridedCopy(launch, space);
+}
+
+// y.shape right-aligned against x's rank, leading dims 1: sum_to's kept shape.
+Shape keptOfSumTo(const Launch& launch) {
+  const Operand &x = launch.in[0], &y = launch.out[0];
+  if (!broadcastsTo(y.shape, x.shape))
+    fail(launch, "output " + y.shape.str() + " does not broadcast to input " + x.shape.str());
+  Shape kept;
+  kept.rank = x.shape.rank;
+  const int lead = x.shape.rank - y.shape.rank;
+  for (int i = 0; i < x.shape.rank; ++i) kept.dims[i] = i < lead ? 1 : y.shape[i - lead];
+  return kept;
+}
+
+// y = x summed over the dims that broadcast_to(y -> x.shape) would stretch.
+void sumTo(const Launch& launch) {
+  floatingType(launch, inMask(0) | outMask(0));
+  launchSumInto(launch, launch.in[0], keptOfSumTo(launch), 1.0, launch.out[0]);
+}
+
+size_t sumToScratch(const Launch& launch) {
+  return sumIntoScratch(launch, launch.in[0].shape, keptOfSumTo(launch));
+}
+
+}  // namespace
+
+void addShapeKernels(KernelTable& table) {
+  table.add("reshape", 1, 1, reshape);
+  table.add("transpose", 1, 1, transpose);
+  table.add("broadcast_to", 1, 1, broadcastTo);
+  table.add("sum_to", 1, 1, sumTo, sumToScratch);
+}
+
+}  // namespace megatrain::runtime::cuda
