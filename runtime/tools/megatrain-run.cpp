@@ -20,6 +20,9 @@
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanStats.h"
 #include "megatrain/runtime/TokenData.h"
+#ifdef MEGATRAIN_WITH_CUDA
+#include "CudaBackend.h"
+#endif
 
 namespace megatrain::runtime::tools {
 namespace {
@@ -100,7 +103,11 @@ Options parseOptions(int argc, char** argv) {
 
 std::unique_ptr<Backend> makeBackend(const std::string& name) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
+#ifdef MEGATRAIN_WITH_CUDA
+  if (name == "cuda") return makeCudaBackend();
+#else
   if (name == "cuda") throw Error("the CUDA backend is not built into this binary");
+#endif
   throw Error("unknown backend '" + name + "' (expected cpu or cuda)");
 }
 
