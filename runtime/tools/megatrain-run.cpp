@@ -178,6 +178,19 @@ int run(int argc, char** argv) {
     tokens = HostArray::zeros(ElementType::I64, {batch, seqLen});
   }
 
+  // Every graph input needs a feed before anything runs.
+  for (const plan::Tensor& tensor : planView->tensors()) {
+    if (tensor.role() != plan::INPUT) continue;
+    const std::string& name = tensor.source().empty() ? tensor.name() : tensor.source();
+    bool fed = data && (tensor.source() == planView->header().token_input() ||
+                        tensor.name() == planView->header().token_input());
+    for (const auto& input : options.inputs)
+      fed = fed || input.first == tensor.source() || input.first == tensor.name();
+    if (!fed)
+      throw Error("graph input '" + name + "' is not fed (give --input " + name + "=FILE.npy" +
+                  (name == planView->header().token_input() ? " or --data TOKENS.bin)" : ")"));
+  }
+
   std::ofstream metrics;
   if (!options.metrics.empty()) {
     metrics.open(options.metrics, std::ios::trunc);

@@ -1,0 +1,138 @@
+// PlanLoaderTest.cpp - the plan loader's version checks and the validator's rejections, message by message.
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "TestUtil.h"
+#include "TinyPlans.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/PlanLoader.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+std::string parseError(const std::string& bytes) {
+  try {
+    parsePlan(bytes, "t.plan");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The validator's message for linearPlan after `edit`, "" if it passes.
+std::string validationError(const std::function<void(plan::Plan&)>& edit) {
+  plan::Plan plan = linearPlan(plan::F32);
+  edit(plan);
+  CpuBackend backend;
+  try {
+    validatePlan(plan, backend, "t.plan");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+plan::Tensor& tensorNamed(plan::Plan& plan, const std::string& name) {
+  for (plan::Tensor& t : *plan.mutable_tensors())
+    if (t.name() == name) return t;
+  throw Error("no tensor " + name);
+}
+
+TEST(PlanLoader, AcceptsAValidPlanFromAFile) {
+  const std::string path = makeTempDir() + "/linear.plan";
+  writePlan(path, linearPlan(plan::F32));
+  const plan::Plan plan = loadPlan(path);
+  EXPECT_EQ(plan.steps_size(), 18);
+  EXPECT_EQ(validationError([](plan::Plan&) {}), "");
+}
+
+TEST(PlanLoader, RejectsWhatIsNotAPlan) {
+  EXPECT_EQ(parseError("\x0a\xff garbage"), "t.plan: not a megatrain plan (protobuf parse failed)");
+  plan::Plan plan = linearPlan(plan::F32);
+  plan.set_magic("onnx");
+  EXPECT_EQ(parseError(plan.SerializeAsString()),
+            "t.plan: not a megatrain plan (magic 'onnx', expected 'megatrain.plan')");
+  try {
+    loadPlan("/nonexistent/model.plan");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/model.plan: cannot open");
+  }
+}
+
+TEST(PlanLoader, ChecksTheFormatVersion) {
+  plan::Plan plan = linearPlan(plan::F32);
+  plan.mutable_header()->set_format_major(2);
+  EXPECT_EQ(parseError(plan.SerializeAsString()), "t.plan: format version 2.0, this runtime reads 1.x");
+  plan.mutable_header()->set_format_major(1);
+  plan.mutable_header()->set_format_minor(1);
+  EXPECT_EQ(parseError(plan.SerializeAsString()),
+            "t.plan: format version 1.1, this runtime reads 1.0 at most (update the runtime)");
+}
+
+TEST(PlanValidator, BufferOutsideItsPool) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "W").mutable_buffer()->set_offset(1 << 20); }),
+            "t.plan: tensor 0 'W': buffer [1048576, 1048600) lies outside pool 'host' of 320 bytes");
+}
+
+TEST(PlanValidator, BufferSizeDisagreesWithShape) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "y").mutable_buffer()->set_size_bytes(16); }),
+            "t.plan: tensor 7 'y': buffer is 16 bytes, shape [4, 2] f32 needs 32");
+}
+
+TEST(PlanValidator, UnknownKernel) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(4)->mutable_kernel()->set_kernel("gelu"); }),
+            "t.plan: step 4 (kernel gelu): unknown kernel 'gelu' (the cpu backend does not implement it)");
+}
+
+TEST(PlanValidator, WrongOperandCount) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(4)->mutable_kernel()->add_inputs(6); }),
+            "t.plan: step 4 (kernel mul): 3 inputs and 1 outputs, 'mul' takes 2 and 1");
+}
+
+TEST(PlanValidator, CopySizeMismatch) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(0)->mutable_copy()->set_dst(6); }),
+            "t.plan: step 0 (copy): sizes differ: tensor 0 'W' is 24 bytes, tensor 6 'x' is 48");
+}
+
+TEST(PlanValidator, BadTensorIds) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(3)->mutable_kernel()->set_outputs(0, 99); }),
+            "t.plan: step 3 (kernel matmul): output names tensor 99, the plan has 16");
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "y").set_id(3); }),
+            "t.plan: tensor 7 'y': id 3 differs from its index");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_header()->set_loss_tensor(40); }),
+            "t.plan: header: loss_tensor 40 does not exist (the plan has 16 tensors)");
+}
+
+TEST(PlanValidator, StepsStreamsAndEvents) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(5)->set_index(9); }),
+            "t.plan: step 5: index 9 differs from its position");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(5)->set_stream("gpu7"); }),
+            "t.plan: step 5 (kernel reduce_mean): unknown stream 'gpu7'");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(2)->mutable_wait()->set_event("never"); }),
+            "t.plan: step 2 (wait never): event 'never' is never recorded");
+}
+
+TEST(PlanValidator, HostTasksNeedHostTensorsOfTheRightRoles) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(17)->mutable_host_task()->set_tensors(1, 5); }),
+            "t.plan: step 17 (host_task ADAMW): tensor 5 'dev:W' has role PARAMETER_COPY, expected GRADIENT");
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "grad:W").mutable_buffer()->set_pool(0); }),
+            "t.plan: step 17 (host_task ADAMW): tensor 1 'grad:W' is in a DEVICE pool, host tasks need host memory");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(7)->mutable_host_task()->set_tensors(0, 9); }),
+            "t.plan: step 7 (host_task READ_LOSS): tensor 9 'loss' has role LOSS, expected LOSS_READOUT");
+}
+
+TEST(PlanValidator, KernelsWorkOnTheDeviceArena) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(3)->mutable_kernel()->set_inputs(1, 0); }),
+            "t.plan: step 3 (kernel matmul): input tensor 0 'W' is not in a DEVICE pool (kernels work on the device arena)");
+}
+
+TEST(PlanValidator, LastUseMustBeAStep) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "y").set_last_use_step(18); }),
+            "t.plan: tensor 7 'y': last_use_step 18 is not a step (the plan has 18)");
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing

@@ -1,0 +1,30 @@
+// TinyPlans.h - small hand-built training plans (and their ONNX weights) for executor and tool tests.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "TestUtil.h"
+
+namespace megatrain::runtime::testing {
+
+// loss = reduce_mean(y * y) with y = x @ W; x [4, 3] INPUT, W [3, 2]
+// PARAMETER. The backward is written out by hand from docs/ops.md kernels:
+// dy = 2 * (broadcast(1) / 8) * y, dW = x^T dy; then grad copy, AdamW, and
+// READ_LOSS of the forward loss. Streams h2d/compute/d2h/host with events.
+plan::Plan linearPlan(plan::DType dtype);
+
+// A tied-embedding next-token model: E [5, 3] PARAMETER, tokens [2, 4] INPUT
+// (header.token_input), h = gather(E, tokens), logits = h @ E^T,
+// loss = next_token_ce(logits, tokens). dE = sum_b dlogits^T h + gather_grad(dh).
+plan::Plan tokenPlan(plan::DType dtype);
+
+// Writes an ONNX model whose graph holds the given initializers (float_data
+// for F32 tensors, double_data for F64).
+void writeModel(const std::string& path, const std::map<std::string, HostTensor>& initializers);
+
+// Serializes a plan to a file.
+void writePlan(const std::string& path, const plan::Plan& plan);
+
+}  // namespace megatrain::runtime::testing
