@@ -92,8 +92,8 @@ void describe(const plan::Plan& plan, const plan::Step& step, std::string& what,
   switch (step.op_case()) {
     case plan::Step::kKernel:
       what = step.kernel().kernel() + shortAttributes(step.kernel());
-      tensors = joinNames(plan, step.kernel().inputs()) + " -> " +
-                joinNames(plan, step.kernel().outputs());
+      tensors = joinNames(plan, step.kernel().inputs());
+      tensors += (tensors.empty() ? "-> " : " -> ") + joinNames(plan, step.kernel().outputs());
       break;
     case plan::Step::kCopy: {
       const plan::Tensor& src = plan.tensors(static_cast<int>(step.copy().src()));
