@@ -36,10 +36,14 @@ namespace megatrain {
 namespace pb = megatrain::plan;
 
 std::string formatLocation(mlir::Location loc) {
-  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
+  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc)) {
+    // The importer locates nodes in a binary file: line 0 means no line.
+    if (file.getLine() == 0 && file.getColumn() == 0)
+      return file.getFilename().str();
     return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
             ":" + llvm::Twine(file.getColumn()))
         .str();
+  }
   if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc)) {
     std::string child = formatLocation(name.getChildLoc());
     return child.empty() ? name.getName().str()

@@ -383,6 +383,8 @@ int main(int argc, char **argv) {
   registry.insert<megatrain::mt::MtDialect, mlir::func::FuncDialect>();
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A failing pass would otherwise attach the whole function to its error.
+  context.printOpOnDiagnostic(false);
   // One line per diagnostic, its location first; notes follow on their own.
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
     auto print = [](llvm::StringRef severity, mlir::Location loc,
