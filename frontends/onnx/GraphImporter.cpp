@@ -381,6 +381,10 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
   GraphValue &entry = it->second;
   if (entry.value)
     return entry.value;
+  if (!entry.tensor) {
+    problem = "input '" + name + "' has no value";
+    return failure();
+  }
   const onnx::TensorProto &tensor = *entry.tensor;
   // One IR value per tensor, whichever alias (Identity) reads it first.
   auto cached = materialized_.find(&tensor);
