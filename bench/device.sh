@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# bench/device.sh - one round on the GPU machine: the CUDA tests, then the demo model on cuda vs cpu; a short table last.
+#
+# Runs binaries built on the CPU machine (docs/cuda.md says how to build and
+# carry them); nothing is compiled here. Settings (environment):
+#   BIN    where the binaries are (default build/bin): gpu_kernel_tests,
+#          gpu_executor_tests, megatrain-run, and megatrain-compile if the
+#          demo plan is to be compiled here
+#   PLAN   a demo plan compiled elsewhere (default: compile MODEL with BIN's
+#          megatrain-compile into $OUT/demo.plan)
+#   MODEL  the ONNX model (default frontends/models/tiny_transformer.onnx)
+#   DATA   uint16 token file (default data/fortunes.bin; made from
+#          /usr/share/games/fortunes, or from docs/ when that is missing)
+#   STEPS  demo training steps per backend (default 50)
+#   OUT    where logs and metrics go (default runs/device)
+#   SANITIZE=1  also run the kernel tests under compute-sanitizer's memcheck
+#          and racecheck (minutes, not seconds)
+# Exit status: 0 when every check passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/bin}
+MODEL=${MODEL:-frontends/models/tiny_transformer.onnx}
+DATA=${DATA:-data/fortunes.bin}
+STEPS=${STEPS:-50}
+OUT=${OUT:-runs/device}
+PLAN=${PLAN:-}
+mkdir -p "$OUT"
+# cuBLAS comes from the machine's CUDA; the CUDA runtime is inside the binaries.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+rows=()
+failed=0
+row() { rows+=("$(printf '%-22s %-5s %s' "$1" "$2" "$3")"); [[ $2 == FAIL ]] && failed=1; return 0; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+{
+  echo "date    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "gpu     $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  echo "host    $(nproc) cores, $(uname -r)"
+} | tee "$OUT/machine.txt"
+
+# ---- 1. the GPU tests: every kernel against the CPU backend, then whole plans ----
+for test in gpu_kernel_tests gpu_executor_tests; do
+  if [[ ! -x $BIN/$test ]]; then row "$test" FAIL "not found in $BIN"; continue; fi
+  echo "== $test"
+  start=$(now)
+  "$BIN/$test" --gtest_brief=1 2>&1 | tee "$OUT/$test.log"
+  status=${PIPESTATUS[0]}
+  passed=$(grep -oE '\[  PASSED  \] [0-9]+ tests?' "$OUT/$test.log" | grep -oE '[0-9]+' | head -1)
+  failures=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/$test.log")
+  if [[ $status == 0 ]]; then row "$test" PASS "${passed:-?} passed ($(since "$start") s)"
+  else row "$test" FAIL "$failures failed, exit $status ($(since "$start") s; $OUT/$test.log)"; fi
+done
+
+# ---- 1b. out-of-bounds accesses and shared-memory races, on request ----
+if [[ ${SANITIZE:-0} == 1 ]]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool gpu_kernel_tests"
+    start=$(now)
+    "$sanitizer" --tool "$tool" --error-exitcode 3 "$BIN/gpu_kernel_tests" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
+    status=$?
+    tail -3 "$OUT/sanitize-$tool.log"
+    if [[ $status == 0 ]]; then row "sanitize $tool" PASS "$(grep -m1 -oE 'ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: .*' "$OUT/sanitize-$tool.log") ($(since "$start") s)"
+    else row "sanitize $tool" FAIL "exit $status ($OUT/sanitize-$tool.log)"; fi
+  done
+fi
+
+# ---- 2. the demo model: the same plan, weights and data on cpu and cuda ----
+demo() {
+  if [[ -z $PLAN ]]; then
+    if [[ ! -x $BIN/megatrain-compile ]]; then row "demo plan" FAIL "no PLAN given and no $BIN/megatrain-compile"; return; fi
+    PLAN=$OUT/demo.plan
+    "$BIN/megatrain-compile" "$MODEL" -o "$PLAN" --shape input_ids=8x64 --lr 3e-3 --weight-decay 0.01 \
+      > "$OUT/compile.log" 2>&1 || { row "demo plan" FAIL "megatrain-compile failed ($OUT/compile.log)"; return; }
+  fi
+  if [[ ! -f $DATA ]]; then
+    DATA=$OUT/tokens.bin
+    local source=/usr/share/games/fortunes
+    [[ -d $source ]] || source=docs
+    python3 frontends/python/make_corpus.py --source "$source" --out "$DATA" > /dev/null \
+      || { row "demo data" FAIL "cannot make $DATA"; return; }
+  fi
+  local backend
+  for backend in cpu cuda; do
+    echo "== demo on $backend ($STEPS steps)"
+    local start
+    start=$(now)
+    "$BIN/megatrain-run" "$PLAN" --weights "$MODEL" --data "$DATA" --steps "$STEPS" --backend "$backend" \
+      --metrics "$OUT/demo-$backend.jsonl" 2>&1 | tee "$OUT/demo-$backend.log"
+    if [[ ${PIPESTATUS[0]} != 0 ]]; then row "demo $backend" FAIL "megatrain-run failed ($OUT/demo-$backend.log)"; continue; fi
+    row "demo $backend" ok "$(tail -1 "$OUT/demo-$backend.log" | sed 's/^done *//') ($(since "$start") s)"
+  done
+  [[ -f $OUT/demo-cpu.jsonl && -f $OUT/demo-cuda.jsonl ]] || return
+  # Losses step by step: f32 on both sides, so they agree to about 1e-5 relative.
+  local verdict
+  verdict=$(python3 - "$OUT/demo-cpu.jsonl" "$OUT/demo-cuda.jsonl" <<'EOF'
+import json, sys
+cpu, cuda = ([json.loads(line) for line in open(path)] for path in sys.argv[1:3])
+worst = max(abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-30) for a, b in zip(cpu, cuda))
+speed = [sum(r["tokens_per_s"] for r in runs[1:]) / max(len(runs) - 1, 1) for runs in (cpu, cuda)]
+ok = len(cpu) == len(cuda) and worst <= 1e-4
+print(("PASS" if ok else "FAIL"),
+      f"max relative loss difference {worst:.2e} over {len(cuda)} steps; cuda {speed[1] / max(speed[0], 1e-9):.1f}x cpu tokens/s")
+EOF
+)
+  row "demo cuda vs cpu" "${verdict%% *}" "${verdict#* }"
+}
+demo
+
+echo
+echo "== bench/device.sh: $(cat "$OUT/machine.txt" | tr '\n' ' ')"
+printf '%-22s %-5s %s\n' check result detail
+printf '%s\n' "${rows[@]}" | tee "$OUT/summary.txt"
+exit $failed

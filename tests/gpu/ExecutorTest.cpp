@@ -1,0 +1,202 @@
+// ExecutorTest.cpp - whole training plans on the CPU and CUDA backends side by side: losses, parameters, poisoning.
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "CudaBackend.h"
+#include "CudaHarness.h"
+#include "TinyPlans.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/OnnxWeights.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+// A classifier that reaches most kernels in a training loop:
+//   h = x W1 + b1; n = layer_norm(h); a = tanh(n); z = a W2 + b2;
+//   loss = softmax_ce(z, labels) with ignore_index -1,
+// its backward written out from docs/ops.md kernels, and AdamW on all six
+// parameters. x [32, 16], labels [32], 10 classes, hidden 64.
+plan::Plan classifierPlan(plan::DType dt) {
+  PlanBuilder b;
+  b.plan().mutable_header()->set_source_model("classifier.onnx");
+  struct Param {
+    uint32_t host, grad, m, v, dev;
+  };
+  std::map<std::string, Param> p;
+  const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+      {"W1", {16, 64}}, {"b1", {64}}, {"g", {64}}, {"beta", {64}}, {"W2", {64, 10}}, {"b2", {10}}};
+  for (const auto& [name, shape] : shapes) {
+    const std::string n = name;
+    p[n] = {b.tensor(n, shape, dt, plan::PARAMETER), b.tensor("grad:" + n, shape, dt, plan::GRADIENT),
+            b.tensor("adam_m:" + n, shape, dt, plan::OPTIMIZER_STATE), b.tensor("adam_v:" + n, shape, dt, plan::OPTIMIZER_STATE),
+            b.tensor("dev:" + n, shape, dt, plan::PARAMETER_COPY)};
+  }
+  const uint32_t readout = b.tensor("loss_readout", {}, dt, plan::LOSS_READOUT);
+  const uint32_t x = b.tensor("x", {32, 16}, dt, plan::INPUT);
+  const uint32_t labels = b.tensor("labels", {32}, plan::I64, plan::INPUT);
+  auto act = [&](const char* name, std::vector<int64_t> shape) { return b.tensor(name, shape, dt, plan::ACTIVATION); };
+  const uint32_t h = act("h", {32, 64}), hb = act("hb", {32, 64}), n = act("n", {32, 64}), a = act("a", {32, 64});
+  const uint32_t z = act("z", {32, 10}), zb = act("zb", {32, 10});
+  const uint32_t loss = b.tensor("loss", {}, dt, plan::LOSS);
+  const uint32_t dloss = act("dloss", {}), dzb = act("dzb", {32, 10}), db2 = act("db2", {10}), dW2 = act("dW2", {64, 10});
+  const uint32_t da = act("da", {32, 64}), dn = act("dn", {32, 64}), dhb = act("dhb", {32, 64});
+  const uint32_t dg = act("dg", {64}), dbeta = act("dbeta", {64}), db1 = act("db1", {64}), dW1 = act("dW1", {16, 64});
+
+  const std::vector<plan::Attribute> ln{intAttr("axis", 1), floatAttr("epsilon", 1e-5)};
+  const std::vector<plan::Attribute> ce{intAttr("ignore_index", -1), stringAttr("reduction", "mean")};
+  for (const auto& [name, param] : p) b.copy(param.host, param.dev, "h2d");
+  b.kernel("matmul", {x, p["W1"].dev}, {h});
+  b.kernel("add", {h, p["b1"].dev}, {hb});
+  b.kernel("layer_norm", {hb, p["g"].dev, p["beta"].dev}, {n}, ln);
+  b.kernel("tanh", {n}, {a});
+  b.kernel("matmul", {a, p["W2"].dev}, {z});
+  b.kernel("add", {z, p["b2"].dev}, {zb});
+  b.kernel("softmax_ce", {zb, labels}, {loss}, ce);
+  b.copy(loss, readout, "d2h");
+  b.readLoss(readout);
+  b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});
+  b.kernel("softmax_ce_grad", {zb, labels, dloss}, {dzb}, ce);
+  b.kernel("sum_to", {dzb}, {db2});
+  b.kernel("matmul", {a, dzb}, {dW2}, {intAttr("transpose_a", 1)});
+  b.kernel("matmul", {dzb, p["W2"].dev}, {da}, {intAttr("transpose_b", 1)});
+  b.kernel("tanh_grad", {a, da}, {dn});
+  b.kernel("layer_norm_grad", {hb, p["g"].dev, dn}, {dhb, dg, dbeta}, ln);
+  b.kernel("sum_to", {dhb}, {db1});
+  b.kernel("matmul", {x, dhb}, {dW1}, {intAttr("transpose_a", 1)});
+  const std::pair<const char*, uint32_t> grads[] = {{"W1", dW1}, {"b1", db1}, {"g", dg}, {"beta", dbeta}, {"W2", dW2}, {"b2", db2}};
+  for (const auto& [name, grad] : grads) b.copy(grad, p[name].grad, "d2h");
+  for (const auto& [name, param] : p) b.adamw(param.host, param.grad, param.m, param.v);
+  return b.build();
+}
+
+HostArray toArray(const HostTensor& t) {
+  const ElementType type = t.dtype == plan::F32 ? ElementType::F32 : t.dtype == plan::F64 ? ElementType::F64 : ElementType::I64;
+  HostArray array = HostArray::zeros(type, t.shape);
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    if (type == ElementType::F32) array.data<float>()[i] = static_cast<float>(t.values[i]);
+    else if (type == ElementType::F64) array.data<double>()[i] = t.values[i];
+    else array.data<int64_t>()[i] = static_cast<int64_t>(t.values[i]);
+  }
+  return array;
+}
+
+struct Model {
+  plan::Plan (*plan)(plan::DType);
+  std::map<std::string, HostTensor> (*weights)(plan::DType, std::mt19937&);
+  std::map<std::string, HostTensor> (*inputs)(plan::DType, std::mt19937&);
+  std::vector<std::string> parameters;
+};
+
+const Model kLinear{
+    linearPlan, [](plan::DType dt, std::mt19937& rng) { return std::map<std::string, HostTensor>{{"W", randomTensor({3, 2}, dt, rng)}}; },
+    [](plan::DType dt, std::mt19937& rng) { return std::map<std::string, HostTensor>{{"x", randomTensor({4, 3}, dt, rng)}}; },
+    {"W"}};
+
+const Model kTokens{
+    tokenPlan, [](plan::DType dt, std::mt19937& rng) { return std::map<std::string, HostTensor>{{"E", randomTensor({5, 3}, dt, rng)}}; },
+    [](plan::DType, std::mt19937& rng) {
+      std::uniform_int_distribution<int64_t> token(0, 4);
+      HostTensor tokens{{2, 4}, plan::I64, {}};
+      for (int i = 0; i < 8; ++i) tokens.values.push_back(static_cast<double>(token(rng)));
+      return std::map<std::string, HostTensor>{{"tokens", tokens}};
+    },
+    {"E"}};
+
+const Model kClassifier{
+    classifierPlan,
+    [](plan::DType dt, std::mt19937& rng) {
+      return std::map<std::string, HostTensor>{{"W1", randomTensor({16, 64}, dt, rng, -0.3, 0.3)},
+                                               {"b1", randomTensor({64}, dt, rng, -0.1, 0.1)},
+                                               {"g", randomTensor({64}, dt, rng, 0.8, 1.2)},
+                                               {"beta", randomTensor({64}, dt, rng, -0.1, 0.1)},
+                                               {"W2", randomTensor({64, 10}, dt, rng, -0.3, 0.3)},
+                                               {"b2", randomTensor({10}, dt, rng, -0.1, 0.1)}};
+    },
+    [](plan::DType dt, std::mt19937& rng) {
+      std::uniform_int_distribution<int64_t> label(-1, 9);  // -1: ignored
+      HostTensor labels{{32}, plan::I64, {}};
+      for (int i = 0; i < 32; ++i) labels.values.push_back(static_cast<double>(label(rng)));
+      return std::map<std::string, HostTensor>{{"x", randomTensor({32, 16}, dt, rng)}, {"labels", labels}};
+    },
+    {"W1", "b1", "g", "beta", "W2", "b2"}};
+
+class CudaExecutor : public ::testing::Test {
+ protected:
+  CudaExecutor() : seed_(testSeed()), dir_(makeTempDir()) {}
+
+  std::unique_ptr<Executor> executor(const Model& model, plan::DType dt, std::unique_ptr<Backend> backend) {
+    std::mt19937 rng(seed_);  // the same weights and inputs for every executor of a test
+    const auto weights = model.weights(dt, rng);
+    writeModel(dir_ + "/model.onnx", weights);
+    auto result = std::make_unique<Executor>(model.plan(dt), std::move(backend));
+    result->loadWeights(OnnxWeights(dir_ + "/model.onnx"));
+    for (const auto& [name, value] : model.inputs(dt, rng)) result->setInput(name, toArray(value));
+    return result;
+  }
+
+  // Ten steps on each backend: every loss within tol relative, then every parameter.
+  void compare(const Model& model, plan::DType dt, double tol) {
+    SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
+    auto cpu = executor(model, dt, std::make_unique<CpuBackend>());
+    auto cuda = executor(model, dt, makeCudaBackend());
+    for (int step = 1; step <= 10; ++step) {
+      const double expected = cpu->runStep(), actual = cuda->runStep();
+      ASSERT_TRUE(std::isfinite(actual)) << "step " << step;
+      EXPECT_NEAR(actual, expected, tol * std::abs(expected)) << "step " << step;
+    }
+    for (const std::string& name : model.parameters) {
+      const std::vector<double> expected = cpu->readTensor(name), actual = cuda->readTensor(name);
+      for (size_t i = 0; i < expected.size(); ++i)
+        ASSERT_NEAR(actual[i], expected[i], 10 * tol * (1 + std::abs(expected[i]))) << name << "[" << i << "]";
+    }
+  }
+
+  uint32_t seed_;
+  std::string dir_;
+};
+
+TEST_F(CudaExecutor, LinearPlanMatchesTheCpuForTenSteps) {
+  compare(kLinear, plan::F32, 1e-5);
+  compare(kLinear, plan::F64, 1e-11);
+}
+
+TEST_F(CudaExecutor, TokenPlanMatchesTheCpuForTenSteps) {
+  compare(kTokens, plan::F32, 1e-5);
+  compare(kTokens, plan::F64, 1e-11);
+}
+
+TEST_F(CudaExecutor, ClassifierPlanMatchesTheCpuForTenSteps) {
+  compare(kClassifier, plan::F32, 1e-5);
+  compare(kClassifier, plan::F64, 1e-11);
+}
+
+// Same inputs, same device: the same bits, step after step.
+TEST_F(CudaExecutor, RunsAreBitwiseReproducible) {
+  auto first = executor(kClassifier, plan::F32, makeCudaBackend());
+  auto second = executor(kClassifier, plan::F32, makeCudaBackend());
+  for (int step = 0; step < 5; ++step) {
+    const double a = first->runStep(), b = second->runStep();
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << step;
+  }
+  EXPECT_EQ(first->readBytes("W1"), second->readBytes("W1"));
+}
+
+// Every DEVICE tensor whose last_use_step has passed reads as NaN, host tensors persist.
+TEST_F(CudaExecutor, DeadTensorsArePoisoned) {
+  auto cuda = executor(kClassifier, plan::F32, makeCudaBackend());
+  cuda->runStep();
+  for (const char* dead : {"h", "a", "zb", "dzb", "dW1", "loss", "dev:W1"})
+    for (double value : cuda->readTensor(dead)) ASSERT_TRUE(std::isnan(value)) << dead;
+  for (const char* live : {"W1", "grad:W1", "adam_v:W2"})
+    for (double value : cuda->readTensor(live)) ASSERT_FALSE(std::isnan(value)) << live;
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing

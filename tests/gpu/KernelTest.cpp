@@ -1,0 +1,325 @@
+// KernelTest.cpp - every CUDA kernel against its CPU twin on fresh random inputs, f32 and f64, several shapes.
+//
+// Shapes are chosen to reach each launcher's paths: broadcasting on either
+// side and on both, batch-broadcast matmul (stride 0, a folded batch, a
+// batch walked on the host), reductions over inner and outer dims and long
+// ones that split across blocks, softmax and cross-entropy rows that are
+// contiguous (a warp each) and interleaved (a thread each), ignored labels.
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "CudaHarness.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+using Shape = std::vector<int64_t>;
+constexpr plan::DType kFloatTypes[] = {plan::F32, plan::F64};
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  CudaKernels() : seed_(testSeed()), rng_(seed_) {}
+
+  void check(const KernelCase& c, double tol = 0) {
+    EXPECT_TRUE(cudaMatchesCpu(c, tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+  }
+
+  HostTensor uniform(const Shape& shape, plan::DType dtype, double lo = -2.0, double hi = 2.0) {
+    return randomTensor(shape, dtype, rng_, lo, hi);
+  }
+
+  // Magnitudes in [0.5, 2], either sign: safe denominators.
+  HostTensor awayFromZero(const Shape& shape, plan::DType dtype) {
+    HostTensor t = uniform(shape, dtype, 0.5, 2.0);
+    std::bernoulli_distribution flip(0.5);
+    for (double& v : t.values)
+      if (flip(rng_)) v = -v;
+    return t;
+  }
+
+  // Integers in [lo, hi], each replaced by `special` with probability p.
+  HostTensor integers(const Shape& shape, int64_t lo, int64_t hi, int64_t special = 0, double p = 0) {
+    std::uniform_int_distribution<int64_t> pick(lo, hi);
+    std::bernoulli_distribution replace(p);
+    HostTensor t{shape, plan::I64, {}};
+    t.values.resize(static_cast<size_t>(t.elements()));
+    for (double& v : t.values) v = static_cast<double>(replace(rng_) ? special : pick(rng_));
+    return t;
+  }
+
+  uint32_t seed_;
+  std::mt19937 rng_;
+};
+
+// ---- elementwise ----
+
+TEST_F(CudaKernels, Fill) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{}, Shape{7}, Shape{3, 5, 2}, Shape{1000, 33}})
+      check({"fill", {}, {{shape, dt}}, {floatAttr("value", -2.75)}});
+}
+
+TEST_F(CudaKernels, BinaryOpsBroadcast) {
+  const std::pair<Shape, Shape> pairs[] = {
+      {{4, 5}, {4, 5}},          {{4, 5}, {5}},       {{5}, {4, 5}},           {{4, 1}, {1, 5}},
+      {{2, 3, 4}, {3, 1}},       {{}, {3, 2}},        {{3, 2}, {}},            {{1000, 33}, {33}},
+      {{2, 1, 3, 1}, {1, 4, 1, 5}}, {{64, 1024}, {64, 1024}}, {{3, 1, 7}, {3, 5, 7}}, {{2, 3, 4, 5, 6}, {4, 1, 6}}};
+  for (plan::DType dt : kFloatTypes)
+    for (const char* op : {"add", "sub", "mul", "div"})
+      for (const auto& [sa, sb] : pairs) {
+        Shape y;
+        const size_t rank = std::max(sa.size(), sb.size());
+        for (size_t i = 0; i < rank; ++i) {
+          const int64_t da = i + sa.size() >= rank ? sa[i + sa.size() - rank] : 1;
+          const int64_t db = i + sb.size() >= rank ? sb[i + sb.size() - rank] : 1;
+          y.push_back(std::max(da, db));
+        }
+        const HostTensor b = std::string(op) == "div" ? awayFromZero(sb, dt) : uniform(sb, dt);
+        check({op, {uniform(sa, dt), b}, {{y, dt}}});
+      }
+}
+
+TEST_F(CudaKernels, ScaleAndActivations) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {
+      check({"scale", {uniform(shape, dt)}, {{shape, dt}}, {floatAttr("alpha", -0.7)}});
+      check({"relu", {uniform(shape, dt)}, {{shape, dt}}});
+      check({"tanh", {uniform(shape, dt, -6, 6)}, {{shape, dt}}});
+      check({"sigmoid", {uniform(shape, dt, -40, 40)}, {{shape, dt}}});
+    }
+}
+
+TEST_F(CudaKernels, ActivationGradients) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}}) {
+      check({"relu_grad", {uniform(shape, dt), uniform(shape, dt)}, {{shape, dt}}});
+      check({"tanh_grad", {uniform(shape, dt, -1, 1), uniform(shape, dt)}, {{shape, dt}}});
+      check({"sigmoid_grad", {uniform(shape, dt, 0, 1), uniform(shape, dt)}, {{shape, dt}}});
+    }
+}
+
+// ---- matmul ----
+
+struct MatmulShape {
+  Shape a, b;
+  bool transA, transB;
+};
+
+// y's shape: broadcast batch dims, then m and n.
+Shape matmulResult(const MatmulShape& s) {
+  const size_t ra = s.a.size(), rb = s.b.size();
+  const int64_t m = s.transA ? s.a[ra - 1] : s.a[ra - 2];
+  const int64_t n = s.transB ? s.b[rb - 2] : s.b[rb - 1];
+  const size_t batch = std::max(ra, rb) - 2;
+  Shape y;
+  for (size_t i = 0; i < batch; ++i) {
+    const int64_t da = i + ra - 2 >= batch ? s.a[i + ra - 2 - batch] : 1;
+    const int64_t db = i + rb - 2 >= batch ? s.b[i + rb - 2 - batch] : 1;
+    y.push_back(std::max(da, db));
+  }
+  y.push_back(m);
+  y.push_back(n);
+  return y;
+}
+
+TEST_F(CudaKernels, MatmulTransposesAndBatchBroadcasting) {
+  const MatmulShape shapes[] = {
+      {{5, 7}, {7, 3}, false, false},
+      {{7, 5}, {7, 3}, true, false},
+      {{5, 7}, {3, 7}, false, true},
+      {{7, 5}, {3, 7}, true, true},
+      {{4, 5, 7}, {4, 7, 3}, false, false},        // equal batches
+      {{2, 4, 5, 7}, {7, 3}, false, false},        // rank-2 b: folded into one taller product
+      {{2, 4, 7, 5}, {7, 3}, true, false},         // rank-2 b, transposed a: stride-0 batch
+      {{5, 7}, {3, 7, 6}, false, false},           // rank-2 a: stride-0 batch
+      {{2, 1, 5, 7}, {1, 3, 7, 4}, false, false},  // both broadcast: batch walked on the host
+      {{3, 1, 6, 5}, {3, 4, 6, 2}, true, false},   // a broadcast over an inner batch dim
+      {{8, 16, 64}, {8, 32, 64}, false, true},     // attention scores shape
+      {{3, 0}, {0, 4}, false, false},              // an empty sum: zeros
+      {{256, 512}, {512, 384}, false, false},      // long k
+  };
+  for (plan::DType dt : kFloatTypes)
+    for (const MatmulShape& s : shapes)
+      check({"matmul",
+             {uniform(s.a, dt, -1, 1), uniform(s.b, dt, -1, 1)},
+             {{matmulResult(s), dt}},
+             {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}});
+}
+
+// ---- shape ----
+
+TEST_F(CudaKernels, ReshapeAnyDType) {
+  for (plan::DType dt : kFloatTypes) check({"reshape", {uniform({3, 4, 5}, dt)}, {{{12, 5}, dt}}});
+  check({"reshape", {integers({6, 7}, -1000, 1000)}, {{{42}, plan::I64}}});
+}
+
+TEST_F(CudaKernels, Transpose) {
+  const std::pair<Shape, Shape> cases[] = {
+      {{3, 4, 5}, {2, 0, 1}}, {{64, 128}, {1, 0}}, {{2, 3, 4, 5}, {0, 2, 1, 3}}, {{2, 3, 4, 5}, {3, 2, 1, 0}}, {{7}, {0}}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [shape, perm] : cases) {
+      Shape y;
+      for (int64_t p : perm) y.push_back(shape[static_cast<size_t>(p)]);
+      check({"transpose", {uniform(shape, dt)}, {{y, dt}}, {intsAttr("perm", perm)}});
+    }
+  check({"transpose", {integers({4, 6}, -9, 9)}, {{{6, 4}, plan::I64}}, {intsAttr("perm", {1, 0})}});
+}
+
+TEST_F(CudaKernels, BroadcastTo) {
+  const std::pair<Shape, Shape> cases[] = {
+      {{3, 1}, {2, 3, 4}}, {{}, {5}}, {{4}, {3, 4}}, {{1, 1}, {6, 7}}, {{2, 1, 3}, {2, 5, 3}}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [from, to] : cases) check({"broadcast_to", {uniform(from, dt)}, {{to, dt}}});
+}
+
+TEST_F(CudaKernels, SumTo) {
+  const std::pair<Shape, Shape> cases[] = {
+      {{2, 3, 4}, {3, 1}},   {{8, 16}, {16}},   {{8, 16}, {8, 1}},     {{5000, 64}, {64}},  // split columns
+      {{100000}, {}},        {{4, 1, 6}, {1, 1, 1}}, {{3, 4}, {3, 4}}, {{64, 3000}, {64, 1}},  // long rows
+      {{16, 33, 8}, {33, 1}}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [from, to] : cases)
+      check({"sum_to", {uniform(from, dt)}, {{to, dt}}}, dt == plan::F32 ? 1e-5 : 1e-11);
+}
+
+// ---- reduce ----
+
+TEST_F(CudaKernels, ReduceSumAndMean) {
+  struct Case {
+    Shape x, axes;
+    bool keepdims;
+  };
+  const Case cases[] = {{{4, 5, 6}, {1}, true},  {{4, 5, 6}, {1}, false}, {{4, 5, 6}, {0, 2}, false},
+                        {{4, 5, 6}, {}, false},  {{2, 100000}, {1}, true}, {{4096, 3}, {0}, false},
+                        {{7, 9, 11, 3}, {1, 3}, true}, {{3, 0}, {1}, false}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Case& c : cases) {
+      Shape y;
+      for (size_t i = 0; i < c.x.size(); ++i) {
+        const bool reduced = c.axes.empty() || std::count(c.axes.begin(), c.axes.end(), static_cast<int64_t>(i));
+        if (!reduced) y.push_back(c.x[i]);
+        else if (c.keepdims) y.push_back(1);
+      }
+      // An empty list cannot be written as an attribute: no `axes` means every dim.
+      std::vector<plan::Attribute> attrs{intAttr("keepdims", c.keepdims)};
+      if (!c.axes.empty()) attrs.push_back(intsAttr("axes", c.axes));
+      for (const char* kernel : {"reduce_sum", "reduce_mean"})
+        check({kernel, {uniform(c.x, dt)}, {{y, dt}}, attrs}, dt == plan::F32 ? 1e-5 : 1e-11);
+    }
+}
+
+// ---- softmax ----
+
+TEST_F(CudaKernels, SoftmaxAndGradAlongEveryKindOfAxis) {
+  const std::pair<Shape, int64_t> cases[] = {{{4, 10}, 1}, {{3, 5, 7}, 1}, {{3, 5, 7}, 0}, {{2, 3000}, 1}, {{6, 4}, 0}, {{9, 1}, 1}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [shape, axis] : cases) {
+      check({"softmax", {uniform(shape, dt, -8, 8)}, {{shape, dt}}, {intAttr("axis", axis)}});
+      check({"softmax_grad", {uniform(shape, dt, 0, 1), uniform(shape, dt)}, {{shape, dt}}, {intAttr("axis", axis)}});
+    }
+}
+
+// ---- gather ----
+
+TEST_F(CudaKernels, GatherWithNegativeIndices) {
+  struct Case {
+    Shape data, indices;
+    int64_t axis;
+  };
+  const Case cases[] = {{{10, 4}, {6}, 0}, {{3, 10, 4}, {2, 5}, 1}, {{3, 4, 10}, {7}, 2}, {{1000, 64}, {4, 128}, 0}, {{5, 3}, {}, 0}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Case& c : cases) {
+      const int64_t a = c.data[static_cast<size_t>(c.axis)];
+      Shape y(c.data.begin(), c.data.begin() + c.axis);
+      y.insert(y.end(), c.indices.begin(), c.indices.end());
+      y.insert(y.end(), c.data.begin() + c.axis + 1, c.data.end());
+      check({"gather", {uniform(c.data, dt), integers(c.indices, -a, a - 1)}, {{y, dt}}, {intAttr("axis", c.axis)}});
+    }
+  check({"gather", {integers({8, 3}, -50, 50), integers({5}, -8, 7)}, {{{5, 3}, plan::I64}}, {intAttr("axis", 0)}});
+}
+
+TEST_F(CudaKernels, GatherGradSumsRepeatedRows) {
+  struct Case {
+    Shape data, indices;
+    int64_t axis;
+    int64_t rows;  // indices drawn from [-rows, rows - 1]: few rows, many repeats
+  };
+  const Case cases[] = {{{10, 4}, {6}, 0, 10}, {{3, 10, 4}, {2, 5}, 1, 3}, {{3, 4, 10}, {7}, 2, 10},
+                        {{1000, 64}, {8, 256}, 0, 5}, {{50, 2}, {}, 0, 50}, {{40000, 8}, {4096}, 0, 40000}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Case& c : cases) {
+      Shape dy(c.data.begin(), c.data.begin() + c.axis);
+      dy.insert(dy.end(), c.indices.begin(), c.indices.end());
+      dy.insert(dy.end(), c.data.begin() + c.axis + 1, c.data.end());
+      check({"gather_grad", {integers(c.indices, -c.rows, c.rows - 1), uniform(dy, dt)}, {{c.data, dt}}, {intAttr("axis", c.axis)}},
+            dt == plan::F32 ? 1e-5 : 1e-11);
+    }
+}
+
+// ---- layer_norm ----
+
+TEST_F(CudaKernels, LayerNormAndGrad) {
+  const std::pair<Shape, int64_t> cases[] = {{{6, 32}, 1}, {{2, 3, 40}, 1}, {{4, 1000}, 1}, {{4096, 64}, 1}, {{5, 7}, 0}, {{3, 1}, 1}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [shape, axis] : cases) {
+      const Shape normalized(shape.begin() + axis, shape.end());
+      const auto attrs = std::vector<plan::Attribute>{intAttr("axis", axis), floatAttr("epsilon", 1e-5)};
+      check({"layer_norm", {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(normalized, dt)}, {{shape, dt}}, attrs});
+      check({"layer_norm_grad",
+             {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
+             {{shape, dt}, {normalized, dt}, {normalized, dt}},
+             attrs},
+            dt == plan::F32 ? 2e-5 : 1e-11);
+    }
+}
+
+// ---- cross-entropy ----
+
+TEST_F(CudaKernels, SoftmaxCrossEntropyAndGrad) {
+  struct Case {
+    Shape logits;
+    const char* reduction;
+    bool ignore;
+  };
+  const Case cases[] = {{{8, 10}, "mean", true}, {{8, 10}, "sum", true},  {{4, 5, 3}, "mean", true},
+                        {{4, 5, 3, 2}, "sum", false}, {{64, 1000}, "mean", true}, {{16, 7}, "mean", false}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Case& c : cases) {
+      Shape labelsShape{c.logits[0]};
+      labelsShape.insert(labelsShape.end(), c.logits.begin() + 2, c.logits.end());
+      std::vector<plan::Attribute> attrs{stringAttr("reduction", c.reduction)};
+      if (c.ignore) attrs.push_back(intAttr("ignore_index", -100));
+      const HostTensor labels = integers(labelsShape, 0, c.logits[1] - 1, -100, c.ignore ? 0.25 : 0);
+      const HostTensor logits = uniform(c.logits, dt, -6, 6);
+      check({"softmax_ce", {logits, labels}, {{{}, dt}}, attrs});
+      check({"softmax_ce_grad", {logits, labels, uniform({}, dt)}, {{c.logits, dt}}, attrs});
+    }
+}
+
+TEST_F(CudaKernels, SoftmaxCrossEntropyWithEveryLabelIgnoredIsZero) {
+  for (plan::DType dt : kFloatTypes) {
+    const auto attrs = std::vector<plan::Attribute>{intAttr("ignore_index", 3)};
+    const HostTensor labels = integers({6}, 3, 3);
+    check({"softmax_ce", {uniform({6, 5}, dt), labels}, {{{}, dt}}, attrs});
+    check({"softmax_ce_grad", {uniform({6, 5}, dt), labels, uniform({}, dt)}, {{{6, 5}, dt}}, attrs});
+  }
+}
+
+TEST_F(CudaKernels, NextTokenCrossEntropyAndGrad) {
+  const Shape cases[] = {{2, 9, 50}, {4, 64, 1000}, {1, 1, 7}, {3, 2, 33}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& logitsShape : cases)
+      for (bool ignore : {true, false}) {
+        std::vector<plan::Attribute> attrs;
+        if (ignore) attrs.push_back(intAttr("ignore_index", -1));
+        const HostTensor tokens = integers({logitsShape[0], logitsShape[1]}, 0, logitsShape[2] - 1, -1, ignore ? 0.2 : 0);
+        const HostTensor logits = uniform(logitsShape, dt, -6, 6);
+        check({"next_token_ce", {logits, tokens}, {{{}, dt}}, attrs});
+        check({"next_token_ce_grad", {logits, tokens, uniform({}, dt)}, {{logitsShape, dt}}, attrs});
+      }
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
