@@ -95,16 +95,21 @@ private:
       same.push_back(param);
     }
     // The op after which the sweep has seen every use of a parameter: its
-    // earliest user in the block, or its first mt.param op when unused.
+    // earliest user in the block, or its first mt.param op when unused. The
+    // terminator is never swept, so a use there does not count.
     for (auto &[name, params] : paramsByName) {
       Operation *earliest = params.front();
       bool used = false;
       for (mt::ParamOp param : params)
-        for (Operation *user : param->getUsers())
-          if (!used || user->isBeforeInBlock(earliest)) {
-            earliest = user;
+        for (Operation *user : param->getUsers()) {
+          Operation *swept = block.findAncestorOpInBlock(*user);
+          if (!swept || swept == block.getTerminator())
+            continue;
+          if (!used || swept->isBeforeInBlock(earliest)) {
+            earliest = swept;
             used = true;
           }
+        }
       finalAfter[earliest].push_back(name);
     }
     return success();

@@ -44,7 +44,7 @@ void push(SmallVectorImpl<Value> &grads, Value operand, Value grad) {
 /// Shared by every rule: a missing result gradient means no operand gets one.
 bool noGradient(ArrayRef<Value> resultGrads, Operation *op,
                 SmallVectorImpl<Value> &operandGrads) {
-  if (resultGrads.empty() || resultGrads[0])
+  if (!resultGrads.empty() && resultGrads[0])
     return false;
   operandGrads.append(op->getNumOperands(), Value());
   return true;
@@ -129,8 +129,6 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   if (noGradient(resultGrads, *this, operandGrads))
     return success();
-  // relu_grad reads the input: the output's sign loses nothing, but x is the
-  // documented operand of the kernel.
   push(operandGrads, getX(),
        b.create<ReluGradOp>(getLoc(), getType(), getX(), resultGrads[0]));
   return success();
