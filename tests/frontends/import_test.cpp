@@ -244,6 +244,21 @@ TEST(OnnxImport, SoftmaxCrossEntropy) {
   EXPECT_EQ(ces[1].getIgnoreIndex(), 0);
 }
 
+TEST(OnnxImport, Float64) {
+  auto m = import(testModel("float64"));
+  ASSERT_TRUE(m->module) << m->errors.front();
+  auto p = m->ops<mt::ParamOp>();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_TRUE(cast<RankedTensorType>(p[0].getType()).getElementType().isF64());
+  EXPECT_TRUE(p[0].getTrainable());
+  auto c = m->ops<mt::ConstantOp>();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(cast<DenseElementsAttr>(c[0].getValue()).getSplatValue<double>(), 0.5);
+  auto result = cast<RankedTensorType>(m->main().getFunctionType().getResult(0));
+  EXPECT_TRUE(result.getElementType().isF64());
+  EXPECT_EQ(result.getShape(), (ArrayRef<int64_t>{2, 4}));
+}
+
 //===----------------------------------------------------------------------===//
 // Parameters, constants, trainable rule
 //===----------------------------------------------------------------------===//

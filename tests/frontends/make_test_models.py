@@ -159,6 +159,14 @@ def models():
          weight("head.weight", (4, 2)), init("rows", np.array([0, 2], np.int64)),
          init("flat_shape", np.array([-1], np.int64))])
 
+    # Double precision end to end (gradient checks run in f64).
+    out["float64"] = model("float64", [
+        const("half", np.float64(0.5)),
+        n("MatMul", ["x", "w"], ["xw"], name="matmul"),
+        n("Mul", ["xw", "half"], ["y"], name="halve"),
+    ], [vi("x", TensorProto.DOUBLE, [2, 3])], [vi("y", TensorProto.DOUBLE, [2, 4])],
+        [init("w", np.random.RandomState(64).normal(size=(3, 4)))])
+
     # Symbolic dims that --shape must bind.
     out["symbolic"] = model("symbolic", [
         n("Gather", ["emb", "input_ids"], ["e"], name="embed"),
