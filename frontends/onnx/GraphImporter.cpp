@@ -52,16 +52,15 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
 // NodeImport
 //===----------------------------------------------------------------------===//
 
-NodeImport::NodeImport(GraphImporter &graph, const onnx::NodeProto &node,
-                       int index, int64_t opset, Location loc)
+NodeImport::NodeImport(GraphImporter &graph, const onnx::NodeProto &node, int index,
+                       int64_t opset, Location loc)
     : graph_(graph), node_(node), index_(index), opset_(opset), loc_(loc) {}
 
 OpBuilder &NodeImport::builder() { return graph_.builder_; }
 MLIRContext *NodeImport::context() { return &graph_.context_; }
 
 InFlightDiagnostic NodeImport::error() {
-  std::string name =
-      node_.name().empty() ? "#" + std::to_string(index_) : node_.name();
+  std::string name = node_.name().empty() ? "#" + std::to_string(index_) : node_.name();
   InFlightDiagnostic diag = emitError(loc_);
   diag << "node '" << name << "' (op " << node_.op_type() << ", domain '"
        << normalizeDomain(node_.domain()) << "', opset ";
@@ -162,14 +161,12 @@ double NodeImport::floatAttr(llvm::StringRef name, double fallback) const {
   return attr ? widenFloat(attr->f()) : fallback;
 }
 
-std::string NodeImport::stringAttr(llvm::StringRef name,
-                                   llvm::StringRef fallback) const {
+std::string NodeImport::stringAttr(llvm::StringRef name, llvm::StringRef fallback) const {
   const onnx::AttributeProto *attr = attribute(name);
   return attr ? attr->s() : fallback.str();
 }
 
-std::optional<std::vector<int64_t>>
-NodeImport::intsAttr(llvm::StringRef name) const {
+std::optional<std::vector<int64_t>> NodeImport::intsAttr(llvm::StringRef name) const {
   const onnx::AttributeProto *attr = attribute(name);
   if (!attr)
     return std::nullopt;
@@ -181,8 +178,7 @@ NodeImport::intsAttr(llvm::StringRef name) const {
 //===----------------------------------------------------------------------===//
 
 GraphImporter::GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
-                             const std::string &path,
-                             const OnnxImportOptions &options)
+                             const std::string &path, const OnnxImportOptions &options)
     : context_(context), model_(model), graph_(model.graph()), path_(path),
       options_(options), fileLoc_(FileLineColLoc::get(&context, path, 0, 0)),
       builder_(&context), sourceBuilder_(&context) {
@@ -195,11 +191,10 @@ LogicalResult GraphImporter::readOpsets() {
   for (const onnx::OperatorSetIdProto &opset : model_.opset_import())
     opsets_[normalizeDomain(opset.domain())] = opset.version();
   auto it = opsets_.find(kDefaultDomain);
-  if (it != opsets_.end() &&
-      (it->second < kMinOpset || it->second > kMaxOpset))
-    return emitError(fileLoc_)
-           << "opset " << it->second << " of domain 'ai.onnx' is not supported ("
-           << kMinOpset << " to " << kMaxOpset << ")";
+  if (it != opsets_.end() && (it->second < kMinOpset || it->second > kMaxOpset))
+    return emitError(fileLoc_) << "opset " << it->second
+                               << " of domain 'ai.onnx' is not supported (" << kMinOpset
+                               << " to " << kMaxOpset << ")";
   return success();
 }
 
@@ -211,8 +206,8 @@ LogicalResult GraphImporter::compileRegexes() {
     try {
       out.emplace(text, std::regex::ECMAScript);
     } catch (const std::regex_error &e) {
-      return emitError(fileLoc_) << "invalid " << what << " regex '" << text
-                                 << "': " << e.what();
+      return emitError(fileLoc_)
+             << "invalid " << what << " regex '" << text << "': " << e.what();
     }
     return success();
   };
@@ -271,8 +266,8 @@ LogicalResult GraphImporter::importInputs() {
       element = elementTypeOf(context_, dtype);
     else
       return emitError(fileLoc_)
-             << "input '" << info.name() << "' has unsupported dtype "
-             << dtypeName(dtype) << " (inputs may be FLOAT, DOUBLE or INT64)";
+             << "input '" << info.name() << "' has unsupported dtype " << dtypeName(dtype)
+             << " (inputs may be FLOAT, DOUBLE or INT64)";
     Input in{&info, element, tensor.has_shape(), {}};
     for (const onnx::TensorShapeProto::Dimension &d : tensor.shape().dim()) {
       DeclaredDim dim;
@@ -290,8 +285,8 @@ LogicalResult GraphImporter::importInputs() {
   llvm::StringMap<int64_t> symbols;
   llvm::StringMap<std::string> symbolSource;
   for (const auto &[name, shape] : options_.shapes) {
-    auto it = llvm::find_if(
-        inputs, [&](const Input &in) { return in.info->name() == name; });
+    auto it =
+        llvm::find_if(inputs, [&](const Input &in) { return in.info->name() == name; });
     if (it == inputs.end()) {
       std::string names;
       for (const Input &in : inputs)
@@ -311,7 +306,10 @@ LogicalResult GraphImporter::importInputs() {
         dimsOk = false;
     if (!rankOk || !dimsOk)
       return emitError(fileLoc_)
-             << "--shape " << name << "=" << llvm::join(llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x")
+             << "--shape " << name << "="
+             << llvm::join(
+                    llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }),
+                    "x")
              << " does not match input '" << name << "' declared " << declared;
     for (size_t i = 0; i < it->dims.size(); ++i) {
       const std::string &symbol = it->dims[i].symbol;
@@ -319,10 +317,9 @@ LogicalResult GraphImporter::importInputs() {
         continue;
       auto [sit, inserted] = symbols.try_emplace(symbol, shape[i]);
       if (!inserted && sit->second != shape[i])
-        return emitError(fileLoc_)
-               << "dim '" << symbol << "' is bound to " << sit->second
-               << " by --shape " << symbolSource[symbol] << " and to "
-               << shape[i] << " by --shape " << name;
+        return emitError(fileLoc_) << "dim '" << symbol << "' is bound to " << sit->second
+                                   << " by --shape " << symbolSource[symbol] << " and to "
+                                   << shape[i] << " by --shape " << name;
       symbolSource.try_emplace(symbol, name);
     }
   }
@@ -361,8 +358,9 @@ LogicalResult GraphImporter::importInputs() {
       }
     }
     auto type = RankedTensorType::get(shape, in.element);
-    auto op = builder_.create<mt::InputOp>(NameLoc::get(builder_.getStringAttr(name), fileLoc_),
-                                           type, builder_.getStringAttr(name));
+    auto op =
+        builder_.create<mt::InputOp>(NameLoc::get(builder_.getStringAttr(name), fileLoc_),
+                                     type, builder_.getStringAttr(name));
     GraphValue entry;
     entry.value = op.getResult();
     values_[name] = entry;
@@ -411,9 +409,9 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
       }
     auto type = RankedTensorType::get(dimsOf(tensor),
                                       elementTypeOf(context_, tensor.data_type()));
-    op = sourceBuilder_.create<mt::ParamOp>(loc, type,
-                                            sourceBuilder_.getStringAttr(sourceName),
-                                            sourceBuilder_.getBoolAttr(isTrainable(sourceName)));
+    op = sourceBuilder_.create<mt::ParamOp>(
+        loc, type, sourceBuilder_.getStringAttr(sourceName),
+        sourceBuilder_.getBoolAttr(isTrainable(sourceName)));
   } else {
     std::string error;
     DenseElementsAttr value = readDense(context_, tensor, error);
@@ -521,10 +519,10 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
       std::string declared = "[";
       for (int d = 0; d < dims.size(); ++d) {
         const auto &dim = dims.Get(d);
-        declared += (d ? ", " : "") +
-                    (dim.has_dim_value() ? std::to_string(dim.dim_value())
-                                         : (dim.dim_param().empty() ? std::string("?")
-                                                                    : dim.dim_param()));
+        declared += (d ? ", " : "") + (dim.has_dim_value()
+                                           ? std::to_string(dim.dim_value())
+                                           : (dim.dim_param().empty() ? std::string("?")
+                                                                      : dim.dim_param()));
         if (ok && dim.has_dim_value() && dim.dim_value() > 0 &&
             dim.dim_value() != shape[d])
           ok = false;
@@ -532,8 +530,7 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
       declared += "]";
       if (!ok)
         return emitError(fileLoc_) << "output '" << info.name() << "' is declared "
-                                   << declared << " but computes to "
-                                   << shapeStr(shape);
+                                   << declared << " but computes to " << shapeStr(shape);
     }
     results.push_back(*value);
   }
@@ -558,8 +555,8 @@ OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
   (*module)->setAttr(onnx_attr::kSourceModel, builder_.getStringAttr(path_));
   (*module)->setAttr(onnx_attr::kSourceSha256, builder_.getStringAttr(sha256));
   builder_.setInsertionPointToEnd(module->getBody());
-  auto func = builder_.create<func::FuncOp>(fileLoc_, "main",
-                                            builder_.getFunctionType({}, {}));
+  auto func =
+      builder_.create<func::FuncOp>(fileLoc_, "main", builder_.getFunctionType({}, {}));
   builder_.setInsertionPointToStart(func.addEntryBlock());
 
   for (const onnx::NodeProto &node : graph_.node())

@@ -17,10 +17,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "onnx/onnx.pb.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "onnx/onnx.pb.h"
 
 #include <deque>
 #include <optional>
@@ -46,8 +46,8 @@ class GraphImporter;
 /// One node being imported.
 class NodeImport {
 public:
-  NodeImport(GraphImporter &graph, const onnx::NodeProto &node, int index,
-             int64_t opset, mlir::Location loc);
+  NodeImport(GraphImporter &graph, const onnx::NodeProto &node, int index, int64_t opset,
+             mlir::Location loc);
 
   const onnx::NodeProto &node() const { return node_; }
   int64_t opset() const { return opset_; }
@@ -118,8 +118,7 @@ private:
 
   /// The IR value of `name`, creating its mt.param/mt.constant on first use.
   /// On failure `problem` says why, for the caller to report.
-  mlir::FailureOr<mlir::Value> materialize(const std::string &name,
-                                           std::string &problem);
+  mlir::FailureOr<mlir::Value> materialize(const std::string &name, std::string &problem);
 
   mlir::MLIRContext &context_;
   const onnx::ModelProto &model_;

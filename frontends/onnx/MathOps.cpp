@@ -21,7 +21,8 @@ static FailureOr<Value> floatOperand(NodeImport &n, int i) {
 }
 
 static Value reshape(NodeImport &n, Value x, ArrayRef<int64_t> shape) {
-  return n.builder().create<mt::ReshapeOp>(n.loc(), mt::tensorLike(x.getType(), shape), x);
+  return n.builder().create<mt::ReshapeOp>(n.loc(), mt::tensorLike(x.getType(), shape),
+                                           x);
 }
 
 /// numpy matmul: rank >= 2 operands map to mt.matmul directly; a 1-D operand
@@ -34,8 +35,8 @@ static LogicalResult importMatMul(NodeImport &n) {
     return n.error() << "operands have different element types";
   ArrayRef<int64_t> as = shapeOf(*a), bs = shapeOf(*b);
   if (as.empty() || bs.empty())
-    return n.error() << "operands must have rank >= 1, got " << shapeStr(as)
-                     << " and " << shapeStr(bs);
+    return n.error() << "operands must have rank >= 1, got " << shapeStr(as) << " and "
+                     << shapeStr(bs);
   bool vecA = as.size() == 1, vecB = bs.size() == 1;
   Value lhs = vecA ? reshape(n, *a, {1, as[0]}) : *a;
   Value rhs = vecB ? reshape(n, *b, {bs[0], 1}) : *b;
@@ -73,25 +74,25 @@ static LogicalResult importGemm(NodeImport &n) {
     return n.error() << "cannot multiply " << shapeStr(shapeOf(*a))
                      << (transA ? "^T" : "") << " by " << shapeStr(shapeOf(*b))
                      << (transB ? "^T" : "");
-  OpBuilder &b_ = n.builder();
+  OpBuilder &builder = n.builder();
   Type type = mt::tensorLike(a->getType(), *shape);
-  Value y = b_.create<mt::MatMulOp>(n.loc(), type, *a, *b, transA, transB);
+  Value y = builder.create<mt::MatMulOp>(n.loc(), type, *a, *b, transA, transB);
   if (alpha != 1.0)
-    y = b_.create<mt::ScaleOp>(n.loc(), y, b_.getF64FloatAttr(alpha));
+    y = builder.create<mt::ScaleOp>(n.loc(), y, builder.getF64FloatAttr(alpha));
   if (n.hasInput(2) && beta != 0.0) {
     FailureOr<Value> c = floatOperand(n, 2);
     if (failed(c))
       return failure();
     auto full = mt::broadcastShapes(shapeOf(*c), *shape);
     if (failed(full) || ArrayRef<int64_t>(*full) != ArrayRef<int64_t>(*shape))
-      return n.error() << "C " << shapeStr(shapeOf(*c))
-                       << " does not broadcast to " << shapeStr(*shape);
+      return n.error() << "C " << shapeStr(shapeOf(*c)) << " does not broadcast to "
+                       << shapeStr(*shape);
     if (elementOf(*c) != elementOf(y))
       return n.error() << "C has a different element type";
     Value bias = *c;
     if (beta != 1.0)
-      bias = b_.create<mt::ScaleOp>(n.loc(), bias, b_.getF64FloatAttr(beta));
-    y = b_.create<mt::AddOp>(n.loc(), type, y, bias);
+      bias = builder.create<mt::ScaleOp>(n.loc(), bias, builder.getF64FloatAttr(beta));
+    y = builder.create<mt::AddOp>(n.loc(), type, y, bias);
   }
   n.setResult(0, y);
   return success();
@@ -108,8 +109,8 @@ template <typename Op> static LogicalResult importBinary(NodeImport &n) {
   if (failed(shape))
     return n.error() << "operand shapes " << shapeStr(shapeOf(*a)) << " and "
                      << shapeStr(shapeOf(*b)) << " do not broadcast";
-  n.setResult(0, n.builder().create<Op>(
-                     n.loc(), mt::tensorLike(a->getType(), *shape), *a, *b));
+  n.setResult(
+      0, n.builder().create<Op>(n.loc(), mt::tensorLike(a->getType(), *shape), *a, *b));
   return success();
 }
 
@@ -132,8 +133,8 @@ static LogicalResult importSoftmax(NodeImport &n) {
     return n.error() << "axis " << axis << " is out of range for rank " << rank;
   if (axis < 0)
     axis += rank;
-  n.setResult(0, n.builder().create<mt::SoftmaxOp>(
-                     n.loc(), *x, n.builder().getI64IntegerAttr(axis)));
+  n.setResult(0, n.builder().create<mt::SoftmaxOp>(n.loc(), *x,
+                                                   n.builder().getI64IntegerAttr(axis)));
   return success();
 }
 

@@ -36,8 +36,8 @@ static LogicalResult importLayerNorm(NodeImport &n) {
     axis += rank;
   ArrayRef<int64_t> norm = xs.drop_front(axis);
   if (shapeOf(*scale) != norm || elementOf(*scale) != elementOf(*x))
-    return n.error() << "Scale must be " << mt::tensorLike(x->getType(), norm)
-                     << ", got " << scale->getType();
+    return n.error() << "Scale must be " << mt::tensorLike(x->getType(), norm) << ", got "
+                     << scale->getType();
   OpBuilder &b = n.builder();
   Value bias;
   if (n.hasInput(2)) {
@@ -45,8 +45,8 @@ static LogicalResult importLayerNorm(NodeImport &n) {
     if (failed(given))
       return failure();
     if (shapeOf(*given) != norm || elementOf(*given) != elementOf(*x))
-      return n.error() << "B must be " << mt::tensorLike(x->getType(), norm)
-                       << ", got " << given->getType();
+      return n.error() << "B must be " << mt::tensorLike(x->getType(), norm) << ", got "
+                       << given->getType();
     bias = *given;
   } else {
     bias = b.create<mt::FillOp>(n.loc(), mt::tensorLike(x->getType(), norm),
@@ -70,8 +70,7 @@ static LogicalResult importSoftmaxCrossEntropy(NodeImport &n) {
     return failure();
   std::string reduction = n.stringAttr("reduction", "mean");
   if (reduction != "mean" && reduction != "sum")
-    return n.error() << "reduction '" << reduction
-                     << "' is not supported (mean or sum)";
+    return n.error() << "reduction '" << reduction << "' is not supported (mean or sum)";
   FailureOr<Value> logits = n.operand(0), labels = failure();
   if (failed(logits) || failed(labels = n.operand(1)))
     return failure();

@@ -26,9 +26,9 @@ std::string sha256Hex(llvm::StringRef bytes) {
   return llvm::toHex(digest, /*LowerCase=*/true);
 }
 
-mlir::OwningOpRef<mlir::ModuleOp>
-importOnnxModel(mlir::MLIRContext &context, const std::string &path,
-                const OnnxImportOptions &options) {
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
+                                                  const std::string &path,
+                                                  const OnnxImportOptions &options) {
   mlir::Location loc = mlir::FileLineColLoc::get(&context, path, 0, 0);
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);

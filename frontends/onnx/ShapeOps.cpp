@@ -51,8 +51,8 @@ static LogicalResult importReshape(NodeImport &n) {
   for (int64_t d : shape)
     count *= d;
   if (count != total)
-    return n.error() << "cannot reshape " << shapeStr(in) << " to "
-                     << shapeStr(*target) << " (" << shapeStr(shape) << ")";
+    return n.error() << "cannot reshape " << shapeStr(in) << " to " << shapeStr(*target)
+                     << " (" << shapeStr(shape) << ")";
   if (ArrayRef<int64_t>(shape) == in) {
     n.aliasResult(0, 0);
     return success();
@@ -85,8 +85,8 @@ static LogicalResult importTranspose(NodeImport &n) {
       seen[perm[i]] = true;
   }
   if (!valid)
-    return n.error() << "perm " << shapeStr(perm)
-                     << " is not a permutation of the " << rank << " dims";
+    return n.error() << "perm " << shapeStr(perm) << " is not a permutation of the "
+                     << rank << " dims";
   SmallVector<int64_t> shape;
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) {
@@ -97,9 +97,9 @@ static LogicalResult importTranspose(NodeImport &n) {
     n.aliasResult(0, 0);
     return success();
   }
-  n.setResult(0, n.builder().create<mt::TransposeOp>(
-                     n.loc(), mt::tensorLike(x->getType(), shape), *x,
-                     n.builder().getDenseI64ArrayAttr(perm)));
+  n.setResult(
+      0, n.builder().create<mt::TransposeOp>(n.loc(), mt::tensorLike(x->getType(), shape),
+                                             *x, n.builder().getDenseI64ArrayAttr(perm)));
   return success();
 }
 

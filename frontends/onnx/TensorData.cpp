@@ -62,8 +62,8 @@ static bool elementCount(const onnx::TensorProto &tensor, int64_t &count,
 // raw_data is little-endian per the ONNX spec; values are copied out
 // element by element so the host byte order does not matter.
 template <typename T>
-static bool readRaw(const onnx::TensorProto &tensor, int64_t count,
-                    std::vector<T> &out, std::string &error) {
+static bool readRaw(const onnx::TensorProto &tensor, int64_t count, std::vector<T> &out,
+                    std::string &error) {
   const std::string &raw = tensor.raw_data();
   if ((int64_t)raw.size() != count * (int64_t)sizeof(T)) {
     error = "has " + std::to_string(raw.size()) + " bytes of raw data for " +
@@ -72,8 +72,8 @@ static bool readRaw(const onnx::TensorProto &tensor, int64_t count,
   }
   out.resize(count);
   for (int64_t i = 0; i < count; ++i)
-    out[i] = llvm::support::endian::read<T, llvm::endianness::little>(
-        raw.data() + i * sizeof(T));
+    out[i] = llvm::support::endian::read<T, llvm::endianness::little>(raw.data() +
+                                                                      i * sizeof(T));
   return true;
 }
 

@@ -44,8 +44,7 @@ bool readIntegers(const onnx::TensorProto &tensor, std::vector<int64_t> &out,
 /// of `elementTypeOf` (int32 widened to i64), or an error text. Refuses
 /// external data and anything over kMaxConstantBytes.
 mlir::DenseElementsAttr readDense(mlir::MLIRContext &context,
-                                  const onnx::TensorProto &tensor,
-                                  std::string &error);
+                                  const onnx::TensorProto &tensor, std::string &error);
 
 } // namespace megatrain::onnx_import
 

@@ -140,8 +140,8 @@ TEST(OnnxImport, ElementwiseBroadcastAndConstant) {
   ASSERT_TRUE(m->module) << m->errors.front();
   EXPECT_EQ(m->resultShapes(), (Shapes{{4, 3, 8}}));
   auto counts = m->opCounts();
-  for (const char *op : {"mt.add", "mt.sub", "mt.mul", "mt.div", "mt.relu",
-                         "mt.tanh", "mt.sigmoid", "mt.constant", "mt.param"})
+  for (const char *op : {"mt.add", "mt.sub", "mt.mul", "mt.div", "mt.relu", "mt.tanh",
+                         "mt.sigmoid", "mt.constant", "mt.param"})
     EXPECT_EQ(counts[op], 1) << op;
   EXPECT_EQ(counts["mt.input"], 2);
   auto c = m->ops<mt::ConstantOp>().front();
@@ -181,7 +181,7 @@ TEST(OnnxImport, ReduceOpset17) {
   EXPECT_EQ(Ints(means[0].getAxes()), (Ints{2}));
   EXPECT_TRUE(means[0].getKeepdims());
   auto sums = m->ops<mt::ReduceSumOp>();
-  ASSERT_EQ(sums.size(), 2u); // sum_noop aliases its input
+  ASSERT_EQ(sums.size(), 2u);                       // sum_noop aliases its input
   EXPECT_EQ(Ints(sums[0].getAxes()), (Ints{0, 2})); // [-1, 0] normalized, sorted
   EXPECT_FALSE(sums[0].getKeepdims());
   EXPECT_EQ(Ints(sums[1].getAxes()), (Ints{0, 1, 2}));
@@ -266,7 +266,8 @@ TEST(OnnxImport, Float64) {
 std::map<std::string, bool> trainableFlags(Imported &m) {
   std::map<std::string, bool> flags;
   for (auto p : m.ops<mt::ParamOp>()) {
-    EXPECT_FALSE(flags.count(p.getName().str())) << "two mt.param for " << p.getName().str();
+    EXPECT_FALSE(flags.count(p.getName().str()))
+        << "two mt.param for " << p.getName().str();
     flags[p.getName().str()] = p.getTrainable();
   }
   return flags;
@@ -277,13 +278,14 @@ TEST(OnnxImport, InitializersBecomeParamsOrConstants) {
   ASSERT_TRUE(m->module) << m->errors.front();
   EXPECT_EQ(m->resultShapes(), (Shapes{{4}}));
   // enc.weight is read directly and through Identity: still one param.
-  EXPECT_EQ(trainableFlags(*m), (std::map<std::string, bool>{
-                                    {"enc.weight", true}, {"enc.bias", true},
-                                    {"head.weight", true}}));
+  EXPECT_EQ(trainableFlags(*m),
+            (std::map<std::string, bool>{
+                {"enc.weight", true}, {"enc.bias", true}, {"head.weight", true}}));
   // The int64 `rows` used as data is a literal; `flat_shape` is folded.
   auto constants = m->ops<mt::ConstantOp>();
   ASSERT_EQ(constants.size(), 1u);
-  EXPECT_TRUE(cast<RankedTensorType>(constants[0].getType()).getElementType().isInteger(64));
+  EXPECT_TRUE(
+      cast<RankedTensorType>(constants[0].getType()).getElementType().isInteger(64));
   EXPECT_EQ(m->printed().find("flat_shape"), std::string::npos);
 }
 
@@ -292,16 +294,16 @@ TEST(OnnxImport, FrozenRegexWins) {
   options.frozen = "enc\\..*";
   auto m = import(testModel("trainable"), options);
   ASSERT_TRUE(m->module) << m->errors.front();
-  EXPECT_EQ(trainableFlags(*m), (std::map<std::string, bool>{
-                                    {"enc.weight", false}, {"enc.bias", false},
-                                    {"head.weight", true}}));
+  EXPECT_EQ(trainableFlags(*m),
+            (std::map<std::string, bool>{
+                {"enc.weight", false}, {"enc.bias", false}, {"head.weight", true}}));
   options.trainable = "enc\\.weight|head\\.weight";
   options.frozen = "head.*";
   auto both = import(testModel("trainable"), options);
   ASSERT_TRUE(both->module) << both->errors.front();
-  EXPECT_EQ(trainableFlags(*both), (std::map<std::string, bool>{
-                                       {"enc.weight", true}, {"enc.bias", false},
-                                       {"head.weight", false}}));
+  EXPECT_EQ(trainableFlags(*both),
+            (std::map<std::string, bool>{
+                {"enc.weight", true}, {"enc.bias", false}, {"head.weight", false}}));
 }
 
 TEST(OnnxImport, BadRegexIsAnError) {

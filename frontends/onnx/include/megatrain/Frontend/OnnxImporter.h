@@ -19,8 +19,9 @@ struct OnnxImportOptions {
   /// (`--shape input_ids=8x2048`).
   std::map<std::string, std::vector<int64_t>> shapes;
   /// Floating-point initializers are trainable by default (docs/frontends.md);
-  /// names matching `frozen` are not, names matching `trainable` are (frozen
-  /// wins). Empty means no override. ECMAScript regex, full match.
+  /// names matching `frozen` are not; when `trainable` is set, only names
+  /// matching it are (frozen wins). Empty means no override. ECMAScript
+  /// regex, full match.
   std::string trainable;
   std::string frozen;
 };
