@@ -8,7 +8,7 @@ PKGS=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev googletest
-  fortunes
+  fortunes-min fortunes
 )
 
 missing=()
