@@ -13,6 +13,8 @@
 #          /usr/share/games/fortunes, or from docs/ when that is missing)
 #   STEPS  demo training steps per backend (default 50)
 #   OUT    where logs and metrics go (default runs/device)
+#   BENCH=1     also time every kernel family at the Llama-1.36B shapes
+#          (gpu_kernel_bench; seconds)
 #   SANITIZE=1  also run the kernel tests under compute-sanitizer's memcheck
 #          and racecheck (minutes, not seconds)
 # Exit status: 0 when every check passed.
@@ -66,6 +68,14 @@ if [[ ${SANITIZE:-0} == 1 ]]; then
     if [[ $status == 0 ]]; then row "sanitize $tool" PASS "$(grep -m1 -oE 'ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: .*' "$OUT/sanitize-$tool.log") ($(since "$start") s)"
     else row "sanitize $tool" FAIL "exit $status ($OUT/sanitize-$tool.log)"; fi
   done
+fi
+
+# ---- 1c. kernel timings, on request ----
+if [[ ${BENCH:-0} == 1 ]]; then
+  echo "== gpu_kernel_bench"
+  if "$BIN/gpu_kernel_bench" 2>&1 | tee "$OUT/kernel_bench.log"; [[ ${PIPESTATUS[0]} == 0 ]]; then
+    row "gpu_kernel_bench" ok "$(($(wc -l < "$OUT/kernel_bench.log") - 1)) kernels timed ($OUT/kernel_bench.log)"
+  else row "gpu_kernel_bench" FAIL "see $OUT/kernel_bench.log"; fi
 fi
 
 # ---- 2. the demo model: the same plan, weights and data on cpu and cuda ----

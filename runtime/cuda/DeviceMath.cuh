@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "CudaKernel.h"
 
@@ -52,27 +53,6 @@ __device__ __forceinline__ double warpMax(double v) {
   return v;
 }
 
-// Row kernels give each row a group of G threads: a warp (G = 32) when the
-// row is contiguous, so that the warp reads it coalesced, or one thread
-// (G = 1) when rows are interleaved `inner` apart, so that adjacent threads
-// read adjacent rows. These combine a value across the group.
-template <int G>
-__device__ __forceinline__ double groupSum(double v) {
-  static_assert(G == 1 || G == 32, "a group is a thread or a warp");
-  return G == 32 ? warpSum(v) : v;
-}
-template <int G>
-__device__ __forceinline__ double groupMax(double v) {
-  return G == 32 ? warpMax(v) : v;
-}
-// The first row of this thread's group, and the stride to its next one.
-template <int G>
-__device__ __forceinline__ int64_t firstGroup() { return globalThread() / G; }
-template <int G>
-__device__ __forceinline__ int64_t groupCount() { return gridThreads() / G; }
-template <int G>
-__device__ __forceinline__ int groupMember() { return G == 1 ? 0 : static_cast<int>(threadIdx.x % G); }
-
 // The sum of v over a one-dimensional block (blockDim.x a multiple of 32);
 // every thread gets it. `shared` holds 32 doubles.
 __device__ __forceinline__ double blockSum(double v, double* shared) {
@@ -87,6 +67,61 @@ __device__ __forceinline__ double blockSum(double v, double* shared) {
   }
   __syncthreads();
   return shared[0];
+}
+
+__device__ __forceinline__ double blockMax(double v, double* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warpMax(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = warpMax(lane < warps ? shared[lane] : -INFINITY);
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+// Row kernels give each row a group of G threads: a block (G = kThreads)
+// for a long contiguous row, so that many loads are in flight; a warp
+// (G = 32) for a shorter one, read coalesced; one thread (G = 1) when rows are
+// interleaved `inner` apart, so that adjacent threads read adjacent rows.
+// Blocks are kThreads wide; these combine a value across the group (every
+// member gets it) and say which rows a thread's group takes.
+template <int G>
+__device__ __forceinline__ double groupSum(double v) {
+  static_assert(G == 1 || G == 32 || G == kThreads, "a group is a thread, a warp or a block");
+  if constexpr (G == 1) return v;
+  else if constexpr (G == 32) return warpSum(v);
+  else {
+    __shared__ double shared[32];
+    return blockSum(v, shared);
+  }
+}
+template <int G>
+__device__ __forceinline__ double groupMax(double v) {
+  if constexpr (G == 1) return v;
+  else if constexpr (G == 32) return warpMax(v);
+  else {
+    __shared__ double shared[32];
+    return blockMax(v, shared);
+  }
+}
+template <int G>
+__device__ __forceinline__ int64_t firstGroup() { return globalThread() / G; }
+template <int G>
+__device__ __forceinline__ int64_t groupCount() { return gridThreads() / G; }
+template <int G>
+__device__ __forceinline__ int groupMember() { return G == 1 ? 0 : static_cast<int>(threadIdx.x % G); }
+
+// The group for rows of n elements `inner` apart, and a call of f with it as
+// a compile-time constant: f(std::integral_constant<int, G>{}).
+template <typename F>
+void dispatchRowGroup(int64_t n, int64_t inner, F&& f) {
+  if (inner != 1) f(std::integral_constant<int, 1>{});
+  else if (n >= 2048) f(std::integral_constant<int, kThreads>{});
+  else f(std::integral_constant<int, 32>{});
 }
 
 // Records the first step that met bad data; the host reports it.

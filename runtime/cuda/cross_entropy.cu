@@ -9,9 +9,9 @@
 //                 C logits D apart, label labels[r];
 //   next_token_ce logits [B, T, V], tokens [B, T]: row r = (b, t) is
 //                 contiguous, label tokens[r + 1], none at t = T - 1.
-// The loss is two launches: a group per row (a warp for contiguous rows, a
-// thread for interleaved ones) writes its loss and weight to scratch, then one
-// block adds them in a fixed order. Max, exp, log and sums run in double. A
+// The loss is two launches: a group per row (a block for long contiguous rows,
+// a warp for shorter ones, a thread for interleaved ones) writes its loss and
+// weight to scratch, then one block adds them in a fixed order. Max, exp, log and sums run in double. A
 // label outside [0, C) that is not ignore_index flags bad data (reported by
 // the backend at the next synchronization) and makes that row NaN.
 #include "DeviceMath.cuh"
@@ -199,12 +199,11 @@ void launchLoss(const Launch& launch, const CeRows& rows) {
     using T = decltype(tag);
     const T* logits = launch.in[0].as<const T>();
     if (rows.count > 0) {
-      if (rows.inner == 1)
-        rowLossKernel<T, 32><<<gridFor(launch, rows.count * 32, kThreads), kThreads, 0, device.stream>>>(
+      dispatchRowGroup(rows.classes, rows.inner, [&](auto group) {
+        constexpr int G = decltype(group)::value;
+        rowLossKernel<T, G><<<gridFor(launch, rows.count * G, kThreads), kThreads, 0, device.stream>>>(
             logits, labels, rows, loss, weight, device.badData, launch.step);
-      else
-        rowLossKernel<T, 1><<<gridFor(launch, rows.count, kThreads), kThreads, 0, device.stream>>>(
-            logits, labels, rows, loss, weight, device.badData, launch.step);
+      });
       MT_CHECK_LAUNCH(launch);
     }
     totalLossKernel<T><<<1, kTotalThreads, 0, device.stream>>>(loss, weight, rows.count, rows.mean,
@@ -229,12 +228,11 @@ void launchGrad(const Launch& launch, const CeRows& rows) {
     const T* logits = launch.in[0].as<const T>();
     const T* dloss = launch.in[2].as<const T>();
     T* dlogits = launch.out[0].as<T>();
-    if (rows.inner == 1)
-      rowGradKernel<T, 32><<<gridFor(launch, rows.count * 32, kThreads), kThreads, 0, device.stream>>>(
+    dispatchRowGroup(rows.classes, rows.inner, [&](auto group) {
+      constexpr int G = decltype(group)::value;
+      rowGradKernel<T, G><<<gridFor(launch, rows.count * G, kThreads), kThreads, 0, device.stream>>>(
           logits, labels, rows, dloss, counted, dlogits, device.badData, launch.step);
-    else
-      rowGradKernel<T, 1><<<gridFor(launch, rows.count, kThreads), kThreads, 0, device.stream>>>(
-          logits, labels, rows, dloss, counted, dlogits, device.badData, launch.step);
+    });
   });
   MT_CHECK_LAUNCH(launch);
 }

@@ -1,4 +1,7 @@
-// matmul.cu - batched matrix product on cuBLAS, with transpose flags and broadcast batch dims.
+// matmul.cpp - batched matrix product on cuBLAS, with transpose flags and broadcast batch dims.
+//
+// Host code only (cuBLAS launches the kernels), so the C++ compiler builds it
+// instead of nvcc.
 //
 // cuBLAS is column-major; a row-major [r, c] matrix is the column-major
 // [c, r] one. So row-major Y = A B is computed as column-major Y^T = B^T A^T:
@@ -13,7 +16,7 @@
 
 #include <climits>
 
-#include "DeviceMath.cuh"
+#include "CudaKernel.h"
 
 namespace megatrain::runtime::cuda {
 namespace {

@@ -52,7 +52,9 @@ SumGeometry planSum(const Launch& launch, const Shape& x, const Shape& kept) {
   coalesce(g.reduced);
 
   g.lanesInner = g.reduced.rank > 0 && g.reduced.strides[0][g.reduced.rank - 1] == 1;
-  g.lanes = g.lanesInner ? pow2AtLeast(g.count, 32, kThreads) : pow2AtLeast(g.count, 1, 8);
+  // Inner lanes: about 32 elements each, so that the tree at the end stays
+  // small next to the loads. Outer lanes: few, each output's column is long.
+  g.lanes = g.lanesInner ? pow2AtLeast((g.count + 31) / 32, 32, kThreads) : pow2AtLeast(g.count, 1, 8);
   g.outputsPerBlock = kThreads / g.lanes;
   const int64_t blocks = (g.outputs + g.outputsPerBlock - 1) / g.outputsPerBlock;
   if (blocks > INT32_MAX) fail(launch, "too many outputs (" + std::to_string(g.outputs) + ")");

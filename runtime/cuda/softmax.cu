@@ -1,9 +1,9 @@
 // softmax.cu - softmax along one axis and its gradient on the GPU.
 //
 // The tensor is viewed as [outer, n, inner] around `axis`: outer * inner rows
-// of n elements `inner` apart. A contiguous row (inner == 1) gets a warp, an
-// interleaved one a thread (DeviceMath.cuh's groups). Max, exp and sums run
-// in double, as the CPU twin's do.
+// of n elements `inner` apart. A long contiguous row gets a block, a shorter
+// one a warp, an interleaved one a thread (DeviceMath.cuh's row groups). Max,
+// exp and sums run in double, as the CPU twin's do.
 #include "DeviceMath.cuh"
 
 namespace megatrain::runtime::cuda {
@@ -78,10 +78,10 @@ void softmax(const Launch& launch) {
     using T = decltype(tag);
     const T* x = launch.in[0].as<const T>();
     T* y = launch.out[0].as<T>();
-    if (rows.inner == 1)
-      softmaxKernel<T, 32><<<gridFor(launch, rows.count * 32, kThreads), kThreads, 0, stream>>>(x, y, rows);
-    else
-      softmaxKernel<T, 1><<<gridFor(launch, rows.count, kThreads), kThreads, 0, stream>>>(x, y, rows);
+    dispatchRowGroup(rows.n, rows.inner, [&](auto group) {
+      constexpr int G = decltype(group)::value;
+      softmaxKernel<T, G><<<gridFor(launch, rows.count * G, kThreads), kThreads, 0, stream>>>(x, y, rows);
+    });
   });
   MT_CHECK_LAUNCH(launch);
 }
@@ -96,10 +96,10 @@ void softmaxGrad(const Launch& launch) {
     const T* y = launch.in[0].as<const T>();
     const T* dy = launch.in[1].as<const T>();
     T* dx = launch.out[0].as<T>();
-    if (rows.inner == 1)
-      softmaxGradKernel<T, 32><<<gridFor(launch, rows.count * 32, kThreads), kThreads, 0, stream>>>(y, dy, dx, rows);
-    else
-      softmaxGradKernel<T, 1><<<gridFor(launch, rows.count, kThreads), kThreads, 0, stream>>>(y, dy, dx, rows);
+    dispatchRowGroup(rows.n, rows.inner, [&](auto group) {
+      constexpr int G = decltype(group)::value;
+      softmaxGradKernel<T, G><<<gridFor(launch, rows.count * G, kThreads), kThreads, 0, stream>>>(y, dy, dx, rows);
+    });
   });
   MT_CHECK_LAUNCH(launch);
 }

@@ -3,8 +3,9 @@
 // Shapes are chosen to reach each launcher's paths: broadcasting on either
 // side and on both, batch-broadcast matmul (stride 0, a folded batch, a
 // batch walked on the host), reductions over inner and outer dims and long
-// ones that split across blocks, softmax and cross-entropy rows that are
-// contiguous (a warp each) and interleaved (a thread each), ignored labels.
+// ones that split across blocks, softmax and cross-entropy rows that are long
+// (a block each), short (a warp each) and interleaved (a thread each),
+// ignored labels.
 #include <algorithm>
 #include <random>
 
@@ -213,7 +214,8 @@ TEST_F(CudaKernels, ReduceSumAndMean) {
 // ---- softmax ----
 
 TEST_F(CudaKernels, SoftmaxAndGradAlongEveryKindOfAxis) {
-  const std::pair<Shape, int64_t> cases[] = {{{4, 10}, 1}, {{3, 5, 7}, 1}, {{3, 5, 7}, 0}, {{2, 3000}, 1}, {{6, 4}, 0}, {{9, 1}, 1}};
+  const std::pair<Shape, int64_t> cases[] = {{{4, 10}, 1}, {{3, 5, 7}, 1}, {{3, 5, 7}, 0}, {{2, 3000}, 1},
+                                             {{5, 2048}, 1}, {{6, 4}, 0}, {{9, 1}, 1}};
   for (plan::DType dt : kFloatTypes)
     for (const auto& [shape, axis] : cases) {
       check({"softmax", {uniform(shape, dt, -8, 8)}, {{shape, dt}}, {intAttr("axis", axis)}});
@@ -284,7 +286,8 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyAndGrad) {
     bool ignore;
   };
   const Case cases[] = {{{8, 10}, "mean", true}, {{8, 10}, "sum", true},  {{4, 5, 3}, "mean", true},
-                        {{4, 5, 3, 2}, "sum", false}, {{64, 1000}, "mean", true}, {{16, 7}, "mean", false}};
+                        {{4, 5, 3, 2}, "sum", false}, {{64, 1000}, "mean", true}, {{16, 7}, "mean", false},
+                        {{9, 5000}, "sum", true}};  // a block per row
   for (plan::DType dt : kFloatTypes)
     for (const Case& c : cases) {
       Shape labelsShape{c.logits[0]};
@@ -308,7 +311,7 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyWithEveryLabelIgnoredIsZero) {
 }
 
 TEST_F(CudaKernels, NextTokenCrossEntropyAndGrad) {
-  const Shape cases[] = {{2, 9, 50}, {4, 64, 1000}, {1, 1, 7}, {3, 2, 33}};
+  const Shape cases[] = {{2, 9, 50}, {4, 64, 1000}, {1, 1, 7}, {3, 2, 33}, {2, 5, 4096}};
   for (plan::DType dt : kFloatTypes)
     for (const Shape& logitsShape : cases)
       for (bool ignore : {true, false}) {

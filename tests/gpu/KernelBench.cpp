@@ -1,0 +1,138 @@
+// KernelBench.cpp - times CUDA kernels at the Llama-1.36B training shapes, with the napkin math beside each.
+//
+// For each case: one-kernel plan, random inputs, 3 warm-up launches, then the
+// mean of 20 launches between two synchronizations. Memory-bound kernels are
+// reported as GB/s of compulsory traffic (every input read once, every output
+// written once) against the H200's 4.2 TB/s device copy (read + write);
+// matmuls as TFLOP/s against 51 TFLOP/s fp32 (docs: /work/shared/DEVICE.md).
+// Shapes: tokens 8 x 2048, hidden 2048, heads 16 x 128, intermediate 5632,
+// vocab 32000 (the loss rows shortened to 4 x 1024 to keep inputs small).
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CudaBackend.h"
+#include "TestUtil.h"
+#include "megatrain/runtime/DType.h"
+#include "megatrain/runtime/Error.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+struct Operand {
+  std::vector<int64_t> shape;
+  plan::DType dtype = plan::F32;
+  int64_t indexLimit = 0;  // > 0: i64 values in [0, indexLimit)
+};
+
+struct BenchCase {
+  std::string kernel;
+  std::vector<Operand> inputs, outputs;
+  std::vector<plan::Attribute> attributes;
+  double flops = 0;  // > 0: report TFLOP/s instead of GB/s
+};
+
+int64_t elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shapeText(const std::vector<Operand>& operands) {
+  std::string text;
+  for (const Operand& o : operands) text += formatShape(google::protobuf::RepeatedField<int64_t>(o.shape.begin(), o.shape.end())) + " ";
+  return text;
+}
+
+void run(Backend& backend, const BenchCase& c) {
+  PlanBuilder builder;
+  std::vector<uint32_t> in, out;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    in.push_back(builder.tensor("in" + std::to_string(i), c.inputs[i].shape, c.inputs[i].dtype, plan::ACTIVATION));
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    out.push_back(builder.tensor("out" + std::to_string(i), c.outputs[i].shape, c.outputs[i].dtype, plan::ACTIVATION));
+  builder.kernel(c.kernel, in, out, c.attributes);
+  const plan::Plan plan = builder.build();
+  backend.prepare(plan);
+
+  std::mt19937 rng(7);
+  double bytes = 0;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Operand& o = c.inputs[i];
+    const int64_t n = elements(o.shape);
+    std::vector<std::byte> data(static_cast<size_t>(n) * dtypeSize(o.dtype));
+    if (o.dtype == plan::I64) {
+      std::uniform_int_distribution<int64_t> pick(0, o.indexLimit - 1);
+      for (int64_t k = 0; k < n; ++k) { const int64_t v = pick(rng); std::memcpy(&data[8 * k], &v, 8); }
+    } else {
+      std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+      for (int64_t k = 0; k < n; ++k) { const float v = pick(rng); std::memcpy(&data[4 * k], &v, 4); }
+    }
+    backend.write(plan.tensors(static_cast<int>(i)), data.data(), data.size());
+    bytes += static_cast<double>(data.size());
+  }
+  for (const Operand& o : c.outputs) bytes += static_cast<double>(elements(o.shape) * dtypeSize(o.dtype));
+
+  for (int i = 0; i < 3; ++i) backend.launchKernel(0);
+  backend.synchronize();
+  constexpr int kLaunches = 20;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kLaunches; ++i) backend.launchKernel(0);
+  backend.synchronize();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kLaunches;
+  if (c.flops > 0)
+    std::printf("%-20s %-44s %9.1f us %8.1f TFLOP/s (%3.0f%% of 51)\n", c.kernel.c_str(), shapeText(c.inputs).c_str(),
+                seconds * 1e6, c.flops / seconds / 1e12, 100 * c.flops / seconds / 51e12);
+  else
+    std::printf("%-20s %-44s %9.1f us %8.0f GB/s    (%3.0f%% of 4200)\n", c.kernel.c_str(), shapeText(c.inputs).c_str(),
+                seconds * 1e6, bytes / seconds / 1e9, 100 * bytes / seconds / 4.2e12);
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
+
+int main() {
+  using namespace megatrain::runtime;
+  using namespace megatrain::runtime::testing;
+  using megatrain::plan::F32;
+  using megatrain::plan::I64;
+  const int64_t tokens = 8 * 2048, hidden = 2048, inter = 5632, vocab = 32000;
+  const std::vector<BenchCase> cases = {
+      {"add", {{{tokens, hidden}}, {{hidden}}}, {{{tokens, hidden}}}},
+      {"mul", {{{tokens, hidden}}, {{tokens, hidden}}}, {{{tokens, hidden}}}},
+      {"sigmoid", {{{tokens, inter}}}, {{{tokens, inter}}}},
+      {"scale", {{{tokens, hidden}}}, {{{tokens, hidden}}}, {floatAttr("alpha", 0.5)}},
+      {"transpose", {{{8, 2048, 16, 128}}}, {{{8, 16, 2048, 128}}}, {intsAttr("perm", {0, 2, 1, 3})}},
+      {"transpose", {{{hidden, inter}}}, {{{inter, hidden}}}, {intsAttr("perm", {1, 0})}},
+      {"broadcast_to", {{{hidden}}}, {{{tokens, hidden}}}},
+      {"sum_to", {{{tokens, hidden}}}, {{{hidden}}}},
+      {"reduce_sum", {{{tokens, hidden}}}, {{{tokens, 1}}}, {intsAttr("axes", {1})}},
+      {"softmax", {{{8, 16, 512, 512}}}, {{{8, 16, 512, 512}}}, {intAttr("axis", 3)}},
+      {"softmax_grad", {{{8, 16, 512, 512}}, {{8, 16, 512, 512}}}, {{{8, 16, 512, 512}}}, {intAttr("axis", 3)}},
+      {"layer_norm", {{{tokens, hidden}}, {{hidden}}, {{hidden}}}, {{{tokens, hidden}}}, {intAttr("axis", 1)}},
+      {"layer_norm_grad", {{{tokens, hidden}}, {{hidden}}, {{tokens, hidden}}}, {{{tokens, hidden}}, {{hidden}}, {{hidden}}},
+       {intAttr("axis", 1)}},
+      {"gather", {{{vocab, hidden}}, {{8, 2048}, I64, vocab}}, {{{8, 2048, hidden}}}, {intAttr("axis", 0)}},
+      {"gather_grad", {{{8, 2048}, I64, vocab}, {{8, 2048, hidden}}}, {{{vocab, hidden}}}, {intAttr("axis", 0)}},
+      {"next_token_ce", {{{4, 1024, vocab}}, {{4, 1024}, I64, vocab}}, {{{}}}},
+      {"next_token_ce_grad", {{{4, 1024, vocab}}, {{4, 1024}, I64, vocab}, {{}}}, {{{4, 1024, vocab}}}},
+      {"matmul", {{{tokens, hidden}}, {{hidden, hidden}}}, {{{tokens, hidden}}}, {}, 2.0 * tokens * hidden * hidden},
+      {"matmul", {{{tokens, hidden}}, {{tokens, inter}}}, {{{hidden, inter}}}, {intAttr("transpose_a", 1)},
+       2.0 * tokens * hidden * inter},
+      {"matmul", {{{128, 512, 128}}, {{128, 512, 128}}}, {{{128, 512, 512}}}, {intAttr("transpose_b", 1)},
+       2.0 * 128 * 512 * 512 * 128},
+  };
+  try {
+    std::unique_ptr<Backend> backend = makeCudaBackend();
+    std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
+    for (const BenchCase& c : cases) run(*backend, c);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gpu_kernel_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
