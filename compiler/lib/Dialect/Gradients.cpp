@@ -153,6 +153,162 @@ LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
 }
 
 //===----------------------------------------------------------------------===//
+// Elementwise math: compositions of forward kernels, except erf
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+Value mul(OpBuilder &b, Location loc, Value x, Value y) {
+  return b.create<MulOp>(loc, x.getType(), x, y);
+}
+
+} // namespace
+
+LogicalResult NegOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(), scaled(b, getLoc(), resultGrads[0], -1.0));
+  return success();
+}
+
+LogicalResult SqrtOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // y = sqrt(x):  dx = dy / (2 y).
+  Value q = b.create<DivOp>(getLoc(), getType(), resultGrads[0], getResult());
+  push(operandGrads, getX(), scaled(b, getLoc(), q, 0.5));
+  return success();
+}
+
+LogicalResult ReciprocalOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // y = 1 / x:  dx = -dy / x^2 = -(dy * y) * y.
+  Location loc = getLoc();
+  Value gyy = mul(b, loc, mul(b, loc, resultGrads[0], getResult()), getResult());
+  push(operandGrads, getX(), scaled(b, loc, gyy, -1.0));
+  return success();
+}
+
+LogicalResult ExpOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(), mul(b, getLoc(), resultGrads[0], getResult()));
+  return success();
+}
+
+LogicalResult LogOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(),
+       b.create<DivOp>(getLoc(), getType(), resultGrads[0], getX()));
+  return success();
+}
+
+LogicalResult ErfOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // One kernel instead of five (x^2, negate, exp, scale, mul): erf is GELU's
+  // core, on the widest activations of a transformer.
+  push(operandGrads, getX(),
+       b.create<ErfGradOp>(getLoc(), getType(), getX(), resultGrads[0]));
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  Location loc = getLoc();
+  Value s = b.create<SinOp>(loc, getType(), getX());
+  push(operandGrads, getX(), scaled(b, loc, mul(b, loc, resultGrads[0], s), -1.0));
+  return success();
+}
+
+LogicalResult SinOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  Location loc = getLoc();
+  Value c = b.create<CosOp>(loc, getType(), getX());
+  push(operandGrads, getX(), mul(b, loc, resultGrads[0], c));
+  return success();
+}
+
+LogicalResult PowfOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // y = x^e:  dx = e * x^(e-1) * dy, skipping the kernels that would be
+  // identities (e = 1, e = 2) and the whole product when e = 0.
+  Location loc = getLoc();
+  double e = getExponent().convertToDouble();
+  if (e == 0.0) {
+    push(operandGrads, getX(),
+         b.create<FillOp>(loc, getType(), b.getF64FloatAttr(0.0)));
+    return success();
+  }
+  Value g = resultGrads[0];
+  if (e != 1.0) {
+    Value base = e == 2.0 ? getX()
+                          : b.create<PowfOp>(loc, getType(), getX(),
+                                             b.getF64FloatAttr(e - 1.0))
+                                .getResult();
+    g = scaled(b, loc, mul(b, loc, g, base), e);
+  }
+  push(operandGrads, getX(), g);
+  return success();
+}
+
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  Location loc = getLoc();
+  auto grad = b.create<MaxGradOp>(loc, getType(), getType(), getLhs(), getRhs(),
+                                  resultGrads[0]);
+  push(operandGrads, getLhs(), sumToOperand(b, loc, grad.getDlhs(), getLhs()));
+  push(operandGrads, getRhs(), sumToOperand(b, loc, grad.getDrhs(), getRhs()));
+  return success();
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  Location loc = getLoc();
+  auto grad = b.create<MinGradOp>(loc, getType(), getType(), getLhs(), getRhs(),
+                                  resultGrads[0]);
+  push(operandGrads, getLhs(), sumToOperand(b, loc, grad.getDlhs(), getLhs()));
+  push(operandGrads, getRhs(), sumToOperand(b, loc, grad.getDrhs(), getRhs()));
+  return success();
+}
+
+LogicalResult WhereOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // dx = where(cond, dy, 0) and dy' = where(cond, 0, dy), with a scalar 0
+  // that where broadcasts; each then summed down to its operand.
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  Value zero = b.create<FillOp>(loc, tensorLike(getType(), {}),
+                                b.getF64FloatAttr(0.0));
+  Value dx = b.create<WhereOp>(loc, getType(), getCond(), g, zero);
+  Value dy = b.create<WhereOp>(loc, getType(), getCond(), zero, g);
+  operandGrads.push_back(Value()); // cond
+  push(operandGrads, getX(), sumToOperand(b, loc, dx, getX()));
+  push(operandGrads, getY(), sumToOperand(b, loc, dy, getY()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
@@ -307,6 +463,53 @@ LogicalResult SumToOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   if (g.getType() != getX().getType())
     g = b.create<BroadcastToOp>(getLoc(), getX().getType(), g);
   push(operandGrads, getX(), g);
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // Each input's gradient is its own stretch of dy along the axis.
+  ArrayRef<int64_t> full = shapeOf(getResult());
+  uint64_t axis = getAxis();
+  SmallVector<int64_t> starts(full.size(), 0), ends(full), steps(full.size(), 1);
+  int64_t offset = 0;
+  for (Value input : getInputs()) {
+    int64_t size = shapeOf(input)[axis];
+    starts[axis] = offset;
+    ends[axis] = offset + size;
+    offset += size;
+    push(operandGrads, input,
+         b.create<SliceOp>(getLoc(), input.getType(), resultGrads[0],
+                           b.getDenseI64ArrayAttr(starts),
+                           b.getDenseI64ArrayAttr(ends),
+                           b.getDenseI64ArrayAttr(steps)));
+  }
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(),
+       b.create<SliceGradOp>(getLoc(), getX().getType(), resultGrads[0],
+                             getStartsAttr(), getEndsAttr(), getStepsAttr()));
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // Only a float-to-float cast is differentiable: cast the gradient back.
+  if (!isDifferentiable(getX()) || !isDifferentiable(getResult())) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  push(operandGrads, getX(),
+       b.create<CastOp>(getLoc(), getX().getType(), resultGrads[0]));
   return success();
 }
 

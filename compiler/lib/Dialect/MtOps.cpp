@@ -59,6 +59,23 @@ SmallVector<int64_t> megatrain::mt::reducedShape(ArrayRef<int64_t> shape,
   return out;
 }
 
+FailureOr<SmallVector<int64_t>>
+megatrain::mt::sliceShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
+                          ArrayRef<int64_t> ends, ArrayRef<int64_t> steps) {
+  if (starts.size() != shape.size() || ends.size() != shape.size() ||
+      steps.size() != shape.size())
+    return failure();
+  SmallVector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (starts[d] < 0 || starts[d] > shape[d] || ends[d] < 0 ||
+        ends[d] > shape[d] || steps[d] < 1)
+      return failure();
+    int64_t span = ends[d] - starts[d];
+    out.push_back(span <= 0 ? 0 : (span + steps[d] - 1) / steps[d]);
+  }
+  return out;
+}
+
 RankedTensorType megatrain::mt::tensorLike(Type like, ArrayRef<int64_t> shape) {
   Type element = like;
   if (auto t = dyn_cast<ShapedType>(like))
@@ -111,6 +128,134 @@ LogicalResult AddOp::verify() { return verifyBinary(*this); }
 LogicalResult SubOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
 LogicalResult DivOp::verify() { return verifyBinary(*this); }
+
+LogicalResult MaxOp::verify() { return verifyBinary(*this); }
+LogicalResult MinOp::verify() { return verifyBinary(*this); }
+
+template <typename MinMaxGradOp>
+static LogicalResult verifyMinMaxGrad(MinMaxGradOp op) {
+  auto shape = broadcastShapes(shapeOf(op.getLhs()), shapeOf(op.getRhs()));
+  if (failed(shape) || ArrayRef<int64_t>(*shape) != shapeOf(op.getDy()))
+    return op.emitOpError("dy shape ")
+           << shapeStr(shapeOf(op.getDy())) << " is not the broadcast of "
+           << shapeStr(shapeOf(op.getLhs())) << " and "
+           << shapeStr(shapeOf(op.getRhs()));
+  if (op.getDlhs().getType() != op.getDy().getType() ||
+      op.getDrhs().getType() != op.getDy().getType())
+    return op.emitOpError("both results must have dy's type ")
+           << op.getDy().getType();
+  return success();
+}
+LogicalResult MaxGradOp::verify() { return verifyMinMaxGrad(*this); }
+LogicalResult MinGradOp::verify() { return verifyMinMaxGrad(*this); }
+
+LogicalResult IsNanOp::verify() {
+  if (shapeOf(getResult()) != shapeOf(getX()))
+    return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
+                                        << " must be the input's "
+                                        << shapeStr(shapeOf(getX()));
+  return success();
+}
+
+LogicalResult WhereOp::verify() {
+  auto xy = broadcastShapes(shapeOf(getX()), shapeOf(getY()));
+  FailureOr<SmallVector<int64_t>> shape = failure();
+  if (succeeded(xy))
+    shape = broadcastShapes(shapeOf(getCond()), *xy);
+  if (failed(shape))
+    return emitOpError("shapes ") << shapeStr(shapeOf(getCond())) << ", "
+                                  << shapeStr(shapeOf(getX())) << " and "
+                                  << shapeStr(shapeOf(getY()))
+                                  << " do not broadcast";
+  if (ArrayRef<int64_t>(*shape) != shapeOf(getResult()))
+    return emitOpError("result shape ")
+           << shapeStr(shapeOf(getResult())) << " is not the broadcast shape "
+           << shapeStr(*shape);
+  if (elementOf(getX()) != elementOf(getY()) ||
+      elementOf(getX()) != elementOf(getResult()))
+    return emitOpError("x, y and the result must have one element type");
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  OperandRange inputs = getInputs();
+  if (inputs.empty() || inputs.size() > 8)
+    return emitOpError("takes 1 to 8 inputs (the runtime's operand limit; "
+                       "nest concats for more), got ")
+           << inputs.size();
+  ArrayRef<int64_t> first = shapeOf(inputs[0]);
+  int64_t rank = first.size(), axis = getAxis();
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " out of range for rank " << rank;
+  SmallVector<int64_t> expect(first.begin(), first.end());
+  expect[axis] = 0;
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    ArrayRef<int64_t> shape = shapeOf(input);
+    if (elementOf(input) != elementOf(getResult()))
+      return emitOpError("input #") << i << " has element type "
+                                    << elementOf(input) << ", the result "
+                                    << elementOf(getResult());
+    bool agrees = (int64_t)shape.size() == rank;
+    for (int64_t d = 0; agrees && d < rank; ++d)
+      agrees = d == axis || shape[d] == first[d];
+    if (!agrees)
+      return emitOpError("input #")
+             << i << " shape " << shapeStr(shape) << " differs from input #0 "
+             << shapeStr(first) << " outside axis " << axis;
+    expect[axis] += shape[axis];
+  }
+  if (ArrayRef<int64_t>(expect) != shapeOf(getResult()))
+    return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
+                                        << ", expected " << shapeStr(expect);
+  return success();
+}
+
+/// Shared by slice and slice_grad: `in` sliced by the ranges must be `out`.
+static LogicalResult verifySlice(Operation *op, ArrayRef<int64_t> in,
+                                 ArrayRef<int64_t> out, ArrayRef<int64_t> starts,
+                                 ArrayRef<int64_t> ends, ArrayRef<int64_t> steps) {
+  if (starts.size() != in.size() || ends.size() != in.size() ||
+      steps.size() != in.size())
+    return op->emitOpError("starts, ends and steps need one entry per dim of ")
+           << shapeStr(in);
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (steps[d] < 1)
+      return op->emitOpError("step ")
+             << steps[d] << " of dim " << d
+             << " must be >= 1 (negative steps are not supported)";
+    if (starts[d] < 0 || starts[d] > in[d] || ends[d] < 0 || ends[d] > in[d])
+      return op->emitOpError("range [")
+             << starts[d] << ", " << ends[d] << ") of dim " << d
+             << " is not normalized to [0, " << in[d] << "]";
+  }
+  SmallVector<int64_t> expect = *sliceShape(in, starts, ends, steps);
+  if (ArrayRef<int64_t>(expect) != out)
+    return op->emitOpError("sliced shape ")
+           << shapeStr(out) << ", expected " << shapeStr(expect);
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  if (elementOf(getX()) != elementOf(getResult()))
+    return emitOpError("slice cannot change the element type");
+  return verifySlice(*this, shapeOf(getX()), shapeOf(getResult()), getStarts(),
+                     getEnds(), getSteps());
+}
+
+LogicalResult SliceGradOp::verify() {
+  if (elementOf(getDy()) != elementOf(getResult()))
+    return emitOpError("slice_grad cannot change the element type");
+  return verifySlice(*this, shapeOf(getResult()), shapeOf(getDy()), getStarts(),
+                     getEnds(), getSteps());
+}
+
+LogicalResult CastOp::verify() {
+  if (shapeOf(getResult()) != shapeOf(getX()))
+    return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
+                                        << " must be the input's "
+                                        << shapeStr(shapeOf(getX()));
+  return success();
+}
 
 LogicalResult MatMulOp::verify() {
   auto shape = matmulShape(shapeOf(getA()), shapeOf(getB()), getTransposeA(),

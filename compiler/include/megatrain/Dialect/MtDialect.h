@@ -31,6 +31,12 @@ llvm::SmallVector<int64_t> reducedShape(llvm::ArrayRef<int64_t> shape,
                                         llvm::ArrayRef<int64_t> axes,
                                         bool keepdims);
 
+/// The result shape of mt.slice over `shape` with normalized ranges (one per
+/// dim, 0 <= start, end <= dim, step >= 1), or failure (with no diagnostic).
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+sliceShape(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> starts,
+           llvm::ArrayRef<int64_t> ends, llvm::ArrayRef<int64_t> steps);
+
 /// A ranked tensor type with `shape` and the element type of `like`.
 mlir::RankedTensorType tensorLike(mlir::Type like, llvm::ArrayRef<int64_t> shape);
 

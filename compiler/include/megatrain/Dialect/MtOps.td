@@ -299,6 +299,186 @@ def Mt_GatherGradOp : Mt_Op<"gather_grad", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Elementwise math of exported LLMs (RMSNorm, GELU, rotary embeddings, masks)
+//===----------------------------------------------------------------------===//
+
+def Mt_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Mt_BoolTensor : RankedTensorOf<[I1]>;
+
+class Mt_MathOp<string mnemonic, string doc>
+    : Mt_Op<mnemonic, [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = doc;
+  let description = [{
+    Elementwise on a floating-point tensor.
+
+    ```mlir
+    %y = mt.}] # mnemonic # [{ %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Mt_NegOp : Mt_MathOp<"neg", "-x">;
+def Mt_SqrtOp : Mt_MathOp<"sqrt", "square root">;
+def Mt_ReciprocalOp : Mt_MathOp<"reciprocal", "1 / x">;
+def Mt_ExpOp : Mt_MathOp<"exp", "e^x">;
+def Mt_LogOp : Mt_MathOp<"log", "natural logarithm">;
+def Mt_ErfOp : Mt_MathOp<"erf", "the error function (exact GELU)">;
+def Mt_CosOp : Mt_MathOp<"cos", "cosine">;
+def Mt_SinOp : Mt_MathOp<"sin", "sine">;
+
+def Mt_PowfOp : Mt_Op<"powf", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "x^exponent for a constant exponent";
+  let description = [{
+    ONNX Pow with a scalar constant exponent (RMSNorm's x^2, x^-0.5). A
+    negative x with a non-integer exponent gives NaN, as std::pow does.
+
+    ```mlir
+    %y = mt.powf %x {exponent = 2.0 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, F64Attr:$exponent);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Mt_MaxOp : Mt_BinaryOp<"max", "elementwise max(a, b)">;
+def Mt_MinOp : Mt_BinaryOp<"min", "elementwise min(a, b)">;
+
+def Mt_ErfGradOp : Mt_ActivationGradOp<"erf_grad",
+    "dy * 2/sqrt(pi) * exp(-x^2), from the input x">;
+
+class Mt_MinMaxGradOp<string mnemonic, string doc> : Mt_Op<mnemonic, [Pure]> {
+  let summary = doc;
+  let description = [{
+    `dy` has the broadcast shape of `lhs` and `rhs`; both results have dy's
+    shape (the rule sums them down to each operand with mt.sum_to). Where
+    lhs and rhs tie, lhs gets dy.
+
+    ```mlir
+    %dl, %dr = mt.}] # mnemonic # [{ %a, %b, %dy : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$lhs, Mt_Tensor:$rhs, Mt_Tensor:$dy);
+  let results = (outs Mt_Tensor:$dlhs, Mt_Tensor:$drhs);
+  let assemblyFormat = "$lhs `,` $rhs `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_MaxGradOp : Mt_MinMaxGradOp<"max_grad",
+    "routes dy to the larger operand of max (lhs on ties)">;
+def Mt_MinGradOp : Mt_MinMaxGradOp<"min_grad",
+    "routes dy to the smaller operand of min (lhs on ties)">;
+
+def Mt_IsNanOp : Mt_Op<"isnan", [Pure]> {
+  let summary = "true where x is NaN";
+  let description = [{
+    ```mlir
+    %m = mt.isnan %x : (tensor<4x8xf32>) -> tensor<4x8xi1>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x);
+  let results = (outs Mt_BoolTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_WhereOp : Mt_Op<"where", [Pure, Differentiable]> {
+  let summary = "cond ? x : y, with numpy broadcasting of all three";
+  let description = [{
+    ONNX Where. The result shape is the broadcast of the three shapes; x, y
+    and the result share one element type. The gradient flows to x where
+    cond holds and to y elsewhere; cond gets none.
+
+    ```mlir
+    %y = mt.where %mask, %scores, %ninf : (tensor<1x1x16x16xi1>, tensor<8x4x16x16xf32>, tensor<f32>) -> tensor<8x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Mt_BoolTensor:$cond, Mt_Tensor:$x, Mt_Tensor:$y);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$cond `,` $x `,` $y attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Concat, slice, cast
+//===----------------------------------------------------------------------===//
+
+def Mt_ConcatOp : Mt_Op<"concat", [Pure, Differentiable]> {
+  let summary = "join tensors along one axis";
+  let description = [{
+    ONNX Concat: inputs of one rank and element type that agree on every dim
+    but `axis` (non-negative); the result's `axis` dim is their sum. One to
+    eight inputs (the runtime's operand limit): nest concats for more.
+
+    ```mlir
+    %y = mt.concat %a, %b {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Mt_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_SliceOp : Mt_Op<"slice", [Pure, Differentiable]> {
+  let summary = "strided slice, one normalized (start, end, step) per dim";
+  let description = [{
+    ONNX Slice with every dim listed and its ranges normalized: 0 <= start
+    <= dim, 0 <= end <= dim, step >= 1 (negative steps are not supported).
+    result.shape[d] = max(0, ceil((end[d] - start[d]) / step[d])), and
+    result[i...] = x[start + i * step ...].
+
+    ```mlir
+    %y = mt.slice %x {starts = array<i64: 0, 4>, ends = array<i64: 2, 8>, steps = array<i64: 1, 1>} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$x, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_SliceGradOp : Mt_Op<"slice_grad", [Pure]> {
+  let summary = "zeros of the sliced input's shape with dy at the sliced positions";
+  let description = [{
+    The adjoint of mt.slice with the same attributes: the result has the
+    shape of the slice's input x, and slicing it gives back dy.
+
+    ```mlir
+    %dx = mt.slice_grad %dy {starts = array<i64: 0, 4>, ends = array<i64: 2, 8>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$dy, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_CastTensor : RankedTensorOf<[F32, F64, I64, I1]>;
+
+def Mt_CastOp : Mt_Op<"cast", [Pure, Differentiable]> {
+  let summary = "element type conversion among f32, f64, i64 and i1";
+  let description = [{
+    The result type carries the target. Floats become i64 by truncation
+    toward zero, anything becomes i1 as `x != 0` (NaN is true), i1 becomes
+    0 or 1. Only float-to-float casts pass a gradient (cast back).
+
+    ```mlir
+    %y = mt.cast %x : (tensor<4x8xf32>) -> tensor<4x8xf64>
+    ```
+  }];
+  let arguments = (ins Mt_CastTensor:$x);
+  let results = (outs Mt_CastTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Normalization and losses
 //===----------------------------------------------------------------------===//
 
