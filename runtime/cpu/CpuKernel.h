@@ -18,7 +18,8 @@
 namespace megatrain::runtime::cpu {
 
 inline constexpr int kMaxRank = 8;
-inline constexpr int kMaxOperands = 4;
+// Operands per side; 8 fits the masks of floatingType (bits 0-7 in, 8-15 out).
+inline constexpr int kMaxOperands = 8;
 
 // A static shape without heap storage.
 struct Shape {
@@ -108,6 +109,9 @@ void addSoftmaxKernels(KernelRegistry& registry);
 void addGatherKernels(KernelRegistry& registry);
 void addLayerNormKernels(KernelRegistry& registry);
 void addCrossEntropyKernels(KernelRegistry& registry);
+void addWhereKernels(KernelRegistry& registry);
+void addConcatSliceKernels(KernelRegistry& registry);
+void addCastKernels(KernelRegistry& registry);
 
 // ---- helpers shared by the kernel families ----
 

@@ -1,4 +1,4 @@
-// elementwise.cpp - fill, broadcasting binary ops, scale, activations and their gradients.
+// elementwise.cpp - fill, broadcasting binary ops, scale, activations, math functions and their gradients.
 #include <cmath>
 
 #include "CpuKernel.h"
@@ -61,6 +61,35 @@ void unaryGradImpl(const KernelArgs& args, Op op) {
   for (int64_t i = 0; i < n; ++i) dx[i] = op(v[i], dy[i]);
 }
 
+// 2 / sqrt(pi): erf'(x) = 2/sqrt(pi) exp(-x^2).
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+
+// max and min propagate NaN, and pick a on ties (where their gradients send dy).
+template <typename T>
+bool picksLhsOfMax(T a, T b) { return a >= b || std::isnan(a); }
+template <typename T>
+bool picksLhsOfMin(T a, T b) { return a <= b || std::isnan(a); }
+
+// da = dy where the forward op picked a, else 0; db the rest. dy, da, db have
+// the broadcast shape of a and b.
+template <typename T, typename Pick>
+void minMaxGradImpl(const KernelArgs& args, Pick picksLhs) {
+  const Operand &a = args.in[0], &b = args.in[1], &dy = args.in[2];
+  const T* pa = a.as<const T>();
+  const T* pb = b.as<const T>();
+  const T* g = dy.as<const T>();
+  T* da = args.out[0].as<T>();
+  T* db = args.out[1].as<T>();
+  int64_t sa[kMaxRank], sb[kMaxRank];
+  broadcastStrides(a.shape, dy.shape, sa);
+  broadcastStrides(b.shape, dy.shape, sb);
+  walk(dy.shape, sa, sb, [&](int64_t i, int64_t ia, int64_t ib) {
+    const bool lhs = picksLhs(pa[ia], pb[ib]);
+    da[i] = lhs ? g[i] : T(0);
+    db[i] = lhs ? T(0) : g[i];
+  });
+}
+
 // ---- launchers: check shapes and dtypes, then dispatch on the element type ----
 
 void fill(const KernelArgs& args) {
@@ -85,6 +114,8 @@ void add(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a + 
 void sub(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a - b; }); }
 void mul(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a * b; }); }
 void div(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a / b; }); }
+void maxKernel(const KernelArgs& args) { binary(args, [](auto a, auto b) { return picksLhsOfMax(a, b) ? a : b; }); }
+void minKernel(const KernelArgs& args) { binary(args, [](auto a, auto b) { return picksLhsOfMin(a, b) ? a : b; }); }
 
 // Checks y (or dx) against x and dispatches; `operands` names the floating ones.
 template <typename F>
@@ -144,6 +175,71 @@ void sigmoidGrad(const KernelArgs& args) {
   });
 }
 
+// ---- math functions of exported LLMs ----
+
+// y = op(x) elementwise, op written once for float and double.
+template <typename Op>
+void math(const KernelArgs& args, Op op) {
+  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryImpl<T>(args, [op](T x) { return static_cast<T>(op(x)); });
+  });
+}
+
+void neg(const KernelArgs& args) { math(args, [](auto x) { return -x; }); }
+void sqrtKernel(const KernelArgs& args) { math(args, [](auto x) { return std::sqrt(x); }); }
+void reciprocal(const KernelArgs& args) { math(args, [](auto x) { return decltype(x)(1) / x; }); }
+void expKernel(const KernelArgs& args) { math(args, [](auto x) { return std::exp(x); }); }
+void logKernel(const KernelArgs& args) { math(args, [](auto x) { return std::log(x); }); }
+void erfKernel(const KernelArgs& args) { math(args, [](auto x) { return std::erf(x); }); }
+void cosKernel(const KernelArgs& args) { math(args, [](auto x) { return std::cos(x); }); }
+void sinKernel(const KernelArgs& args) { math(args, [](auto x) { return std::sin(x); }); }
+
+void powfKernel(const KernelArgs& args) {
+  const double exponent = args.attrs.getFloat("exponent");
+  math(args, [exponent](auto x) { return std::pow(x, static_cast<decltype(x)>(exponent)); });
+}
+
+void erfGrad(const KernelArgs& args) {
+  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryGradImpl<T>(args, [](T x, T dy) { return dy * (T(kTwoOverSqrtPi) * std::exp(-(x * x))); });
+  });
+}
+
+// max_grad, min_grad: (a, b, dy) -> (da, db), all three floating, dy the broadcast shape.
+template <bool kMax>
+void minMaxGrad(const KernelArgs& args) {
+  const plan::DType dtype =
+      floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  Shape expected;
+  if (!broadcastShapes(args.in[0].shape, args.in[1].shape, expected))
+    fail(args, "shapes " + args.in[0].shape.str() + " and " + args.in[1].shape.str() +
+                   " do not broadcast");
+  requireShape(args, args.in[2], expected, "dy");
+  requireShape(args, args.out[0], expected, "output");
+  requireShape(args, args.out[1], expected, "output");
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kMax) minMaxGradImpl<T>(args, [](T a, T b) { return picksLhsOfMax(a, b); });
+    else minMaxGradImpl<T>(args, [](T a, T b) { return picksLhsOfMin(a, b); });
+  });
+}
+
+// x (floating) -> bool, same shape: 1 where x is NaN.
+void isnanKernel(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, inMask(0));
+  requireDType(args, args.out[0], plan::BOOL, "output");
+  requireShape(args, args.out[0], args.in[0].shape, "output");
+  uint8_t* y = args.out[0].as<uint8_t>();
+  const int64_t n = args.out[0].shape.elements();
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = args.in[0].as<const T>();
+    for (int64_t i = 0; i < n; ++i) y[i] = std::isnan(x[i]) ? 1 : 0;
+  });
+}
+
 }  // namespace
 
 void addElementwiseKernels(KernelRegistry& registry) {
@@ -159,6 +255,21 @@ void addElementwiseKernels(KernelRegistry& registry) {
   registry.add("relu_grad", 2, 1, reluGrad);
   registry.add("tanh_grad", 2, 1, tanhGrad);
   registry.add("sigmoid_grad", 2, 1, sigmoidGrad);
+  registry.add("max", 2, 1, maxKernel);
+  registry.add("min", 2, 1, minKernel);
+  registry.add("max_grad", 3, 2, minMaxGrad<true>);
+  registry.add("min_grad", 3, 2, minMaxGrad<false>);
+  registry.add("neg", 1, 1, neg);
+  registry.add("sqrt", 1, 1, sqrtKernel);
+  registry.add("reciprocal", 1, 1, reciprocal);
+  registry.add("exp", 1, 1, expKernel);
+  registry.add("log", 1, 1, logKernel);
+  registry.add("erf", 1, 1, erfKernel);
+  registry.add("cos", 1, 1, cosKernel);
+  registry.add("sin", 1, 1, sinKernel);
+  registry.add("powf", 1, 1, powfKernel);
+  registry.add("erf_grad", 2, 1, erfGrad);
+  registry.add("isnan", 1, 1, isnanKernel);
 }
 
 }  // namespace megatrain::runtime::cpu

@@ -108,6 +108,9 @@ const KernelRegistry& cpuKernels() {
     addGatherKernels(r);
     addLayerNormKernels(r);
     addCrossEntropyKernels(r);
+    addWhereKernels(r);
+    addConcatSliceKernels(r);
+    addCastKernels(r);
     return r;
   }();
   return registry;

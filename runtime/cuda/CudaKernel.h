@@ -25,7 +25,8 @@ typedef struct cublasContext* cublasHandle_t;
 namespace megatrain::runtime::cuda {
 
 inline constexpr int kMaxRank = 8;
-inline constexpr int kMaxOperands = 4;
+// Operands per side; 8 fits the masks of floatingType (bits 0-7 in, 8-15 out).
+inline constexpr int kMaxOperands = 8;
 
 // The plan's element types, numbered as plan.proto numbers them (CudaBackend
 // static_asserts the correspondence).

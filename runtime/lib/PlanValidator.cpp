@@ -163,10 +163,13 @@ class PlanValidator {
     if (!signature)
       fail(stepLabel(index) + ": unknown kernel '" + kernel.kernel() + "' (the " +
            backend_.name() + " backend does not implement it)");
-    if (kernel.inputs_size() != signature->inputs || kernel.outputs_size() != signature->outputs)
+    const bool variadic = signature->inputs == KernelSignature::kAnyInputs;
+    const bool inputsOk = variadic ? kernel.inputs_size() >= 1 : kernel.inputs_size() == signature->inputs;
+    if (!inputsOk || kernel.outputs_size() != signature->outputs)
       fail(stepLabel(index) + ": " + std::to_string(kernel.inputs_size()) + " inputs and " +
            std::to_string(kernel.outputs_size()) + " outputs, '" + kernel.kernel() + "' takes " +
-           std::to_string(signature->inputs) + " and " + std::to_string(signature->outputs));
+           (variadic ? std::string("one or more") : std::to_string(signature->inputs)) + " and " +
+           std::to_string(signature->outputs));
     for (uint32_t id : kernel.inputs()) checkKernelOperand(index, id, "input");
     for (uint32_t id : kernel.outputs()) checkKernelOperand(index, id, "output");
   }

@@ -30,7 +30,8 @@ plan::Attribute floatAttr(const std::string& name, double value) {
 plan::Attribute intsAttr(const std::string& name, const std::vector<int64_t>& values) {
   plan::Attribute a;
   a.set_name(name);
-  for (int64_t v : values) a.mutable_ints()->add_values(v);
+  plan::IntList* list = a.mutable_ints();  // set even when empty
+  for (int64_t v : values) list->add_values(v);
   return a;
 }
 
@@ -87,6 +88,7 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
 namespace {
 
 size_t sizeOf(plan::DType dtype) {
+  if (dtype == plan::BOOL) return 1;
   return dtype == plan::F32 || dtype == plan::I32 ? 4 : 8;
 }
 
@@ -98,6 +100,7 @@ void store(std::byte* p, const HostTensor& t) {
       case plan::F64: std::memcpy(p + 8 * i, &v, 8); break;
       case plan::I64: { int64_t n = static_cast<int64_t>(v); std::memcpy(p + 8 * i, &n, 8); break; }
       case plan::I32: { int32_t n = static_cast<int32_t>(v); std::memcpy(p + 4 * i, &n, 4); break; }
+      case plan::BOOL: p[i] = std::byte{v != 0 ? uint8_t{1} : uint8_t{0}}; break;
       default: break;
     }
   }
@@ -111,6 +114,7 @@ void load(const std::byte* p, HostTensor& t) {
       case plan::F64: std::memcpy(&t.values[i], p + 8 * i, 8); break;
       case plan::I64: { int64_t n; std::memcpy(&n, p + 8 * i, 8); t.values[i] = static_cast<double>(n); break; }
       case plan::I32: { int32_t n; std::memcpy(&n, p + 4 * i, 4); t.values[i] = n; break; }
+      case plan::BOOL: t.values[i] = static_cast<double>(std::to_integer<uint8_t>(p[i])); break;
       default: break;
     }
   }

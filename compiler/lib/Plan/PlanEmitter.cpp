@@ -342,11 +342,14 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
     } else if (auto text = mlir::dyn_cast<mlir::StringAttr>(*value)) {
       attr->set_s(text.str());
     } else if (auto ints = mlir::dyn_cast<mlir::DenseI64ArrayAttr>(*value)) {
+      // Set even when empty (a rank-0 slice's starts): the kind must survive.
+      pb::IntList *list = attr->mutable_ints();
       for (int64_t v : ints.asArrayRef())
-        attr->mutable_ints()->add_values(v);
+        list->add_values(v);
     } else if (auto reals = mlir::dyn_cast<mlir::DenseF64ArrayAttr>(*value)) {
+      pb::FloatList *list = attr->mutable_floats();
       for (double v : reals.asArrayRef())
-        attr->mutable_floats()->add_values(v);
+        list->add_values(v);
     } else {
       return op->emitError("attribute '")
              << attrName.getValue() << "' has no plan encoding: " << *value;

@@ -10,8 +10,10 @@
 namespace megatrain::runtime {
 
 // A kernel's operand counts, as docs/ops.md defines them; the plan validator
-// checks every Kernel step against the backend's table.
+// checks every Kernel step against the backend's table. `inputs` is
+// kAnyInputs for a variadic kernel (concat), which takes one or more.
 struct KernelSignature {
+  static constexpr int kAnyInputs = -1;
   int inputs = 0;
   int outputs = 0;
 };
