@@ -73,6 +73,7 @@ const char* roleName(plan::Role role) {
     case plan::CONSTANT: return "CONSTANT";
     case plan::LOSS: return "LOSS";
     case plan::LOSS_READOUT: return "LOSS_READOUT";
+    case plan::OUTPUT_READOUT: return "OUTPUT_READOUT";
     default: return "ROLE_UNSPECIFIED";
   }
 }

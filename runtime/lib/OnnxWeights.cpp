@@ -40,15 +40,16 @@ float f16ToFloat(uint16_t bits) {
   return sign ? -magnitude : magnitude;
 }
 
-size_t onnxElementSize(int dataType) {
+// The types rawElement converts.
+bool convertible(int dataType) {
   switch (dataType) {
     case onnx::TensorProto::FLOAT:
-    case onnx::TensorProto::INT32: return 4;
     case onnx::TensorProto::DOUBLE:
-    case onnx::TensorProto::INT64: return 8;
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT64:
     case onnx::TensorProto::FLOAT16:
-    case onnx::TensorProto::BFLOAT16: return 2;
-    default: return 0;
+    case onnx::TensorProto::BFLOAT16: return true;
+    default: return false;
   }
 }
 
@@ -72,6 +73,27 @@ void storeAll(void* out, size_t count, const std::function<double(size_t)>& elem
 }
 
 }  // namespace
+
+size_t onnxElementSize(int dataType) {
+  switch (dataType) {
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::UINT64:
+    case onnx::TensorProto::COMPLEX64: return 8;
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::UINT32: return 4;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return 2;
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::BOOL: return 1;
+    case onnx::TensorProto::COMPLEX128: return 16;
+    default: return 0;
+  }
+}
 
 OnnxWeights::OnnxWeights(const std::string& modelPath)
     : path_(modelPath), model_(std::make_unique<onnx::ModelProto>()) {
@@ -115,6 +137,31 @@ std::vector<int64_t> OnnxWeights::shape(const std::string& name) const {
   return std::vector<int64_t>(tensor.dims().begin(), tensor.dims().end());
 }
 
+std::string OnnxWeights::readExternal(const onnx::TensorProto& tensor,
+                                      size_t elementBytes) const {
+  const std::string what = path_ + ": initializer '" + tensor.name() + "'";
+  std::string location;
+  uint64_t offset = 0;
+  int64_t length = -1;
+  for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
+    if (entry.key() == "location") location = entry.value();
+    else if (entry.key() == "offset") offset = std::stoull(entry.value());
+    else if (entry.key() == "length") length = std::stoll(entry.value());
+  }
+  if (location.empty()) throw Error(what + ": external data without a location");
+  const std::string file = location[0] == '/' ? location : directory_ + "/" + location;
+  const size_t want = length >= 0 ? static_cast<size_t>(length) : elementBytes;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(what + ": cannot open external data file " + file);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string bytes(want, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(want));
+  if (!in || static_cast<size_t>(in.gcount()) != want)
+    throw Error(what + ": external data file " + file + " is too short for " +
+                std::to_string(want) + " bytes at offset " + std::to_string(offset));
+  return bytes;
+}
+
 void OnnxWeights::read(const std::string& name, plan::DType dtype,
                        const std::vector<int64_t>& expectedShape, void* out,
                        size_t outBytes) const {
@@ -134,7 +181,7 @@ void OnnxWeights::read(const std::string& name, plan::DType dtype,
 
   const int dataType = tensor.data_type();
   const size_t elementSize = onnxElementSize(dataType);
-  if (elementSize == 0)
+  if (!convertible(dataType))
     throw Error(what + " has ONNX data type " +
                 onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(dataType)) +
                 ", expected a floating or integer type");
@@ -161,25 +208,7 @@ void OnnxWeights::read(const std::string& name, plan::DType dtype,
   };
 
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    uint64_t offset = 0;
-    int64_t length = -1;
-    for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
-      if (entry.key() == "location") location = entry.value();
-      else if (entry.key() == "offset") offset = std::stoull(entry.value());
-      else if (entry.key() == "length") length = std::stoll(entry.value());
-    }
-    if (location.empty()) throw Error(what + ": external data without a location");
-    const std::string file = location[0] == '/' ? location : directory_ + "/" + location;
-    const size_t want = length >= 0 ? static_cast<size_t>(length) : count * elementSize;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error(what + ": cannot open external data file " + file);
-    in.seekg(static_cast<std::streamoff>(offset));
-    external.resize(want);
-    in.read(external.data(), static_cast<std::streamsize>(want));
-    if (!in || static_cast<size_t>(in.gcount()) != want)
-      throw Error(what + ": external data file " + file + " is too short for " +
-                  std::to_string(want) + " bytes at offset " + std::to_string(offset));
+    external = readExternal(tensor, count * elementSize);
     fromRaw(external, "external data");
   } else if (tensor.has_raw_data()) {
     fromRaw(tensor.raw_data(), "raw_data");

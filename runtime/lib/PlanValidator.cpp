@@ -118,6 +118,9 @@ class PlanValidator {
     if (tensor.role() == plan::CONSTANT && tensor.constant_data().size() != expected)
       fail(name + ": constant_data holds " + std::to_string(tensor.constant_data().size()) +
            " bytes, the tensor needs " + std::to_string(expected));
+    // Read by the runtime after the step, so never poisoned device memory.
+    if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
+      fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
     if (tensor.role() == plan::PARAMETER) {
       if (tensor.source().empty()) fail(name + ": PARAMETER without a source initializer");
       if (tensor.dtype() != plan::F32 && tensor.dtype() != plan::F64)

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "RunExports.h"
 #include "ToolArgs.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/DType.h"
@@ -43,6 +44,17 @@ options:
                            token width of --data (default uint16; a sidecar
                            TOKENS.bin.json {"dtype": ...} wins)
   --metrics FILE.jsonl     write one JSON object per step (step, loss, tokens_per_s, step_time_s)
+  --export-onnx OUT.onnx   after training, write the --weights model with every
+                           trainable initializer replaced by its trained values
+  --export-external-data auto|always|never
+                           keep --export-onnx initializer data in OUT.onnx.data
+                           (auto: when the initializers exceed 1 GiB; default auto)
+  --export-safetensors OUT.safetensors
+                           after training, write every parameter as safetensors
+  --dump-output NAME=FILE.npy
+                           after the last step, write graph output NAME as that
+                           step's forward computed it (the plan must keep it:
+                           megatrain-compile --keep-output NAME; repeatable)
   --quiet                  print only the final summary
   --help                   show this help
 )";
@@ -58,6 +70,7 @@ struct Options {
   std::string metrics;
   bool quiet = false;
   bool help = false;
+  RunExports exports;
 };
 
 Options parseOptions(int argc, char** argv) {
@@ -87,6 +100,7 @@ Options parseOptions(int argc, char** argv) {
       options.metrics = args.value(arg);
     } else if (arg == "--quiet") {
       options.quiet = true;
+    } else if (parseRunExportFlag(arg, args, options.exports)) {
     } else if (arg.rfind("-", 0) == 0) {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (options.plan.empty()) {
@@ -178,6 +192,8 @@ int run(int argc, char** argv) {
     tokens = HostArray::zeros(ElementType::I64, {batch, seqLen});
   }
 
+  checkRunExports(options.exports, *planView);
+
   // Every graph input needs a feed before anything runs.
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
@@ -248,6 +264,7 @@ int run(int argc, char** argv) {
   if (tokensPerStep > 0)
     std::printf(", mean %.0f tokens/s", tokensPerStep * static_cast<double>(options.steps) / totalTime);
   std::printf(", mean step %.3f s\n", totalTime / static_cast<double>(options.steps));
+  writeRunExports(options.exports, executor, options.weights);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 
 namespace megatrain::runtime::testing {
 
-plan::Plan linearPlan(plan::DType dtype) {
+plan::Plan linearPlan(plan::DType dtype, bool keepOutput) {
   PlanBuilder b;
   b.plan().mutable_header()->set_source_model("linear.onnx");
   const uint32_t w = b.tensor("W", {3, 2}, dtype, plan::PARAMETER);
@@ -46,6 +46,11 @@ plan::Plan linearPlan(plan::DType dtype) {
   b.record("grad_ready", "d2h");                                             // 15
   b.wait("grad_ready", "host");                                              // 16
   b.adamw(w, gradW, m, v);                                                   // 17
+  if (keepOutput) {
+    // Last, so y must stay alive (unpoisoned) through the whole step.
+    b.copy(y, b.tensor("output:y", {4, 2}, dtype, plan::OUTPUT_READOUT), "d2h");  // 18
+    b.plan().mutable_header()->set_format_minor(1);
+  }
   return b.build();
 }
 

@@ -13,7 +13,8 @@ namespace megatrain::runtime::testing {
 // PARAMETER. The backward is written out by hand from docs/ops.md kernels:
 // dy = 2 * (broadcast(1) / 8) * y, dW = x^T dy; then grad copy, AdamW, and
 // READ_LOSS of the forward loss. Streams h2d/compute/d2h/host with events.
-plan::Plan linearPlan(plan::DType dtype);
+// With keepOutput, a last step copies y into the OUTPUT_READOUT `output:y`.
+plan::Plan linearPlan(plan::DType dtype, bool keepOutput = false);
 
 // A tied-embedding next-token model: E [5, 3] PARAMETER, tokens [2, 4] INPUT
 // (header.token_input), h = gather(E, tokens), logits = h @ E^T,

@@ -17,6 +17,10 @@ class TensorProto;
 
 namespace megatrain::runtime {
 
+// Bytes per element of an ONNX TensorProto data type in raw_data; 0 for
+// STRING and for the types this runtime does not size (float8, 4-bit).
+size_t onnxElementSize(int dataType);
+
 // Parses the model once and indexes its graph initializers by name. Values are
 // read on request, from the model itself (float_data, double_data, int64_data,
 // int32_data, raw_data) or from external data files relative to the model's
@@ -41,6 +45,14 @@ class OnnxWeights {
   // converted, or its data is short.
   void read(const std::string& name, plan::DType dtype, const std::vector<int64_t>& shape,
             void* out, size_t outBytes) const;
+
+  // The parsed model, for writers that copy it (ModelExport).
+  const onnx::ModelProto& model() const { return *model_; }
+
+  // The bytes an initializer with data_location EXTERNAL points at (`location`
+  // relative to the model's directory, `offset`, `length`); `elementBytes` is
+  // the size expected when `length` is absent. Error if the file is short.
+  std::string readExternal(const onnx::TensorProto& tensor, size_t elementBytes) const;
 
  private:
   const onnx::TensorProto& find(const std::string& name) const;

@@ -1,0 +1,73 @@
+// RunExports.cpp - megatrain-run's outputs after training: --export-onnx, --export-safetensors, --dump-output.
+#include "RunExports.h"
+
+#include <cstdio>
+
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/Format.h"
+#include "megatrain/runtime/Npy.h"
+#include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/OutputReadout.h"
+#include "megatrain/runtime/Safetensors.h"
+
+namespace megatrain::runtime::tools {
+
+bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports) {
+  if (arg == "--export-onnx") {
+    exports.onnx = args.value(arg);
+  } else if (arg == "--export-external-data") {
+    exports.externalData = parseExternalData(args.value(arg));
+  } else if (arg == "--export-safetensors") {
+    exports.safetensors = args.value(arg);
+  } else if (arg == "--dump-output") {
+    const std::string spec = args.value(arg);
+    const size_t equals = spec.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
+      throw Error("--dump-output needs NAME=FILE.npy, got '" + spec + "'");
+    exports.dumps.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void checkRunExports(const RunExports& exports, const plan::Plan& plan) {
+  for (const auto& [name, file] : exports.dumps) {
+    try {
+      requireKeptOutput(plan, name);
+    } catch (const Error& e) {
+      throw Error("--dump-output " + name + ": " + e.what());
+    }
+  }
+}
+
+void writeRunExports(const RunExports& exports, const Executor& executor, const std::string& weights) {
+  for (const auto& [name, file] : exports.dumps) {
+    writeNpy(file, readOutput(executor, name));
+    std::printf("output    %s -> %s\n", name.c_str(), file.c_str());
+  }
+  if (exports.onnx.empty() && exports.safetensors.empty()) return;
+
+  const std::vector<ParameterValues> parameters = readParameters(executor);
+  if (!exports.onnx.empty()) {
+    const OnnxExportResult result =
+        exportOnnx(OnnxWeights(weights), parameters, exports.onnx, exports.externalData);
+    const std::string where = result.dataPath.empty() ? "data inline" : "data in " + result.dataPath;
+    std::printf("exported  %s (%zu trained initializers replaced; %s)\n", exports.onnx.c_str(),
+                result.replaced, where.c_str());
+  }
+  if (!exports.safetensors.empty()) {
+    writeSafetensors(exports.safetensors, parameters,
+                     {{"source_model", weights},
+                      {"generator", "megatrain-run"},
+                      {"optimizer_steps", std::to_string(executor.optimizerStep())}});
+    uint64_t bytes = 0;
+    for (const ParameterValues& values : parameters) bytes += values.bytes.size();
+    std::printf("exported  %s (%zu parameters, %s)\n", exports.safetensors.c_str(), parameters.size(),
+                formatBytes(bytes).c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace megatrain::runtime::tools

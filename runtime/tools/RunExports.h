@@ -1,0 +1,37 @@
+// RunExports.h - megatrain-run's outputs after training: --export-onnx, --export-safetensors, --dump-output.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ToolArgs.h"
+#include "megatrain/plan/plan.pb.h"
+#include "megatrain/runtime/ModelExport.h"
+
+namespace megatrain::runtime {
+class Executor;
+}
+
+namespace megatrain::runtime::tools {
+
+// What to write once the last step has run.
+struct RunExports {
+  std::string onnx;                                        // --export-onnx
+  ExternalData externalData = ExternalData::Auto;          // --export-external-data
+  std::string safetensors;                                 // --export-safetensors
+  std::vector<std::pair<std::string, std::string>> dumps;  // --dump-output NAME=FILE.npy
+};
+
+// Takes `arg` (and its value from `args`) if it is one of the flags above;
+// false when it is not.
+bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports);
+
+// Before training: every --dump-output names an output the plan keeps.
+void checkRunExports(const RunExports& exports, const plan::Plan& plan);
+
+// After the last step: writes each file and prints one line per file.
+// `weights` is the --weights model, the template of --export-onnx.
+void writeRunExports(const RunExports& exports, const Executor& executor, const std::string& weights);
+
+}  // namespace megatrain::runtime::tools
