@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""export_hf.py - exports a Hugging Face causal LM to ONNX the way megatrain-compile expects.
+
+    # a local pretrained model (a directory with config.json and weights)
+    python3 frontends/python/export_hf.py --model path/to/model --batch 8 --seq 2048 -o model.onnx
+    # a config, randomly initialized (pre-training from scratch)
+    python3 frontends/python/export_hf.py --family llama --hidden 2048 --layers 24 --heads 16 \\
+        --intermediate 5632 --vocab 32000 --batch 8 --seq 2048 -o llama.onnx
+    # the graph only: weights stay absent (external data the file refers to but does not hold)
+    python3 frontends/python/export_hf.py --family llama ... --graph-only -o llama.onnx
+
+What it does, and why:
+- Fixed batch and sequence (the compiler binds every shape statically anyway).
+- `use_cache=False`, logits only: the graph computes logits only, output `logits`,
+  input `input_ids` (int64 [batch, seq]).
+- Parameter names are the model's own (`model.layers.0.self_attn.q_proj.weight`), and the
+  list of trainable parameters goes into the model's metadata (`megatrain.parameters`,
+  comma-separated) so the compiler can tell parameters from buffers such as
+  `rotary_emb.inv_freq`. Tied weights appear once.
+- `--optimize/--no-optimize` picks the exporter's graph optimization (on by default, as in
+  torch; off keeps every parameter name but also the mask and position subgraphs).
+- External data above 1 GiB of weights (`--external-data auto|always|never`).
+- `--graph-only` builds the model on the meta device, so a 70B graph exports in seconds with
+  no memory: initializers are written as external-data references to `OUT.data`, which is
+  not written. Good for compiling and planning, not for training.
+
+Needs torch, transformers, onnx (and onnxscript for the dynamo exporter).
+"""
+import argparse
+import json
+import os
+import sys
+
+GENERATOR = "megatrain export_hf.py"
+GENERATOR_VERSION = "1"
+ONE_GIB = 1 << 30
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="a local Hugging Face model directory")
+    src.add_argument("--family", choices=["llama", "qwen2", "mistral", "gpt2"],
+                     help="build a randomly initialized model of this family from the size flags")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=None, help="grouped-query attention (default: --heads)")
+    p.add_argument("--intermediate", type=int, default=None, help="MLP width (default 4 x hidden for gpt2, else 11/4 x hidden)")
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--max-positions", type=int, default=None)
+    p.add_argument("--tie-embeddings", action="store_true", help="tie lm_head to the token embedding (gpt2 always ties)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--opset", type=int, default=18)
+    p.add_argument("--external-data", choices=["auto", "always", "never"], default="auto")
+    p.add_argument("--graph-only", action="store_true")
+    p.add_argument("-o", "--out", required=True)
+    return p.parse_args(argv)
+
+
+def make_config(args):
+    import transformers as tf
+    kv = args.kv_heads or args.heads
+    if args.family == "gpt2":
+        return tf.GPT2Config(vocab_size=args.vocab, n_embd=args.hidden, n_layer=args.layers,
+                             n_head=args.heads, n_inner=args.intermediate,
+                             n_positions=args.max_positions or max(args.seq, 64),
+                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                             tie_word_embeddings=True, use_cache=False)
+    inter = args.intermediate or (args.hidden * 11) // 4
+    common = dict(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                  num_attention_heads=args.heads, num_key_value_heads=kv,
+                  intermediate_size=inter, max_position_embeddings=args.max_positions or max(args.seq, 64),
+                  tie_word_embeddings=args.tie_embeddings, use_cache=False, attention_dropout=0.0)
+    if args.family == "llama":
+        return tf.LlamaConfig(**common)
+    if args.family == "qwen2":
+        return tf.Qwen2Config(**common)
+    return tf.MistralConfig(sliding_window=None, **common)
+
+
+def load_model(args):
+    import torch
+    import transformers as tf
+    if args.model:
+        if args.graph_only:
+            config = tf.AutoConfig.from_pretrained(args.model)
+            with torch.device("meta"):
+                model = tf.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        else:
+            model = tf.AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32)
+    else:
+        config = make_config(args)
+        torch.manual_seed(args.seed)
+        if args.graph_only:
+            with torch.device("meta"):
+                model = tf.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        else:
+            model = tf.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model.config.use_cache = False
+    model.eval()  # no dropout: training math is the compiler's, not torch's mode flags
+    return model
+
+
+class LogitsOnly:
+    """Wraps the model so the graph's only output is the logits tensor."""
+
+    @staticmethod
+    def wrap(model):
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids):
+                return self.inner(input_ids=input_ids, use_cache=False).logits
+
+        return Wrapped(model)
+
+
+def strip_prefix(name, prefix="inner."):
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def export(args):
+    import numpy as np
+    import onnx
+    import torch
+
+    model = load_model(args)
+    params = [n for n, _ in model.named_parameters()]  # tied weights appear once
+    n_elems = sum(p.numel() for p in model.parameters())
+    wrapped = LogitsOnly.wrap(model)
+    device = "meta" if args.graph_only else "cpu"
+    ids = torch.zeros((args.batch, args.seq), dtype=torch.int64, device=device)
+    ext = args.external_data == "always" or (args.external_data == "auto" and n_elems * 4 > ONE_GIB)
+    tmp = args.out + ".export-tmp.onnx"
+    program = torch.onnx.export(wrapped, (ids,), dynamo=True, optimize=args.optimize,
+                                opset_version=args.opset, input_names=["input_ids"],
+                                output_names=["logits"])
+    if args.graph_only:
+        program.save(tmp, include_initializers=False, keep_initializers_as_inputs=True)
+    else:
+        program.save(tmp, external_data=ext)
+
+    m = onnx.load(tmp, load_external_data=False)
+    rename = {}
+    for init in m.graph.initializer:
+        rename[init.name] = strip_prefix(init.name)
+    if args.graph_only:
+        external_refs(m, os.path.basename(args.out) + ".data")
+        for init in m.graph.initializer:
+            rename[init.name] = strip_prefix(init.name)
+    apply_renames(m, rename)
+    # Parameters as the compiler sees them: the initializer names left after renaming.
+    init_names = {i.name for i in m.graph.initializer}
+    listed = [n for n in params if n in init_names]
+    meta = {
+        "megatrain.generator": f"{GENERATOR} {GENERATOR_VERSION}",
+        "megatrain.parameters": ",".join(listed),
+        "megatrain.versions": json.dumps({"torch": torch.__version__, "onnx": onnx.__version__,
+                                          "transformers": __import__("transformers").__version__}),
+        "megatrain.shape": f"input_ids={args.batch}x{args.seq}",
+    }
+    del m.metadata_props[:]
+    for k, v in meta.items():
+        m.metadata_props.add(key=k, value=v)
+    m.producer_name = GENERATOR
+    m.producer_version = GENERATOR_VERSION
+    if ext and not args.graph_only:
+        # Bring the weights back in, then save them beside the output as external data.
+        onnx.load_external_data_for_model(m, os.path.dirname(os.path.abspath(tmp)))
+        onnx.save_model(m, args.out, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(args.out) + ".data", size_threshold=1024)
+    else:
+        onnx.save_model(m, args.out)
+    cleanup(tmp)
+    print(f"wrote {args.out}: {len(listed)} parameters, {n_elems:,} elements"
+          f"{' (graph only)' if args.graph_only else ''}")
+
+
+def external_refs(m, location):
+    """Turns initializer graph inputs into external-data initializers at computed offsets."""
+    import onnx
+    inputs = [i for i in m.graph.input if i.name != "input_ids"]
+    offset = 0
+    keep = [i for i in m.graph.input if i.name == "input_ids"]
+    for vi in inputs:
+        tt = vi.type.tensor_type
+        dims = [d.dim_value for d in tt.shape.dim]
+        elem = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        length = int(elem.itemsize)
+        for d in dims:
+            length *= d
+        t = m.graph.initializer.add()
+        t.name = vi.name
+        t.data_type = tt.elem_type
+        t.dims.extend(dims)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        offset += (length + 63) // 64 * 64
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+
+
+def apply_renames(m, rename):
+    rename = {k: v for k, v in rename.items() if k != v}
+    if not rename:
+        return
+    for init in m.graph.initializer:
+        init.name = rename.get(init.name, init.name)
+    for vi in list(m.graph.input) + list(m.graph.value_info):
+        vi.name = rename.get(vi.name, vi.name)
+    for node in m.graph.node:
+        for i, n in enumerate(node.input):
+            if n in rename:
+                node.input[i] = rename[n]
+
+
+def cleanup(tmp):
+    for f in (tmp, tmp + ".data"):
+        if os.path.exists(f):
+            os.remove(f)
+
+
+if __name__ == "__main__":
+    export(parse_args(sys.argv[1:]))
