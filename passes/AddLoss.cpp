@@ -4,8 +4,10 @@
 // `mt.output_name` result attribute. Training needs one scalar instead: this
 // pass marks an existing scalar output (mode=output) or appends the
 // next-token cross-entropy of a logits output against the token input
-// (mode=next-token-ce) with `mt.loss`, makes the function return nothing and
-// erases what only the dropped outputs needed.
+// (mode=next-token-ce) with `mt.loss`, marks each output named in
+// keep-outputs with `mt.output` (so it survives as a readout the runtime can
+// dump), makes the function return nothing and erases what only the dropped
+// outputs needed.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
@@ -13,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace megatrain {
@@ -69,14 +72,32 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
     FailureOr<Value> loss = mode == "output"          ? markOutput(func, outputs)
                             : mode == "next-token-ce" ? appendNextTokenCe(func, outputs, ret)
                                                       : unknownMode(func);
-    if (failed(loss))
+    if (failed(loss) || failed(keepOutputValues(func, outputs)))
       return signalPassFailure();
 
     OpBuilder builder(ret);
     builder.create<mt::LossOp>(ret.getLoc(), *loss);
+    for (const std::string &name : keepOutputs)
+      builder.create<mt::OutputOp>(ret.getLoc(), outputs.lookup(name),
+                                   builder.getStringAttr(name));
     ret->setOperands({});
     func.eraseResults(llvm::BitVector(func.getNumResults(), true));
     eraseDeadOps(func.getBody().front());
+  }
+
+  /// Checks every keep-outputs name before anything changes, so a typo fails
+  /// the pass instead of silently keeping nothing.
+  LogicalResult keepOutputValues(func::FuncOp func, const GraphOutputs &outputs) {
+    llvm::StringSet<> seen;
+    for (const std::string &name : keepOutputs) {
+      if (!outputs.lookup(name))
+        return func.emitError("cannot keep output '")
+               << name << "': no graph output has that name; the graph outputs are: "
+               << outputs.list();
+      if (!seen.insert(name).second)
+        return func.emitError("output '") << name << "' is kept twice";
+    }
+    return success();
   }
 
   FailureOr<Value> unknownMode(func::FuncOp func) {

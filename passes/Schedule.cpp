@@ -8,9 +8,10 @@
 //      host-to-device copy then happens right before it is needed instead of
 //      at the top of the step, and its device bytes are held only from there.
 //      A source nobody uses goes to the end of the block.
-//   2. Sink ops (mt.loss, mt.param_grad, mt.adamw: ops without results) move
-//      up to just after the last def of their operands, so a final gradient
-//      leaves the device (and can be freed) as soon as it is complete.
+//   2. Sink ops (mt.loss, mt.output, mt.param_grad, mt.adamw: ops without
+//      results) move up to just after the last def of their operands, so a
+//      final gradient leaves the device (and can be freed) as soon as it is
+//      complete, and a kept output is read back before it can die.
 //   3. Every op, terminator included, gets `mt.step` = its position.
 //
 // Compute ops keep their relative order: the importer's order for forward and
@@ -33,7 +34,7 @@ bool isSourceOp(mlir::Operation *op) {
 }
 
 bool isSinkOp(mlir::Operation *op) {
-  return mlir::isa<mt::LossOp, mt::ParamGradOp, mt::AdamWOp>(op);
+  return mlir::isa<mt::LossOp, mt::OutputOp, mt::ParamGradOp, mt::AdamWOp>(op);
 }
 
 struct Schedule : impl::ScheduleBase<Schedule> {

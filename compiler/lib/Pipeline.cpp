@@ -30,6 +30,7 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   loss.logits = options.logits;
   loss.tokens = options.tokens;
   loss.ignoreIndex = options.ignoreIndex;
+  loss.keepOutputs = options.keepOutputs;
   pm.addNestedPass<mlir::func::FuncOp>(createAddLoss(loss));
   pm.addNestedPass<mlir::func::FuncOp>(createAutodiff());
   AdamWOptions adamw;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace megatrain {
 
@@ -19,6 +20,7 @@ struct PipelineOptions {
   std::string logits = "logits";   // lossMode == "next-token-ce"
   std::string tokens = "input_ids";
   int64_t ignoreIndex = -100;
+  std::vector<std::string> keepOutputs; // graph outputs kept as mt.output
   // mt-adamw
   double lr = 1e-3;
   double beta1 = 0.9;

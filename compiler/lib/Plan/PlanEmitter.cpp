@@ -11,6 +11,8 @@
 //   mt.constant   CONSTANT in the arena with its bytes, no step, never dies
 //   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
 //                 `host_task READ_LOSS` on host
+//   mt.output x   `copy` d2h of x into the host OUTPUT_READOUT `output:<name>`
+//                 (the plan is then format minor 1)
 //   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
 //                 (param, grad, adam_m:<param>, adam_v:<param>) on host
 //   mt.param_grad nothing (mt-adamw consumes it; one left over has no effect)
@@ -135,6 +137,7 @@ private:
   mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
+  mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
   mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
   mlir::LogicalResult setLastUses();
   void setPredictedPeaks();
@@ -387,6 +390,28 @@ mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
   return mlir::success();
 }
 
+mlir::LogicalResult PlanBuilder::emitOutput(mt::OutputOp op, int64_t opStep) {
+  std::string name = "output:" + op.getName().str();
+  if (names.contains(name))
+    return op.emitError("output '") << op.getName() << "' is kept twice";
+  mlir::FailureOr<uint32_t> value = tensorOf(op, op.getValue());
+  if (mlir::failed(value))
+    return mlir::failure();
+  mlir::FailureOr<uint32_t> readout =
+      addTensor(op, name, op.getValue().getType(), pb::OUTPUT_READOUT);
+  if (mlir::failed(readout))
+    return mlir::failure();
+  placeOnHost(*readout);
+  // Older runtimes do not know the role; minor 1 makes them refuse the plan.
+  plan.mutable_header()->set_format_minor(1);
+
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*value);
+  copy.mutable_copy()->set_dst(*readout);
+  noteRead(*value);
+  return mlir::success();
+}
+
 mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   std::string param = op.getParam().str();
   auto master = parameterMasters.find(param);
@@ -519,6 +544,8 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
   }
   if (auto lossOp = mlir::dyn_cast<mt::LossOp>(op))
     return emitLoss(lossOp, opStep);
+  if (auto output = mlir::dyn_cast<mt::OutputOp>(op))
+    return emitOutput(output, opStep);
   if (auto adamw = mlir::dyn_cast<mt::AdamWOp>(op))
     return emitAdamW(adamw, opStep);
   if (mlir::isa<mt::ParamGradOp, mlir::func::ReturnOp>(op))

@@ -61,6 +61,9 @@ model has an output `logits` and an input `input_ids`):
   --logits NAME            [B, T, V] logits output (default logits)
   --tokens NAME            [B, T] token input (default input_ids)
   --ignore-index N         target id that contributes no loss (default -100)
+  --keep-output NAME       also copy graph output NAME to the host each step,
+                           as tensor output:NAME (repeatable; megatrain-run
+                           --dump-output writes it)
 Optimizer (AdamW, torch defaults except lr):
   --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
   --weight-decay F (0.01)
@@ -171,7 +174,7 @@ CompileArgs parseArgs(int argc, char **argv) {
       static const char *known[] = {"o", "shape", "loss-output", "loss", "logits",
                                     "tokens", "ignore-index", "lr", "beta1",
                                     "beta2", "eps", "weight-decay", "trainable",
-                                    "frozen", "emit"};
+                                    "frozen", "emit", "keep-output"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -196,6 +199,8 @@ CompileArgs parseArgs(int argc, char **argv) {
     } else if (flag == "tokens") {
       args.pipeline.tokens = value;
       args.lossFlags = true;
+    } else if (flag == "keep-output") {
+      args.pipeline.keepOutputs.push_back(value);
     } else if (flag == "ignore-index") {
       args.pipeline.ignoreIndex = parseInt(flag, value);
     } else if (flag == "lr") {

@@ -589,6 +589,22 @@ def Mt_LossOp : Mt_Op<"loss", []> {
   let hasVerifier = 1;
 }
 
+def Mt_OutputOp : Mt_Op<"output", []> {
+  let summary = "keeps a graph output to read back after the step";
+  let description = [{
+    Written by mt-add-loss for each `keep-outputs` name: the value stays alive
+    until this op, which plan emission turns into a device-to-host copy into
+    the host tensor `output:<name>` (role OUTPUT_READOUT). Training ignores it;
+    the runtime can dump it after a step (`megatrain-run --dump-output`).
+
+    ```mlir
+    mt.output %logits {name = "logits"} : tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$value, StrAttr:$name);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 def Mt_ParamGradOp : Mt_Op<"param_grad", []> {
   let summary = "marks the final gradient of a trainable parameter";
   let description = [{

@@ -21,7 +21,9 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
     the next-token cross-entropy of a logits output against a token input
     (`mode=next-token-ce`). Graph outputs are found by the `mt.output_name`
     attribute the importer puts on the function results; afterwards the
-    function returns nothing and the value is marked with `mt.loss`.
+    function returns nothing and the value is marked with `mt.loss`. Each
+    graph output named in `keep-outputs` is marked with `mt.output` before the
+    results are dropped, so it survives and reaches the plan as a readout.
   }];
   let options = [
     Option<"lossOutput", "loss-output", "std::string", "\"\"",
@@ -34,6 +36,8 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
            "Graph input holding [B, T] token ids (next-token-ce)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Target id that contributes no loss">,
+    ListOption<"keepOutputs", "keep-outputs", "std::string",
+               "Graph outputs to keep readable after the step (mt.output)">,
   ];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
