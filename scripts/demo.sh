@@ -33,3 +33,5 @@ echo "== training ($STEPS steps, $BACKEND backend)"
 $BIN/megatrain-run "$OUT/tiny_transformer.plan" --weights frontends/models/tiny_transformer.onnx \
   --backend "$BACKEND" --data data/fortunes.bin --steps "$STEPS" --metrics "$OUT/metrics.jsonl"
 echo "== metrics: $OUT/metrics.jsonl"
+python3 frontends/python/plot_metrics.py "$OUT/metrics.jsonl" -o "$OUT/loss.svg" >/dev/null
+echo "== loss plot: $OUT/loss.svg"

@@ -25,3 +25,9 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+
+# Python packages of the tests (onnxruntime checks exported models), from PyPI; only when missing.
+if ! python3 -c "import onnx, onnxruntime" >/dev/null 2>&1; then
+  echo "setup: installing the Python test packages (requirements-test.txt)"
+  python3 -m pip install -q -r "$(dirname "$0")/../requirements-test.txt"
+fi

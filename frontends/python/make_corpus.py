@@ -9,17 +9,18 @@ skipping the .dat/.u8 index files, symlinks and the offensive `off`
 subdirectory, in sorted name order. Each byte becomes one token (vocabulary
 256), written as little-endian uint16 to PATH, with a sidecar PATH.json:
 
-    {"dtype": "uint16", "vocab": 256, "tokens": N, "source": "...",
-     "files": [...], "sha256": "<of the token file>"}
+    {"dtype": "uint16", "byte_order": "little", "tokens": N, "vocab": 256,
+     "source": "...", "tokenizer": "bytes", "files": [...],
+     "sha256": "<of the token file>"}
 
-Needs only the Python standard library.
+The tokens are made and written by tokenize_text.py's byte-level path. Needs
+only the Python standard library.
 """
 import argparse
-import array
-import hashlib
-import json
 import os
 import sys
+
+from tokenize_text import BYTE_VOCAB, byte_tokens, write_tokens
 
 DEFAULT_SOURCE = "/usr/share/games/fortunes"
 
@@ -48,30 +49,13 @@ def main():
     if not names:
         sys.exit(f"make_corpus.py: no fortune files in {args.source}")
 
-    tokens = array.array("H")
-    for name in names:
-        with open(os.path.join(args.source, name), "rb") as f:
-            tokens.extend(f.read())  # iterating bytes gives one int per byte
-    if sys.byteorder != "little":
-        tokens.byteswap()  # the file is little-endian on every host
-    data = tokens.tobytes()
-
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(out_dir, exist_ok=True)
-    with open(args.out, "wb") as f:
-        f.write(data)
-    meta = {
-        "dtype": "uint16",
-        "byte_order": "little",
-        "vocab": 256,
-        "tokens": len(data) // 2,
+    tokens = byte_tokens([os.path.join(args.source, name) for name in names])
+    meta = write_tokens(args.out, tokens, {
+        "vocab": BYTE_VOCAB,
         "source": args.source,
+        "tokenizer": "bytes",
         "files": names,
-        "sha256": hashlib.sha256(data).hexdigest(),
-    }
-    with open(args.out + ".json", "w") as f:
-        json.dump(meta, f, indent=2)
-        f.write("\n")
+    })
     print(f"wrote {args.out} ({meta['tokens']} tokens from {len(names)} files) "
           f"and {args.out}.json")
 
