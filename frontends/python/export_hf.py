@@ -154,7 +154,7 @@ def export(args):
     for init in m.graph.initializer:
         rename[init.name] = strip_prefix(init.name)
     if args.graph_only:
-        external_refs(m, os.path.basename(args.out) + ".data")
+        external_refs(m, os.path.basename(args.out) + ".data", real_buffers(args, model))
         for init in m.graph.initializer:
             rename[init.name] = strip_prefix(init.name)
     apply_renames(m, rename)
@@ -185,13 +185,45 @@ def export(args):
           f"{' (graph only)' if args.graph_only else ''}")
 
 
-def external_refs(m, location):
-    """Turns initializer graph inputs into external-data initializers at computed offsets."""
+def real_buffers(args, model):
+    """The values of the model's buffers (rotary inv_freq, ...), which the compiler folds and
+    so needs even when the weights are absent. A meta-device model has none, so they come
+    from a one-layer copy of the model built for real: buffers depend on the config, not on
+    the depth (a layer's buffer is taken from layer 0)."""
+    import copy
+    import re
+    import torch
+    import transformers as tf
+    names = [n for n, _ in model.named_buffers()]
+    if not names:
+        return {}
+    config = copy.deepcopy(model.config)
+    for key in ("num_hidden_layers", "n_layer"):
+        if hasattr(config, key):
+            setattr(config, key, 1)
+    small = tf.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    have = dict(small.named_buffers())
+    out = {}
+    for n in names:
+        key = re.sub(r"\b(layers|h)\.\d+\.", r"\1.0.", n)
+        if key in have:
+            out[n] = have[key].detach().cpu().numpy()
+    return out
+
+
+def external_refs(m, location, inline):
+    """Turns initializer graph inputs into external-data initializers at computed offsets,
+    except the buffers in `inline` (name -> array), which are written with their data."""
     import onnx
+    from onnx import numpy_helper
     inputs = [i for i in m.graph.input if i.name != "input_ids"]
     offset = 0
     keep = [i for i in m.graph.input if i.name == "input_ids"]
     for vi in inputs:
+        value = inline.get(strip_prefix(vi.name))
+        if value is not None:
+            m.graph.initializer.append(numpy_helper.from_array(value, vi.name))
+            continue
         tt = vi.type.tensor_type
         dims = [d.dim_value for d in tt.shape.dim]
         elem = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
