@@ -10,6 +10,8 @@
 // Going through the whole pipeline on purpose: a rule whose ops schedule,
 // plan or run wrongly fails here just like a wrong formula.
 
+#include "GradCase.h"
+
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Passes/Passes.h"
 #include "megatrain/Pipeline.h"
@@ -42,34 +44,12 @@
 
 #include <unistd.h>
 
+namespace megatrain::gradcheck {
 namespace {
 
 using megatrain::runtime::CpuBackend;
 using megatrain::runtime::Executor;
 using megatrain::runtime::OnnxWeights;
-
-// Central differences in float64: the truncation error is O(eps^2) and the
-// rounding error O(1e-16 |L| / eps), both far below the tolerance.
-constexpr double kEps = 1e-6;
-constexpr double kRelTol = 1e-6;
-
-struct Param {
-  std::string name;
-  std::vector<int64_t> shape;
-  double lo = -1.0, hi = 1.0;
-  // Keep values at least this far from 0, for ops with a kink there (relu).
-  double awayFromZero = 0.0;
-};
-
-struct GradCase {
-  std::string name;
-  std::vector<Param> params;
-  // MLIR ops that read the parameters as %<name> and define %y.
-  std::string body;
-  // The shape of %y, weighted by R and summed into the loss; nullopt when %y
-  // is itself the scalar loss.
-  std::optional<std::vector<int64_t>> yShape;
-};
 
 int64_t elementsOf(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -155,8 +135,12 @@ std::string writeWeights(const std::string& dir, const std::vector<Param>& param
   return path;
 }
 
+}  // namespace
+
 // gtest prints a failing case by its name, not its bytes.
 void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
+
+namespace {
 
 class GradCheck : public ::testing::TestWithParam<GradCase> {};
 
@@ -210,27 +194,28 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
     ASSERT_EQ(analytic[pi].size(), v.size()) << p.name;
     for (size_t i = 0; i < v.size(); ++i) {
       const double x = v[i];
-      v[i] = x + kEps;
+      v[i] = x + c.eps;
       exec.writeTensor(p.name, v);
       const double up = exec.runStep();
-      v[i] = x - kEps;
+      v[i] = x - c.eps;
       exec.writeTensor(p.name, v);
       const double down = exec.runStep();
       v[i] = x;
-      const double numeric = (up - down) / (2 * kEps);
+      const double numeric = (up - down) / (2 * c.eps);
       const double a = analytic[pi][i];
-      EXPECT_NEAR(a, numeric, kRelTol * std::max(std::abs(a), std::abs(numeric)) + absTol)
+      EXPECT_NEAR(a, numeric, c.relTol * std::max(std::abs(a), std::abs(numeric)) + absTol)
           << "d loss / d " << p.name << "[" << i << "]";
     }
     exec.writeTensor(p.name, v);
   }
 }
 
+}  // namespace
+
 // Shorthands for the MLIR of the cases.
 std::string T(const std::vector<int64_t>& shape) { return tensorType(shape); }
 
 Param P(std::string name, std::vector<int64_t> shape) { return {std::move(name), std::move(shape)}; }
-// Denominators stay away from 0, where division is steep.
 Param Positive(std::string name, std::vector<int64_t> shape) {
   return {std::move(name), std::move(shape), 0.5, 1.5};
 }
@@ -244,11 +229,13 @@ GradCase binary(const std::string& name, const std::string& op, Param a, Param b
   return {name, {a, b}, body, out};
 }
 
-GradCase unary(const std::string& name, const std::string& op, Param x, const std::string& attrs = "") {
+GradCase unary(const std::string& name, const std::string& op, Param x, const std::string& attrs) {
   x.name = "x";
   std::string body = "  %y = mt." + op + " %x " + attrs + " : " + T(x.shape);
   return {name, {x}, body, x.shape};
 }
+
+namespace {
 
 GradCase matmul(const std::string& name, std::vector<int64_t> a, std::vector<int64_t> b,
                 bool ta, bool tb, std::vector<int64_t> out) {
@@ -387,6 +374,8 @@ std::vector<GradCase> allCases() {
            "\n  %y = mt.matmul %w, %w2 {transpose_b = true} : (" + T({3, 4}) + ", " + T({3, 4}) +
            ") -> " + T({3, 3}),
        std::vector<int64_t>{3, 3}});
+
+  for (GradCase& c : llmPrimitiveCases()) add(std::move(c));
   return cases;
 }
 
@@ -396,3 +385,4 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradCheck, ::testing::ValuesIn(allCases()),
                          });
 
 }  // namespace
+}  // namespace megatrain::gradcheck
