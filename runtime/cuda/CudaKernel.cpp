@@ -124,6 +124,9 @@ const KernelTable& cudaKernels() {
     addGatherKernels(t);
     addLayerNormKernels(t);
     addCrossEntropyKernels(t);
+    addWhereKernels(t);
+    addConcatSliceKernels(t);
+    addCastKernels(t);
     return t;
   }();
   return table;

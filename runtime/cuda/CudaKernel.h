@@ -121,6 +121,10 @@ using LaunchFn = void (*)(const Launch& launch);
 // Bytes of device scratch a launch needs (device->smCount is set, scratch not yet).
 using ScratchFn = size_t (*)(const Launch& launch);
 
+// KernelEntry::inputs of a variadic kernel (concat): one or more inputs, as
+// KernelSignature::kAnyInputs says to the plan validator.
+inline constexpr int kAnyInputs = -1;
+
 struct KernelEntry {
   int inputs = 0;
   int outputs = 0;
@@ -151,6 +155,9 @@ void addSoftmaxKernels(KernelTable& table);
 void addGatherKernels(KernelTable& table);
 void addLayerNormKernels(KernelTable& table);
 void addCrossEntropyKernels(KernelTable& table);
+void addWhereKernels(KernelTable& table);
+void addConcatSliceKernels(KernelTable& table);
+void addCastKernels(KernelTable& table);
 
 // ---- CUDA error checks: every call, with file and line ----
 

@@ -1,4 +1,4 @@
-// elementwise.cu - fill, broadcasting binary ops, scale, activations and their gradients on the GPU.
+// elementwise.cu - fill, broadcasting binary ops, scale, activations, math functions and their gradients on the GPU.
 //
 // Every kernel is a grid-stride loop over the output. Binary ops read their
 // operands through a coalesced StridedSpace<2> (numpy broadcasting as stride-0
@@ -15,11 +15,31 @@ __device__ __forceinline__ float expOf(float x) { return expf(x); }
 __device__ __forceinline__ double expOf(double x) { return exp(x); }
 __device__ __forceinline__ float tanhOf(float x) { return tanhf(x); }
 __device__ __forceinline__ double tanhOf(double x) { return tanh(x); }
+__device__ __forceinline__ float sqrtOf(float x) { return sqrtf(x); }
+__device__ __forceinline__ double sqrtOf(double x) { return sqrt(x); }
+__device__ __forceinline__ float logOf(float x) { return logf(x); }
+__device__ __forceinline__ double logOf(double x) { return log(x); }
+__device__ __forceinline__ float erfOf(float x) { return erff(x); }
+__device__ __forceinline__ double erfOf(double x) { return erf(x); }
+__device__ __forceinline__ float cosOf(float x) { return cosf(x); }
+__device__ __forceinline__ double cosOf(double x) { return cos(x); }
+__device__ __forceinline__ float sinOf(float x) { return sinf(x); }
+__device__ __forceinline__ double sinOf(double x) { return sin(x); }
+__device__ __forceinline__ float powOf(float x, float e) { return powf(x, e); }
+__device__ __forceinline__ double powOf(double x, double e) { return pow(x, e); }
+
+// 2 / sqrt(pi): erf'(x) = 2/sqrt(pi) exp(-x^2).
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 struct Add { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
 struct Sub { template <typename T> __device__ T operator()(T a, T b) const { return a - b; } };
 struct Mul { template <typename T> __device__ T operator()(T a, T b) const { return a * b; } };
 struct Div { template <typename T> __device__ T operator()(T a, T b) const { return a / b; } };
+// max and min propagate NaN and pick a on ties, where max_grad/min_grad send dy.
+struct PicksLhsOfMax { template <typename T> __device__ bool operator()(T a, T b) const { return a >= b || a != a; } };
+struct PicksLhsOfMin { template <typename T> __device__ bool operator()(T a, T b) const { return a <= b || a != a; } };
+template <typename Pick>
+struct Choose { template <typename T> __device__ T operator()(T a, T b) const { return Pick{}(a, b) ? a : b; } };
 
 struct Relu { template <typename T> __device__ T operator()(T x) const { return x > T(0) ? x : T(0); } };
 struct Tanh { template <typename T> __device__ T operator()(T x) const { return tanhOf(x); } };
@@ -36,11 +56,26 @@ struct Scale {
   double alpha;
   template <typename T> __device__ T operator()(T x) const { return static_cast<T>(alpha * x); }
 };
+struct Neg { template <typename T> __device__ T operator()(T x) const { return -x; } };
+struct Sqrt { template <typename T> __device__ T operator()(T x) const { return sqrtOf(x); } };
+struct Reciprocal { template <typename T> __device__ T operator()(T x) const { return T(1) / x; } };
+struct Exp { template <typename T> __device__ T operator()(T x) const { return expOf(x); } };
+struct Log { template <typename T> __device__ T operator()(T x) const { return logOf(x); } };
+struct Erf { template <typename T> __device__ T operator()(T x) const { return erfOf(x); } };
+struct Cos { template <typename T> __device__ T operator()(T x) const { return cosOf(x); } };
+struct Sin { template <typename T> __device__ T operator()(T x) const { return sinOf(x); } };
+struct Pow {
+  double exponent;
+  template <typename T> __device__ T operator()(T x) const { return powOf(x, static_cast<T>(exponent)); }
+};
 
 // Gradients: op(v, dy) with v the forward input (relu) or output (tanh, sigmoid).
 struct ReluGrad { template <typename T> __device__ T operator()(T x, T dy) const { return x > T(0) ? dy : T(0); } };
 struct TanhGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * (T(1) - y * y); } };
 struct SigmoidGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * y * (T(1) - y); } };
+struct ErfGrad {
+  template <typename T> __device__ T operator()(T x, T dy) const { return dy * (T(kTwoOverSqrtPi) * expOf(-(x * x))); }
+};
 
 // ---- kernels ----
 
@@ -64,6 +99,27 @@ __global__ void binaryKernel(const T* a, const T* b, T* y, int64_t n, StridedSpa
     stridedOffsets(space, i, at);
     y[i] = op(a[at[0]], b[at[1]]);
   }
+}
+
+// da[i] = dy[i] where pick(a, b) chose a, else 0; db[i] the rest. dy, da, db
+// [n] row-major over space, a and b read through it.
+template <typename T, typename Pick>
+__global__ void minMaxGradKernel(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n,
+                                 StridedSpace<2> space, Pick pick) {
+  for (int64_t i = globalThread(); i < n; i += gridThreads()) {
+    int64_t at[2];
+    stridedOffsets(space, i, at);
+    const bool lhs = pick(a[at[0]], b[at[1]]);
+    const T g = dy[i];
+    da[i] = lhs ? g : T(0);
+    db[i] = lhs ? T(0) : g;
+  }
+}
+
+// y[i] = 1 if x[i] is NaN, else 0; x, y [n].
+template <typename T>
+__global__ void isnanKernel(const T* x, uint8_t* y, int64_t n) {
+  for (int64_t i = globalThread(); i < n; i += gridThreads()) y[i] = x[i] != x[i] ? 1 : 0;
 }
 
 // ---- launchers ----
@@ -149,6 +205,51 @@ void unaryGrad(const Launch& launch) {
   launchBinary(launch, dtype, space, Op{});
 }
 
+// max_grad, min_grad: (a, b, dy) -> (da, db) at dy's shape, the broadcast of a and b.
+template <typename Pick>
+void minMaxGrad(const Launch& launch) {
+  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const Operand &a = launch.in[0], &b = launch.in[1], &dy = launch.in[2];
+  Shape expected;
+  if (!broadcastShapes(a.shape, b.shape, expected))
+    fail(launch, "shapes " + a.shape.str() + " and " + b.shape.str() + " do not broadcast");
+  requireShape(launch, dy, expected, "dy");
+  requireShape(launch, launch.out[0], expected, "output");
+  requireShape(launch, launch.out[1], expected, "output");
+  const int64_t n = expected.elements();
+  if (n == 0) return;
+  StridedSpace<2> space;
+  space.rank = expected.rank;
+  for (int d = 0; d < expected.rank; ++d) space.dims[d] = expected[d];
+  broadcastStrides(a.shape, expected, space.strides[0]);
+  broadcastStrides(b.shape, expected, space.strides[1]);
+  coalesce(space);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    minMaxGradKernel<T, Pick><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+        a.as<const T>(), b.as<const T>(), dy.as<const T>(), launch.out[0].as<T>(), launch.out[1].as<T>(), n,
+        space, Pick{});
+  });
+  MT_CHECK_LAUNCH(launch);
+}
+
+void powfKernel(const Launch& launch) { launchUnary(launch, Pow{launch.attrs.getFloat("exponent")}); }
+
+// x (floating) -> bool of the same shape.
+void isNan(const Launch& launch) {
+  const DType dtype = floatingType(launch, inMask(0));
+  requireDType(launch, launch.out[0], DType::Bool, "output");
+  requireShape(launch, launch.out[0], launch.in[0].shape, "output");
+  const int64_t n = launch.out[0].shape.elements();
+  if (n == 0) return;
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    isnanKernel<T><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+        launch.in[0].as<const T>(), launch.out[0].as<uint8_t>(), n);
+  });
+  MT_CHECK_LAUNCH(launch);
+}
+
 }  // namespace
 
 void addElementwiseKernels(KernelTable& table) {
@@ -164,6 +265,21 @@ void addElementwiseKernels(KernelTable& table) {
   table.add("relu_grad", 2, 1, unaryGrad<ReluGrad>);
   table.add("tanh_grad", 2, 1, unaryGrad<TanhGrad>);
   table.add("sigmoid_grad", 2, 1, unaryGrad<SigmoidGrad>);
+  table.add("max", 2, 1, binary<Choose<PicksLhsOfMax>>);
+  table.add("min", 2, 1, binary<Choose<PicksLhsOfMin>>);
+  table.add("max_grad", 3, 2, minMaxGrad<PicksLhsOfMax>);
+  table.add("min_grad", 3, 2, minMaxGrad<PicksLhsOfMin>);
+  table.add("neg", 1, 1, unary<Neg>);
+  table.add("sqrt", 1, 1, unary<Sqrt>);
+  table.add("reciprocal", 1, 1, unary<Reciprocal>);
+  table.add("exp", 1, 1, unary<Exp>);
+  table.add("log", 1, 1, unary<Log>);
+  table.add("erf", 1, 1, unary<Erf>);
+  table.add("cos", 1, 1, unary<Cos>);
+  table.add("sin", 1, 1, unary<Sin>);
+  table.add("powf", 1, 1, powfKernel);
+  table.add("erf_grad", 2, 1, unaryGrad<ErfGrad>);
+  table.add("isnan", 1, 1, isNan);
 }
 
 }  // namespace megatrain::runtime::cuda

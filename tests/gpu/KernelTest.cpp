@@ -5,8 +5,12 @@
 // batch walked on the host), reductions over inner and outer dims and long
 // ones that split across blocks, softmax and cross-entropy rows that are long
 // (a block each), short (a warp each) and interleaved (a thread each),
-// ignored labels.
+// ignored labels; for the primitives of exported LLMs, NaN and ties in
+// max/min, three-way broadcasts in where, concat of one to eight inputs,
+// slices with steps, and casts of the values C++ leaves undefined.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -50,9 +54,30 @@ class CudaKernels : public ::testing::Test {
     return t;
   }
 
+  // Random 0/1 bools.
+  HostTensor bools(const Shape& shape) {
+    std::bernoulli_distribution coin(0.5);
+    HostTensor t{shape, plan::BOOL, {}};
+    t.values.resize(static_cast<size_t>(t.elements()));
+    for (double& v : t.values) v = coin(rng_) ? 1 : 0;
+    return t;
+  }
+
   uint32_t seed_;
   std::mt19937 rng_;
 };
+
+// The broadcast of two shapes (they must broadcast).
+Shape broadcast(const Shape& a, const Shape& b) {
+  Shape y;
+  const size_t rank = std::max(a.size(), b.size());
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
+    const int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
+    y.push_back(std::max(da, db));
+  }
+  return y;
+}
 
 // ---- elementwise ----
 
@@ -99,6 +124,132 @@ TEST_F(CudaKernels, ActivationGradients) {
       check({"tanh_grad", {uniform(shape, dt, -1, 1), uniform(shape, dt)}, {{shape, dt}}});
       check({"sigmoid_grad", {uniform(shape, dt, 0, 1), uniform(shape, dt)}, {{shape, dt}}});
     }
+}
+
+// ---- math functions, max/min, isnan ----
+
+TEST_F(CudaKernels, MathFunctions) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {
+      check({"neg", {uniform(shape, dt)}, {{shape, dt}}});
+      check({"sqrt", {uniform(shape, dt, 0.01, 4)}, {{shape, dt}}});
+      check({"reciprocal", {awayFromZero(shape, dt)}, {{shape, dt}}});
+      check({"exp", {uniform(shape, dt, -10, 10)}, {{shape, dt}}});
+      check({"log", {uniform(shape, dt, 0.01, 4)}, {{shape, dt}}});
+      check({"erf", {uniform(shape, dt, -4, 4)}, {{shape, dt}}});
+      check({"cos", {uniform(shape, dt, -10, 10)}, {{shape, dt}}});
+      check({"sin", {uniform(shape, dt, -10, 10)}, {{shape, dt}}});
+      for (double e : {2.0, 3.0, 0.5, -0.5, -1.0})
+        check({"powf", {uniform(shape, dt, 0.1, 3)}, {{shape, dt}}, {floatAttr("exponent", e)}});
+      check({"powf", {uniform(shape, dt)}, {{shape, dt}}, {floatAttr("exponent", 3.0)}});  // negative bases
+      check({"erf_grad", {uniform(shape, dt, -4, 4), uniform(shape, dt)}, {{shape, dt}}});
+    }
+}
+
+TEST_F(CudaKernels, MaxMinAndGradientsBroadcastWithTiesAndNaN) {
+  const std::pair<Shape, Shape> pairs[] = {{{4, 5}, {4, 5}}, {{4, 5}, {5}}, {{}, {3, 2}}, {{2, 3, 4}, {3, 1}},
+                                           {{1000, 33}, {33}}, {{2, 1, 3, 1}, {1, 4, 1, 5}}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [sa, sb] : pairs) {
+      const Shape y = broadcast(sa, sb);
+      HostTensor a = uniform(sa, dt), b = uniform(sb, dt);
+      a.values[0] = b.values[0];  // a tie: a wins
+      if (a.values.size() > 2) a.values[2] = std::numeric_limits<double>::quiet_NaN();
+      if (b.values.size() > 3) b.values[3] = std::numeric_limits<double>::quiet_NaN();
+      for (const char* op : {"max", "min"}) check({op, {a, b}, {{y, dt}}});
+      for (const char* op : {"max_grad", "min_grad"}) check({op, {a, b, uniform(y, dt)}, {{y, dt}, {y, dt}}});
+    }
+}
+
+TEST_F(CudaKernels, IsNan) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{}, Shape{7}, Shape{100, 33}}) {
+      HostTensor x = uniform(shape, dt);
+      for (size_t i = 0; i < x.values.size(); i += 3) x.values[i] = std::numeric_limits<double>::quiet_NaN();
+      if (x.values.size() > 1) x.values[1] = std::numeric_limits<double>::infinity();
+      check({"isnan", {x}, {{shape, plan::BOOL}}});
+    }
+}
+
+// ---- where, concat, slice, cast ----
+
+TEST_F(CudaKernels, WhereBroadcastsAllThree) {
+  struct Case {
+    Shape cond, x, y;
+  };
+  const Case cases[] = {{{4, 5}, {4, 5}, {4, 5}},       {{1, 1, 16, 16}, {2, 4, 16, 16}, {}},  // a causal mask
+                        {{3, 1}, {1, 4}, {2, 1, 1}},    {{}, {5}, {5}},
+                        {{64, 1}, {64, 1000}, {1000}},  {{2, 1, 3, 1, 2}, {1, 4, 1, 5, 1}, {3, 1, 2}}};
+  for (plan::DType dt : {plan::F32, plan::F64, plan::I64})
+    for (const Case& c : cases) {
+      const Shape out = broadcast(c.cond, broadcast(c.x, c.y));
+      const HostTensor x = dt == plan::I64 ? integers(c.x, -50, 50) : uniform(c.x, dt);
+      const HostTensor y = dt == plan::I64 ? integers(c.y, -50, 50) : uniform(c.y, dt);
+      check({"where", {bools(c.cond), x, y}, {{out, dt}}});
+    }
+}
+
+TEST_F(CudaKernels, ConcatOneToEightInputs) {
+  struct Case {
+    Shape base;
+    int64_t axis;
+    std::vector<int64_t> sizes;  // each input's extent along the axis
+  };
+  const Case cases[] = {{{2, 0, 4}, 1, {3, 1, 2}}, {{0, 5}, 0, {4, 1}}, {{3, 0}, 1, {2, 5}},
+                        {{7}, 0, {7}},  {{2, 8, 0}, 2, {32, 32}},  {{4, 0, 3}, 1, {1, 2, 3, 4, 5, 6, 7, 8}}};
+  for (plan::DType dt : {plan::F32, plan::F64, plan::I64, plan::BOOL})
+    for (const Case& c : cases) {
+      KernelCase k{"concat", {}, {}, {intAttr("axis", c.axis)}};
+      Shape out = c.base;
+      out[static_cast<size_t>(c.axis)] = 0;
+      for (int64_t size : c.sizes) {
+        Shape in = c.base;
+        in[static_cast<size_t>(c.axis)] = size;
+        out[static_cast<size_t>(c.axis)] += size;
+        k.inputs.push_back(dt == plan::I64 ? integers(in, -9, 9) : dt == plan::BOOL ? bools(in) : uniform(in, dt));
+      }
+      k.outputs = {{out, dt}};
+      check(k);
+    }
+}
+
+TEST_F(CudaKernels, SliceAndGradWithSteps) {
+  struct Case {
+    Shape x, starts, ends, steps;
+  };
+  const Case cases[] = {{{4, 6}, {1, 0}, {3, 6}, {1, 1}},          {{4, 6}, {0, 1}, {4, 6}, {2, 2}},
+                        {{2, 5, 3}, {1, 0, 0}, {2, 5, 3}, {1, 3, 2}}, {{3, 4}, {2, 4}, {1, 4}, {1, 1}},
+                        {{8, 64, 128}, {0, 0, 64}, {8, 64, 128}, {1, 1, 1}},  // rotate_half's second half
+                        {{1000, 96}, {0, 32}, {1000, 64}, {1, 1}},  {{}, {}, {}, {}}};
+  for (plan::DType dt : {plan::F32, plan::F64, plan::I64})
+    for (const Case& c : cases) {
+      Shape y;
+      for (size_t d = 0; d < c.x.size(); ++d)
+        y.push_back(c.ends[d] > c.starts[d] ? (c.ends[d] - c.starts[d] + c.steps[d] - 1) / c.steps[d] : 0);
+      const auto attrs = std::vector<plan::Attribute>{intsAttr("starts", c.starts), intsAttr("ends", c.ends),
+                                                      intsAttr("steps", c.steps)};
+      const HostTensor x = dt == plan::I64 ? integers(c.x, -9, 9) : uniform(c.x, dt);
+      const HostTensor dy = dt == plan::I64 ? integers(y, -9, 9) : uniform(y, dt);
+      check({"slice", {x}, {{y, dt}}, attrs});
+      check({"slice_grad", {dy}, {{c.x, dt}}, attrs});
+    }
+}
+
+TEST_F(CudaKernels, CastEveryPairWithSpecialValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const plan::DType types[] = {plan::F32, plan::F64, plan::I64, plan::BOOL};
+  for (plan::DType from : types)
+    for (plan::DType to : types)
+      for (const Shape& shape : {Shape{}, Shape{9}, Shape{1000, 33}}) {
+        HostTensor x = from == plan::I64    ? integers(shape, -1000000, 1000000)
+                       : from == plan::BOOL ? bools(shape)
+                                            : uniform(shape, from, -100, 100);
+        if (from == plan::F32 || from == plan::F64) {
+          const double specials[] = {nan, inf, -inf, 1e30, -1e30, 0.0, -0.0, 2.5, -2.5};
+          for (size_t i = 0; i < x.values.size() && i < std::size(specials); ++i) x.values[i] = specials[i];
+        }
+        check({"cast", {x}, {{shape, to}}});
+      }
 }
 
 // ---- matmul ----
