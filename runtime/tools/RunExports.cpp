@@ -32,7 +32,9 @@ bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exp
   return true;
 }
 
-void checkRunExports(const RunExports& exports, const plan::Plan& plan) {
+void checkRunExports(const RunExports& exports, const plan::Plan& plan, const std::string& weights) {
+  if (!exports.onnx.empty() && weights.empty())
+    throw Error("--export-onnx needs --weights MODEL.onnx: the exported model is a copy of it");
   for (const auto& [name, file] : exports.dumps) {
     try {
       requireKeptOutput(plan, name);

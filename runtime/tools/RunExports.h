@@ -27,8 +27,9 @@ struct RunExports {
 // false when it is not.
 bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports);
 
-// Before training: every --dump-output names an output the plan keeps.
-void checkRunExports(const RunExports& exports, const plan::Plan& plan);
+// Before training: every --dump-output names an output the plan keeps, and
+// --export-onnx has a --weights model to copy.
+void checkRunExports(const RunExports& exports, const plan::Plan& plan, const std::string& weights);
 
 // After the last step: writes each file and prints one line per file.
 // `weights` is the --weights model, the template of --export-onnx.

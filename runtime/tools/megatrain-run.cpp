@@ -192,7 +192,7 @@ int run(int argc, char** argv) {
     tokens = HostArray::zeros(ElementType::I64, {batch, seqLen});
   }
 
-  checkRunExports(options.exports, *planView);
+  checkRunExports(options.exports, *planView, options.weights);
 
   // Every graph input needs a feed before anything runs.
   for (const plan::Tensor& tensor : planView->tensors()) {
