@@ -83,6 +83,8 @@ class CudaBackend final : public Backend {
   void poison(const plan::Tensor& tensor) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
+  std::byte* hostData(const plan::Tensor& tensor) override;
+  std::optional<DeviceMemory> deviceMemory() const override;
 
  private:
   const Pool& poolOf(const plan::Tensor& tensor) const;
@@ -349,6 +351,18 @@ void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) con
   if (onDevice(tensor)) MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
   drain();
   if (!onDevice(tensor)) std::memcpy(bytes, address(tensor), size);
+}
+
+std::byte* CudaBackend::hostData(const plan::Tensor& tensor) {
+  if (onDevice(tensor)) throw Error("cuda backend: tensor '" + tensor.name() + "' is in device memory");
+  drain();  // a copy in flight may still read or write these bytes
+  return address(tensor);
+}
+
+std::optional<DeviceMemory> CudaBackend::deviceMemory() const {
+  size_t free = 0, total = 0;
+  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return DeviceMemory{free, total};
 }
 
 }  // namespace

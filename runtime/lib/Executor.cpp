@@ -97,6 +97,47 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
   std::vector<size_t> fill(poisonStart_.begin(), poisonStart_.end() - 1);
   for (const plan::Tensor& tensor : plan_.tensors())
     if (dies(tensor)) poisonAfter_[fill[static_cast<size_t>(tensor.last_use_step())]++] = tensor.id();
+
+  for (const plan::Step& step : plan_.steps())
+    if (step.op_case() == plan::Step::kHostTask && step.host_task().kind() == plan::HostTask::ADAMW)
+      adamwSteps_.push_back(step.index());
+  hyper_ = plan_.header().optimizer();
+  checkClippingIsSafe();
+}
+
+void Executor::checkClippingIsSafe() {
+  // Clipping moves every ADAMW to the position of the last one. That is only
+  // the same computation if no step in between touches a tensor an earlier
+  // ADAMW updates or reads (its parameter, gradient or moments).
+  if (adamwSteps_.size() < 2) return;
+  const uint32_t last = adamwSteps_.back();
+  std::vector<int64_t> updatedAt(static_cast<size_t>(plan_.tensors_size()), -1);
+  for (uint32_t index : adamwSteps_)
+    for (uint32_t tensor : plan_.steps(static_cast<int>(index)).host_task().tensors()) updatedAt[tensor] = index;
+  auto check = [&](const plan::Step& step, uint32_t tensor) {
+    const int64_t at = updatedAt[tensor];
+    if (at >= 0 && at < step.index() && step.index() < last && clippingConflict_.empty())
+      clippingConflict_ = "gradient clipping needs every gradient before any AdamW update, but " +
+                          describeStep(step) + " uses '" + plan_.tensors(static_cast<int>(tensor)).name() +
+                          "' after its update at step " + std::to_string(at);
+  };
+  for (const plan::Step& step : plan_.steps()) {
+    switch (step.op_case()) {
+      case plan::Step::kKernel:
+        for (uint32_t t : step.kernel().inputs()) check(step, t);
+        for (uint32_t t : step.kernel().outputs()) check(step, t);
+        break;
+      case plan::Step::kCopy:
+        check(step, step.copy().src());
+        check(step, step.copy().dst());
+        break;
+      case plan::Step::kHostTask:
+        for (uint32_t t : step.host_task().tensors()) check(step, t);
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 Executor::~Executor() = default;
@@ -204,8 +245,7 @@ void Executor::runOneStep(const plan::Step& step, double& loss) {
         return plan_.tensors(static_cast<int>(task.tensors(i)));
       };
       if (task.kind() == plan::HostTask::ADAMW) {
-        backend_->runAdamW(operand(0), operand(1), operand(2), operand(3),
-                           plan_.header().optimizer(), step_);
+        backend_->runAdamW(operand(0), operand(1), operand(2), operand(3), hyper_, step_);
       } else {
         // READ_LOSS: the readout is host memory; wait for the copy that fills it.
         backend_->synchronize();
@@ -221,8 +261,20 @@ void Executor::runOneStep(const plan::Step& step, double& loss) {
   }
 }
 
-double Executor::runStep() {
+double Executor::runStep() { return runStep(StepOptions{}).loss; }
+
+void Executor::restoreOptimizerStep(int64_t t) {
+  if (t < 0) throw Error("optimizer step count must be >= 0, got " + std::to_string(t));
+  step_ = t;
+  weightsLoaded_ = true;
+}
+
+StepResult Executor::runStep(const StepOptions& options) {
   if (!weightsLoaded_) throw Error("weights are not loaded (call loadWeights before runStep)");
+  const bool clipping = options.clipGradNorm.has_value();
+  if (clipping && !(*options.clipGradNorm > 0))
+    throw Error("the gradient clipping norm must be positive");
+  if (clipping && !clippingConflict_.empty()) throw Error(clippingConflict_);
   for (const StagedInput& input : inputs_) {
     if (input.set) continue;
     const plan::Tensor& tensor = plan_.tensors(static_cast<int>(input.tensor));
@@ -234,10 +286,18 @@ double Executor::runStep() {
     backend_->write(plan_.tensors(static_cast<int>(input.tensor)), input.bytes.data(),
                     input.bytes.size());
 
-  double loss = std::numeric_limits<double>::quiet_NaN();
+  hyper_.set_lr(options.lr ? *options.lr : plan_.header().optimizer().lr());
+  StepResult result;
+  result.loss = std::numeric_limits<double>::quiet_NaN();
+  result.lr = hyper_.lr();
+  result.gradNorm = std::numeric_limits<double>::quiet_NaN();
+  const int64_t lastAdamw = adamwSteps_.empty() ? -1 : adamwSteps_.back();
   for (const plan::Step& step : plan_.steps()) {
+    const bool deferred = clipping && step.op_case() == plan::Step::kHostTask &&
+                          step.host_task().kind() == plan::HostTask::ADAMW;
     try {
-      runOneStep(step, loss);
+      if (!deferred) runOneStep(step, result.loss);
+      if (deferred && step.index() == lastAdamw) result.gradNorm = clipAndUpdate(*options.clipGradNorm);
     } catch (const Error& e) {
       throw Error(describeStep(step) + ": " + e.what());
     }
@@ -245,7 +305,54 @@ double Executor::runStep() {
       backend_->poison(plan_.tensors(static_cast<int>(poisonAfter_[k])));
   }
   backend_->synchronize();
-  return loss;
+  return result;
+}
+
+namespace {
+
+template <typename T>
+void addSquares(const std::byte* bytes, size_t count, double& sum) {
+  const T* g = reinterpret_cast<const T*>(bytes);
+  for (size_t i = 0; i < count; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+}
+
+template <typename T>
+void scaleInPlace(std::byte* bytes, size_t count, double coef) {
+  T* g = reinterpret_cast<T*>(bytes);
+  for (size_t i = 0; i < count; ++i) g[i] = static_cast<T>(static_cast<double>(g[i]) * coef);
+}
+
+}  // namespace
+
+double Executor::clipAndUpdate(double maxNorm) {
+  auto gradient = [&](uint32_t index) -> const plan::Tensor& {
+    return plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(1)));
+  };
+  // One running sum in plan order and element order: the same gradients give
+  // the same norm bit for bit, whatever the backend.
+  double sum = 0;
+  for (uint32_t index : adamwSteps_) {
+    const plan::Tensor& grad = gradient(index);
+    const size_t count = static_cast<size_t>(elementCount(grad.shape()));
+    if (grad.dtype() == plan::F32) addSquares<float>(backend_->hostData(grad), count, sum);
+    else if (grad.dtype() == plan::F64) addSquares<double>(backend_->hostData(grad), count, sum);
+    else throw Error("gradient clipping: gradient '" + grad.name() + "' is " + dtypeName(grad.dtype()) +
+                     " (f32 or f64 only)");
+  }
+  const double norm = std::sqrt(sum);
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1; scaling
+  // by exactly 1 changes nothing, so only a smaller factor touches the gradients.
+  const double coef = maxNorm / (norm + 1e-6);
+  if (coef < 1.0)
+    for (uint32_t index : adamwSteps_) {
+      const plan::Tensor& grad = gradient(index);
+      const size_t count = static_cast<size_t>(elementCount(grad.shape()));
+      if (grad.dtype() == plan::F32) scaleInPlace<float>(backend_->hostData(grad), count, coef);
+      else scaleInPlace<double>(backend_->hostData(grad), count, coef);
+    }
+  double unused = 0;
+  for (uint32_t index : adamwSteps_) runOneStep(plan_.steps(static_cast<int>(index)), unused);
+  return norm;
 }
 
 std::vector<double> Executor::readTensor(const std::string& name) const {

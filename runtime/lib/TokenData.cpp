@@ -1,6 +1,7 @@
 // TokenData.cpp - a flat binary token file, read as consecutive [batch, seq] windows.
 #include "megatrain/runtime/TokenData.h"
 
+#include <cstdint>
 #include <iterator>
 
 #include "megatrain/runtime/Error.h"
@@ -9,7 +10,7 @@ namespace megatrain::runtime {
 namespace {
 
 // The value of "dtype" in a small JSON object; empty if absent. A full JSON
-// parser is not worth a dependency for one key.
+// parser is not worth a dependency for two keys.
 std::string sidecarDType(const std::string& json) {
   size_t at = json.find("\"dtype\"");
   if (at == std::string::npos) return "";
@@ -20,6 +21,22 @@ std::string sidecarDType(const std::string& json) {
   size_t end = json.find('"', at + 1);
   if (end == std::string::npos) return "";
   return json.substr(at + 1, end - at - 1);
+}
+
+// The non-negative integer value of "vocab"; 0 if absent, -1 if not an integer.
+int64_t sidecarVocab(const std::string& json) {
+  size_t at = json.find("\"vocab\"");
+  if (at == std::string::npos) return 0;
+  at = json.find(':', at);
+  if (at == std::string::npos) return -1;
+  at = json.find_first_not_of(" \t\r\n", at + 1);
+  if (at == std::string::npos || json[at] < '0' || json[at] > '9') return -1;
+  int64_t value = 0;
+  for (; at < json.size() && json[at] >= '0' && json[at] <= '9'; ++at) {
+    if (value > (INT64_MAX - 9) / 10) return -1;
+    value = value * 10 + (json[at] - '0');
+  }
+  return value;
 }
 
 }  // namespace
@@ -46,6 +63,9 @@ TokenData::TokenData(const std::string& path, TokenDType fallback)
     } catch (const Error& e) {
       throw Error(path + ".json: " + e.what());
     }
+    const int64_t vocab = sidecarVocab(json);
+    if (vocab < 0) throw Error(path + ".json: \"vocab\" is not a non-negative integer");
+    vocab_ = static_cast<uint64_t>(vocab);
   }
   file_.open(path, std::ios::binary | std::ios::ate);
   if (!file_) throw Error(path + ": cannot open");
@@ -57,30 +77,50 @@ TokenData::TokenData(const std::string& path, TokenDType fallback)
   tokens_ = bytes / tokenSize;
 }
 
+void TokenData::reserveWindow(int64_t count) {
+  const size_t tokenSize = dtype_ == TokenDType::U16 ? 2 : 4;
+  if (count > 0) window_.reserve(static_cast<size_t>(count) * tokenSize);
+}
+
+void TokenData::read(uint64_t start, int64_t count, int64_t* out) {
+  const size_t tokenSize = dtype_ == TokenDType::U16 ? 2 : 4;
+  if (count < 0 || start + static_cast<uint64_t>(count) > tokens_)
+    throw Error(path_ + ": tokens " + std::to_string(start) + ".." + std::to_string(start + count) +
+                " pass the end (" + std::to_string(tokens_) + " tokens)");
+  window_.resize(static_cast<size_t>(count) * tokenSize);
+  file_.clear();
+  file_.seekg(static_cast<std::streamoff>(start * tokenSize));
+  file_.read(reinterpret_cast<char*>(window_.data()), static_cast<std::streamsize>(window_.size()));
+  if (!file_) throw Error(path_ + ": read failed at byte offset " + std::to_string(start * tokenSize));
+  const unsigned char* raw = window_.data();
+  // Little-endian regardless of the host.
+  if (tokenSize == 2) {
+    for (int64_t t = 0; t < count; ++t) out[t] = raw[2 * t] | raw[2 * t + 1] << 8;
+  } else {
+    for (int64_t t = 0; t < count; ++t)
+      out[t] = static_cast<int64_t>(static_cast<uint32_t>(raw[4 * t]) |
+                                    static_cast<uint32_t>(raw[4 * t + 1]) << 8 |
+                                    static_cast<uint32_t>(raw[4 * t + 2]) << 16 |
+                                    static_cast<uint32_t>(raw[4 * t + 3]) << 24);
+  }
+  if (vocab_ == 0) return;
+  for (int64_t t = 0; t < count; ++t)
+    if (static_cast<uint64_t>(out[t]) >= vocab_) {
+      const uint64_t index = start + static_cast<uint64_t>(t);
+      throw Error(path_ + ": token " + std::to_string(out[t]) + " at byte offset " +
+                  std::to_string(index * tokenSize) + " (token " + std::to_string(index) +
+                  ") is outside the vocabulary of " + std::to_string(vocab_) + " (" + path_ + ".json)");
+    }
+}
+
 void TokenData::nextBatch(int64_t* out, int64_t batch, int64_t seqLen) {
   if (seqLen <= 0 || batch <= 0) throw Error(path_ + ": batch and sequence must be positive");
   if (tokens_ < static_cast<uint64_t>(seqLen))
     throw Error(path_ + ": holds " + std::to_string(tokens_) + " tokens, fewer than one window of " +
                 std::to_string(seqLen));
-  const size_t tokenSize = dtype_ == TokenDType::U16 ? 2 : 4;
-  window_.resize(static_cast<size_t>(seqLen) * tokenSize);
   for (int64_t b = 0; b < batch; ++b) {
     if (position_ + static_cast<uint64_t>(seqLen) > tokens_) position_ = 0;
-    file_.seekg(static_cast<std::streamoff>(position_ * tokenSize));
-    file_.read(reinterpret_cast<char*>(window_.data()), static_cast<std::streamsize>(window_.size()));
-    if (!file_) throw Error(path_ + ": read failed at token " + std::to_string(position_));
-    int64_t* row = out + b * seqLen;
-    const unsigned char* raw = window_.data();
-    // Little-endian regardless of the host.
-    if (tokenSize == 2) {
-      for (int64_t t = 0; t < seqLen; ++t) row[t] = raw[2 * t] | raw[2 * t + 1] << 8;
-    } else {
-      for (int64_t t = 0; t < seqLen; ++t)
-        row[t] = static_cast<int64_t>(static_cast<uint32_t>(raw[4 * t]) |
-                                      static_cast<uint32_t>(raw[4 * t + 1]) << 8 |
-                                      static_cast<uint32_t>(raw[4 * t + 2]) << 16 |
-                                      static_cast<uint32_t>(raw[4 * t + 3]) << 24);
-    }
+    read(position_, seqLen, out + b * seqLen);
     position_ += static_cast<uint64_t>(seqLen);
   }
 }

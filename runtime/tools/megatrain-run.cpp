@@ -11,6 +11,7 @@
 
 #include "RunExports.h"
 #include "ToolArgs.h"
+#include "Training.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
@@ -20,6 +21,7 @@
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanStats.h"
+#include "megatrain/runtime/Preflight.h"
 #include "megatrain/runtime/TokenData.h"
 #ifdef MEGATRAIN_WITH_CUDA
 #include "CudaBackend.h"
@@ -34,16 +36,33 @@ Trains a model: loads the plan, loads the weights from the ONNX model's
 initializers, and executes the plan's training step --steps times.
 
 options:
-  --weights MODEL.onnx     the ONNX model whose initializers hold the initial weights (required)
+  --weights MODEL.onnx     the ONNX model whose initializers hold the initial weights
+                           (required unless --resume finds a checkpoint)
   --backend cpu|cuda       where to run (default cpu)
-  --steps N                training steps to run (default 10)
+  --steps N                train until step N, resumed steps included (default 10)
   --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable)
-  --data TOKENS.bin        stream [batch, seq] windows of a flat token file into the
-                           plan's token input
+  --data TOKENS.bin[,...]  token files (repeatable) sampled as [batch, seq] windows into
+                           the plan's token input, in a seeded shuffle redrawn every epoch
   --data-dtype uint16|uint32
                            token width of --data (default uint16; a sidecar
-                           TOKENS.bin.json {"dtype": ...} wins)
-  --metrics FILE.jsonl     write one JSON object per step (step, loss, tokens_per_s, step_time_s)
+                           TOKENS.bin.json {"dtype": ..., "vocab": ...} wins)
+  --seed N                 seed of the data order (default 0)
+  --lr F                   peak learning rate (default: the plan's)
+  --lr-schedule constant|cosine|linear
+                           after warmup, hold the lr or decay it to --min-lr (default constant)
+  --warmup-steps N         raise the lr linearly from 0 over the first N steps (default 0)
+  --min-lr F               where the decay ends (default 0)
+  --decay-steps N          the step at which the decay reaches --min-lr (default --steps)
+  --clip-grad-norm F       clip the global L2 norm of the gradients to F, as torch's
+                           clip_grad_norm_ (the host optimizer then waits for backward)
+  --save DIR               write checkpoints into DIR: at the end, on Ctrl-C or SIGTERM,
+                           and every --save-every steps
+  --save-every N           also save after every N-th step
+  --resume DIR             continue from DIR's newest valid checkpoint
+  --metrics FILE.jsonl     write one JSON object per step (step, loss, tokens_per_s,
+                           step_time_s, tokens, lr, grad_norm, elapsed_s)
+  --log-every N            without a terminal, print a progress line every N steps (default 1)
+  --skip-preflight         allocate even if memory or disk look too small
   --export-onnx OUT.onnx   after training, write the --weights model with every
                            trainable initializer replaced by its trained values
   --export-external-data auto|always|never
@@ -65,8 +84,7 @@ struct Options {
   std::string backend = "cpu";
   int64_t steps = 10;
   std::vector<std::pair<std::string, std::string>> inputs;  // name, file
-  std::string data;
-  TokenDType dataDType = TokenDType::U16;
+  TrainingOptions training;
   std::string metrics;
   bool quiet = false;
   bool help = false;
@@ -92,10 +110,7 @@ Options parseOptions(int argc, char** argv) {
       if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
         throw Error("--input needs NAME=FILE.npy, got '" + spec + "'");
       options.inputs.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
-    } else if (arg == "--data") {
-      options.data = args.value(arg);
-    } else if (arg == "--data-dtype") {
-      options.dataDType = parseTokenDType(args.value(arg));
+    } else if (parseTrainingFlag(arg, args, options.training)) {
     } else if (arg == "--metrics") {
       options.metrics = args.value(arg);
     } else if (arg == "--quiet") {
@@ -111,7 +126,7 @@ Options parseOptions(int argc, char** argv) {
   }
   if (options.help) return options;
   if (options.plan.empty()) throw Error("missing MODEL.plan (see --help)");
-  if (options.weights.empty()) throw Error("missing --weights MODEL.onnx");
+  if (options.weights.empty() && options.training.resume.empty()) throw Error("missing --weights MODEL.onnx");
   return options;
 }
 
@@ -160,13 +175,23 @@ int run(int argc, char** argv) {
   validatePlan(plan, *backend, options.plan);
   const PlanStats stats = computePlanStats(plan);
   const std::string backendName = backend->name();
+  // Before any pool is allocated: say what is short rather than fail half-way.
+  if (!options.training.skipPreflight) runPreflight(plan, *backend, options.training.save);
 
   Executor executor(std::move(plan), std::move(backend));
   const plan::Plan* planView = &executor.plan();  // the executor owns the plan now
-  executor.loadWeights(OnnxWeights(options.weights));
+  TrainingSetup setup;
+  setup.planPath = options.plan;
+  setup.weights = options.weights;
+  setup.steps = options.steps;
+  setup.metrics = options.metrics;
+  setup.quiet = options.quiet;
+  setup.stats = stats;
+  // Loads the weights, or the newest checkpoint of --resume.
+  TrainingSession training(executor, setup, options.training);
 
   for (const auto& [name, file] : options.inputs) {
-    if (name == planView->header().token_input() && !options.data.empty())
+    if (name == planView->header().token_input() && !options.training.data.empty())
       throw Error("--input " + name + " conflicts with --data, which feeds the same input");
     try {
       executor.setInput(name, readNpy(file));
@@ -175,31 +200,14 @@ int run(int argc, char** argv) {
     }
   }
 
-  // --data: a preallocated [batch, seq] array refilled from the token file each step.
-  std::optional<TokenData> data;
-  HostArray tokens;
-  int64_t batch = 0, seqLen = 0;
-  if (!options.data.empty()) {
-    const std::string& inputName = planView->header().token_input();
-    if (inputName.empty())
-      throw Error("--data given but the plan has no token input (header.token_input is empty)");
-    for (const plan::Tensor& tensor : planView->tensors())
-      if (tensor.role() == plan::INPUT && (tensor.source() == inputName || tensor.name() == inputName)) {
-        batch = tensor.shape(0);
-        seqLen = tensor.shape(1);
-      }
-    data.emplace(options.data, options.dataDType);
-    tokens = HostArray::zeros(ElementType::I64, {batch, seqLen});
-  }
-
   checkRunExports(options.exports, *planView, options.weights);
 
   // Every graph input needs a feed before anything runs.
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
     const std::string& name = tensor.source().empty() ? tensor.name() : tensor.source();
-    bool fed = data && (tensor.source() == planView->header().token_input() ||
-                        tensor.name() == planView->header().token_input());
+    bool fed = training.feedsTokenInput() && (tensor.source() == planView->header().token_input() ||
+                                              tensor.name() == planView->header().token_input());
     for (const auto& input : options.inputs)
       fed = fed || input.first == tensor.source() || input.first == tensor.name();
     if (!fed)
@@ -207,63 +215,11 @@ int run(int argc, char** argv) {
                   (name == planView->header().token_input() ? " or --data TOKENS.bin)" : ")"));
   }
 
-  std::ofstream metrics;
-  if (!options.metrics.empty()) {
-    metrics.open(options.metrics, std::ios::trunc);
-    if (!metrics) throw Error(options.metrics + ": cannot open for writing");
-  }
-
   if (!options.quiet) printSummary(options, *planView, stats, backendName);
 
-  const int width = static_cast<int>(std::to_string(options.steps).size());
-  const auto tokensPerStep = static_cast<double>(stats.tokensPerStep);
-  double firstLoss = 0, lastLoss = 0, totalTime = 0;
-  for (int64_t step = 1; step <= options.steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    if (data) {
-      data->nextBatch(tokens.data<int64_t>(), batch, seqLen);
-      executor.setInput(planView->header().token_input(), tokens);
-    }
-    const double loss = executor.runStep();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double tokensPerSecond = seconds > 0 ? tokensPerStep / seconds : 0;
-    totalTime += seconds;
-    if (step == 1) firstLoss = loss;
-    lastLoss = loss;
-
-    if (!options.quiet) {
-      std::printf("step %*lld/%lld  loss %.6f", width, static_cast<long long>(step),
-                  static_cast<long long>(options.steps), loss);
-      if (tokensPerStep > 0) std::printf("  tokens/s %.0f", tokensPerSecond);
-      std::printf("  (%.3f s)\n", seconds);
-      std::fflush(stdout);
-    }
-    if (metrics.is_open()) {
-      char line[256];
-      // JSON has no NaN: a non-finite loss is written as null.
-      char lossText[32] = "null";
-      if (std::isfinite(loss)) std::snprintf(lossText, sizeof lossText, "%.9g", loss);
-      std::snprintf(line, sizeof line,
-                    "{\"step\": %lld, \"loss\": %s, \"tokens_per_s\": %.3f, \"step_time_s\": %.6f, "
-                    "\"tokens\": %llu}\n",
-                    static_cast<long long>(step), lossText, tokensPerSecond, seconds,
-                    static_cast<unsigned long long>(stats.tokensPerStep));
-      metrics << line << std::flush;
-    }
-    if (!std::isfinite(loss)) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", loss);
-      throw Error("loss is " + std::string(text) + " at step " + std::to_string(step) +
-                  ", stopping");
-    }
-  }
-
-  std::printf("done      %lld steps, loss %.6f -> %.6f", static_cast<long long>(options.steps),
-              firstLoss, lastLoss);
-  if (tokensPerStep > 0)
-    std::printf(", mean %.0f tokens/s", tokensPerStep * static_cast<double>(options.steps) / totalTime);
-  std::printf(", mean step %.3f s\n", totalTime / static_cast<double>(options.steps));
+  // Ctrl-C stops between steps with exit code 130 (after a checkpoint, with --save).
+  const int status = training.run();
+  if (status != 0) return status;
   writeRunExports(options.exports, executor, options.weights);
   return 0;
 }

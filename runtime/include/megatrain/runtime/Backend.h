@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "megatrain/plan/plan.pb.h"
@@ -16,6 +17,12 @@ struct KernelSignature {
   static constexpr int kAnyInputs = -1;
   int inputs = 0;
   int outputs = 0;
+};
+
+// Device memory as the device reports it, in bytes.
+struct DeviceMemory {
+  uint64_t free = 0;
+  uint64_t total = 0;
 };
 
 // A backend executes one plan's steps over memory it owns. Tensors are
@@ -61,6 +68,17 @@ class Backend {
   // Host access to a tensor's bytes (size == tensor.buffer().size_bytes()).
   virtual void write(const plan::Tensor& tensor, const void* bytes, size_t size) = 0;
   virtual void read(const plan::Tensor& tensor, void* bytes, size_t size) const = 0;
+
+  // The host address of a HOST_PINNED tensor's bytes, valid until the next
+  // launch; waits for launched work first. Host tensors live in host memory on
+  // every backend, so the executor's host work (gradient clipping,
+  // checkpoints) uses them in place instead of staging copies. Error for a
+  // tensor the host cannot address.
+  virtual std::byte* hostData(const plan::Tensor& tensor) = 0;
+
+  // The device's free and total memory, for preflight checks and progress;
+  // nullopt for a backend whose "device" pools are host memory (cpu).
+  virtual std::optional<DeviceMemory> deviceMemory() const { return std::nullopt; }
 };
 
 }  // namespace megatrain::runtime

@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   void poison(const plan::Tensor& tensor) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
+  std::byte* hostData(const plan::Tensor& tensor) override { return data(tensor); }
 
   // The host address of a tensor's bytes: all of this backend's memory is host memory.
   std::byte* data(const plan::Tensor& tensor) const;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +16,23 @@
 namespace megatrain::runtime {
 
 class OnnxWeights;
+
+// What one training step may change at run time.
+struct StepOptions {
+  // AdamW's lr for this step (a schedule's value); the plan's when unset.
+  std::optional<double> lr;
+  // Clip the gradients to this global L2 norm, as torch.nn.utils.clip_grad_norm_:
+  // norm = sqrt(sum of g^2 over every trainable gradient), computed in double;
+  // coef = max_norm / (norm + 1e-6); if coef < 1 every gradient is scaled by it
+  // (in place, rounded to its dtype) before any AdamW update. Unset: no clipping.
+  std::optional<double> clipGradNorm;
+};
+
+struct StepResult {
+  double loss = 0;
+  double lr = 0;        // the AdamW lr the step used
+  double gradNorm = 0;  // the global gradient norm before clipping; NaN without clipping
+};
 
 // Owns the plan and the backend. Construction validates the plan, allocates
 // every pool once and writes the CONSTANT tensors; runStep then executes the
@@ -46,8 +64,19 @@ class Executor {
   // the READ_LOSS task read. Errors name the step.
   double runStep();
 
+  // The same, with a per-step lr and gradient clipping. With clipping, every
+  // ADAMW host task of the step waits until the plan's last one is reached
+  // (every gradient has arrived by then), then the norm is taken, the
+  // gradients scaled and the updates run in plan order: the host optimizer
+  // then no longer overlaps the rest of backward (docs/runtime.md).
+  StepResult runStep(const StepOptions& options);
+
   // Optimizer steps taken since loadWeights (AdamW's t after the last step).
   int64_t optimizerStep() const { return step_; }
+
+  // For resuming: the PARAMETER and OPTIMIZER_STATE tensors were written
+  // from a checkpoint (instead of loadWeights) after `t` optimizer steps.
+  void restoreOptimizerStep(int64_t t);
 
   const plan::Tensor& tensor(const std::string& name) const;
   bool hasTensor(const std::string& name) const { return byName_.count(name) != 0; }
@@ -69,6 +98,10 @@ class Executor {
 
   StagedInput& findInput(const std::string& name);
   void runOneStep(const plan::Step& step, double& loss);
+  // The deferred half of a clipped step: norm, scale, then every AdamW update.
+  double clipAndUpdate(double maxNorm);
+  // Sets clippingConflict_ if deferring AdamW to the last one would change what a step reads.
+  void checkClippingIsSafe();
 
   plan::Plan plan_;
   std::unique_ptr<Backend> backend_;
@@ -77,6 +110,9 @@ class Executor {
   // poisonAfter_[poisonStart_[s] .. poisonStart_[s + 1]) are the tensors that die at step s.
   std::vector<uint32_t> poisonAfter_;
   std::vector<size_t> poisonStart_;
+  std::vector<uint32_t> adamwSteps_;  // the ADAMW host tasks, in plan order
+  plan::AdamW hyper_;                 // the plan's AdamW with this step's lr
+  std::string clippingConflict_;      // why clipping would change the math; empty if it would not
   int64_t step_ = 0;
   bool weightsLoaded_ = false;
 };

@@ -15,14 +15,26 @@ TokenDType parseTokenDType(const std::string& text);
 const char* tokenDTypeName(TokenDType dtype);
 
 // The file holds little-endian unsigned tokens and nothing else. The element
-// type comes from a sidecar `FILE.json` ({"dtype": "uint16"}) if one exists,
-// else from `fallback` (the --data-dtype flag).
+// type comes from a sidecar `FILE.json` ({"dtype": "uint16", "vocab": 50257})
+// if one exists, else from `fallback` (the --data-dtype flag); the sidecar's
+// optional "vocab" bounds every token read.
 class TokenData {
  public:
   TokenData(const std::string& path, TokenDType fallback);
 
+  const std::string& path() const { return path_; }
   TokenDType dtype() const { return dtype_; }
   uint64_t tokenCount() const { return tokens_; }
+  // The sidecar's vocabulary size; 0 when it gives none.
+  uint64_t vocab() const { return vocab_; }
+
+  // Sizes the read buffer for windows of up to `count` tokens, so that reads
+  // of that size allocate nothing.
+  void reserveWindow(int64_t count);
+
+  // Reads tokens [start, start + count) into out. Error naming the file and
+  // the byte offset if the range passes the end or a token is not below vocab().
+  void read(uint64_t start, int64_t count, int64_t* out);
   // Index of the first token of the next window.
   uint64_t position() const { return position_; }
 
@@ -36,6 +48,7 @@ class TokenData {
   std::string path_;
   TokenDType dtype_;
   uint64_t tokens_ = 0;
+  uint64_t vocab_ = 0;
   uint64_t position_ = 0;
   std::ifstream file_;
   std::vector<unsigned char> window_;  // one window's raw bytes, reused

@@ -1,0 +1,103 @@
+// Checkpoint.h - training state on disk: parameters, AdamW moments, step counts, data position, lr schedule.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megatrain/plan/plan.pb.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/LrSchedule.h"
+#include "megatrain/runtime/TokenSampler.h"
+
+namespace megatrain::runtime {
+
+class Executor;
+
+inline constexpr char kCheckpointMagic[8] = {'M', 'E', 'G', 'A', 'C', 'K', 'P', 'T'};
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+// Everything beyond the tensors that a run needs to continue bit-exactly.
+struct TrainingState {
+  int64_t step = 0;           // training steps completed
+  int64_t optimizerStep = 0;  // AdamW's t after them
+  bool hasData = false;       // whether the run sampled --data
+  SamplerState data;
+  LrSchedule lr;
+};
+
+// Why a checkpoint cannot be used: Corrupt ones are skipped when resuming
+// (an older one may be good); a PlanMismatch stops the run.
+class CheckpointError : public Error {
+ public:
+  enum class Kind { Corrupt, PlanMismatch };
+  CheckpointError(Kind kind, const std::string& message) : Error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// Bytes of every checkpoint of `plan` (they all have the same layout).
+uint64_t checkpointBytes(const plan::Plan& plan);
+
+// Writes checkpoints of one executor's state into `dir` (created if missing).
+// The layout (header and table, docs/runtime.md "Checkpoints") is fixed at
+// construction; save() streams the tensors straight from host memory and
+// allocates nothing but the file names.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(Executor& executor, uint64_t planHash, std::string dir);
+  ~CheckpointWriter();
+
+  const std::string& dir() const { return dir_; }
+  uint64_t fileBytes() const { return fileBytes_; }
+
+  // Writes `dir/step-<state.step>.ckpt` atomically (a temp file in dir,
+  // fsync, rename, fsync of dir), then points `dir/latest` at it the same
+  // way. Returns the checkpoint's path.
+  std::string save(const TrainingState& state);
+
+  // Test hook: the process SIGKILLs itself once `bytes` bytes of the next
+  // checkpoint's temp file are written (0: never).
+  void killAfterBytes(uint64_t bytes) { killAfter_ = bytes; }
+
+ private:
+  struct Layout;
+  Executor& executor_;
+  uint64_t planHash_;
+  std::string dir_;
+  std::unique_ptr<Layout> layout_;
+  uint64_t fileBytes_ = 0;
+  uint64_t killAfter_ = 0;
+};
+
+// Checks `path` and loads it into the executor's PARAMETER and
+// OPTIMIZER_STATE tensors and its optimizer step. CheckpointError, one line
+// naming the file: bad magic, another version, a header or table checksum
+// mismatch, truncated, another plan, a table that does not fit the plan, a
+// data checksum mismatch. Tensors may be partly overwritten on an error.
+TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64_t planHash);
+
+// The `step-<N>.ckpt` files in `dir`, newest (largest N) first.
+std::vector<std::string> listCheckpoints(const std::string& dir);
+
+// Loads the newest checkpoint in `dir` that is valid, calling `skipped` with
+// a line for each newer one that is not (corrupt or truncated, with why).
+// nullopt if dir holds no checkpoint; Error if none of them is valid or one
+// was written for another plan.
+struct ResumePoint {
+  std::string path;
+  TrainingState state;
+};
+std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planHash,
+                                        const std::function<void(const std::string&)>& skipped);
+
+// Removes the temp files of checkpoints that a killed run left unfinished in
+// `dir`; returns their paths.
+std::vector<std::string> removeUnfinishedCheckpoints(const std::string& dir);
+
+}  // namespace megatrain::runtime

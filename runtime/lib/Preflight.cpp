@@ -1,0 +1,107 @@
+// Preflight.cpp - before allocating anything: does this machine have the memory and disk the plan needs?
+#include "megatrain/runtime/Preflight.h"
+
+#include <sys/statvfs.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "megatrain/runtime/Backend.h"
+#include "megatrain/runtime/Checkpoint.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Format.h"
+
+namespace megatrain::runtime {
+namespace {
+
+// "<need> 1.20 TiB, <have> 110 GiB <unit> (short by 1.09 TiB)"
+std::string shortfall(const std::string& need, uint64_t needBytes, const std::string& have, uint64_t haveBytes,
+                      const char* unit) {
+  return need + " " + formatBytes(needBytes) + ", " + have + " " + formatBytes(haveBytes) + " " + unit + " (short by " +
+         formatBytes(needBytes - haveBytes) + ")";
+}
+
+}  // namespace
+
+PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir) {
+  PreflightNeeds needs;
+  for (const plan::Pool& pool : plan.pools()) {
+    if (pool.tier() == plan::HOST_PINNED) needs.hostPinnedBytes += pool.size_bytes();
+    if (pool.tier() == plan::DEVICE) needs.deviceBytes += pool.size_bytes();
+  }
+  needs.deviceInHostMemory = !backend.deviceMemory().has_value();
+  needs.saveDir = saveDir;
+  if (!saveDir.empty()) needs.checkpointBytes = checkpointBytes(plan);
+  return needs;
+}
+
+std::optional<uint64_t> parseMemAvailable(const std::string& meminfo) {
+  std::istringstream lines(meminfo);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    uint64_t value = 0;
+    std::string unit;
+    if (!(fields >> value)) return std::nullopt;
+    fields >> unit;
+    return unit == "kB" ? value * 1024 : value;
+  }
+  return std::nullopt;
+}
+
+PreflightMachine probeMachine(const Backend& backend, const std::string& saveDir, const std::string& meminfo) {
+  PreflightMachine machine;
+  std::ifstream file(meminfo);
+  if (file)
+    machine.hostAvailable =
+        parseMemAvailable(std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()));
+  if (std::optional<DeviceMemory> device = backend.deviceMemory()) machine.deviceFree = device->free;
+  if (!saveDir.empty()) {
+    // The run creates saveDir if it is missing: ask the filesystem it will be on.
+    std::filesystem::path dir = std::filesystem::absolute(saveDir);
+    std::error_code error;
+    while (!std::filesystem::exists(dir, error) && dir.has_parent_path() && dir != dir.parent_path())
+      dir = dir.parent_path();
+    struct statvfs info;
+    if (::statvfs(dir.c_str(), &info) == 0)
+      machine.diskFree = static_cast<uint64_t>(info.f_bavail) * static_cast<uint64_t>(info.f_frsize);
+  }
+  return machine;
+}
+
+std::vector<std::string> preflightShortfalls(const PreflightNeeds& needs, const PreflightMachine& machine) {
+  std::vector<std::string> problems;
+  if (machine.hostAvailable) {
+    // The cpu backend's "device" arena is host memory too.
+    const uint64_t host = needs.hostPinnedBytes + (needs.deviceInHostMemory ? needs.deviceBytes : 0);
+    if (host > *machine.hostAvailable) {
+      const std::string what =
+          needs.deviceInHostMemory && needs.deviceBytes
+              ? "the plan's pinned host pools and device arena (which this backend keeps in host memory) need"
+              : "the plan's pinned host pools need";
+      problems.push_back(shortfall(what, host, "this machine has", *machine.hostAvailable, "available"));
+    }
+  }
+  if (machine.deviceFree && !needs.deviceInHostMemory && needs.deviceBytes > *machine.deviceFree)
+    problems.push_back(
+        shortfall("the plan's device arena needs", needs.deviceBytes, "the device has", *machine.deviceFree, "free"));
+  if (machine.diskFree && !needs.saveDir.empty() && 2 * needs.checkpointBytes > *machine.diskFree)
+    problems.push_back(
+        shortfall("two checkpoints of " + formatBytes(needs.checkpointBytes) + " under " + needs.saveDir + " need",
+                  2 * needs.checkpointBytes, "its disk has", *machine.diskFree, "free"));
+  return problems;
+}
+
+void runPreflight(const plan::Plan& plan, const Backend& backend, const std::string& saveDir) {
+  const std::vector<std::string> problems =
+      preflightShortfalls(preflightNeeds(plan, backend, saveDir), probeMachine(backend, saveDir));
+  if (problems.empty()) return;
+  std::string message = "preflight: ";
+  for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+  throw Error(message + " (--skip-preflight to try anyway)");
+}
+
+}  // namespace megatrain::runtime

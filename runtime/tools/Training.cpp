@@ -1,0 +1,326 @@
+// Training.cpp - megatrain-run's training loop: data sampling, lr schedule, clipping, checkpoints, resume, Ctrl-C.
+#include "Training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "Progress.h"
+#include "megatrain/runtime/Checkpoint.h"
+#include "megatrain/runtime/Checksum.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/Format.h"
+#include "megatrain/runtime/HostArray.h"
+#include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/TokenSampler.h"
+
+namespace megatrain::runtime::tools {
+namespace {
+
+// Set by SIGINT/SIGTERM; the loop stops after the step in flight. A handler
+// may only touch a volatile sig_atomic_t.
+volatile std::sig_atomic_t gStopSignal = 0;
+
+extern "C" void onStopSignal(int signal) { gStopSignal = signal; }
+
+double parseReal(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(value))
+    throw Error(flag + " needs a number, got '" + text + "'");
+  return value;
+}
+
+int64_t parseCount(const std::string& text, const std::string& flag) {
+  if (text == "0") return 0;
+  return parsePositive(text, flag);
+}
+
+uint64_t parseSeed(const std::string& text) {
+  size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || text[0] == '-')
+    throw Error("--seed needs a non-negative integer, got '" + text + "'");
+  return value;
+}
+
+const char* signalName(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal"; }
+
+}  // namespace
+
+bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions& options) {
+  if (arg == "--data") {
+    const std::string list = args.value(arg);
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma == start) throw Error("--data has an empty file name in '" + list + "'");
+      options.data.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  } else if (arg == "--data-dtype") {
+    options.dataDType = parseTokenDType(args.value(arg));
+  } else if (arg == "--seed") {
+    options.seed = parseSeed(args.value(arg));
+  } else if (arg == "--lr") {
+    options.lr = parseReal(args.value(arg), arg);
+    if (*options.lr <= 0) throw Error("--lr must be positive");
+  } else if (arg == "--lr-schedule") {
+    options.schedule = parseLrScheduleKind(args.value(arg));
+  } else if (arg == "--warmup-steps") {
+    options.warmupSteps = parseCount(args.value(arg), arg);
+  } else if (arg == "--min-lr") {
+    options.minLr = parseReal(args.value(arg), arg);
+    if (options.minLr < 0) throw Error("--min-lr must not be negative");
+  } else if (arg == "--decay-steps") {
+    options.decaySteps = parsePositive(args.value(arg), arg);
+  } else if (arg == "--clip-grad-norm") {
+    options.clipGradNorm = parseReal(args.value(arg), arg);
+    if (*options.clipGradNorm <= 0) throw Error("--clip-grad-norm must be positive");
+  } else if (arg == "--save") {
+    options.save = args.value(arg);
+  } else if (arg == "--save-every") {
+    options.saveEvery = parsePositive(args.value(arg), arg);
+  } else if (arg == "--resume") {
+    options.resume = args.value(arg);
+  } else if (arg == "--log-every") {
+    options.logEvery = parsePositive(args.value(arg), arg);
+  } else if (arg == "--skip-preflight") {
+    options.skipPreflight = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+struct TrainingSession::Impl {
+  Impl(Executor& executor, const TrainingSetup& setup, const TrainingOptions& options)
+      : executor(executor), setup(setup), options(options) {}
+
+  std::string save(int64_t step, ProgressReporter& progress);
+
+  Executor& executor;
+  TrainingSetup setup;
+  TrainingOptions options;
+  uint64_t planHash = 0;
+  LrSchedule schedule;
+  int64_t startStep = 0;           // steps done before this run (from the checkpoint)
+  std::vector<std::string> notes;  // printed when run() starts
+
+  std::optional<TokenSampler> sampler;
+  std::string tokenInput;
+  int64_t batch = 0;
+  HostArray tokens;  // [batch, seq], refilled every step
+
+  std::unique_ptr<MetricsLog> metrics;
+  std::unique_ptr<CheckpointWriter> writer;
+  int64_t lastSaved = -1;
+  int64_t saves = 0;
+  int64_t crashInSave = 0;  // MEGATRAIN_TEST_CRASH_IN_SAVE: the save that SIGKILLs itself
+};
+
+TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup, const TrainingOptions& options)
+    : impl_(std::make_unique<Impl>(executor, setup, options)) {
+  Impl& s = *impl_;
+  const plan::Plan& plan = executor.plan();
+  if (options.saveEvery > 0 && options.save.empty()) throw Error("--save-every needs --save DIR");
+  s.planHash = hashFile(setup.planPath);
+
+  s.schedule.kind = options.schedule;
+  s.schedule.peak = options.lr ? *options.lr : plan.header().optimizer().lr();
+  s.schedule.minLr = options.minLr;
+  s.schedule.warmupSteps = options.warmupSteps;
+  s.schedule.decaySteps = options.decaySteps ? *options.decaySteps : setup.steps;
+  if (options.schedule != LrScheduleKind::Constant && s.schedule.minLr > s.schedule.peak)
+    throw Error("--min-lr " + std::to_string(s.schedule.minLr) + " is above the peak lr " +
+                std::to_string(s.schedule.peak));
+
+  std::optional<ResumePoint> resumed;
+  if (!options.resume.empty()) {
+    resumed = resumeNewest(options.resume, executor, s.planHash, [](const std::string& why) {
+      std::fprintf(stderr, "megatrain-run: warning: skipping %s\n", why.c_str());
+    });
+    if (!resumed && setup.weights.empty())
+      throw Error("--resume " + options.resume + ": no checkpoint (step-N.ckpt) there, and no --weights to start from");
+  }
+  if (resumed) {
+    s.startStep = resumed->state.step;
+    if (s.startStep > setup.steps)
+      throw Error(resumed->path + " is at step " + std::to_string(s.startStep) + ", past --steps " +
+                  std::to_string(setup.steps));
+    s.notes.push_back("resumed   " + resumed->path + " (step " + std::to_string(s.startStep) + ", optimizer step " +
+                      std::to_string(resumed->state.optimizerStep) + ")");
+    if (resumed->state.lr != s.schedule)
+      s.notes.push_back("note      the lr schedule was " + resumed->state.lr.describe() + ", it is now " +
+                        s.schedule.describe());
+    if (resumed->state.hasData && options.data.empty())
+      throw Error(resumed->path + " was written by a run that sampled --data; resume with the same --data");
+  } else {
+    if (!options.resume.empty())
+      s.notes.push_back("resume    " + options.resume + " holds no checkpoint yet, starting from " + setup.weights);
+    executor.loadWeights(OnnxWeights(setup.weights));
+  }
+
+  if (!options.data.empty()) {
+    s.tokenInput = plan.header().token_input();
+    if (s.tokenInput.empty()) throw Error("--data given but the plan has no token input (header.token_input is empty)");
+    int64_t seqLen = 0;
+    for (const plan::Tensor& tensor : plan.tensors())
+      if (tensor.role() == plan::INPUT && (tensor.source() == s.tokenInput || tensor.name() == s.tokenInput)) {
+        if (tensor.shape_size() != 2) throw Error("the token input '" + s.tokenInput + "' is not [batch, seq]");
+        s.batch = tensor.shape(0);
+        seqLen = tensor.shape(1);
+      }
+    s.sampler.emplace(options.data, options.dataDType, seqLen, options.seed);
+    s.tokens = HostArray::zeros(ElementType::I64, {s.batch, seqLen});
+    if (resumed && resumed->state.hasData) {
+      try {
+        s.sampler->restore(resumed->state.data);
+      } catch (const Error& e) {
+        throw Error(resumed->path + ": " + e.what());
+      }
+    } else if (resumed) {
+      s.notes.push_back("note      " + resumed->path + " holds no data position; sampling starts at the beginning");
+    }
+  }
+
+  if (!setup.metrics.empty()) s.metrics = std::make_unique<MetricsLog>(setup.metrics, resumed ? s.startStep : -1);
+
+  if (!options.save.empty()) {
+    for (const std::string& path : removeUnfinishedCheckpoints(options.save))
+      s.notes.push_back("removed   " + path + " (a checkpoint a stopped run did not finish)");
+    s.writer = std::make_unique<CheckpointWriter>(executor, s.planHash, options.save);
+    if (resumed) s.lastSaved = s.startStep;  // do not write the checkpoint just loaded again
+    if (const char* crash = std::getenv("MEGATRAIN_TEST_CRASH_IN_SAVE")) s.crashInSave = std::atoll(crash);
+  }
+}
+
+TrainingSession::~TrainingSession() = default;
+
+bool TrainingSession::feedsTokenInput() const { return impl_->sampler.has_value(); }
+
+std::string TrainingSession::Impl::save(int64_t step, ProgressReporter& progress) {
+  TrainingState state;
+  state.step = step;
+  state.optimizerStep = executor.optimizerStep();
+  state.hasData = sampler.has_value();
+  if (sampler) state.data = sampler->state();
+  state.lr = schedule;
+  if (++saves == crashInSave) writer->killAfterBytes(writer->fileBytes() / 2);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string path = writer->save(state);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char timing[64];
+  std::snprintf(timing, sizeof timing, " in %.3f s)", seconds);
+  progress.note("saved     " + path + " (" + formatBytes(writer->fileBytes()) + timing);
+  lastSaved = step;
+  return path;
+}
+
+int TrainingSession::run() {
+  Impl& s = *impl_;
+  const plan::Plan& plan = s.executor.plan();
+  ProgressReporter::Setup report;
+  report.totalSteps = s.setup.steps;
+  report.firstStep = s.startStep + 1;
+  report.tokensPerStep = s.setup.stats.tokensPerStep;
+  report.trainableParameters = s.setup.stats.trainableElements;
+  for (const plan::Pool& pool : plan.pools()) {
+    if (pool.tier() == plan::HOST_PINNED) report.hostPinnedBytes += pool.size_bytes();
+    if (pool.tier() == plan::DEVICE) report.arenaBytes += pool.size_bytes();
+  }
+  report.logEvery = s.options.logEvery;
+  report.quiet = s.setup.quiet;
+  report.clipping = s.options.clipGradNorm.has_value();
+  ProgressReporter progress(report, s.executor.backend());
+
+  std::string schedule = "lr        " + s.schedule.describe();
+  if (s.options.clipGradNorm) {
+    char clip[64];
+    std::snprintf(clip, sizeof clip, ", clip grad norm %g", *s.options.clipGradNorm);
+    schedule += clip;
+  }
+  progress.note(schedule);
+  for (const std::string& note : s.notes) progress.note(note);
+  if (s.startStep >= s.setup.steps) {
+    progress.important("done      already at step " + std::to_string(s.startStep) + " of --steps " +
+                       std::to_string(s.setup.steps) + ", nothing to run");
+    return 0;
+  }
+
+  // Ctrl-C (or a scheduler's SIGTERM) ends the run between steps, with a
+  // checkpoint. SA_RESETHAND: a second Ctrl-C kills at once, which is safe
+  // because checkpoints are written atomically.
+  struct sigaction action = {}, oldInt = {}, oldTerm = {};
+  action.sa_handler = onStopSignal;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  gStopSignal = 0;
+  sigaction(SIGINT, &action, &oldInt);
+  sigaction(SIGTERM, &action, &oldTerm);
+  struct RestoreSignals {
+    const struct sigaction &intAction, &termAction;
+    ~RestoreSignals() {
+      sigaction(SIGINT, &intAction, nullptr);
+      sigaction(SIGTERM, &termAction, nullptr);
+    }
+  } restore{oldInt, oldTerm};
+
+  StepOptions stepOptions;
+  stepOptions.clipGradNorm = s.options.clipGradNorm;
+  const auto runStart = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count(); };
+  for (int64_t step = s.startStep + 1; step <= s.setup.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    if (s.sampler) {
+      s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
+      s.executor.setInput(s.tokenInput, s.tokens);
+    }
+    stepOptions.lr = s.schedule.at(step);
+    const StepResult result = s.executor.runStep(stepOptions);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double spent = elapsed();
+    progress.step(step, result, seconds, spent);
+    if (s.metrics)
+      s.metrics->write(step, result, s.setup.stats.tokensPerStep, seconds, spent, stepOptions.clipGradNorm.has_value());
+    if (!std::isfinite(result.loss)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", result.loss);
+      throw Error("loss is " + std::string(text) + " at step " + std::to_string(step) + ", stopping");
+    }
+    if (s.writer && s.options.saveEvery > 0 && step % s.options.saveEvery == 0) s.save(step, progress);
+
+    if (const int signal = gStopSignal) {
+      std::string what = "interrupted by " + std::string(signalName(signal)) + " after step " + std::to_string(step);
+      if (s.writer) {
+        const std::string path =
+            s.lastSaved == step ? s.writer->dir() + "/step-" + std::to_string(step) + ".ckpt" : s.save(step, progress);
+        what += ": checkpoint " + path + " (continue with --resume " + s.writer->dir() + ")";
+      } else {
+        what += ": nothing saved (no --save)";
+      }
+      progress.important(what);
+      return 128 + signal;
+    }
+  }
+  if (s.writer && s.lastSaved != s.setup.steps) s.save(s.setup.steps, progress);
+  progress.summary(s.setup.steps, elapsed());
+  return 0;
+}
+
+}  // namespace megatrain::runtime::tools

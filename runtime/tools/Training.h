@@ -1,0 +1,74 @@
+// Training.h - megatrain-run's training loop: data sampling, lr schedule, clipping, checkpoints, resume, Ctrl-C.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ToolArgs.h"
+#include "megatrain/runtime/LrSchedule.h"
+#include "megatrain/runtime/PlanStats.h"
+#include "megatrain/runtime/TokenData.h"
+
+namespace megatrain::runtime {
+class Executor;
+}
+
+namespace megatrain::runtime::tools {
+
+// The flags of this file (docs/runtime.md lists them).
+struct TrainingOptions {
+  std::vector<std::string> data;  // --data, repeatable or comma-separated
+  TokenDType dataDType = TokenDType::U16;
+  uint64_t seed = 0;
+  LrScheduleKind schedule = LrScheduleKind::Constant;
+  std::optional<double> lr;  // --lr: the peak lr, instead of the plan's
+  int64_t warmupSteps = 0;
+  double minLr = 0;
+  std::optional<int64_t> decaySteps;  // default --steps
+  std::optional<double> clipGradNorm;
+  std::string save;
+  int64_t saveEvery = 0;  // 0: only at the end (and on Ctrl-C)
+  std::string resume;
+  int64_t logEvery = 1;
+  bool skipPreflight = false;
+};
+
+// Takes `arg` (and its value from `args`) if it is one of the flags above;
+// false when it is not.
+bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions& options);
+
+// What the loop needs besides TrainingOptions.
+struct TrainingSetup {
+  std::string planPath;
+  std::string weights;  // --weights; may be empty with --resume
+  int64_t steps = 0;    // --steps: the step count to reach, counting resumed ones
+  std::string metrics;
+  bool quiet = false;
+  PlanStats stats;
+};
+
+// Set up before the summary is printed, run after: construction loads the
+// weights (or the newest valid checkpoint of --resume), opens the token
+// files and the metrics log, and prepares the checkpoint writer; run() then
+// trains from the resumed step to --steps.
+class TrainingSession {
+ public:
+  TrainingSession(Executor& executor, const TrainingSetup& setup, const TrainingOptions& options);
+  ~TrainingSession();
+
+  // Whether the plan's token input is fed from --data.
+  bool feedsTokenInput() const;
+
+  // Trains; returns the exit code: 0, or 128 + the signal after SIGINT or
+  // SIGTERM stopped the run between steps (after saving, with --save).
+  int run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace megatrain::runtime::tools
