@@ -1,0 +1,260 @@
+// CheckpointTest.cpp - checkpoints: checksums, a bit-exact round trip, every rejection by its message, resume's choice.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "TestUtil.h"
+#include "TinyPlans.h"
+#include "megatrain/runtime/Checkpoint.h"
+#include "megatrain/runtime/Checksum.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/OnnxWeights.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+constexpr uint64_t kPlanHash = 0x1234abcd5678ef90ull;
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void writeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(Checksum, KnownValues) {
+  // The CRC-32 check value of the standard, and FNV-1a 64 reference vectors.
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(crc32("", 0), 0u);
+  // Continuing over a split gives the whole's CRC, at every split point (the
+  // 8-byte loop and the byte loop must agree).
+  const std::string text = "a checkpoint is gigabytes, its checksum runs eight bytes at a time";
+  for (size_t cut = 0; cut <= text.size(); ++cut)
+    EXPECT_EQ(crc32(text.data() + cut, text.size() - cut, crc32(text.data(), cut)), crc32(text.data(), text.size()));
+  EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fnv1a64("foobar", 6), 0x85944171f73967e8ull);
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    std::mt19937 rng(91);
+    writeModel(dir_ + "/linear.onnx", {{"W", randomTensor({3, 2}, plan::F32, rng)}});
+    x_ = HostArray::zeros(ElementType::F32, {4, 3});
+    for (int i = 0; i < 12; ++i) x_.data<float>()[i] = static_cast<float>(i % 5) - 1.5f;
+  }
+
+  std::unique_ptr<Executor> makeExecutor(plan::DType dtype = plan::F32, bool load = true) {
+    auto executor = std::make_unique<Executor>(linearPlan(dtype), std::make_unique<CpuBackend>());
+    if (load) executor->loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
+    HostArray x = x_;
+    if (dtype == plan::F64) {
+      x = HostArray::zeros(ElementType::F64, {4, 3});
+      for (int i = 0; i < 12; ++i) x.data<double>()[i] = x_.data<float>()[i];
+    }
+    executor->setInput("x", x);
+    return executor;
+  }
+
+  static TrainingState state(int64_t step, int64_t t) {
+    TrainingState s;
+    s.step = step;
+    s.optimizerStep = t;
+    s.hasData = true;
+    s.data = SamplerState{7, 1000, 2, 345, 0xfedcba9876543210ull};
+    s.lr = LrSchedule{LrScheduleKind::Cosine, 3e-3, 3e-4, 10, 200};
+    return s;
+  }
+
+  // A valid checkpoint after two steps, at dir_/good/step-2.ckpt.
+  std::string goodCheckpoint() {
+    auto executor = makeExecutor();
+    executor->runStep();
+    executor->runStep();
+    CheckpointWriter writer(*executor, kPlanHash, dir_ + "/good");
+    return writer.save(state(2, 2));
+  }
+
+  // loadCheckpoint's message, "" if it loads.
+  std::string loadError(const std::string& path, uint64_t planHash = kPlanHash, plan::DType dtype = plan::F32) {
+    auto executor = makeExecutor(dtype, false);
+    try {
+      loadCheckpoint(path, *executor, planHash);
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  // A copy of `good` with `bytes` written at `offset`.
+  std::string corrupted(const std::string& good, const std::string& name, size_t offset, const std::string& bytes) {
+    std::string data = readFile(good);
+    data.replace(offset, bytes.size(), bytes);
+    const std::string path = dir_ + "/" + name;
+    writeFile(path, data);
+    return path;
+  }
+
+  std::string dir_;
+  HostArray x_;
+};
+
+TEST_F(CheckpointTest, RoundTripIsBitExactAndTrainingContinuesIdentically) {
+  auto original = makeExecutor();
+  for (int i = 0; i < 3; ++i) original->runStep();
+  CheckpointWriter writer(*original, kPlanHash, dir_ + "/ckpt");
+  const std::string path = writer.save(state(3, 3));
+  EXPECT_EQ(path, dir_ + "/ckpt/step-3.ckpt");
+  EXPECT_EQ(readFile(dir_ + "/ckpt/latest"), "step-3.ckpt\n");
+  EXPECT_EQ(std::filesystem::file_size(path), writer.fileBytes());
+  EXPECT_EQ(writer.fileBytes(), checkpointBytes(original->plan()));
+  // The trailer is the CRC-32 of everything before it (so zlib.crc32 can check a file).
+  const std::string bytes = readFile(path);
+  uint32_t trailer = 0;
+  std::memcpy(&trailer, bytes.data() + bytes.size() - 4, 4);
+  EXPECT_EQ(trailer, crc32(bytes.data(), bytes.size() - 4));
+
+  auto resumed = makeExecutor(plan::F32, false);
+  const TrainingState loaded = loadCheckpoint(path, *resumed, kPlanHash);
+  const TrainingState expected = state(3, 3);
+  EXPECT_EQ(loaded.step, 3);
+  EXPECT_EQ(loaded.optimizerStep, 3);
+  EXPECT_EQ(resumed->optimizerStep(), 3);
+  EXPECT_TRUE(loaded.hasData);
+  EXPECT_EQ(loaded.data.seed, expected.data.seed);
+  EXPECT_EQ(loaded.data.windows, expected.data.windows);
+  EXPECT_EQ(loaded.data.epoch, expected.data.epoch);
+  EXPECT_EQ(loaded.data.index, expected.data.index);
+  EXPECT_EQ(loaded.data.epochRng, expected.data.epochRng);
+  EXPECT_TRUE(loaded.lr == expected.lr);
+  for (const char* name : {"W", "adam_m:W", "adam_v:W"})
+    EXPECT_EQ(resumed->readBytes(name), original->readBytes(name)) << name;
+  for (int i = 0; i < 2; ++i) {
+    const double a = original->runStep(), b = resumed->runStep();
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << i;
+  }
+  EXPECT_EQ(resumed->readBytes("W"), original->readBytes("W"));
+}
+
+TEST_F(CheckpointTest, CorruptCheckpointsAreRejectedWithWhatIsWrong) {
+  const std::string good = goodCheckpoint();
+  EXPECT_EQ(loadError(good), "");
+  const std::string size = std::to_string(readFile(good).size());
+
+  EXPECT_EQ(loadError(corrupted(good, "magic.ckpt", 0, "NOTACKPT")),
+            dir_ + "/magic.ckpt: bad magic (not a megatrain checkpoint)");
+  EXPECT_EQ(loadError(corrupted(good, "version.ckpt", 8, std::string("\x02\0\0\0", 4))),
+            dir_ + "/version.ckpt: format version 2, this build reads version 1");
+  EXPECT_EQ(loadError(corrupted(good, "header.ckpt", 16, "\x7f"))
+                .rfind(dir_ + "/header.ckpt: header checksum mismatch (stored 0x", 0),
+            0u);
+  // Byte 52 is inside the table (the first entry's name).
+  EXPECT_EQ(loadError(corrupted(good, "table.ckpt", 52, "Q"))
+                .rfind(dir_ + "/table.ckpt: table checksum mismatch (stored 0x", 0),
+            0u);
+  // The last tensor bytes before the run state: a flipped bit in the data.
+  EXPECT_EQ(loadError(corrupted(good, "data.ckpt", readFile(good).size() - 4 - 64 * 13 - 1, "\x55"))
+                .rfind(dir_ + "/data.ckpt: checksum mismatch (stored 0x", 0),
+            0u);
+  EXPECT_EQ(loadError(corrupted(good, "trailer.ckpt", readFile(good).size() - 4, std::string(4, '\0')))
+                .rfind(dir_ + "/trailer.ckpt: checksum mismatch", 0),
+            0u);
+
+  const std::string whole = readFile(good);
+  writeFile(dir_ + "/half.ckpt", whole.substr(0, whole.size() / 2));
+  EXPECT_EQ(loadError(dir_ + "/half.ckpt"),
+            dir_ + "/half.ckpt: truncated: " + std::to_string(whole.size() / 2) + " of " + size + " bytes");
+  writeFile(dir_ + "/stub.ckpt", whole.substr(0, 20));
+  EXPECT_EQ(loadError(dir_ + "/stub.ckpt"), dir_ + "/stub.ckpt: truncated: 20 bytes, less than the 48-byte header");
+  writeFile(dir_ + "/long.ckpt", whole + "extra");
+  EXPECT_EQ(loadError(dir_ + "/long.ckpt"),
+            dir_ + "/long.ckpt: " + std::to_string(whole.size() + 5) + " bytes, the header says " + size);
+
+  EXPECT_EQ(loadError(good, 0x1111ull),
+            good + ": written for another plan (plan hash 0x1234abcd5678ef90, this plan's is 0x0000000000001111)");
+  // Same plan hash, but a table that does not fit this plan (f64 tensors).
+  EXPECT_EQ(loadError(good, kPlanHash, plan::F64), good + ": tensor 'W' does not match the plan's (f64 [3, 2])");
+  EXPECT_EQ(loadError(dir_ + "/none.ckpt").rfind(dir_ + "/none.ckpt: cannot open", 0), 0u);
+}
+
+TEST_F(CheckpointTest, PlanMismatchIsItsOwnKind) {
+  const std::string good = goodCheckpoint();
+  auto executor = makeExecutor(plan::F32, false);
+  try {
+    loadCheckpoint(good, *executor, 42);
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(e.kind(), CheckpointError::Kind::PlanMismatch);
+  }
+  try {
+    loadCheckpoint(corrupted(good, "magic.ckpt", 0, "X"), *executor, kPlanHash);
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(e.kind(), CheckpointError::Kind::Corrupt);
+  }
+}
+
+TEST_F(CheckpointTest, ResumeTakesTheNewestValidAndReportsTheOthers) {
+  const std::string good = goodCheckpoint();  // dir_/good/step-2.ckpt
+  const std::string dir = dir_ + "/good";
+  const std::string whole = readFile(good);
+  writeFile(dir + "/step-10.ckpt", whole.substr(0, 100));
+  writeFile(dir + "/step-7.ckpt", "MEGACKPX" + whole.substr(8));
+  writeFile(dir + "/step-1.ckpt", whole);                         // older and valid: not chosen
+  writeFile(dir + "/step-x.ckpt", whole);                         // not a checkpoint name
+  writeFile(dir + "/step-11.ckpt.tmp.123", whole.substr(0, 10));  // unfinished: ignored
+  EXPECT_EQ(listCheckpoints(dir),
+            (std::vector<std::string>{dir + "/step-10.ckpt", dir + "/step-7.ckpt", good, dir + "/step-1.ckpt"}));
+
+  auto executor = makeExecutor(plan::F32, false);
+  std::vector<std::string> skipped;
+  const auto point = resumeNewest(dir, *executor, kPlanHash, [&](const std::string& why) { skipped.push_back(why); });
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->path, good);
+  EXPECT_EQ(point->state.step, 2);
+  EXPECT_EQ(skipped, (std::vector<std::string>{
+                         dir + "/step-10.ckpt: truncated: 100 of " + std::to_string(whole.size()) + " bytes",
+                         dir + "/step-7.ckpt: bad magic (not a megatrain checkpoint)"}));
+
+  // Another plan stops the resume rather than falling back to older files.
+  EXPECT_THROW(resumeNewest(dir, *executor, 7, [](const std::string&) {}), CheckpointError);
+  // Nothing valid at all.
+  const std::string bad = dir_ + "/bad";
+  std::filesystem::create_directories(bad);
+  writeFile(bad + "/step-3.ckpt", "short");
+  try {
+    resumeNewest(bad, *executor, kPlanHash, [](const std::string&) {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), bad + ": none of its 1 checkpoints is valid");
+  }
+  // An empty (or missing) directory: nothing to resume.
+  EXPECT_FALSE(resumeNewest(dir_ + "/empty", *executor, kPlanHash, [](const std::string&) {}).has_value());
+}
+
+TEST_F(CheckpointTest, UnfinishedTempFilesOfDeadRunsAreRemoved) {
+  const std::string dir = dir_ + "/tmp";
+  std::filesystem::create_directories(dir);
+  const std::string mine = dir + "/step-4.ckpt.tmp." + std::to_string(::getpid());
+  const std::string live = dir + "/step-5.ckpt.tmp.1";  // pid 1 is alive: another run's
+  writeFile(mine, "x");
+  writeFile(live, "x");
+  writeFile(dir + "/notes.tmp.99", "x");  // not a checkpoint's
+  EXPECT_EQ(removeUnfinishedCheckpoints(dir), std::vector<std::string>{mine});
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/notes.tmp.99"));
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
