@@ -2,13 +2,18 @@
 //
 // Stages of GraphImporter::run:
 //   1. opsets: the default domain must be at opset 13 to 23;
-//   2. inputs: every graph input that is not an initializer becomes mt.input,
+//   2. model-local functions are inlined into one flat node list;
+//   3. initializers are classified: parameter, buffer or literal (the
+//      trainable rule of docs/frontends.md);
+//   4. inputs: every graph input that is not an initializer becomes mt.input,
 //      its symbolic dims bound by OnnxImportOptions::shapes;
-//   3. nodes, in graph order (ONNX graphs are topologically sorted): each is
-//      dispatched to its op importer, which computes its static result shape;
-//   4. outputs: returned from @main in graph order, each tagged with
+//   5. nodes, in graph order (ONNX graphs are topologically sorted): a node
+//      whose inputs are all known at import time is evaluated by the
+//      ConstantFolder; any other is dispatched to its op importer, which
+//      computes its static result shape;
+//   6. outputs: returned from @main in graph order, each tagged with
 //      mt.output_name;
-//   5. the module is verified.
+//   7. the module is verified.
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
@@ -20,6 +25,10 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -30,6 +39,10 @@ namespace megatrain::onnx_import {
 static constexpr int64_t kMinOpset = 13;
 static constexpr int64_t kMaxOpset = 23;
 static constexpr llvm::StringLiteral kDefaultDomain = "ai.onnx";
+/// The metadata key that lists a model's parameters (frontends/python/export_hf.py).
+static constexpr llvm::StringLiteral kParametersKey = "megatrain.parameters";
+/// Model-local functions calling functions deeper than this are refused.
+static constexpr int kMaxInlineDepth = 32;
 
 static llvm::StringRef normalizeDomain(llvm::StringRef domain) {
   return domain.empty() ? llvm::StringRef(kDefaultDomain) : domain;
@@ -88,6 +101,16 @@ FailureOr<Value> NodeImport::operand(int i) {
   return value;
 }
 
+const ConstTensor *NodeImport::constant(int i) {
+  if (!hasInput(i))
+    return nullptr;
+  auto it = graph_.values_.find(node_.input(i));
+  if (it == graph_.values_.end())
+    return nullptr;
+  std::string problem;
+  return graph_.constantOf(it->second, problem);
+}
+
 FailureOr<std::vector<int64_t>> NodeImport::constantIntegers(int i) {
   if (!hasInput(i)) {
     error() << "input " << i << " is required";
@@ -95,19 +118,75 @@ FailureOr<std::vector<int64_t>> NodeImport::constantIntegers(int i) {
   }
   const std::string &name = node_.input(i);
   auto it = graph_.values_.find(name);
-  if (it == graph_.values_.end() || !it->second.tensor) {
-    error() << "input " << i << " ('" << name
-            << "') must be an initializer or a Constant node: it is read at "
-               "import time";
-    return failure();
-  }
-  std::vector<int64_t> values;
   std::string problem;
-  if (!readIntegers(*it->second.tensor, values, problem)) {
-    error() << "input " << i << " ('" << name << "') " << problem;
+  const ConstTensor *value =
+      it == graph_.values_.end() ? nullptr : graph_.constantOf(it->second, problem);
+  if (!value) {
+    InFlightDiagnostic diag = error();
+    diag << "input " << i << " ('" << name << "') is read at import time, so it must "
+         << "be computed only from initializers, Constant nodes and shapes";
+    if (!problem.empty())
+      diag << "; it " << problem;
+    else
+      diag << "; it depends on run-time values";
     return failure();
   }
-  return values;
+  if (value->isFloat()) {
+    error() << "input " << i << " ('" << name << "') has dtype " << kindName(value->kind)
+            << ", expected INT64 or INT32";
+    return failure();
+  }
+  return value->i;
+}
+
+FailureOr<double> NodeImport::constantScalar(int i) {
+  const ConstTensor *value = constant(i);
+  if (!value || value->elements() != 1) {
+    error() << "input " << i << " ('" << (hasInput(i) ? node_.input(i) : "")
+            << "') must be a scalar known at import time";
+    return failure();
+  }
+  return value->real(0);
+}
+
+LogicalResult NodeImport::inputType(int i, std::vector<int64_t> &shape,
+                                    std::optional<ConstKind> &kind) {
+  if (!hasInput(i))
+    return error() << "input " << i << " is required";
+  auto it = graph_.values_.find(node_.input(i));
+  if (it == graph_.values_.end())
+    return error() << "input '" << node_.input(i) << "' is not defined";
+  const GraphValue &entry = it->second;
+  std::string problem;
+  if (entry.sequence)
+    return error() << "input " << i << " ('" << node_.input(i)
+                   << "') is a sequence, not a tensor";
+  if (const ConstTensor *value = graph_.constantOf(entry, problem)) {
+    shape = value->shape;
+    kind = value->kind;
+  } else if (entry.value) {
+    shape = shapeOf(entry.value).vec();
+    kind = constKindOf(elementOf(entry.value));
+  } else if (entry.tensor) {
+    shape = dimsOf(*entry.tensor);
+    kind = constKindOf(entry.tensor->data_type());
+  } else {
+    return error() << "input '" << node_.input(i) << "' has no value";
+  }
+  return success();
+}
+
+FailureOr<std::vector<GraphValue>> NodeImport::sequence(int i) {
+  if (!hasInput(i)) {
+    error() << "input " << i << " is required";
+    return failure();
+  }
+  auto it = graph_.values_.find(node_.input(i));
+  if (it == graph_.values_.end() || !it->second.sequence) {
+    error() << "input " << i << " ('" << node_.input(i) << "') must be a sequence";
+    return failure();
+  }
+  return *it->second.sequence;
 }
 
 bool NodeImport::outputUsed(int i) const {
@@ -121,6 +200,36 @@ void NodeImport::setResult(int i, Value value) {
   GraphValue entry;
   entry.value = value;
   graph_.values_[node_.output(i)] = entry;
+}
+
+void NodeImport::setFolded(int i, ConstTensor value) {
+  if (i >= node_.output_size() || node_.output(i).empty())
+    return;
+  GraphValue entry;
+  entry.folded = std::make_shared<const ConstTensor>(std::move(value));
+  graph_.values_[node_.output(i)] = entry;
+}
+
+void NodeImport::setSequence(int i, std::vector<GraphValue> elements) {
+  if (i >= node_.output_size() || node_.output(i).empty())
+    return;
+  GraphValue entry;
+  entry.sequence = std::make_shared<const std::vector<GraphValue>>(std::move(elements));
+  graph_.values_[node_.output(i)] = entry;
+}
+
+void NodeImport::bindResult(int i, GraphValue value) {
+  if (i >= node_.output_size() || node_.output(i).empty())
+    return;
+  graph_.values_[node_.output(i)] = std::move(value);
+}
+
+FailureOr<GraphValue> NodeImport::input(int i) {
+  if (!hasInput(i)) {
+    error() << "input " << i << " is required";
+    return failure();
+  }
+  return graph_.values_.lookup(node_.input(i));
 }
 
 void NodeImport::aliasResult(int i, int j) {
@@ -174,7 +283,7 @@ std::optional<std::vector<int64_t>> NodeImport::intsAttr(llvm::StringRef name) c
 }
 
 //===----------------------------------------------------------------------===//
-// GraphImporter
+// GraphImporter: opsets, regexes, functions, initializers
 //===----------------------------------------------------------------------===//
 
 GraphImporter::GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
@@ -224,6 +333,199 @@ bool GraphImporter::isTrainable(const std::string &name) const {
     return std::regex_match(name, *trainableRe_);
   return true;
 }
+
+LogicalResult GraphImporter::inlineFunctions() {
+  for (const onnx::NodeProto &node : graph_.node())
+    if (failed(inlineNode(node, opsets_.lookup(normalizeDomain(node.domain())), "", "", 0)))
+      return failure();
+  return success();
+}
+
+/// FunctionProto.attribute_proto (field 11, IR version 9): the defaults of
+/// a function's attributes. The ONNX headers megatrain builds against
+/// predate the field, so it is parsed from the message's unknown fields.
+static std::deque<onnx::AttributeProto> attributeDefaults(const onnx::FunctionProto &f) {
+  std::deque<onnx::AttributeProto> out;
+  const std::string &unknown = f.unknown_fields();
+  google::protobuf::io::ArrayInputStream raw(unknown.data(), (int)unknown.size());
+  google::protobuf::io::CodedInputStream in(&raw);
+  while (uint32_t tag = in.ReadTag()) {
+    int field = tag >> 3, wire = tag & 7;
+    if (field == 11 && wire == 2) {
+      std::string bytes;
+      uint32_t length;
+      if (!in.ReadVarint32(&length) || !in.ReadString(&bytes, length))
+        break;
+      onnx::AttributeProto a;
+      if (a.ParseFromString(bytes))
+        out.push_back(std::move(a));
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+      break;
+    }
+  }
+  return out;
+}
+
+/// A node whose (domain, op type) names a model-local function is replaced by
+/// the function's body: formal inputs and outputs become the call's names,
+/// the body's own names get the prefix "<call>/" (so two calls never share a
+/// name), attributes referring to the call's (ref_attr_name) take its values
+/// or the function's defaults. Calls inside the body are inlined in turn.
+LogicalResult GraphImporter::inlineNode(const onnx::NodeProto &node, int64_t opset,
+                                        const std::string &function,
+                                        const std::string &prefix, int depth) {
+  const onnx::FunctionProto *callee = nullptr;
+  for (const onnx::FunctionProto &f : model_.functions())
+    if (f.name() == node.op_type() &&
+        normalizeDomain(f.domain()) == normalizeDomain(node.domain()))
+      callee = &f;
+  if (!callee) {
+    FlatNode &flat = nodes_.emplace_back();
+    flat.node = node;
+    flat.opset = opset;
+    flat.function = function;
+    return success();
+  }
+  if (depth >= kMaxInlineDepth)
+    return emitError(fileLoc_) << "model-local function '" << callee->name()
+                               << "' calls functions more than " << kMaxInlineDepth
+                               << " deep (recursion?)";
+
+  std::string call = prefix + (node.name().empty() ? node.op_type() : node.name()) + "/";
+  llvm::StringMap<std::string> rename;
+  for (int k = 0; k < callee->input_size(); ++k)
+    rename[callee->input(k)] = k < node.input_size() ? node.input(k) : "";
+  for (int k = 0; k < callee->output_size(); ++k)
+    rename[callee->output(k)] = k < node.output_size() ? node.output(k) : "";
+  auto renamed = [&](const std::string &name) -> std::string {
+    if (name.empty())
+      return name;
+    auto it = rename.find(name);
+    return it != rename.end() ? it->second : call + name;
+  };
+  llvm::StringMap<const onnx::AttributeProto *> given, defaults;
+  for (const onnx::AttributeProto &a : node.attribute())
+    given[a.name()] = &a;
+  std::deque<onnx::AttributeProto> &defaultValues = functionDefaults_[callee];
+  if (defaultValues.empty())
+    defaultValues = attributeDefaults(*callee);
+  for (const onnx::AttributeProto &a : defaultValues)
+    defaults[a.name()] = &a;
+  llvm::StringMap<int64_t> calleeOpsets;
+  for (const onnx::OperatorSetIdProto &o : callee->opset_import())
+    calleeOpsets[normalizeDomain(o.domain())] = o.version();
+
+  for (const onnx::NodeProto &inner : callee->node()) {
+    onnx::NodeProto copy = inner;
+    copy.set_name(call + (inner.name().empty() ? inner.op_type() : inner.name()));
+    for (int k = 0; k < copy.input_size(); ++k)
+      copy.set_input(k, renamed(inner.input(k)));
+    for (int k = 0; k < copy.output_size(); ++k)
+      copy.set_output(k, renamed(inner.output(k)));
+    copy.clear_attribute();
+    for (const onnx::AttributeProto &a : inner.attribute()) {
+      if (a.ref_attr_name().empty()) {
+        *copy.add_attribute() = a;
+        continue;
+      }
+      const onnx::AttributeProto *value = given.lookup(a.ref_attr_name());
+      if (!value)
+        value = defaults.lookup(a.ref_attr_name());
+      if (!value)
+        continue; // unset: the op's own default applies
+      onnx::AttributeProto *added = copy.add_attribute();
+      *added = *value;
+      added->set_name(a.name());
+    }
+    llvm::StringRef domain = normalizeDomain(copy.domain());
+    auto own = calleeOpsets.find(domain);
+    int64_t innerOpset = own != calleeOpsets.end() ? own->second : opsets_.lookup(domain);
+    if (failed(inlineNode(copy, innerOpset, callee->name(), call, depth + 1)))
+      return failure();
+  }
+  return success();
+}
+
+/// Ops that only move or retype data: a weight read through them is still
+/// read as a weight.
+static bool isLayoutOp(llvm::StringRef op) {
+  return op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Cast" ||
+         op == "CastLike" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten";
+}
+
+/// Finds the names read as weights: operands A and B of MatMul and Gemm, and
+/// tables that Gather indexes with run-time indices, also through layout ops
+/// (a Transpose of lm_head.weight feeding the logits MatMul). An unlisted
+/// floating initializer read so is a copy of a parameter that the exporter
+/// renamed or folded (val_93 = W^T, a tied embedding under its other name).
+/// Whether indices are known at import time is decided as the folder will:
+/// every unlisted initializer and Constant node is known, and so is the
+/// output of a foldable node whose inputs are.
+void GraphImporter::findWeightOperands() {
+  llvm::StringSet<> known;
+  for (const onnx::TensorProto &init : graph_.initializer())
+    if (!isFloatDtype(init.data_type()) || !listedParameters_->contains(init.name()))
+      known.insert(init.name());
+  for (const FlatNode &flat : nodes_) {
+    const onnx::NodeProto &node = flat.node;
+    llvm::StringRef op = node.op_type();
+    bool all = op == "Constant" || canFold(op) || op == "SplitToSequence" ||
+               op == "SequenceAt" || op == "SequenceConstruct";
+    for (int k = 0; all && k < node.input_size(); ++k)
+      all = node.input(k).empty() || foldReadsTypeOnly(op, k) ||
+            known.contains(node.input(k));
+    if (all)
+      for (const std::string &out : node.output())
+        known.insert(out);
+  }
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+    const onnx::NodeProto &node = it->node;
+    llvm::StringRef op = node.op_type();
+    if (op == "MatMul" || op == "Gemm") {
+      for (int k = 0; k < std::min(2, node.input_size()); ++k)
+        weightOperands_.insert(node.input(k));
+    } else if (op == "Gather" && node.input_size() == 2 &&
+               !known.contains(node.input(1))) {
+      weightOperands_.insert(node.input(0));
+    } else if (isLayoutOp(op) && node.input_size() > 0 && node.output_size() > 0 &&
+               weightOperands_.contains(node.output(0))) {
+      weightOperands_.insert(node.input(0));
+    }
+  }
+}
+
+void GraphImporter::classifyInitializers() {
+  for (const onnx::StringStringEntryProto &prop : model_.metadata_props()) {
+    if (prop.key() != kParametersKey)
+      continue;
+    listedParameters_.emplace();
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(prop.value()).split(names, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef name : names)
+      listedParameters_->insert(name.trim());
+  }
+  if (listedParameters_)
+    findWeightOperands();
+
+  for (const onnx::TensorProto &init : graph_.initializer()) {
+    GraphValue entry;
+    entry.tensor = &init;
+    const std::string &name = init.name();
+    if (!isFloatDtype(init.data_type()))
+      entry.role = InitializerRole::Literal;
+    else if (!listedParameters_ || listedParameters_->contains(name) ||
+             weightOperands_.contains(name) ||
+             (trainableRe_ && std::regex_match(name, *trainableRe_)))
+      entry.role = InitializerRole::Parameter;
+    else
+      entry.role = InitializerRole::Buffer;
+    values_[name] = entry;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter: inputs
+//===----------------------------------------------------------------------===//
 
 namespace {
 /// One graph input's declared shape: a static size, or a symbol ("" when the
@@ -368,6 +670,69 @@ LogicalResult GraphImporter::importInputs() {
   return success();
 }
 
+
+//===----------------------------------------------------------------------===//
+// GraphImporter: known values and sources
+//===----------------------------------------------------------------------===//
+
+const ConstTensor *GraphImporter::constantOf(const GraphValue &entry,
+                                             std::string &problem) {
+  if (entry.folded)
+    return entry.folded.get();
+  if (!entry.tensor || entry.role == InitializerRole::Parameter)
+    return nullptr;
+  auto cached = read_.find(entry.tensor);
+  if (cached != read_.end())
+    return cached->second.get();
+  auto value = std::make_shared<ConstTensor>();
+  if (!readConstTensor(*entry.tensor, *value, problem))
+    return nullptr;
+  read_[entry.tensor] = value;
+  return value.get();
+}
+
+OpBuilder &GraphImporter::sourceBuilder() {
+  if (lastSource_)
+    sourceBuilder_.setInsertionPointAfter(lastSource_);
+  else
+    sourceBuilder_.setInsertionPointToStart(builder_.getInsertionBlock());
+  return sourceBuilder_;
+}
+
+FailureOr<Value> GraphImporter::materializeConstant(const ConstTensor &value,
+                                                    const std::string &name, bool folded,
+                                                    std::string &problem) {
+  // A folded mask [B, 1, T, T] repeats itself over B: keep [1, 1, T, T] and
+  // broadcast it back, so the plan carries the bytes once.
+  ConstTensor reduced;
+  bool broadcast =
+      folded && value.bytes() > kMaxLiteralBytes && dropRepeatedDims(value, reduced);
+  const ConstTensor &stored = broadcast ? reduced : value;
+  int64_t limit = folded ? kMaxFoldedBytes : kMaxLiteralBytes;
+  if (stored.bytes() > limit) {
+    problem = std::string(folded ? "value '" : "constant '") + name + "' is " +
+              std::to_string(stored.bytes()) + " bytes; " +
+              (folded ? "values folded at import time" : "constants") +
+              " are limited to " + std::to_string(limit) + " bytes";
+    return failure();
+  }
+  Location loc = NameLoc::get(builder_.getStringAttr(name), fileLoc_);
+  DenseElementsAttr attr = toAttr(context_, stored);
+  // Attributes are uniqued: a table every layer recomputes is one constant.
+  Value &result = constants_[attr];
+  if (!result) {
+    Operation *op = sourceBuilder().create<mt::ConstantOp>(loc, attr.getType(), attr);
+    lastSource_ = op;
+    result = op->getResult(0);
+  }
+  if (broadcast)
+    return builder_
+        .create<mt::BroadcastToOp>(
+            loc, RankedTensorType::get(value.shape, attr.getType().getElementType()), result)
+        .getResult();
+  return result;
+}
+
 FailureOr<Value> GraphImporter::materialize(const std::string &name,
                                             std::string &problem) {
   auto it = values_.find(name);
@@ -379,51 +744,68 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
   GraphValue &entry = it->second;
   if (entry.value)
     return entry.value;
-  if (!entry.tensor) {
+  if (entry.sequence) {
+    problem = "input '" + name + "' is a sequence; only SequenceAt and SequenceLength " +
+              "read sequences";
+    return failure();
+  }
+  const void *key = entry.folded ? (const void *)entry.folded.get()
+                                 : (const void *)entry.tensor;
+  if (!key) {
     problem = "input '" + name + "' has no value";
     return failure();
   }
-  const onnx::TensorProto &tensor = *entry.tensor;
   // One IR value per tensor, whichever alias (Identity) reads it first.
-  auto cached = materialized_.find(&tensor);
+  auto cached = materialized_.find(key);
   if (cached != materialized_.end()) {
     entry.value = cached->second;
     return entry.value;
   }
 
-  Block *body = builder_.getInsertionBlock();
-  if (lastSource_)
-    sourceBuilder_.setInsertionPointAfter(lastSource_);
-  else
-    sourceBuilder_.setInsertionPointToStart(body);
-  std::string sourceName = tensor.name().empty() ? name : tensor.name();
-  Location loc = NameLoc::get(builder_.getStringAttr(sourceName), fileLoc_);
-  const char *what = entry.isInitializer ? "initializer '" : "constant '";
-
-  Operation *op;
-  if (entry.isInitializer && isFloatDtype(tensor.data_type())) {
-    for (int64_t d : tensor.dims())
-      if (d <= 0) {
-        problem = std::string(what) + sourceName + "' has a zero or negative dim";
-        return failure();
-      }
-    auto type = RankedTensorType::get(dimsOf(tensor),
-                                      elementTypeOf(context_, tensor.data_type()));
-    op = sourceBuilder_.create<mt::ParamOp>(
-        loc, type, sourceBuilder_.getStringAttr(sourceName),
-        sourceBuilder_.getBoolAttr(isTrainable(sourceName)));
+  FailureOr<Value> result = failure();
+  if (entry.folded) {
+    result = materializeConstant(*entry.folded, name, /*folded=*/true, problem);
   } else {
-    std::string error;
-    DenseElementsAttr value = readDense(context_, tensor, error);
-    if (!value) {
-      problem = std::string(what) + sourceName + "' " + error;
+    const onnx::TensorProto &tensor = *entry.tensor;
+    std::string sourceName = tensor.name().empty() ? name : tensor.name();
+    Location loc = NameLoc::get(builder_.getStringAttr(sourceName), fileLoc_);
+    bool isInitializer = entry.role != InitializerRole::Literal ||
+                         llvm::any_of(graph_.initializer(), [&](const auto &init) {
+                           return &init == &tensor;
+                         });
+    const char *what = isInitializer ? "initializer '" : "constant '";
+    std::string readProblem;
+    const ConstTensor *value = constantOf(entry, readProblem);
+    bool small = value && value->bytes() <= kMaxLiteralBytes;
+    if (entry.role == InitializerRole::Parameter ||
+        (entry.role == InitializerRole::Buffer && !small)) {
+      // A buffer too large for a literal, or stored externally, is loaded by
+      // the runtime like a weight and never trained.
+      for (int64_t d : tensor.dims())
+        if (d <= 0) {
+          problem = std::string(what) + sourceName + "' has a zero or negative dim";
+          return failure();
+        }
+      auto type = RankedTensorType::get(dimsOf(tensor),
+                                        elementTypeOf(context_, tensor.data_type()));
+      bool trainable =
+          entry.role == InitializerRole::Parameter && isTrainable(sourceName);
+      Operation *op = sourceBuilder().create<mt::ParamOp>(
+          loc, type, sourceBuilder_.getStringAttr(sourceName),
+          sourceBuilder_.getBoolAttr(trainable));
+      lastSource_ = op;
+      result = op->getResult(0);
+    } else if (!value) {
+      problem = std::string(what) + sourceName + "' " + readProblem;
       return failure();
+    } else {
+      result = materializeConstant(*value, sourceName, /*folded=*/false, problem);
     }
-    op = sourceBuilder_.create<mt::ConstantOp>(loc, value.getType(), value);
   }
-  lastSource_ = op;
-  entry.value = op->getResult(0);
-  materialized_[&tensor] = entry.value;
+  if (failed(result))
+    return failure();
+  entry.value = *result;
+  materialized_[key] = *result;
   return entry.value;
 }
 
@@ -463,23 +845,149 @@ LogicalResult GraphImporter::importConstantNode(NodeImport &node) {
   }
   GraphValue entry;
   entry.tensor = tensor;
-  entry.isInitializer = false;
+  entry.role = InitializerRole::Literal;
   if (proto.output_size() > 0 && !proto.output(0).empty())
     values_[proto.output(0)] = entry;
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// GraphImporter: nodes
+//===----------------------------------------------------------------------===//
+
+LogicalResult GraphImporter::tryFold(NodeImport &node, bool &folded) {
+  folded = false;
+  const onnx::NodeProto &proto = node.node();
+  if (!canFold(proto.op_type()))
+    return success();
+  std::vector<FoldInput> inputs(proto.input_size());
+  for (int k = 0; k < proto.input_size(); ++k) {
+    if (proto.input(k).empty())
+      continue;
+    const GraphValue &entry = values_[proto.input(k)];
+    if (entry.sequence)
+      return success();
+    FoldInput &in = inputs[k];
+    in.present = true;
+    std::string problem;
+    if ((in.value = constantOf(entry, problem))) {
+      in.shape = in.value->shape;
+      in.kind = in.value->kind;
+      continue;
+    }
+    if (!foldReadsTypeOnly(proto.op_type(), k))
+      return success(); // a run-time input: the op importer's job
+    if (failed(node.inputType(k, in.shape, in.kind)))
+      return failure();
+  }
+  std::vector<ConstTensor> outputs;
+  std::string problem;
+  if (!foldNode(proto, node.opset(), inputs, outputs, problem))
+    return node.error() << problem;
+  for (int k = 0; k < proto.output_size(); ++k)
+    node.setFolded(k, std::move(outputs[k]));
+  folded = true;
+  return success();
+}
+
+namespace {
+/// Ops megatrain does not import, and what to use instead.
+struct Alternative {
+  const char *op;
+  const char *instead;
+};
+constexpr Alternative kAlternatives[] = {
+    {"Einsum", "MatMul (with Transpose/Reshape)"},
+    {"FusedMatMul", "MatMul"},
+    {"MatMulNBits", "MatMul (export the model in float32)"},
+    {"QuantizeLinear", "Cast (export the model in float32)"},
+    {"DequantizeLinear", "Cast (export the model in float32)"},
+    {"SkipLayerNormalization", "LayerNormalization (with Add)"},
+    {"SimplifiedLayerNormalization", "RMSNormalization"},
+    {"SkipSimplifiedLayerNormalization", "RMSNormalization (with Add)"},
+    {"FastGelu", "Gelu"},
+    {"BiasGelu", "Gelu (with Add)"},
+    {"QuickGelu", "Sigmoid and Mul"},
+    {"GroupQueryAttention", "Attention"},
+    {"MultiHeadAttention", "Attention"},
+    {"RotaryEmbedding", "Mul, Slice, Neg and Concat (torch.onnx.export's rotary form)"},
+    {"LogSoftmax", "Softmax and Log"},
+    {"HardSigmoid", "Sigmoid"},
+    {"HardSwish", "Sigmoid and Mul"},
+    {"Softplus", "Exp, Add and Log"},
+    {"LeakyRelu", "Relu"},
+    {"Elu", "Relu"},
+    {"Selu", "Relu"},
+    {"PRelu", "Relu"},
+    {"Mish", "Tanh, Exp and Log"},
+    {"ReduceMax", "ReduceMean (ReduceMax is folded only on values known at import time)"},
+    {"ReduceMin", "ReduceMean (ReduceMin is folded only on values known at import time)"},
+    {"ReduceProd", "ReduceSum"},
+    {"ReduceL2", "Mul, ReduceSum and Sqrt"},
+    {"Conv", "MatMul (a 1x1 convolution is a MatMul)"},
+    {"ScatterND", "Where (with a mask known at import time)"},
+    {"ScatterElements", "Where (with a mask known at import time)"},
+    {"Dropout", "Identity (export in eval mode: model.eval())"},
+};
+} // namespace
+
+/// What to use instead of `op`: a known replacement, else the supported op
+/// whose name is closest (when it is close at all).
+static std::string nearestSupported(llvm::StringRef op,
+                                    const llvm::StringMap<OpImportFn> &importers) {
+  for (const Alternative &alt : kAlternatives)
+    if (op == alt.op)
+      return alt.instead;
+  std::string best;
+  unsigned bestDistance = ~0u;
+  for (const auto &entry : importers) {
+    llvm::StringRef candidate = entry.getKey();
+    unsigned d = op.edit_distance(candidate, /*AllowReplacements=*/true);
+    if (d < bestDistance || (d == bestDistance && candidate < best)) {
+      bestDistance = d;
+      best = candidate.str();
+    }
+  }
+  if (bestDistance <= std::max<size_t>(2, op.size() / 3))
+    return best;
+  return "none by name (docs/frontends.md lists the supported ops)";
+}
+
+LogicalResult GraphImporter::unsupported(NodeImport &node) {
+  const onnx::NodeProto &proto = node.node();
+  llvm::StringRef domain = normalizeDomain(proto.domain());
+  if (domain == kDefaultDomain && canFold(proto.op_type())) {
+    // Known to the folder but not as a run-time op: say which input is live.
+    for (int k = 0; k < proto.input_size(); ++k) {
+      if (proto.input(k).empty() || foldReadsTypeOnly(proto.op_type(), k))
+        continue;
+      std::string problem;
+      if (!constantOf(values_[proto.input(k)], problem))
+        return node.error() << "supported only on values known at import time "
+                            << "(computed from initializers, Constant nodes and "
+                            << "shapes), but input " << k << " ('" << proto.input(k)
+                            << "') is computed at run time";
+    }
+  }
+  InFlightDiagnostic diag = node.error();
+  diag << "unsupported op";
+  if (domain != kDefaultDomain)
+    diag << " (only domain 'ai.onnx' is imported)";
+  diag << "; nearest supported: " << nearestSupported(proto.op_type(), importers_);
+  return diag;
+}
+
 LogicalResult GraphImporter::importNodes() {
-  for (int i = 0; i < graph_.node_size(); ++i) {
-    const onnx::NodeProto &proto = graph_.node(i);
+  for (int i = 0; i < (int)nodes_.size(); ++i) {
+    const onnx::NodeProto &proto = nodes_[i].node;
     llvm::StringRef domain = normalizeDomain(proto.domain());
-    int64_t opset = opsets_.lookup(domain);
+    int64_t opset = nodes_[i].opset;
     std::string name = proto.name().empty() ? "#" + std::to_string(i) : proto.name();
     Location loc = NameLoc::get(builder_.getStringAttr(name), fileLoc_);
     NodeImport node(*this, proto, i, opset, loc);
 
     if (domain != kDefaultDomain)
-      return node.error() << "unsupported op";
+      return unsupported(node);
     if (opset <= 0)
       return node.error() << "the model declares no opset for domain 'ai.onnx'";
     for (int j = 0; j < proto.input_size(); ++j)
@@ -492,14 +1000,23 @@ LogicalResult GraphImporter::importNodes() {
         return failure();
       continue;
     }
+    bool folded;
+    if (failed(tryFold(node, folded)))
+      return failure();
+    if (folded)
+      continue;
     auto importer = importers_.find(proto.op_type());
     if (importer == importers_.end())
-      return node.error() << "unsupported op";
+      return unsupported(node);
     if (failed(importer->second(node)))
       return failure();
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// GraphImporter: outputs and the driver
+//===----------------------------------------------------------------------===//
 
 LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
   if (graph_.output_size() == 0)
@@ -548,7 +1065,7 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
 OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
   context_.getOrLoadDialect<func::FuncDialect>();
   context_.getOrLoadDialect<mt::MtDialect>();
-  if (failed(readOpsets()) || failed(compileRegexes()))
+  if (failed(readOpsets()) || failed(compileRegexes()) || failed(inlineFunctions()))
     return nullptr;
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc_);
@@ -559,17 +1076,12 @@ OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
       builder_.create<func::FuncOp>(fileLoc_, "main", builder_.getFunctionType({}, {}));
   builder_.setInsertionPointToStart(func.addEntryBlock());
 
-  for (const onnx::NodeProto &node : graph_.node())
-    for (const std::string &input : node.input())
+  for (const FlatNode &flat : nodes_)
+    for (const std::string &input : flat.node.input())
       used_.insert(input);
   for (const onnx::ValueInfoProto &output : graph_.output())
     used_.insert(output.name());
-  for (const onnx::TensorProto &init : graph_.initializer()) {
-    GraphValue entry;
-    entry.tensor = &init;
-    entry.isInitializer = true;
-    values_[init.name()] = entry;
-  }
+  classifyInitializers();
 
   if (failed(importInputs()))
     return nullptr;

@@ -4,14 +4,19 @@
 // of one graph; NodeImport is what an op importer (MathOps.cpp, ShapeOps.cpp,
 // NormLossOps.cpp) sees of one node: its operands, attributes and results.
 //
-// Names bound to initializers and Constant nodes stay lazy until an op reads
-// them as data: an initializer read only as a Reshape shape or Reduce axes
-// is folded at import time and never becomes an mt.param.
+// A name stands for a run-time value (in the IR), a parameter (an mt.param
+// made on first use), a value known at import time (a Constant node, an
+// integer initializer, a buffer, or something the ConstantFolder computed
+// from those and from shapes), or a sequence of values (SplitToSequence).
+// Known values stay out of the IR until an op reads them as data: a mask
+// built from Shape, Range and Where becomes one mt.constant, and position
+// ids read only as Gather indices of a folded table leave nothing behind.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRAIN_FRONTEND_GRAPHIMPORTER_H
 #define MEGATRAIN_FRONTEND_GRAPHIMPORTER_H
 
+#include "ConstantFolder.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,22 +28,39 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <deque>
+#include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 
 namespace megatrain::onnx_import {
 
+/// How an initializer is imported (docs/frontends.md, "Trainable rule").
+enum class InitializerRole {
+  /// An mt.param: listed in megatrain.parameters, a folded copy of one, or
+  /// any floating initializer when the model lists none.
+  Parameter,
+  /// A floating initializer the model does not list (rotary_emb.inv_freq, a
+  /// folded mask): read at import time when something folds it, else an
+  /// mt.constant (small) or a frozen mt.param (large or external).
+  Buffer,
+  /// An integer or bool initializer: always a value known at import time.
+  Literal,
+};
+
 /// What a name of the graph stands for.
 struct GraphValue {
   /// Set once the value exists in the IR.
   mlir::Value value;
-  /// The initializer or Constant-node tensor behind the name, if any (its
-  /// data can be read at import time). Owned by the ModelProto or by
-  /// GraphImporter::synthesized.
+  /// The initializer or Constant-node tensor behind the name, if any. Owned
+  /// by the ModelProto or by GraphImporter::synthesized_.
   const onnx::TensorProto *tensor = nullptr;
-  /// True for initializers (mt.param when floating point), false for
-  /// Constant nodes (always mt.constant).
-  bool isInitializer = false;
+  /// For initializers: how it is imported. Constant nodes are Literals.
+  InitializerRole role = InitializerRole::Literal;
+  /// A value the ConstantFolder computed (tensor is then null).
+  std::shared_ptr<const ConstTensor> folded;
+  /// The elements of a sequence value (SplitToSequence, SequenceConstruct).
+  std::shared_ptr<const std::vector<GraphValue>> sequence;
 };
 
 class GraphImporter;
@@ -60,16 +82,33 @@ public:
 
   /// Whether optional input `i` is given (present and non-empty).
   bool hasInput(int i) const;
-  /// Input `i` as a tensor value (materializing initializers/constants).
+  /// Input `i` as a tensor value (materializing parameters and constants).
   mlir::FailureOr<mlir::Value> operand(int i);
-  /// Input `i` read at import time as integers (Reshape shape, Reduce axes);
-  /// it must be an initializer or a Constant node.
+  /// Input `i`'s value if it is known at import time, else null.
+  const ConstTensor *constant(int i);
+  /// Input `i` read at import time as integers (Reshape shape, Reduce axes,
+  /// Slice bounds); it must be known at import time.
   mlir::FailureOr<std::vector<int64_t>> constantIntegers(int i);
+  /// Input `i` read at import time as one number (Pow's exponent).
+  mlir::FailureOr<double> constantScalar(int i);
+  /// The shape and element kind of input `i` without materializing it.
+  mlir::LogicalResult inputType(int i, std::vector<int64_t> &shape,
+                                std::optional<ConstKind> &kind);
+  /// The elements of sequence input `i`.
+  mlir::FailureOr<std::vector<GraphValue>> sequence(int i);
 
   /// Whether output `i` exists and something reads it.
   bool outputUsed(int i) const;
   /// Binds output `i` to `value` (no-op when the output is absent).
   void setResult(int i, mlir::Value value);
+  /// Binds output `i` to a value known at import time.
+  void setFolded(int i, ConstTensor value);
+  /// Binds output `i` to a sequence.
+  void setSequence(int i, std::vector<GraphValue> elements);
+  /// Binds output `i` to what another name stands for (SequenceAt).
+  void bindResult(int i, GraphValue value);
+  /// What input `i` stands for (SequenceConstruct).
+  mlir::FailureOr<GraphValue> input(int i);
   /// Binds output `i` to whatever input `j` is (Identity, no-op reshapes).
   void aliasResult(int i, int j);
 
@@ -94,6 +133,15 @@ void registerMathOps(llvm::StringMap<OpImportFn> &table);
 void registerShapeOps(llvm::StringMap<OpImportFn> &table);
 void registerNormLossOps(llvm::StringMap<OpImportFn> &table);
 
+/// One node to import: a graph node, or a node of an inlined model-local
+/// function with its names made unique.
+struct FlatNode {
+  onnx::NodeProto node;
+  int64_t opset = 0;
+  /// The function the node was inlined from ("" for graph nodes).
+  std::string function;
+};
+
 class GraphImporter {
 public:
   GraphImporter(mlir::MLIRContext &context, const onnx::ModelProto &model,
@@ -110,15 +158,31 @@ private:
 
   mlir::LogicalResult readOpsets();
   mlir::LogicalResult compileRegexes();
+  mlir::LogicalResult inlineFunctions();
+  mlir::LogicalResult inlineNode(const onnx::NodeProto &node, int64_t opset,
+                                 const std::string &function, const std::string &prefix,
+                                 int depth);
+  void findWeightOperands();
+  void classifyInitializers();
   mlir::LogicalResult importInputs();
   mlir::LogicalResult importNodes();
   mlir::LogicalResult importConstantNode(NodeImport &node);
+  /// Folds the node when every input it reads is known; sets `folded`.
+  mlir::LogicalResult tryFold(NodeImport &node, bool &folded);
+  mlir::LogicalResult unsupported(NodeImport &node);
   mlir::LogicalResult importOutputs(mlir::func::FuncOp func);
   bool isTrainable(const std::string &name) const;
 
+  /// The value of `entry` if it is known at import time, else null (and
+  /// `problem` says why when reading it failed).
+  const ConstTensor *constantOf(const GraphValue &entry, std::string &problem);
   /// The IR value of `name`, creating its mt.param/mt.constant on first use.
   /// On failure `problem` says why, for the caller to report.
   mlir::FailureOr<mlir::Value> materialize(const std::string &name, std::string &problem);
+  mlir::FailureOr<mlir::Value> materializeConstant(const ConstTensor &value,
+                                                   const std::string &name, bool folded,
+                                                   std::string &problem);
+  mlir::OpBuilder &sourceBuilder();
 
   mlir::MLIRContext &context_;
   const onnx::ModelProto &model_;
@@ -132,13 +196,26 @@ private:
   mlir::OpBuilder sourceBuilder_;
 
   llvm::StringMap<int64_t> opsets_;
+  std::vector<FlatNode> nodes_;
   llvm::StringMap<GraphValue> values_;
-  /// The IR value of each initializer/constant tensor already materialized.
-  llvm::DenseMap<const onnx::TensorProto *, mlir::Value> materialized_;
+  /// Parameter names from the metadata key megatrain.parameters, if present.
+  std::optional<llvm::StringSet<>> listedParameters_;
+  /// Names read as weights (findWeightOperands).
+  llvm::StringSet<> weightOperands_;
+  /// The IR value of each tensor (initializer, Constant node, folded value)
+  /// already materialized, so aliases share one source op.
+  llvm::DenseMap<const void *, mlir::Value> materialized_;
+  /// The mt.constant of each literal already in the IR.
+  llvm::DenseMap<mlir::Attribute, mlir::Value> constants_;
+  /// Values of initializers and Constant nodes read so far.
+  llvm::DenseMap<const onnx::TensorProto *, std::shared_ptr<ConstTensor>> read_;
   /// The last source op (mt.input/param/constant) at the top of @main.
   mlir::Operation *lastSource_ = nullptr;
   /// Names that some node reads or that the graph outputs.
   llvm::StringSet<> used_;
+  /// Attribute defaults of the model-local functions inlined so far.
+  std::map<const onnx::FunctionProto *, std::deque<onnx::AttributeProto>>
+      functionDefaults_;
   /// Tensors made from Constant attributes such as value_float.
   std::deque<onnx::TensorProto> synthesized_;
   std::optional<std::regex> trainableRe_, frozenRe_;
@@ -151,6 +228,14 @@ llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 mlir::Type elementOf(mlir::Value v);
 /// "[2x3]" for diagnostics; "[]" for scalars.
 std::string shapeStr(llvm::ArrayRef<int64_t> shape);
+
+/// Literals from the model (Constant nodes, initializers) larger than this
+/// are refused: a tensor that big is a weight and belongs in an initializer.
+inline constexpr int64_t kMaxLiteralBytes = 64 * 1024;
+/// Values the ConstantFolder computes may be larger (a [T, T] causal mask);
+/// an mt.constant holds at most this many bytes of one (after dims that only
+/// repeat are dropped and broadcast back).
+inline constexpr int64_t kMaxFoldedBytes = 16 * 1024 * 1024;
 
 } // namespace megatrain::onnx_import
 

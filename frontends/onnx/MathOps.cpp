@@ -1,7 +1,14 @@
-//===- MathOps.cpp - ONNX MatMul, Gemm, elementwise ops and Softmax ---------===//
+//===- MathOps.cpp - ONNX MatMul, Gemm, elementwise math, Softmax, Gelu -----===//
+//
+// Run-time math. Nodes whose inputs are all known at import time never get
+// here: the ConstantFolder evaluates them (GraphImporter::tryFold).
+//
+//===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
 
 #include "megatrain/Dialect/MtDialect.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -23,6 +30,13 @@ static FailureOr<Value> floatOperand(NodeImport &n, int i) {
 static Value reshape(NodeImport &n, Value x, ArrayRef<int64_t> shape) {
   return n.builder().create<mt::ReshapeOp>(n.loc(), mt::tensorLike(x.getType(), shape),
                                            x);
+}
+
+/// A scalar of x's element type (for compositions such as Gelu).
+static Value scalarLike(NodeImport &n, Value x, double value) {
+  OpBuilder &b = n.builder();
+  return b.create<mt::FillOp>(n.loc(), mt::tensorLike(x.getType(), {}),
+                              b.getF64FloatAttr(value));
 }
 
 /// numpy matmul: rank >= 2 operands map to mt.matmul directly; a 1-D operand
@@ -98,19 +112,47 @@ static LogicalResult importGemm(NodeImport &n) {
   return success();
 }
 
+template <typename Op>
+static FailureOr<Value> binary(NodeImport &n, Value a, Value b) {
+  if (elementOf(a) != elementOf(b)) {
+    n.error() << "operands have different element types (" << a.getType() << " and "
+              << b.getType() << ")";
+    return failure();
+  }
+  auto shape = mt::broadcastShapes(shapeOf(a), shapeOf(b));
+  if (failed(shape)) {
+    n.error() << "operand shapes " << shapeStr(shapeOf(a)) << " and "
+              << shapeStr(shapeOf(b)) << " do not broadcast";
+    return failure();
+  }
+  return n.builder().create<Op>(n.loc(), mt::tensorLike(a.getType(), *shape), a, b)
+      .getResult();
+}
+
 template <typename Op> static LogicalResult importBinary(NodeImport &n) {
   FailureOr<Value> a = floatOperand(n, 0), b = failure();
   if (failed(a) || failed(b = floatOperand(n, 1)))
     return failure();
-  if (elementOf(*a) != elementOf(*b))
-    return n.error() << "operands have different element types (" << a->getType()
-                     << " and " << b->getType() << ")";
-  auto shape = mt::broadcastShapes(shapeOf(*a), shapeOf(*b));
-  if (failed(shape))
-    return n.error() << "operand shapes " << shapeStr(shapeOf(*a)) << " and "
-                     << shapeStr(shapeOf(*b)) << " do not broadcast";
-  n.setResult(
-      0, n.builder().create<Op>(n.loc(), mt::tensorLike(a->getType(), *shape), *a, *b));
+  FailureOr<Value> y = binary<Op>(n, *a, *b);
+  if (failed(y))
+    return failure();
+  n.setResult(0, *y);
+  return success();
+}
+
+/// Max and Min are variadic in ONNX: folded left to right.
+template <typename Op> static LogicalResult importVariadic(NodeImport &n) {
+  FailureOr<Value> acc = floatOperand(n, 0);
+  if (failed(acc))
+    return failure();
+  for (int k = 1; k < n.node().input_size(); ++k) {
+    if (!n.hasInput(k))
+      continue;
+    FailureOr<Value> next = floatOperand(n, k);
+    if (failed(next) || failed(acc = binary<Op>(n, *acc, *next)))
+      return failure();
+  }
+  n.setResult(0, *acc);
   return success();
 }
 
@@ -119,6 +161,31 @@ template <typename Op> static LogicalResult importUnary(NodeImport &n) {
   if (failed(x))
     return failure();
   n.setResult(0, n.builder().create<Op>(n.loc(), *x));
+  return success();
+}
+
+/// Pow with an exponent known at import time: 1 is the base itself, 2 is
+/// x * x (bitwise what torch computes for x ** 2, gradient included), any
+/// other exponent mt.powf.
+static LogicalResult importPow(NodeImport &n) {
+  FailureOr<Value> x = floatOperand(n, 0);
+  if (failed(x))
+    return failure();
+  const ConstTensor *exponent = n.constant(1);
+  if (!exponent || exponent->elements() != 1)
+    return n.error() << "the exponent (input 1, '" << n.node().input(1)
+                     << "') must be a scalar known at import time; a run-time exponent "
+                     << "is not supported (nearest supported: Exp and Log)";
+  double e = exponent->real(0);
+  if (e == 1.0) {
+    n.aliasResult(0, 0);
+    return success();
+  }
+  OpBuilder &b = n.builder();
+  if (e == 2.0)
+    n.setResult(0, b.create<mt::MulOp>(n.loc(), x->getType(), *x, *x));
+  else
+    n.setResult(0, b.create<mt::PowfOp>(n.loc(), *x, b.getF64FloatAttr(e)));
   return success();
 }
 
@@ -138,6 +205,80 @@ static LogicalResult importSoftmax(NodeImport &n) {
   return success();
 }
 
+static LogicalResult importIsNaN(NodeImport &n) {
+  FailureOr<Value> x = floatOperand(n, 0);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = n.builder();
+  auto type = RankedTensorType::get(shapeOf(*x), b.getI1Type());
+  n.setResult(0, b.create<mt::IsNanOp>(n.loc(), type, *x));
+  return success();
+}
+
+/// Where with numpy broadcasting of all three; the condition must be bool.
+static LogicalResult importWhere(NodeImport &n) {
+  FailureOr<Value> cond = n.operand(0), x = failure(), y = failure();
+  if (failed(cond) || failed(x = n.operand(1)) || failed(y = n.operand(2)))
+    return failure();
+  if (!elementOf(*cond).isInteger(1))
+    return n.error() << "the condition must be BOOL, got " << cond->getType();
+  if (elementOf(*x) != elementOf(*y))
+    return n.error() << "X and Y have different element types (" << x->getType()
+                     << " and " << y->getType() << ")";
+  auto xy = mt::broadcastShapes(shapeOf(*x), shapeOf(*y));
+  FailureOr<SmallVector<int64_t>> shape = failure();
+  if (failed(xy) || failed(shape = mt::broadcastShapes(shapeOf(*cond), *xy)))
+    return n.error() << "shapes " << shapeStr(shapeOf(*cond)) << ", "
+                     << shapeStr(shapeOf(*x)) << " and " << shapeStr(shapeOf(*y))
+                     << " do not broadcast";
+  n.setResult(0, n.builder().create<mt::WhereOp>(
+                     n.loc(), mt::tensorLike(x->getType(), *shape), *cond, *x, *y));
+  return success();
+}
+
+/// Gelu (opset 20) as a composition: exact, 0.5 x (1 + erf(x / sqrt 2)), or
+/// with approximate = "tanh", 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+static LogicalResult importGelu(NodeImport &n) {
+  FailureOr<Value> x = floatOperand(n, 0);
+  if (failed(x))
+    return failure();
+  std::string approximate = n.stringAttr("approximate", "none");
+  OpBuilder &b = n.builder();
+  Location loc = n.loc();
+  Type type = x->getType();
+  Value inner;
+  if (approximate == "none") {
+    Value scaled = b.create<mt::ScaleOp>(loc, *x, b.getF64FloatAttr(M_SQRT1_2));
+    inner = b.create<mt::ErfOp>(loc, scaled);
+  } else if (approximate == "tanh") {
+    Value cube = b.create<mt::PowfOp>(loc, *x, b.getF64FloatAttr(3.0));
+    Value term = b.create<mt::ScaleOp>(loc, cube, b.getF64FloatAttr(0.044715));
+    Value sum = b.create<mt::AddOp>(loc, type, *x, term);
+    Value arg = b.create<mt::ScaleOp>(loc, sum, b.getF64FloatAttr(std::sqrt(2.0 / M_PI)));
+    inner = b.create<mt::TanhOp>(loc, arg);
+  } else {
+    return n.error() << "approximate '" << approximate << "' is not supported (none or tanh)";
+  }
+  Value onePlus = b.create<mt::AddOp>(loc, type, inner, scalarLike(n, *x, 1.0));
+  Value half = b.create<mt::ScaleOp>(loc, *x, b.getF64FloatAttr(0.5));
+  n.setResult(0, b.create<mt::MulOp>(loc, type, half, onePlus));
+  return success();
+}
+
+/// Dropout in inference mode (what an eval-mode export holds) is the identity.
+static LogicalResult importDropout(NodeImport &n) {
+  if (n.hasInput(2)) {
+    const ConstTensor *training = n.constant(2);
+    if (!training || training->elements() != 1 || training->integer(0) != 0)
+      return n.error() << "training_mode must be false (export the model in eval mode)";
+  }
+  if (n.outputUsed(1))
+    return n.error() << "output 1 (mask) is used; only inference-mode Dropout is "
+                        "supported";
+  n.aliasResult(0, 0);
+  return success();
+}
+
 void registerMathOps(llvm::StringMap<OpImportFn> &table) {
   table["MatMul"] = importMatMul;
   table["Gemm"] = importGemm;
@@ -145,10 +286,25 @@ void registerMathOps(llvm::StringMap<OpImportFn> &table) {
   table["Sub"] = importBinary<mt::SubOp>;
   table["Mul"] = importBinary<mt::MulOp>;
   table["Div"] = importBinary<mt::DivOp>;
+  table["Max"] = importVariadic<mt::MaxOp>;
+  table["Min"] = importVariadic<mt::MinOp>;
+  table["Pow"] = importPow;
   table["Relu"] = importUnary<mt::ReluOp>;
   table["Tanh"] = importUnary<mt::TanhOp>;
   table["Sigmoid"] = importUnary<mt::SigmoidOp>;
+  table["Neg"] = importUnary<mt::NegOp>;
+  table["Sqrt"] = importUnary<mt::SqrtOp>;
+  table["Reciprocal"] = importUnary<mt::ReciprocalOp>;
+  table["Exp"] = importUnary<mt::ExpOp>;
+  table["Log"] = importUnary<mt::LogOp>;
+  table["Erf"] = importUnary<mt::ErfOp>;
+  table["Cos"] = importUnary<mt::CosOp>;
+  table["Sin"] = importUnary<mt::SinOp>;
   table["Softmax"] = importSoftmax;
+  table["IsNaN"] = importIsNaN;
+  table["Where"] = importWhere;
+  table["Gelu"] = importGelu;
+  table["Dropout"] = importDropout;
 }
 
 } // namespace megatrain::onnx_import

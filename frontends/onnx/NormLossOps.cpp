@@ -58,6 +58,49 @@ static LogicalResult importLayerNorm(NodeImport &n) {
   return success();
 }
 
+/// RMSNormalization (opset 23) as the composition torch's RMSNorm modules
+/// export: y = x * reciprocal(sqrt(mean(x^2 over [axis, rank)) + epsilon))
+/// * scale, with scale broadcasting over the normalized dims.
+static LogicalResult importRMSNorm(NodeImport &n) {
+  FailureOr<Value> x = n.operand(0), scale = failure();
+  if (failed(x) || failed(scale = n.operand(1)))
+    return failure();
+  if (!isa<FloatType>(elementOf(*x)))
+    return n.error() << "X must be floating point, got " << x->getType();
+  if (elementOf(*scale) != elementOf(*x))
+    return n.error() << "Scale must have X's element type, got " << scale->getType();
+  ArrayRef<int64_t> xs = shapeOf(*x);
+  int64_t rank = xs.size();
+  int64_t axis = n.intAttr("axis", -1);
+  if (rank == 0 || axis < -rank || axis >= rank)
+    return n.error() << "axis " << axis << " is out of range for rank " << rank;
+  if (axis < 0)
+    axis += rank;
+  auto full = mt::broadcastShapes(xs, shapeOf(*scale));
+  if (failed(full) || ArrayRef<int64_t>(*full) != xs ||
+      shapeOf(*scale).size() > (size_t)(rank - axis))
+    return n.error() << "Scale " << shapeStr(shapeOf(*scale))
+                     << " does not broadcast to the normalized dims "
+                     << shapeStr(xs.drop_front(axis));
+  OpBuilder &b = n.builder();
+  Location loc = n.loc();
+  Type type = x->getType();
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d)
+    axes.push_back(d);
+  Value square = b.create<mt::MulOp>(loc, type, *x, *x);
+  Value mean = b.create<mt::ReduceMeanOp>(
+      loc, mt::tensorLike(type, mt::reducedShape(xs, axes, true)), square,
+      b.getDenseI64ArrayAttr(axes), b.getBoolAttr(true));
+  Value epsilon = b.create<mt::FillOp>(loc, mt::tensorLike(type, {}),
+                                       b.getF64FloatAttr(n.floatAttr("epsilon", 1e-5)));
+  Value shifted = b.create<mt::AddOp>(loc, mean.getType(), mean, epsilon);
+  Value inverse = b.create<mt::ReciprocalOp>(loc, b.create<mt::SqrtOp>(loc, shifted));
+  Value normalized = b.create<mt::MulOp>(loc, type, *x, inverse);
+  n.setResult(0, b.create<mt::MulOp>(loc, type, normalized, *scale));
+  return success();
+}
+
 /// ONNX leaves ignore_index unset to ignore nothing; mt.softmax_ce needs a
 /// value, and no valid label (in [0, C)) is negative.
 static constexpr int64_t kNoIgnoreIndex = -100;
@@ -93,6 +136,7 @@ static LogicalResult importSoftmaxCrossEntropy(NodeImport &n) {
 
 void registerNormLossOps(llvm::StringMap<OpImportFn> &table) {
   table["LayerNormalization"] = importLayerNorm;
+  table["RMSNormalization"] = importRMSNorm;
   table["SoftmaxCrossEntropyLoss"] = importSoftmaxCrossEntropy;
 }
 

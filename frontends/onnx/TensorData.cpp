@@ -111,49 +111,26 @@ bool readIntegers(const onnx::TensorProto &tensor, std::vector<int64_t> &out,
   return false;
 }
 
-DenseElementsAttr readDense(MLIRContext &context, const onnx::TensorProto &tensor,
-                            std::string &error) {
-  Type element = elementTypeOf(context, tensor.data_type());
-  if (!element) {
-    error = "has unsupported dtype " + dtypeName(tensor.data_type());
-    return {};
-  }
+bool readReals(const onnx::TensorProto &tensor, std::vector<double> &out,
+               std::string &error) {
   int64_t count;
   if (!elementCount(tensor, count, error))
-    return {};
-  int64_t bytes = count * (element.getIntOrFloatBitWidth() / 8);
-  if (bytes > kMaxConstantBytes) {
-    error = "is " + std::to_string(bytes) + " bytes; constants are limited to " +
-            std::to_string(kMaxConstantBytes) + " bytes";
-    return {};
+    return false;
+  if (tensor.data_type() == onnx::TensorProto::DOUBLE) {
+    if (tensor.has_raw_data())
+      return readRaw<double>(tensor, count, out, error);
+    return readField<double>(tensor.double_data(), count, out, error);
   }
-  auto type = RankedTensorType::get(dimsOf(tensor), element);
-  switch (tensor.data_type()) {
-  case onnx::TensorProto::FLOAT: {
-    std::vector<float> values;
+  if (tensor.data_type() == onnx::TensorProto::FLOAT) {
+    std::vector<float> narrow;
     bool ok = tensor.has_raw_data()
-                  ? readRaw<float>(tensor, count, values, error)
-                  : readField<float>(tensor.float_data(), count, values, error);
-    if (!ok)
-      return {};
-    return DenseElementsAttr::get(type, llvm::ArrayRef<float>(values));
+                  ? readRaw<float>(tensor, count, narrow, error)
+                  : readField<float>(tensor.float_data(), count, narrow, error);
+    out.assign(narrow.begin(), narrow.end());
+    return ok;
   }
-  case onnx::TensorProto::DOUBLE: {
-    std::vector<double> values;
-    bool ok = tensor.has_raw_data()
-                  ? readRaw<double>(tensor, count, values, error)
-                  : readField<double>(tensor.double_data(), count, values, error);
-    if (!ok)
-      return {};
-    return DenseElementsAttr::get(type, llvm::ArrayRef<double>(values));
-  }
-  default: {
-    std::vector<int64_t> values;
-    if (!readIntegers(tensor, values, error))
-      return {};
-    return DenseElementsAttr::get(type, llvm::ArrayRef<int64_t>(values));
-  }
-  }
+  error = "has dtype " + dtypeName(tensor.data_type()) + ", expected FLOAT or DOUBLE";
+  return false;
 }
 
 } // namespace megatrain::onnx_import

@@ -1,8 +1,7 @@
 //===- TensorData.h - reading ONNX TensorProto dtypes, dims and values -----===//
 //
 // Internal to the ONNX importer. Parameters never have their data read; only
-// constants (Constant nodes, integer initializers used as data) and shape/axes
-// arguments are, and those are small.
+// values known at import time are (ConstantFolder.h reads those).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRAIN_FRONTEND_TENSORDATA_H
@@ -16,9 +15,6 @@
 #include <vector>
 
 namespace megatrain::onnx_import {
-
-/// Constants larger than this many bytes are not kept as literals (docs/ops.md).
-inline constexpr int64_t kMaxConstantBytes = 64 * 1024;
 
 /// The ONNX name of a TensorProto.DataType value ("FLOAT", "INT32", ...).
 std::string dtypeName(int32_t dtype);
@@ -40,11 +36,9 @@ std::vector<int64_t> dimsOf(const onnx::TensorProto &tensor);
 bool readIntegers(const onnx::TensorProto &tensor, std::vector<int64_t> &out,
                   std::string &error);
 
-/// The value of a FLOAT, DOUBLE, INT64 or INT32 tensor as a dense attribute
-/// of `elementTypeOf` (int32 widened to i64), or an error text. Refuses
-/// external data and anything over kMaxConstantBytes.
-mlir::DenseElementsAttr readDense(mlir::MLIRContext &context,
-                                  const onnx::TensorProto &tensor, std::string &error);
+/// The values of a FLOAT or DOUBLE tensor, or an error text.
+bool readReals(const onnx::TensorProto &tensor, std::vector<double> &out,
+               std::string &error);
 
 } // namespace megatrain::onnx_import
 

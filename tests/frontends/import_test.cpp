@@ -475,20 +475,24 @@ TEST(OnnxImportErrors, MissingFile) {
 TEST(OnnxImportErrors, UnknownOpNamesNodeOpDomainOpset) {
   auto m = import(testModel("unknown_op"));
   EXPECT_EQ(m->error(),
-            "node 'mix' (op Einsum, domain 'ai.onnx', opset 17): unsupported op");
+            "node 'mix' (op Einsum, domain 'ai.onnx', opset 17): unsupported op; "
+            "nearest supported: MatMul (with Transpose/Reshape)");
   EXPECT_EQ(m->errorFiles.front(), testModel("unknown_op"));
 }
 
 TEST(OnnxImportErrors, UnnamedNodeIsNamedByIndex) {
   auto m = import(testModel("unnamed_unknown_op"));
   EXPECT_EQ(m->error(),
-            "node '#1' (op Einsum, domain 'ai.onnx', opset 17): unsupported op");
+            "node '#1' (op Einsum, domain 'ai.onnx', opset 17): unsupported op; "
+            "nearest supported: MatMul (with Transpose/Reshape)");
 }
 
 TEST(OnnxImportErrors, CustomDomain) {
   auto m = import(testModel("custom_domain"));
   EXPECT_EQ(m->error(), "node 'fused' (op FusedThing, domain 'com.example', "
-                        "opset 1): unsupported op");
+                        "opset 1): unsupported op (only domain 'ai.onnx' is imported); "
+                        "nearest supported: none by name (docs/frontends.md lists the "
+                        "supported ops)");
 }
 
 TEST(OnnxImportErrors, OpsetBelow13) {
@@ -518,8 +522,9 @@ TEST(OnnxImportErrors, LayerNormMeanUsed) {
 TEST(OnnxImportErrors, ReshapeShapeFromInput) {
   auto m = import(testModel("reshape_dynamic"));
   EXPECT_EQ(m->error(), "node 'reshape_from_input' (op Reshape, domain 'ai.onnx', "
-                        "opset 17): input 1 ('shape') must be an initializer or a "
-                        "Constant node: it is read at import time");
+                        "opset 17): input 1 ('shape') is read at import time, so it "
+                        "must be computed only from initializers, Constant nodes and "
+                        "shapes; it depends on run-time values");
 }
 
 TEST(OnnxImportErrors, ConstantOver64KiB) {
