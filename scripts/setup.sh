@@ -29,5 +29,7 @@ fi
 # Python packages of the tests (onnxruntime checks exported models), from PyPI; only when missing.
 if ! python3 -c "import onnx, onnxruntime" >/dev/null 2>&1; then
   echo "setup: installing the Python test packages (requirements-test.txt)"
-  python3 -m pip install -q -r "$(dirname "$0")/../requirements-test.txt"
+  req="$(dirname "$0")/../requirements-test.txt"
+  # A Debian-managed python3 refuses plain pip installs (PEP 668); a user or pyenv one does not.
+  python3 -m pip install -q -r "$req" || python3 -m pip install -q --break-system-packages -r "$req"
 fi
