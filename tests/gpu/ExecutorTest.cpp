@@ -95,7 +95,8 @@ struct Model {
 };
 
 const Model kLinear{
-    linearPlan, [](plan::DType dt, std::mt19937& rng) { return std::map<std::string, HostTensor>{{"W", randomTensor({3, 2}, dt, rng)}}; },
+    [](plan::DType dt) { return linearPlan(dt); },  // linearPlan's keepOutput stays false
+    [](plan::DType dt, std::mt19937& rng) { return std::map<std::string, HostTensor>{{"W", randomTensor({3, 2}, dt, rng)}}; },
     [](plan::DType dt, std::mt19937& rng) { return std::map<std::string, HostTensor>{{"x", randomTensor({4, 3}, dt, rng)}}; },
     {"W"}};
 
