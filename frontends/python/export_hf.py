@@ -16,7 +16,7 @@ What it does, and why:
 - Parameter names are the model's own (`model.layers.0.self_attn.q_proj.weight`), and the
   list of trainable parameters goes into the model's metadata (`megatrain.parameters`,
   comma-separated) so the compiler can tell parameters from buffers such as
-  `rotary_emb.inv_freq`. Tied weights appear once.
+  `rotary_emb.inv_freq`. A tied weight is one initializer, listed under the name it has.
 - `--optimize/--no-optimize` picks the exporter's graph optimization (on by default, as in
   torch; off keeps every parameter name but also the mask and position subgraphs).
 - External data above 1 GiB of weights (`--external-data auto|always|never`).
@@ -134,7 +134,9 @@ def export(args):
     import torch
 
     model = load_model(args)
-    params = [n for n, _ in model.named_parameters()]  # tied weights appear once
+    # Every name of every parameter: a tied weight is one initializer, named after
+    # whichever of its names the exporter picked (GPT-2's wte as lm_head.weight).
+    params = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     n_elems = sum(p.numel() for p in model.parameters())
     wrapped = LogitsOnly.wrap(model)
     device = "meta" if args.graph_only else "cpu"
