@@ -176,6 +176,15 @@ LogicalResult NodeImport::inputType(int i, std::vector<int64_t> &shape,
   return success();
 }
 
+FailureOr<Value> NodeImport::computedConstant(const ConstTensor &value,
+                                              const std::string &name) {
+  std::string problem;
+  FailureOr<Value> result = graph_.materializeConstant(value, name, /*folded=*/true, problem);
+  if (failed(result))
+    error() << problem;
+  return result;
+}
+
 FailureOr<std::vector<GraphValue>> NodeImport::sequence(int i) {
   if (!hasInput(i)) {
     error() << "input " << i << " is required";
@@ -294,6 +303,7 @@ GraphImporter::GraphImporter(MLIRContext &context, const onnx::ModelProto &model
   registerMathOps(importers_);
   registerShapeOps(importers_);
   registerNormLossOps(importers_);
+  registerAttentionOps(importers_);
 }
 
 LogicalResult GraphImporter::readOpsets() {

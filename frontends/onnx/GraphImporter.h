@@ -94,6 +94,10 @@ public:
   /// The shape and element kind of input `i` without materializing it.
   mlir::LogicalResult inputType(int i, std::vector<int64_t> &shape,
                                 std::optional<ConstKind> &kind);
+  /// An mt.constant holding `value`, which the importer computed (limits,
+  /// sharing and broadcasting as for folded values); `name` names it.
+  mlir::FailureOr<mlir::Value> computedConstant(const ConstTensor &value,
+                                                const std::string &name);
   /// The elements of sequence input `i`.
   mlir::FailureOr<std::vector<GraphValue>> sequence(int i);
 
@@ -132,6 +136,7 @@ using OpImportFn = mlir::LogicalResult (*)(NodeImport &);
 void registerMathOps(llvm::StringMap<OpImportFn> &table);
 void registerShapeOps(llvm::StringMap<OpImportFn> &table);
 void registerNormLossOps(llvm::StringMap<OpImportFn> &table);
+void registerAttentionOps(llvm::StringMap<OpImportFn> &table);
 
 /// One node to import: a graph node, or a node of an inlined model-local
 /// function with its names made unique.

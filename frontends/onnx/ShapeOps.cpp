@@ -516,12 +516,13 @@ static LogicalResult importTrilu(NodeImport &n) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       mask.i.push_back(upper ? c - r >= k : c - r <= k);
+  FailureOr<Value> cond = n.computedConstant(mask, n.node().output(0) + "/mask");
+  if (failed(cond))
+    return failure();
   OpBuilder &b = n.builder();
-  DenseElementsAttr attr = toAttr(*n.context(), mask);
-  Value cond = b.create<mt::ConstantOp>(n.loc(), attr.getType(), attr);
   Value zero = b.create<mt::FillOp>(n.loc(), mt::tensorLike(x->getType(), {}),
                                     b.getF64FloatAttr(0.0));
-  n.setResult(0, b.create<mt::WhereOp>(n.loc(), x->getType(), cond, *x, zero));
+  n.setResult(0, b.create<mt::WhereOp>(n.loc(), x->getType(), *cond, *x, zero));
   return success();
 }
 

@@ -1,11 +1,11 @@
 // llm_import_test.cpp - what torch.onnx.export makes of Llama, Qwen2, Mistral and GPT-2
-// (tests/models/llm, optimized and not) imports, compiles and trains on the CPU backend
+// (tests/models/llm, optimized and not, and Llama at opset 23) imports, compiles and trains on the CPU backend
 // as PyTorch does: the first step's logits against PyTorch's, and the loss before each
 // of 10 AdamW steps on one fixed batch against PyTorch's.
 //
 // The optimized exports do not hold PyTorch's parameters one to one (the exporter ties
 // equal initializers, and for GPT-2 drops the zero Conv1D biases and folds the position
-// embedding into a constant; tests/models/make_llm_export_references.py), so their
+// embedding into a constant; tests/models/make_llm_extra_models.py), so their
 // losses are checked exactly against PyTorch training that parameter set, and against
 // PyTorch's own training only as closely as the export allows.
 #include "megatrain/Frontend/OnnxImporter.h"
@@ -37,13 +37,16 @@ const std::string kDir = MEGATRAIN_LLM_MODELS_DIR;
 struct Export {
   std::string family;  // llama, qwen2, mistral, gpt2
   bool optimized;
+  std::string variant;  // "" or "opset23" (Attention and RMSNormalization nodes)
   // PyTorch's 10 losses; for optimized exports whose parameters differ from
   // PyTorch's, how close they can be (measured gaps: Llama 4.3e-5, Qwen2
   // 6.7e-5, Mistral 3.3e-5, GPT-2 4.7e-3).
   double torchLossTolerance;
   // Parameters the imported graph trains (the optimized exports tie equal ones).
   int trainable;
-  std::string name() const { return family + (optimized ? "_opt" : "_noopt"); }
+  std::string name() const {
+    return family + (variant.empty() ? "" : "_" + variant) + (optimized ? "_opt" : "_noopt");
+  }
 };
 
 std::ostream& operator<<(std::ostream& os, const Export& e) { return os << e.name(); }
@@ -162,10 +165,12 @@ TEST_P(LlmExport, LogitsAndTenAdamWStepsMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(
     TinyExports, LlmExport,
-    ::testing::Values(Export{"llama", false, 1e-3, 21}, Export{"llama", true, 1e-3, 17},
-                      Export{"qwen2", false, 1e-3, 27}, Export{"qwen2", true, 1e-3, 19},
-                      Export{"mistral", false, 1e-3, 21}, Export{"mistral", true, 1e-3, 17},
-                      Export{"gpt2", false, 1e-3, 28}, Export{"gpt2", true, 1e-2, 11}),
+    ::testing::Values(Export{"llama", false, "", 1e-3, 21}, Export{"llama", true, "", 1e-3, 17},
+                      Export{"qwen2", false, "", 1e-3, 27}, Export{"qwen2", true, "", 1e-3, 19},
+                      Export{"mistral", false, "", 1e-3, 21},
+                      Export{"mistral", true, "", 1e-3, 17},
+                      Export{"gpt2", false, "", 1e-3, 28}, Export{"gpt2", true, "", 1e-2, 11},
+                      Export{"llama", true, "opset23", 1e-3, 17}),
     [](const ::testing::TestParamInfo<Export>& info) { return info.param.name(); });
 
 }  // namespace

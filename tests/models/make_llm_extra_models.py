@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""make_llm_export_references.py - PyTorch losses of the tiny LLMs as their optimized exports train them.
+"""make_llm_extra_models.py - what the LLM import tests need beyond make_llm_models.py.
 
-    python3 tests/models/make_llm_export_references.py --out tests/models/llm
+    python3 tests/models/make_llm_extra_models.py --out tests/models/llm
+
+1. llama_opset23_opt.onnx: the tiny Llama of make_llm_models.py exported at opset 23,
+   where attention is one Attention node and RMSNorm one RMSNormalization node. Same
+   weights, so llama_logits.npy and the Llama losses are its references too.
+
+2. PyTorch losses of the tiny LLMs as their optimized exports train them.
 
 torch.onnx.export(optimize=True) changes which parameters a graph has, so training the
 optimized export cannot follow PyTorch's own training exactly (make_llm_models.py's
@@ -88,10 +94,23 @@ def as_exported_losses(family, ids, out_dir):
     return np.array(losses, dtype=np.float64)
 
 
+def export_opset23(out_dir):
+    import subprocess
+    path = os.path.join(out_dir, "llama_opset23_opt.onnx")
+    subprocess.run([sys.executable, M.EXPORT, *M.FAMILIES["llama"], "--vocab", str(M.VOCAB),
+                    "--batch", str(M.BATCH), "--seq", str(M.SEQ), "--opset", "23", "--optimize",
+                    "-o", path], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import onnx
+    ops = {n.op_type for n in onnx.load(path, load_external_data=False).graph.node}
+    assert {"Attention", "RMSNormalization"} <= ops, f"opset 23 export without them: {ops}"
+    print(f"wrote {path}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.path.join(HERE, "llm"))
     args = p.parse_args()
+    export_opset23(args.out)
     ids = np.load(os.path.join(args.out, "input_ids.npy"))
     for family in M.FAMILIES:
         losses = as_exported_losses(family, ids, args.out)
