@@ -5,7 +5,11 @@
 
 One model per supported op family, one per error the importer reports, and
 two files that are not ONNX at all (truncated.onnx, garbage.onnx).
-import_test.cpp says what each one checks. Needs numpy and onnx.
+import_test.cpp says what each one checks. The llm_* models are fragments cut
+out of the real exports in tests/models/llm (masks, rotary tables, attention,
+torch.split) and small graphs of the constructs those exports use (model-local
+functions, Gelu, the megatrain.parameters rule); tests/lit/import/llm_*.test
+check them. Needs numpy and onnx.
 """
 import argparse
 import os
@@ -210,6 +214,169 @@ def models():
     return out
 
 
+def fragment(export, inputs, outputs, name, keep_metadata=True):
+    """The part of a real export between `inputs` and `outputs` (names of its values)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    full = onnx.load(os.path.join(here, "..", "models", "llm", export))
+    full = onnx.shape_inference.infer_shapes(full)
+    sub = onnx.utils.Extractor(full).extract_model(inputs, outputs)
+    sub.graph.name = name
+    # Keep the graph, not torch's per-node stack traces and inferred shapes.
+    del sub.graph.value_info[:]
+    for node in sub.graph.node:
+        node.doc_string = ""
+        del node.metadata_props[:]
+    sub.producer_name, sub.producer_version = GENERATOR, GENERATOR_VERSION
+    props = {"megatrain.generator": f"{GENERATOR} {GENERATOR_VERSION}",
+             "megatrain.fragment_of": export}
+    if keep_metadata:
+        for p in full.metadata_props:
+            if p.key == "megatrain.parameters":
+                props[p.key] = p.value
+    del sub.metadata_props[:]
+    helper.set_model_props(sub, props)
+    return sub
+
+
+def llm_models():
+    n = helper.make_node
+    out = {}
+
+    # Fragments of the real exports.
+    # The causal mask of the unoptimized Llama export: Shape, Range, CumSum,
+    # GatherND, comparisons and Where fold into one constant.
+    out["llm_llama_mask"] = fragment("llama_noopt.onnx", ["input_ids"], ["val_221"],
+                                     "llm_llama_mask")
+    # Rotary cos/sin tables from the inv_freq buffer.
+    out["llm_llama_rotary"] = fragment("llama_noopt.onnx", ["input_ids"],
+                                       ["unsqueeze_14", "unsqueeze_15"], "llm_llama_rotary")
+    # One attention block of the optimized export: folded transposed weights
+    # (val_110, ...), rotary tables and mask as unlisted initializers.
+    out["llm_llama_attention"] = fragment("llama_opt.onnx", ["mul_4"], ["linear_3"],
+                                          "llm_llama_attention")
+    # torch.split as SplitToSequence + SequenceAt.
+    out["llm_gpt2_split"] = fragment("gpt2_noopt.onnx", ["view_2"],
+                                     ["getitem", "getitem_1", "getitem_2"], "llm_gpt2_split")
+    # Opset 23: RMSNormalization and Attention nodes.
+    out["llm_llama_opset23"] = fragment("llama_opset23_opt.onnx", ["embedding", "add_4",
+                                        "_unsafe_view", "_unsafe_view_1"],
+                                        ["mul_4", "scaled_dot_product_attention"],
+                                        "llm_llama_opset23")
+
+    # Every folder op family on one chain: y = x + [0, 1, 3, 6].
+    f32_one = numpy_helper.from_array(np.ones(1, np.float32), "one")
+    out["llm_fold_chain"] = model("llm_fold_chain", [
+        n("Shape", ["x"], ["shape"], name="shape"),
+        const("one_i", np.int64(1)), const("zero_i", np.int64(0)),
+        n("Gather", ["shape", "one_i"], ["len"], name="len"),
+        n("Range", ["zero_i", "len", "one_i"], ["r"], name="range"),
+        n("Cast", ["r"], ["rf"], name="to_float", to=F),
+        const("square", np.array([4, 4], np.int64)),
+        n("ConstantOfShape", ["square"], ["ones"], name="ones", value=f32_one),
+        n("Trilu", ["ones"], ["upper"], name="upper", upper=1),
+        const("axis0", np.array([0], np.int64)),
+        n("Unsqueeze", ["rf", "axis0"], ["row"], name="row"),
+        n("MatMul", ["row", "upper"], ["prefix2d"], name="prefix_sums"),
+        n("Squeeze", ["prefix2d", "axis0"], ["prefix"], name="flat"),
+        n("CumSum", ["r", "zero_i"], ["cs"], name="cumsum"),
+        n("CastLike", ["cs", "x"], ["csf"], name="cast_like"),
+        n("Equal", ["csf", "prefix"], ["same"], name="same"),
+        const("minus", np.float32(-1)),
+        n("Where", ["same", "prefix", "minus"], ["table"], name="pick"),
+        n("Add", ["x", "table"], ["y"], name="add"),
+    ], [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+
+    # The trainable rule with megatrain.parameters: listed ones train; an
+    # unlisted one read (through Transpose) by MatMul is a folded parameter
+    # copy; inv_freq is a buffer folded away; a small unlisted mask is a
+    # constant; a large or external one a frozen mt.param.
+    params = model("llm_params", [
+        n("Gather", ["emb.weight", "ids"], ["e"], name="embed"),
+        n("Mul", ["e", "norm.weight"], ["h"], name="norm"),
+        n("Transpose", ["val_93"], ["w"], name="w_t", perm=[1, 0]),
+        n("MatMul", ["h", "w"], ["hw"], name="proj"),
+        const("pos", np.arange(3, dtype=np.float32).reshape(3, 1)),
+        n("Mul", ["pos", "inv_freq"], ["freqs"], name="freqs"),
+        n("Cos", ["freqs"], ["cos"], name="cos"),
+        n("Add", ["hw", "cos"], ["a"], name="rotate"),
+        n("Add", ["a", "mask"], ["b"], name="masked"),
+        n("Mul", ["b", "external_buffer"], ["y"], name="external"),
+        n("Add", ["x", "big_buffer"], ["z"], name="big"),
+    ], [vi("ids", I64, [2, 3]), vi("x", F, [5000, 4])],
+        [vi("y", F, [2, 3, 4]), vi("z", F, [5000, 4])],
+        [weight("emb.weight", (16, 4)), init("norm.weight", np.ones(4, np.float32)),
+         weight("val_93", (4, 4)),
+         init("inv_freq", np.array([1.0, 0.5, 0.25, 0.125], np.float32)),
+         init("mask", np.zeros((3, 4), np.float32)),
+         init("big_buffer", np.ones((5000, 4), np.float32))], check=False)
+    ext = params.graph.initializer.add()
+    ext.name, ext.data_type = "external_buffer", F
+    ext.dims.extend([4])
+    ext.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "llm_params.onnx.data"), ("offset", "0"), ("length", "16")):
+        entry = ext.external_data.add()
+        entry.key, entry.value = k, v
+    helper.set_model_props(params, {"megatrain.generator": f"{GENERATOR} {GENERATOR_VERSION}",
+                                    "megatrain.parameters": "emb.weight,norm.weight"})
+    out["llm_params"] = params
+
+    # Model-local functions (IR 10): Norm, with an attribute default, is called
+    # twice, once overriding it; its body calls a second function, Scale.
+    scale_fn = helper.make_function(
+        "local", "Scale", ["x"], ["y"],
+        [n("Constant", [], ["k"], name="k", value_float=2.0),
+         n("Mul", ["x", "k"], ["y"], name="mul")],
+        [helper.make_opsetid("", 18)])
+    layer_norm = n("LayerNormalization", ["x", "g"], ["n"], name="ln")
+    layer_norm.attribute.append(helper.make_attribute_ref("epsilon", onnx.AttributeProto.FLOAT))
+    norm_fn = helper.make_function(
+        "local", "Norm", ["x", "g"], ["y"],
+        [layer_norm, n("Scale", ["n"], ["y"], name="twice", domain="local")],
+        [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+    norm_fn.attribute_proto.append(helper.make_attribute("epsilon", 0.25))
+    graph = helper.make_graph(
+        [n("Norm", ["x", "g"], ["h"], name="first", domain="local"),
+         n("Norm", ["h", "g"], ["y"], name="second", domain="local", epsilon=0.5)],
+        "llm_function", [vi("x", F, [2, 4])], [vi("y", F, [2, 4])],
+        [init("g", np.ones(4, np.float32))])
+    fn_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18),
+                                                       helper.make_opsetid("local", 1)],
+                                 functions=[norm_fn, scale_fn], producer_name=GENERATOR,
+                                 producer_version=GENERATOR_VERSION)
+    fn_model.ir_version = 10
+    helper.set_model_props(fn_model, {"megatrain.generator": f"{GENERATOR} {GENERATOR_VERSION}"})
+    onnx.checker.check_model(fn_model)
+    out["llm_function"] = fn_model
+
+    # Opset 20 Gelu, both forms, and inference-mode Dropout.
+    out["llm_gelu"] = model("llm_gelu", [
+        n("Gelu", ["x"], ["exact"], name="gelu_exact"),
+        n("Gelu", ["x"], ["approx"], name="gelu_tanh", approximate="tanh"),
+        n("Dropout", ["approx"], ["kept"], name="dropout"),
+    ], [vi("x", F, [2, 4])], [vi("exact", F, [2, 4]), vi("kept", F, [2, 4])], opset=20)
+
+    # Refusals.
+    out["llm_cumsum_runtime"] = model("llm_cumsum_runtime", [
+        const("axis", np.int64(1)),
+        n("CumSum", ["x", "axis"], ["y"], name="running_sum"),
+    ], [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+    out["llm_pow_runtime"] = model("llm_pow_runtime", [
+        n("Pow", ["x", "e"], ["y"], name="power"),
+    ], [vi("x", F, [2, 4]), vi("e", F, [])], [vi("y", F, [2, 4])])
+    out["llm_gqa"] = model("llm_gqa", [
+        n("GroupQueryAttention", ["q", "k", "v"], ["y"], name="gqa", domain="com.microsoft",
+          num_heads=2, kv_num_heads=1),
+    ], [vi("q", F, [1, 3, 8]), vi("k", F, [1, 3, 4]), vi("v", F, [1, 3, 4])],
+        [vi("y", F, [1, 3, 8])], check=False, extra_opsets=[("com.microsoft", 1)])
+    out["llm_big_fold"] = model("llm_big_fold", [
+        const("start", np.float32(0)), const("limit", np.float32(4500000)),
+        const("step", np.float32(1)),
+        n("Range", ["start", "limit", "step"], ["r"], name="positions"),
+        n("Add", ["x", "r"], ["y"], name="add_positions"),
+    ], [vi("x", F, [4500000])], [vi("y", F, [4500000])])
+    return out
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -217,6 +384,7 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     made = models()
+    made.update(llm_models())
     for name, m in made.items():
         onnx.save(m, os.path.join(args.out_dir, f"{name}.onnx"))
     # Not ONNX: the first half of a model (cut inside an initializer), and text.
