@@ -541,10 +541,9 @@ struct Fold {
     for (int64_t d : shape) {
       if (d < 0)
         return fail("result shape " + shapeText(shape) + " has a negative dim");
-      if (d > 0 && n > kMaxFoldElements / d)
+      if (__builtin_mul_overflow(n, d, &n))
         return fail("the result " + shapeText(shape) +
                     " is too large to evaluate at import time");
-      n *= d;
     }
     if (n > kMaxFoldElements)
       return fail("the result " + shapeText(shape) + " has " + std::to_string(n) +
