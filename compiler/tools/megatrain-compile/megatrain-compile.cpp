@@ -351,7 +351,9 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
     if (usage.pool() == 0)
       devicePeak = usage.peak_bytes();
   os << "  parameters     " << params << " (" << paramElements << " elements), "
-     << trainable << " trainable (" << trainableElements << " elements)\n"
+     << trainable << " trainable (" << trainableElements << " elements), "
+     << params - trainable << " frozen (" << paramElements - trainableElements
+     << " elements)\n"
      << "  device arena   " << formatBytes(plan.pools(0).size_bytes()) << "\n"
      << "  predicted peak " << formatBytes(devicePeak) << " on the device\n"
      << "  host pool      " << formatBytes(plan.pools(1).size_bytes()) << "\n"
