@@ -784,13 +784,22 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
                            return &init == &tensor;
                          });
     const char *what = isInitializer ? "initializer '" : "constant '";
+    // A buffer too large for a literal, or stored externally, is loaded by
+    // the runtime like a weight and never trained; its data is not read.
+    bool small = tensor.data_location() != onnx::TensorProto::EXTERNAL;
+    if (entry.role == InitializerRole::Buffer) {
+      int64_t bytes = tensor.data_type() == onnx::TensorProto::DOUBLE ? 8 : 4;
+      for (int64_t d : tensor.dims())
+        bytes *= d;
+      small = small && bytes <= kMaxLiteralBytes;
+    }
     std::string readProblem;
-    const ConstTensor *value = constantOf(entry, readProblem);
-    bool small = value && value->bytes() <= kMaxLiteralBytes;
+    const ConstTensor *value =
+        entry.role == InitializerRole::Parameter || (entry.role == InitializerRole::Buffer && !small)
+            ? nullptr
+            : constantOf(entry, readProblem);
     if (entry.role == InitializerRole::Parameter ||
         (entry.role == InitializerRole::Buffer && !small)) {
-      // A buffer too large for a literal, or stored externally, is loaded by
-      // the runtime like a weight and never trained.
       for (int64_t d : tensor.dims())
         if (d <= 0) {
           problem = std::string(what) + sourceName + "' has a zero or negative dim";
@@ -865,18 +874,32 @@ LogicalResult GraphImporter::importConstantNode(NodeImport &node) {
 // GraphImporter: nodes
 //===----------------------------------------------------------------------===//
 
+/// Whether `entry` can be known at import time, without reading any data.
+static bool knowable(const GraphValue &entry) {
+  return entry.folded || (entry.tensor && entry.role != InitializerRole::Parameter);
+}
+
 LogicalResult GraphImporter::tryFold(NodeImport &node, bool &folded) {
   folded = false;
   const onnx::NodeProto &proto = node.node();
   if (!canFold(proto.op_type()))
     return success();
-  std::vector<FoldInput> inputs(proto.input_size());
+  // First without reading anything: a large buffer next to a run-time
+  // operand is never read.
   for (int k = 0; k < proto.input_size(); ++k) {
     if (proto.input(k).empty())
       continue;
     const GraphValue &entry = values_[proto.input(k)];
     if (entry.sequence)
       return success();
+    if (!knowable(entry) && !foldReadsTypeOnly(proto.op_type(), k))
+      return success(); // a run-time input: the op importer's job
+  }
+  std::vector<FoldInput> inputs(proto.input_size());
+  for (int k = 0; k < proto.input_size(); ++k) {
+    if (proto.input(k).empty())
+      continue;
+    const GraphValue &entry = values_[proto.input(k)];
     FoldInput &in = inputs[k];
     in.present = true;
     std::string problem;
@@ -886,7 +909,7 @@ LogicalResult GraphImporter::tryFold(NodeImport &node, bool &folded) {
       continue;
     }
     if (!foldReadsTypeOnly(proto.op_type(), k))
-      return success(); // a run-time input: the op importer's job
+      return success(); // unreadable (external data): a run-time value after all
     if (failed(node.inputType(k, in.shape, in.kind)))
       return failure();
   }
