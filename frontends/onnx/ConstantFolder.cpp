@@ -557,34 +557,41 @@ struct Fold {
   }
 };
 
-/// For each element of `outShape`, the offset of the element it reads in a
-/// tensor of `inShape` under numpy broadcasting.
-std::vector<int64_t> broadcastIndex(llvm::ArrayRef<int64_t> inShape,
-                                    llvm::ArrayRef<int64_t> outShape) {
-  size_t rank = outShape.size();
-  std::vector<int64_t> inStrides(rank, 0);
-  std::vector<int64_t> strides = stridesOf(inShape);
-  for (size_t k = 0; k < inShape.size(); ++k) {
-    size_t d = rank - inShape.size() + k;
-    inStrides[d] = inShape[k] == 1 ? 0 : strides[k];
-  }
-  int64_t total = product(outShape);
-  std::vector<int64_t> index(total);
-  std::vector<int64_t> counter(rank, 0);
-  int64_t offset = 0;
-  for (int64_t e = 0; e < total; ++e) {
-    index[e] = offset;
-    for (int d = (int)rank - 1; d >= 0; --d) {
-      if (++counter[d] < outShape[d]) {
-        offset += inStrides[d];
-        break;
-      }
-      offset -= inStrides[d] * (outShape[d] - 1);
-      counter[d] = 0;
+/// Walks the elements of `outShape` in order, tracking for each input shape
+/// the offset of the element it reads under numpy broadcasting (no index
+/// arrays: a [B, 1, T, T] mask is folded in place).
+class BroadcastWalk {
+public:
+  BroadcastWalk(llvm::ArrayRef<int64_t> outShape,
+                std::initializer_list<llvm::ArrayRef<int64_t>> inShapes)
+      : shape_(outShape.begin(), outShape.end()), counter_(outShape.size(), 0),
+        offsets_(inShapes.size(), 0) {
+    size_t rank = outShape.size();
+    for (llvm::ArrayRef<int64_t> in : inShapes) {
+      std::vector<int64_t> strides(rank, 0), own = stridesOf(in);
+      for (size_t k = 0; k < in.size(); ++k)
+        strides[rank - in.size() + k] = in[k] == 1 ? 0 : own[k];
+      strides_.push_back(std::move(strides));
     }
   }
-  return index;
-}
+  int64_t offset(size_t input) const { return offsets_[input]; }
+  void next() {
+    for (int d = (int)shape_.size() - 1; d >= 0; --d) {
+      if (++counter_[d] < shape_[d]) {
+        for (size_t k = 0; k < offsets_.size(); ++k)
+          offsets_[k] += strides_[k][d];
+        return;
+      }
+      for (size_t k = 0; k < offsets_.size(); ++k)
+        offsets_[k] -= strides_[k][d] * (shape_[d] - 1);
+      counter_[d] = 0;
+    }
+  }
+
+private:
+  std::vector<int64_t> shape_, counter_, offsets_;
+  std::vector<std::vector<int64_t>> strides_;
+};
 
 /// The common broadcast shape of every present input.
 bool broadcastAll(Fold &f, std::vector<int64_t> &shape) {
@@ -737,25 +744,27 @@ bool foldBinary(Fold &f) {
     if (!f.has(k))
       continue;
     const ConstTensor &x = f.value(k);
-    std::vector<int64_t> index = broadcastIndex(x.shape, shape);
+    int64_t total = product(shape);
+    BroadcastWalk walk(shape, {x.shape});
     if (first) {
       acc = make(x.kind, shape);
-      for (size_t e = 0; e < index.size(); ++e)
-        copyElement(x, index[e], acc, e);
+      for (int64_t e = 0; e < total; ++e, walk.next())
+        copyElement(x, walk.offset(0), acc, e);
       first = false;
       continue;
     }
     ConstTensor next = make(outKind, shape);
-    for (size_t e = 0; e < index.size(); ++e) {
+    for (int64_t e = 0; e < total; ++e, walk.next()) {
+      int64_t at = walk.offset(0);
       if (real) {
-        double r = fn->real(acc.f[e], x.real(index[e]));
+        double r = fn->real(acc.f[e], x.real(at));
         if (outKind == ConstKind::Bool)
           next.i[e] = r != 0.0;
         else
           next.f[e] = roundTo(outKind, r);
       } else {
         int64_t r;
-        int64_t b = x.isFloat() ? floatToInt(x.f[index[e]]) : x.i[index[e]];
+        int64_t b = x.isFloat() ? floatToInt(x.f[at]) : x.i[at];
         if (!fn->integer(acc.i[e], b, r))
           return f.fail("integer division by zero");
         next.i[e] = r;
@@ -856,14 +865,13 @@ bool foldWhere(Fold &f) {
   std::vector<int64_t> shape;
   if (!broadcastAll(f, shape))
     return false;
-  std::vector<int64_t> ic = broadcastIndex(c.shape, shape), ix = broadcastIndex(x.shape, shape),
-                       iy = broadcastIndex(y.shape, shape);
   ConstTensor out = make(x.kind, shape);
-  for (size_t e = 0; e < ic.size(); ++e) {
-    if (c.i[ic[e]])
-      copyElement(x, ix[e], out, e);
+  BroadcastWalk walk(shape, {c.shape, x.shape, y.shape});
+  for (int64_t e = 0; e < out.elements(); ++e, walk.next()) {
+    if (c.i[walk.offset(0)])
+      copyElement(x, walk.offset(1), out, e);
     else
-      copyElement(y, iy[e], out, e);
+      copyElement(y, walk.offset(2), out, e);
   }
   return f.emit(std::move(out));
 }
@@ -1116,10 +1124,10 @@ bool foldExpand(Fold &f) {
     return f.fail("cannot expand " + shapeText(x.shape) + " to " + shapeText(target));
   if (!f.checkSize(shape))
     return false;
-  std::vector<int64_t> index = broadcastIndex(x.shape, shape);
   ConstTensor y = make(x.kind, shape);
-  for (size_t e = 0; e < index.size(); ++e)
-    copyElement(x, index[e], y, e);
+  BroadcastWalk walk(shape, {x.shape});
+  for (int64_t e = 0; e < y.elements(); ++e, walk.next())
+    copyElement(x, walk.offset(0), y, e);
   return f.emit(std::move(y));
 }
 
@@ -1374,9 +1382,13 @@ bool foldMatMul(Fold &f) {
   full.push_back(n);
   if (!f.checkSize(full))
     return false;
-  std::vector<int64_t> ia = broadcastIndex(ab.drop_back(2), batch),
-                       ib = broadcastIndex(bb.drop_back(2), batch);
   ConstTensor y = make(a.kind, full);
+  BroadcastWalk walk(batch, {ab.drop_back(2), bb.drop_back(2)});
+  std::vector<int64_t> ia, ib;
+  for (int64_t p = 0, count = product(batch); p < count; ++p, walk.next()) {
+    ia.push_back(walk.offset(0));
+    ib.push_back(walk.offset(1));
+  }
   for (size_t p = 0; p < ia.size(); ++p)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c) {

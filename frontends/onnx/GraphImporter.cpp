@@ -1036,15 +1036,31 @@ LogicalResult GraphImporter::importNodes() {
     bool folded;
     if (failed(tryFold(node, folded)))
       return failure();
-    if (folded)
-      continue;
-    auto importer = importers_.find(proto.op_type());
-    if (importer == importers_.end())
-      return unsupported(node);
-    if (failed(importer->second(node)))
-      return failure();
+    if (!folded) {
+      auto importer = importers_.find(proto.op_type());
+      if (importer == importers_.end())
+        return unsupported(node);
+      if (failed(importer->second(node)))
+        return failure();
+    }
+    releaseDeadValues(proto);
   }
   return success();
+}
+
+/// A folded value read for the last time is dropped: the intermediates of a
+/// [B, 1, T, T] mask would otherwise all stay in memory until the end.
+void GraphImporter::releaseDeadValues(const onnx::NodeProto &node) {
+  for (const std::string &input : node.input()) {
+    if (input.empty())
+      continue;
+    auto count = remainingUses_.find(input);
+    if (count == remainingUses_.end() || --count->second > 0)
+      continue;
+    auto it = values_.find(input);
+    if (it != values_.end() && it->second.folded && !it->second.value)
+      it->second.folded.reset();
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1110,10 +1126,14 @@ OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
   builder_.setInsertionPointToStart(func.addEntryBlock());
 
   for (const FlatNode &flat : nodes_)
-    for (const std::string &input : flat.node.input())
+    for (const std::string &input : flat.node.input()) {
       used_.insert(input);
-  for (const onnx::ValueInfoProto &output : graph_.output())
+      ++remainingUses_[input];
+    }
+  for (const onnx::ValueInfoProto &output : graph_.output()) {
     used_.insert(output.name());
+    ++remainingUses_[output.name()]; // never released
+  }
   classifyInitializers();
 
   if (failed(importInputs()))

@@ -175,6 +175,7 @@ private:
   /// Folds the node when every input it reads is known; sets `folded`.
   mlir::LogicalResult tryFold(NodeImport &node, bool &folded);
   mlir::LogicalResult unsupported(NodeImport &node);
+  void releaseDeadValues(const onnx::NodeProto &node);
   mlir::LogicalResult importOutputs(mlir::func::FuncOp func);
   bool isTrainable(const std::string &name) const;
 
@@ -218,6 +219,8 @@ private:
   mlir::Operation *lastSource_ = nullptr;
   /// Names that some node reads or that the graph outputs.
   llvm::StringSet<> used_;
+  /// Per name, the reads (node inputs, graph outputs) not yet imported.
+  llvm::StringMap<int64_t> remainingUses_;
   /// Attribute defaults of the model-local functions inlined so far.
   std::map<const onnx::FunctionProto *, std::deque<onnx::AttributeProto>>
       functionDefaults_;
