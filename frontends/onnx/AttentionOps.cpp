@@ -29,7 +29,9 @@ struct AttentionImport {
   OpBuilder &b;
   Location loc;
 
-  Type like(Value v, ArrayRef<int64_t> shape) { return mt::tensorLike(v.getType(), shape); }
+  Type like(Value v, ArrayRef<int64_t> shape) {
+    return mt::tensorLike(v.getType(), shape);
+  }
   Value reshape(Value x, ArrayRef<int64_t> shape) {
     if (shapeOf(x) == shape)
       return x;
@@ -39,7 +41,8 @@ struct AttentionImport {
     SmallVector<int64_t> shape;
     for (int64_t p : perm)
       shape.push_back(shapeOf(x)[p]);
-    return b.create<mt::TransposeOp>(loc, like(x, shape), x, b.getDenseI64ArrayAttr(perm));
+    return b.create<mt::TransposeOp>(loc, like(x, shape), x,
+                                     b.getDenseI64ArrayAttr(perm));
   }
 
   /// [B, S, heads * H] -> [B, heads, S, H] (3-D inputs name their heads).
@@ -55,8 +58,8 @@ struct AttentionImport {
     }
     heads = n.intAttr(attr, 0);
     if (heads <= 0 || s[2] % heads != 0) {
-      n.error() << "3-D inputs need attribute '" << attr
-                << "' dividing the hidden size " << s[2];
+      n.error() << "3-D inputs need attribute '" << attr << "' dividing the hidden size "
+                << s[2];
       return failure();
     }
     return transpose(reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
@@ -69,16 +72,18 @@ struct AttentionImport {
       return x;
     ArrayRef<int64_t> s = shapeOf(x);
     Value wide = reshape(x, {s[0], s[1], 1, s[2], s[3]});
-    Value spread = b.create<mt::BroadcastToOp>(loc, like(x, {s[0], s[1], group, s[2], s[3]}),
-                                               wide);
+    Value spread =
+        b.create<mt::BroadcastToOp>(loc, like(x, {s[0], s[1], group, s[2], s[3]}), wide);
     return reshape(spread, {s[0], s[1] * group, s[2], s[3]});
   }
 
   /// The additive bias of a bool mask: 0 where it holds, kMasked elsewhere.
   Value boolBias(Value mask, Type element) {
     Type type = RankedTensorType::get(shapeOf(mask), element);
-    Value zero = b.create<mt::FillOp>(loc, mt::tensorLike(type, {}), b.getF64FloatAttr(0.0));
-    Value low = b.create<mt::FillOp>(loc, mt::tensorLike(type, {}), b.getF64FloatAttr(kMasked));
+    Value zero =
+        b.create<mt::FillOp>(loc, mt::tensorLike(type, {}), b.getF64FloatAttr(0.0));
+    Value low =
+        b.create<mt::FillOp>(loc, mt::tensorLike(type, {}), b.getF64FloatAttr(kMasked));
     return b.create<mt::WhereOp>(loc, type, mask, zero, low);
   }
 };
@@ -126,8 +131,8 @@ static LogicalResult importAttention(NodeImport &n) {
   Value qScaled = b.create<mt::ScaleOp>(loc, *q4, b.getF64FloatAttr(rootScale));
   Value kScaled = b.create<mt::ScaleOp>(loc, keys, b.getF64FloatAttr(rootScale));
   SmallVector<int64_t> scoreShape = {batch, qHeads, sq, skv};
-  Value scores = b.create<mt::MatMulOp>(loc, a.like(qScaled, scoreShape), qScaled, kScaled,
-                                        false, true);
+  Value scores = b.create<mt::MatMulOp>(loc, a.like(qScaled, scoreShape), qScaled,
+                                        kScaled, false, true);
 
   // The mask: known bool masks become a float bias at import time.
   if (n.hasInput(3)) {
@@ -180,7 +185,8 @@ static LogicalResult importAttention(NodeImport &n) {
   }
   Value probs = b.create<mt::SoftmaxOp>(loc, scores, b.getI64IntegerAttr(3));
   SmallVector<int64_t> outShape = {batch, qHeads, sq, vs[3]};
-  Value y = b.create<mt::MatMulOp>(loc, a.like(probs, outShape), probs, values, false, false);
+  Value y =
+      b.create<mt::MatMulOp>(loc, a.like(probs, outShape), probs, values, false, false);
   if (threeD)
     y = a.reshape(a.transpose(y, {0, 2, 1, 3}), {batch, sq, qHeads * vs[3]});
   n.setResult(0, y);

@@ -130,8 +130,10 @@ bool readConstTensor(const onnx::TensorProto &tensor, ConstTensor &out,
     }
   int64_t count = out.elements();
   if (count > kMaxFoldElements) {
-    error = "has " + std::to_string(count) + " elements; values read at import time "
-            "are limited to " + std::to_string(kMaxFoldElements);
+    error = "has " + std::to_string(count) +
+            " elements; values read at import time "
+            "are limited to " +
+            std::to_string(kMaxFoldElements);
     return false;
   }
   if (*kind == ConstKind::Bool) {
@@ -202,7 +204,8 @@ static ConstTensor make(ConstKind kind, std::vector<int64_t> shape) {
 }
 
 /// Element `from` of `src` copied to element `to` of `dst` (same kind).
-static void copyElement(const ConstTensor &src, int64_t from, ConstTensor &dst, int64_t to) {
+static void copyElement(const ConstTensor &src, int64_t from, ConstTensor &dst,
+                        int64_t to) {
   if (src.isFloat())
     dst.f[to] = src.f[from];
   else
@@ -433,7 +436,8 @@ bool sliceDims(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> starts,
       s = clampIndex(starts[k], -1, dim - 1);
       e = clampIndex(ends[k], -1, dim - 1);
     }
-    int64_t count = step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
+    int64_t count =
+        step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
     out[axis] = {s, step, std::max<int64_t>(count, 0)};
   }
   return true;
@@ -658,12 +662,15 @@ const BinaryFn *binaryFn(llvm::StringRef op) {
         return true;
       };
     };
-    t["Add"] = {Family::Arithmetic, [](double a, double b) { return a + b; },
-                ok([](int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); })};
-    t["Sub"] = {Family::Arithmetic, [](double a, double b) { return a - b; },
-                ok([](int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); })};
-    t["Mul"] = {Family::Arithmetic, [](double a, double b) { return a * b; },
-                ok([](int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); })};
+    t["Add"] = {
+        Family::Arithmetic, [](double a, double b) { return a + b; },
+        ok([](int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); })};
+    t["Sub"] = {
+        Family::Arithmetic, [](double a, double b) { return a - b; },
+        ok([](int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); })};
+    t["Mul"] = {
+        Family::Arithmetic, [](double a, double b) { return a * b; },
+        ok([](int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); })};
     t["Div"] = {Family::Arithmetic, [](double a, double b) { return a / b; },
                 [](int64_t a, int64_t b, int64_t &r) {
                   if (b == 0)
@@ -697,14 +704,16 @@ const BinaryFn *binaryFn(llvm::StringRef op) {
                   ok([](int64_t a, int64_t b) { return int64_t(a == b); })};
     t["Less"] = {Family::Compare, [](double a, double b) { return double(a < b); },
                  ok([](int64_t a, int64_t b) { return int64_t(a < b); })};
-    t["LessOrEqual"] = {Family::Compare, [](double a, double b) { return double(a <= b); },
+    t["LessOrEqual"] = {Family::Compare,
+                        [](double a, double b) { return double(a <= b); },
                         ok([](int64_t a, int64_t b) { return int64_t(a <= b); })};
     t["Greater"] = {Family::Compare, [](double a, double b) { return double(a > b); },
                     ok([](int64_t a, int64_t b) { return int64_t(a > b); })};
     t["GreaterOrEqual"] = {Family::Compare,
                            [](double a, double b) { return double(a >= b); },
                            ok([](int64_t a, int64_t b) { return int64_t(a >= b); })};
-    t["And"] = {Family::Logical, nullptr, ok([](int64_t a, int64_t b) { return a && b; })};
+    t["And"] = {Family::Logical, nullptr,
+                ok([](int64_t a, int64_t b) { return a && b; })};
     t["Or"] = {Family::Logical, nullptr, ok([](int64_t a, int64_t b) { return a || b; })};
     t["Xor"] = {Family::Logical, nullptr,
                 ok([](int64_t a, int64_t b) { return int64_t((a != 0) != (b != 0)); })};
@@ -800,8 +809,9 @@ bool foldUnary(Fold &f) {
     bool negative = f.intAttr("detect_negative", 1) != 0;
     for (int64_t k = 0; k < x.elements(); ++k) {
       double v = x.real(k);
-      y.i[k] = op == "IsNaN" ? std::isnan(v)
-                             : std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative));
+      y.i[k] = op == "IsNaN"
+                   ? std::isnan(v)
+                   : std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative));
     }
     return f.emit(std::move(y));
   }
@@ -1445,13 +1455,15 @@ bool foldReduce(Fold &f) {
     if (!reduced[d] || keep)
       shape.push_back(kept.back());
   }
-  int64_t outCount = product(kept), groupSize = x.elements() / std::max<int64_t>(outCount, 1);
+  int64_t outCount = product(kept),
+          groupSize = x.elements() / std::max<int64_t>(outCount, 1);
   std::vector<double> accF(outCount, op == "ReduceMax"   ? -INFINITY
                                      : op == "ReduceMin" ? INFINITY
                                                          : 0.0);
-  std::vector<int64_t> accI(outCount, op == "ReduceMax" ? std::numeric_limits<int64_t>::min()
-                                      : op == "ReduceMin" ? std::numeric_limits<int64_t>::max()
-                                                          : 0);
+  std::vector<int64_t> accI(outCount,
+                            op == "ReduceMax"   ? std::numeric_limits<int64_t>::min()
+                            : op == "ReduceMin" ? std::numeric_limits<int64_t>::max()
+                                                : 0);
   std::vector<int64_t> outStrides = stridesOf(kept), counter(rank, 0);
   for (int64_t e = 0; e < x.elements(); ++e) {
     int64_t o = 0;
@@ -1495,9 +1507,9 @@ using FoldFn = bool (*)(Fold &);
 const llvm::StringMap<FoldFn> &foldTable() {
   static const llvm::StringMap<FoldFn> table = [] {
     llvm::StringMap<FoldFn> t;
-    for (const char *op : {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min", "Sum",
-                           "Mean", "Equal", "Less", "LessOrEqual", "Greater",
-                           "GreaterOrEqual", "And", "Or", "Xor"})
+    for (const char *op :
+         {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min", "Sum", "Mean", "Equal",
+          "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
       t[op] = foldBinary;
     for (const char *op : {"Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Cos", "Sin",
                            "Tanh", "Sigmoid", "Erf", "Floor", "Ceil", "Round", "Relu",
@@ -1539,8 +1551,9 @@ bool foldReadsTypeOnly(llvm::StringRef opType, int i) {
          (opType == "CastLike" && i == 1);
 }
 
-bool foldNode(const onnx::NodeProto &node, int64_t opset, llvm::ArrayRef<FoldInput> inputs,
-              std::vector<ConstTensor> &outputs, std::string &error) {
+bool foldNode(const onnx::NodeProto &node, int64_t opset,
+              llvm::ArrayRef<FoldInput> inputs, std::vector<ConstTensor> &outputs,
+              std::string &error) {
   auto it = foldTable().find(node.op_type());
   if (it == foldTable().end()) {
     error = "not foldable";

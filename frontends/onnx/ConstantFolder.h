@@ -131,8 +131,9 @@ bool foldReadsTypeOnly(llvm::StringRef opType, int i);
 
 /// Evaluates `node` (whose inputs the folder has, per foldReadsTypeOnly) into
 /// one ConstTensor per output; false with `error` saying why not.
-bool foldNode(const onnx::NodeProto &node, int64_t opset, llvm::ArrayRef<FoldInput> inputs,
-              std::vector<ConstTensor> &outputs, std::string &error);
+bool foldNode(const onnx::NodeProto &node, int64_t opset,
+              llvm::ArrayRef<FoldInput> inputs, std::vector<ConstTensor> &outputs,
+              std::string &error);
 
 } // namespace megatrain::onnx_import
 

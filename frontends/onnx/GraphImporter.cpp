@@ -179,7 +179,8 @@ LogicalResult NodeImport::inputType(int i, std::vector<int64_t> &shape,
 FailureOr<Value> NodeImport::computedConstant(const ConstTensor &value,
                                               const std::string &name) {
   std::string problem;
-  FailureOr<Value> result = graph_.materializeConstant(value, name, /*folded=*/true, problem);
+  FailureOr<Value> result =
+      graph_.materializeConstant(value, name, /*folded=*/true, problem);
   if (failed(result))
     error() << problem;
   return result;
@@ -346,7 +347,8 @@ bool GraphImporter::isTrainable(const std::string &name) const {
 
 LogicalResult GraphImporter::inlineFunctions() {
   for (const onnx::NodeProto &node : graph_.node())
-    if (failed(inlineNode(node, opsets_.lookup(normalizeDomain(node.domain())), "", "", 0)))
+    if (failed(
+            inlineNode(node, opsets_.lookup(normalizeDomain(node.domain())), "", "", 0)))
       return failure();
   return success();
 }
@@ -680,7 +682,6 @@ LogicalResult GraphImporter::importInputs() {
   return success();
 }
 
-
 //===----------------------------------------------------------------------===//
 // GraphImporter: known values and sources
 //===----------------------------------------------------------------------===//
@@ -738,7 +739,8 @@ FailureOr<Value> GraphImporter::materializeConstant(const ConstTensor &value,
   if (broadcast)
     return builder_
         .create<mt::BroadcastToOp>(
-            loc, RankedTensorType::get(value.shape, attr.getType().getElementType()), result)
+            loc, RankedTensorType::get(value.shape, attr.getType().getElementType()),
+            result)
         .getResult();
   return result;
 }
@@ -759,8 +761,8 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
               "read sequences";
     return failure();
   }
-  const void *key = entry.folded ? (const void *)entry.folded.get()
-                                 : (const void *)entry.tensor;
+  const void *key =
+      entry.folded ? (const void *)entry.folded.get() : (const void *)entry.tensor;
   if (!key) {
     problem = "input '" + name + "' has no value";
     return failure();
@@ -780,9 +782,8 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
     std::string sourceName = tensor.name().empty() ? name : tensor.name();
     Location loc = NameLoc::get(builder_.getStringAttr(sourceName), fileLoc_);
     bool isInitializer = entry.role != InitializerRole::Literal ||
-                         llvm::any_of(graph_.initializer(), [&](const auto &init) {
-                           return &init == &tensor;
-                         });
+                         llvm::any_of(graph_.initializer(),
+                                      [&](const auto &init) { return &init == &tensor; });
     const char *what = isInitializer ? "initializer '" : "constant '";
     // A buffer too large for a literal, or stored externally, is loaded by
     // the runtime like a weight and never trained; its data is not read.
@@ -794,10 +795,10 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
       small = small && bytes <= kMaxLiteralBytes;
     }
     std::string readProblem;
-    const ConstTensor *value =
-        entry.role == InitializerRole::Parameter || (entry.role == InitializerRole::Buffer && !small)
-            ? nullptr
-            : constantOf(entry, readProblem);
+    const ConstTensor *value = entry.role == InitializerRole::Parameter ||
+                                       (entry.role == InitializerRole::Buffer && !small)
+                                   ? nullptr
+                                   : constantOf(entry, readProblem);
     if (entry.role == InitializerRole::Parameter ||
         (entry.role == InitializerRole::Buffer && !small)) {
       for (int64_t d : tensor.dims())

@@ -112,8 +112,7 @@ static LogicalResult importGemm(NodeImport &n) {
   return success();
 }
 
-template <typename Op>
-static FailureOr<Value> binary(NodeImport &n, Value a, Value b) {
+template <typename Op> static FailureOr<Value> binary(NodeImport &n, Value a, Value b) {
   if (elementOf(a) != elementOf(b)) {
     n.error() << "operands have different element types (" << a.getType() << " and "
               << b.getType() << ")";
@@ -125,7 +124,8 @@ static FailureOr<Value> binary(NodeImport &n, Value a, Value b) {
               << shapeStr(shapeOf(b)) << " do not broadcast";
     return failure();
   }
-  return n.builder().create<Op>(n.loc(), mt::tensorLike(a.getType(), *shape), a, b)
+  return n.builder()
+      .create<Op>(n.loc(), mt::tensorLike(a.getType(), *shape), a, b)
       .getResult();
 }
 
@@ -257,7 +257,8 @@ static LogicalResult importGelu(NodeImport &n) {
     Value arg = b.create<mt::ScaleOp>(loc, sum, b.getF64FloatAttr(std::sqrt(2.0 / M_PI)));
     inner = b.create<mt::TanhOp>(loc, arg);
   } else {
-    return n.error() << "approximate '" << approximate << "' is not supported (none or tanh)";
+    return n.error() << "approximate '" << approximate
+                     << "' is not supported (none or tanh)";
   }
   Value onePlus = b.create<mt::AddOp>(loc, type, inner, scalarLike(n, *x, 1.0));
   Value half = b.create<mt::ScaleOp>(loc, *x, b.getF64FloatAttr(0.5));

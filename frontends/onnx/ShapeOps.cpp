@@ -43,7 +43,8 @@ static LogicalResult importReshape(NodeImport &n) {
     return failure();
   std::vector<int64_t> shape;
   std::string problem;
-  if (!reshapeTarget(shapeOf(*x), *target, n.intAttr("allowzero", 0) != 0, shape, problem))
+  if (!reshapeTarget(shapeOf(*x), *target, n.intAttr("allowzero", 0) != 0, shape,
+                     problem))
     return n.error() << problem;
   return setReshaped(n, *x, shape);
 }
@@ -158,8 +159,8 @@ static Value concat(NodeImport &n, ArrayRef<Value> inputs, int64_t axis) {
   while (parts.size() > 1) {
     SmallVector<Value> next;
     for (size_t k = 0; k < parts.size(); k += kMaxConcatInputs) {
-      ArrayRef<Value> group = ArrayRef<Value>(parts).slice(
-          k, std::min(kMaxConcatInputs, parts.size() - k));
+      ArrayRef<Value> group =
+          ArrayRef<Value>(parts).slice(k, std::min(kMaxConcatInputs, parts.size() - k));
       if (group.size() == 1) {
         next.push_back(group[0]);
         continue;
@@ -200,7 +201,8 @@ static LogicalResult importConcat(NodeImport &n) {
     axis += rank;
   for (size_t k = 0; k < inputs.size(); ++k) {
     ArrayRef<int64_t> s = shapeOf(inputs[k]);
-    bool match = (int64_t)s.size() == rank && elementOf(inputs[k]) == elementOf(inputs[0]);
+    bool match =
+        (int64_t)s.size() == rank && elementOf(inputs[k]) == elementOf(inputs[0]);
     for (int64_t d = 0; match && d < rank; ++d)
       match = d == axis || s[d] == first[d];
     if (!match)
@@ -222,9 +224,9 @@ static Value slice(NodeImport &n, Value x, const std::vector<SliceDim> &dims) {
     shape.push_back(d.count);
   }
   OpBuilder &b = n.builder();
-  return b.create<mt::SliceOp>(n.loc(), mt::tensorLike(x.getType(), shape), x,
-                               b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(ends),
-                               b.getDenseI64ArrayAttr(steps));
+  return b.create<mt::SliceOp>(
+      n.loc(), mt::tensorLike(x.getType(), shape), x, b.getDenseI64ArrayAttr(starts),
+      b.getDenseI64ArrayAttr(ends), b.getDenseI64ArrayAttr(steps));
 }
 
 static bool isWhole(ArrayRef<int64_t> shape, const std::vector<SliceDim> &dims) {
@@ -372,7 +374,8 @@ static LogicalResult importSplitToSequence(NodeImport &n) {
     for (int64_t size : sizes) {
       std::vector<SliceDim> dims;
       for (int64_t d = 0; d < (int64_t)inShape.size(); ++d)
-        dims.push_back(d == *axis ? SliceDim{start, 1, size} : SliceDim{0, 1, inShape[d]});
+        dims.push_back(d == *axis ? SliceDim{start, 1, size}
+                                  : SliceDim{0, 1, inShape[d]});
       GraphValue element;
       ConstTensor piece = sliceConst(*value, dims);
       if (squeeze)
@@ -407,7 +410,8 @@ static LogicalResult importSequenceConstruct(NodeImport &n) {
     if (failed(v))
       return failure();
     if (v->sequence)
-      return n.error() << "input " << k << " is a sequence; sequences of sequences are "
+      return n.error() << "input " << k
+                       << " is a sequence; sequences of sequences are "
                           "not supported";
     elements.push_back(*v);
   }
@@ -452,7 +456,8 @@ static FailureOr<ConstKind> castTarget(NodeImport &n) {
     if (failed(n.inputType(1, shape, kind)))
       return failure();
     if (!kind) {
-      n.error() << "the target type (input 1) must be FLOAT, DOUBLE, INT64, INT32 or BOOL";
+      n.error()
+          << "the target type (input 1) must be FLOAT, DOUBLE, INT64, INT32 or BOOL";
       return failure();
     }
     return *kind;

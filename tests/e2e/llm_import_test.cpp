@@ -1,6 +1,6 @@
 // llm_import_test.cpp - what torch.onnx.export makes of Llama, Qwen2, Mistral and GPT-2
-// (tests/models/llm, optimized and not, and Llama at opset 23) imports, compiles and trains on the CPU backend
-// as PyTorch does: the first step's logits against PyTorch's, and the loss before each
+// (tests/models/llm, optimized and not, and Llama at opset 23) imports, compiles and trains on the
+// CPU backend as PyTorch does: the first step's logits against PyTorch's, and the loss before each
 // of 10 AdamW steps on one fixed batch against PyTorch's.
 //
 // The optimized exports do not hold PyTorch's parameters one to one (the exporter ties
@@ -8,6 +8,14 @@
 // embedding into a constant; tests/models/make_llm_extra_models.py), so their
 // losses are checked exactly against PyTorch training that parameter set, and against
 // PyTorch's own training only as closely as the export allows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
@@ -16,17 +24,8 @@
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/Npy.h"
 #include "megatrain/runtime/OnnxWeights.h"
-
-#include "megatrain/Dialect/MtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
-
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cmath>
-#include <string>
-#include <vector>
 
 namespace {
 
@@ -167,8 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
     TinyExports, LlmExport,
     ::testing::Values(Export{"llama", false, "", 1e-3, 21}, Export{"llama", true, "", 1e-3, 17},
                       Export{"qwen2", false, "", 1e-3, 27}, Export{"qwen2", true, "", 1e-3, 19},
-                      Export{"mistral", false, "", 1e-3, 21},
-                      Export{"mistral", true, "", 1e-3, 17},
+                      Export{"mistral", false, "", 1e-3, 21}, Export{"mistral", true, "", 1e-3, 17},
                       Export{"gpt2", false, "", 1e-3, 28}, Export{"gpt2", true, "", 1e-2, 11},
                       Export{"llama", true, "opset23", 1e-3, 17}),
     [](const ::testing::TestParamInfo<Export>& info) { return info.param.name(); });

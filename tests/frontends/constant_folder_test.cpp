@@ -1,7 +1,8 @@
-// constant_folder_test.cpp - the import-time evaluator (frontends/onnx/ConstantFolder.cpp)
-// against the ONNX spec's semantics, one op family at a time, on values small enough to
-// check by hand: the edge cases exported masks and position ids rely on (Slice clamping
-// and negative steps, Range, CumSum, GatherND, casts, integer division).
+// constant_folder_test.cpp - the import-time evaluator
+// (frontends/onnx/ConstantFolder.cpp) against the ONNX spec's semantics, one op family at
+// a time, on values small enough to check by hand: the edge cases exported masks and
+// position ids rely on (Slice clamping and negative steps, Range, CumSum, GatherND,
+// casts, integer division).
 #include "ConstantFolder.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +17,9 @@ using namespace megatrain::onnx_import;
 ConstTensor ints(std::vector<int64_t> values, std::vector<int64_t> shape = {}) {
   ConstTensor t;
   t.kind = ConstKind::I64;
-  t.shape = shape.empty() && values.size() != 1 ? std::vector<int64_t>{(int64_t)values.size()}
-                                                 : shape;
+  t.shape = shape.empty() && values.size() != 1
+                ? std::vector<int64_t>{(int64_t)values.size()}
+                : shape;
   t.i = std::move(values);
   return t;
 }
@@ -26,8 +28,9 @@ ConstTensor floats(std::vector<double> values, std::vector<int64_t> shape = {},
                    ConstKind kind = ConstKind::F32) {
   ConstTensor t;
   t.kind = kind;
-  t.shape = shape.empty() && values.size() != 1 ? std::vector<int64_t>{(int64_t)values.size()}
-                                                 : shape;
+  t.shape = shape.empty() && values.size() != 1
+                ? std::vector<int64_t>{(int64_t)values.size()}
+                : shape;
   t.f = std::move(values);
   return t;
 }
@@ -41,33 +44,36 @@ ConstTensor bools(std::vector<int64_t> values, std::vector<int64_t> shape) {
 /// A node with attributes given as (name, int), (name, ints) or (name, float).
 struct Node {
   onnx::NodeProto proto;
-  explicit Node(const std::string& op, int outputs = 1) {
+  explicit Node(const std::string &op, int outputs = 1) {
     proto.set_op_type(op);
-    for (int k = 0; k < outputs; ++k) proto.add_output("out" + std::to_string(k));
+    for (int k = 0; k < outputs; ++k)
+      proto.add_output("out" + std::to_string(k));
   }
-  Node& attr(const std::string& name, int64_t value) {
-    auto* a = proto.add_attribute();
+  Node &attr(const std::string &name, int64_t value) {
+    auto *a = proto.add_attribute();
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(value);
     return *this;
   }
-  Node& attr(const std::string& name, std::vector<int64_t> values) {
-    auto* a = proto.add_attribute();
+  Node &attr(const std::string &name, std::vector<int64_t> values) {
+    auto *a = proto.add_attribute();
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t v : values) a->add_ints(v);
+    for (int64_t v : values)
+      a->add_ints(v);
     return *this;
   }
 };
 
 /// Folds `node` on `inputs` (nullptr: an absent optional input).
-std::vector<ConstTensor> fold(Node node, std::vector<const ConstTensor*> inputs,
-                              std::string* error = nullptr) {
+std::vector<ConstTensor> fold(Node node, std::vector<const ConstTensor *> inputs,
+                              std::string *error = nullptr) {
   std::vector<FoldInput> in(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     node.proto.add_input(inputs[k] ? "in" + std::to_string(k) : "");
-    if (!inputs[k]) continue;
+    if (!inputs[k])
+      continue;
     in[k].present = true;
     in[k].value = inputs[k];
     in[k].shape = inputs[k]->shape;
@@ -102,17 +108,20 @@ TEST(ConstantFolder, SliceClampsAndStepsBackwards) {
 TEST(ConstantFolder, RangeCountsAsTheSpecSays) {
   ConstTensor a = floats({0.0}, {}), b = floats({1.0}, {}), d = floats({0.25}, {});
   a.shape = b.shape = d.shape = {};
-  EXPECT_EQ(fold(Node("Range"), {&a, &b, &d})[0].f, (std::vector<double>{0, 0.25, 0.5, 0.75}));
+  EXPECT_EQ(fold(Node("Range"), {&a, &b, &d})[0].f,
+            (std::vector<double>{0, 0.25, 0.5, 0.75}));
   ConstTensor s = ints({10}), l = ints({0}), step = ints({-3});
-  EXPECT_EQ(fold(Node("Range"), {&s, &l, &step})[0].i, (std::vector<int64_t>{10, 7, 4, 1}));
+  EXPECT_EQ(fold(Node("Range"), {&s, &l, &step})[0].i,
+            (std::vector<int64_t>{10, 7, 4, 1}));
 }
 
 TEST(ConstantFolder, CumSumExclusiveAndReverse) {
   ConstTensor x = ints({1, 2, 3}), axis = ints({0});
   axis.shape = {};
   EXPECT_EQ(fold(Node("CumSum"), {&x, &axis})[0].i, (std::vector<int64_t>{1, 3, 6}));
-  EXPECT_EQ(fold(Node("CumSum").attr("exclusive", 1).attr("reverse", 1), {&x, &axis})[0].i,
-            (std::vector<int64_t>{5, 3, 0}));
+  EXPECT_EQ(
+      fold(Node("CumSum").attr("exclusive", 1).attr("reverse", 1), {&x, &axis})[0].i,
+      (std::vector<int64_t>{5, 3, 0}));
 }
 
 TEST(ConstantFolder, TriluKeepsTheRequestedTriangle) {
@@ -130,7 +139,7 @@ TEST(ConstantFolder, GatherAndGatherND) {
   auto nd = fold(Node("GatherND"), {&data, &pairs});
   EXPECT_EQ(nd[0].shape, (std::vector<int64_t>{2}));
   EXPECT_EQ(nd[0].i, (std::vector<int64_t>{2, 3}));
-  ConstTensor col = ints({-1});  // a scalar index drops the axis
+  ConstTensor col = ints({-1}); // a scalar index drops the axis
   auto g = fold(Node("Gather").attr("axis", 1), {&data, &col});
   EXPECT_EQ(g[0].shape, (std::vector<int64_t>{2}));
   EXPECT_EQ(g[0].i, (std::vector<int64_t>{2, 4}));
@@ -180,7 +189,8 @@ TEST(ConstantFolder, Float32ResultsAreRoundedToFloat) {
   ConstTensor one = floats({1.0}), three = floats({3.0});
   one.shape = three.shape = {};
   EXPECT_EQ(fold(Node("Div"), {&one, &three})[0].f[0], (double)(1.0f / 3.0f));
-  ConstTensor oneD = floats({1.0}, {}, ConstKind::F64), threeD = floats({3.0}, {}, ConstKind::F64);
+  ConstTensor oneD = floats({1.0}, {}, ConstKind::F64),
+              threeD = floats({3.0}, {}, ConstKind::F64);
   oneD.shape = threeD.shape = {};
   EXPECT_EQ(fold(Node("Div"), {&oneD, &threeD})[0].f[0], 1.0 / 3.0);
 }
@@ -253,4 +263,4 @@ TEST(ConstantFolder, RepeatedDimsAreDropped) {
   EXPECT_FALSE(dropRepeatedDims(distinct, reduced));
 }
 
-}  // namespace
+} // namespace
