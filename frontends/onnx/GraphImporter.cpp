@@ -785,22 +785,20 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
                          llvm::any_of(graph_.initializer(),
                                       [&](const auto &init) { return &init == &tensor; });
     const char *what = isInitializer ? "initializer '" : "constant '";
-    // A buffer too large for a literal, or stored externally, is loaded by
-    // the runtime like a weight and never trained; its data is not read.
-    bool small = tensor.data_location() != onnx::TensorProto::EXTERNAL;
+    // Parameters, and buffers too large for a literal or stored externally,
+    // are loaded by the runtime like weights (buffers never train); their
+    // data is not read.
+    bool runtimeLoaded = entry.role == InitializerRole::Parameter;
     if (entry.role == InitializerRole::Buffer) {
       int64_t bytes = tensor.data_type() == onnx::TensorProto::DOUBLE ? 8 : 4;
       for (int64_t d : tensor.dims())
         bytes *= d;
-      small = small && bytes <= kMaxLiteralBytes;
+      runtimeLoaded = tensor.data_location() == onnx::TensorProto::EXTERNAL ||
+                      bytes > kMaxLiteralBytes;
     }
     std::string readProblem;
-    const ConstTensor *value = entry.role == InitializerRole::Parameter ||
-                                       (entry.role == InitializerRole::Buffer && !small)
-                                   ? nullptr
-                                   : constantOf(entry, readProblem);
-    if (entry.role == InitializerRole::Parameter ||
-        (entry.role == InitializerRole::Buffer && !small)) {
+    const ConstTensor *value = runtimeLoaded ? nullptr : constantOf(entry, readProblem);
+    if (runtimeLoaded) {
       for (int64_t d : tensor.dims())
         if (d <= 0) {
           problem = std::string(what) + sourceName + "' has a zero or negative dim";
