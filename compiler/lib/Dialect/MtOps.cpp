@@ -272,8 +272,10 @@ LogicalResult MatMulOp::verify() {
 
 LogicalResult SoftmaxOp::verify() {
   int64_t rank = shapeOf(getX()).size();
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitOpError("axis ") << getAxis() << " out of range for rank " << rank;
+  // The attribute is read back as unsigned; a negative axis must fail as out of range.
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " out of range for rank " << rank;
   return success();
 }
 
