@@ -55,6 +55,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)
     return;
+  TierOptions tier;
+  tier.deviceMemory = options.deviceMemory;
+  tier.policy = options.tieringPolicy;
+  tier.deviceProfile = options.deviceProfile;
+  pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
   pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));

@@ -121,6 +121,8 @@ class PlanValidator {
     // Read by the runtime after the step, so never poisoned device memory.
     if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
+    if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
+      fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER) {
       if (tensor.source().empty()) fail(name + ": PARAMETER without a source initializer");
       if (tensor.dtype() != plan::F32 && tensor.dtype() != plan::F64)

@@ -27,6 +27,10 @@ struct PipelineOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.01;
+  // mt-tier
+  uint64_t deviceMemory = 0;           // device arena budget in bytes, 0: none
+  std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
+  std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // mt-plan-memory
   bool noMemoryReuse = false;
 };
@@ -36,7 +40,7 @@ enum class EmitStage {
   Mt,        // as imported
   Training,  // + mt-add-loss, mt-autodiff, mt-adamw, cse
   Scheduled, // + mt-schedule, mt-liveness
-  Planned,   // + mt-plan-memory
+  Planned,   // + mt-tier, mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 

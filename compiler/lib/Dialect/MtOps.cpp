@@ -396,5 +396,25 @@ LogicalResult LossOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Memory tiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult OffloadOp::verify() {
+  if (getValue().getDefiningOp<OffloadOp>())
+    return emitOpError("operand is already a host value (an mt.offload result)");
+  for (Operation *user : getResult().getUsers())
+    if (!isa<PrefetchOp>(user))
+      return emitOpError("result is a host value; only mt.prefetch may read it, not ")
+             << user->getName();
+  return success();
+}
+
+LogicalResult PrefetchOp::verify() {
+  if (!getHost().getDefiningOp<OffloadOp>())
+    return emitOpError("operand must be an mt.offload result (a host value)");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "megatrain/Dialect/MtOps.cpp.inc"

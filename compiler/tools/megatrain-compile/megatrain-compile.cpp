@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
+#include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
 
@@ -78,6 +79,14 @@ Output:
                            after that stage; plan (default): write the binary
                            plan; plan-text: print the plan as protobuf text
   --no-memory-reuse        give every device value its own bytes
+Device memory (docs/tiering.md):
+  --device-memory SIZE     device arena budget: 24GiB, 16000MB, 8GB, bytes
+                           (default: none). Values are kept, offloaded to
+                           host memory, fetched again or recomputed to fit
+  --tiering-policy P       auto (default: the cost-model planner) | keep |
+                           checkpoint | offload (reference policies)
+  --device-profile FILE    JSON machine figures for the cost model (default:
+                           the H200 of DEVICE.md)
   --help                   this text
 
 Examples:
@@ -174,7 +183,9 @@ CompileArgs parseArgs(int argc, char **argv) {
       static const char *known[] = {"o", "shape", "loss-output", "loss", "logits",
                                     "tokens", "ignore-index", "lr", "beta1",
                                     "beta2", "eps", "weight-decay", "trainable",
-                                    "frozen", "emit", "keep-output"};
+                                    "frozen", "emit", "keep-output",
+                                    "device-memory", "tiering-policy",
+                                    "device-profile"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -183,6 +194,22 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (flag == "o") {
       args.output = value;
+    } else if (flag == "device-memory") {
+      uint64_t bytes = 0;
+      if (!megatrain::parseByteSize(value, bytes))
+        fail("--device-memory expects a size such as 24GiB, 16000MB or a byte count, got '" +
+             value + "'");
+      args.pipeline.deviceMemory = bytes;
+    } else if (flag == "tiering-policy") {
+      if (value != "auto" && value != "keep" && value != "checkpoint" && value != "offload")
+        fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + value + "'");
+      args.pipeline.tieringPolicy = value;
+    } else if (flag == "device-profile") {
+      megatrain::DeviceProfile profile;
+      std::string error;
+      if (!megatrain::loadDeviceProfile(value, profile, error))
+        fail("--device-profile " + error);
+      args.pipeline.deviceProfile = value;
     } else if (flag == "shape") {
       parseShapes(value, args);
     } else if (flag == "loss-output") {

@@ -634,4 +634,41 @@ def Mt_AdamWOp : Mt_Op<"adamw", []> {
   let assemblyFormat = "$grad attr-dict `:` type($grad)";
 }
 
+//===----------------------------------------------------------------------===//
+// Memory tiers (mt-tier, docs/tiering.md)
+//===----------------------------------------------------------------------===//
+
+def Mt_OffloadOp : Mt_Op<"offload", [SameOperandsAndResultType]> {
+  let summary = "copy a device value to the host staging pool";
+  let description = [{
+    Written by mt-tier: the result is the host copy of `value` (device to host,
+    on the d2h stream), placed by mt-plan-memory in the host staging arena. Only
+    mt.prefetch reads it.
+
+    ```mlir
+    %h = mt.offload %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$value);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_PrefetchOp : Mt_Op<"prefetch", [SameOperandsAndResultType]> {
+  let summary = "copy an offloaded value back into the device arena";
+  let description = [{
+    Written by mt-tier: host to device on the h2d stream, placed ahead of the
+    value's next use so the copy overlaps compute.
+
+    ```mlir
+    %x2 = mt.prefetch %h : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$host);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$host attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // MT_OPS_TD

@@ -104,4 +104,27 @@ def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
   ];
 }
 
+def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
+  let summary = "Keep, offload, re-fetch or recompute values to fit a device budget";
+  let description = [{
+    On a scheduled function (mt-schedule, mt-liveness): moves every parameter
+    fetch (mt.param) ahead of its first use as far as the host-to-device link
+    needs to hide it, then, while the peak of live device bytes is above the
+    budget, frees the cheapest value live at the peak over the gap around it:
+    a parameter is fetched again later, an activation is offloaded
+    (mt.offload, mt.prefetch) or recomputed (its producers cloned with
+    `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
+    and recomputes `mt.live_end`. The algorithm is in passes/Tiering.cpp and
+    docs/tiering.md.
+  }];
+  let options = [
+    Option<"deviceMemory", "device-memory", "uint64_t", "0",
+           "Device arena budget in bytes (0: none)">,
+    Option<"policy", "policy", "std::string", "\"auto\"",
+           "auto | keep | checkpoint | offload">,
+    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
+           "JSON device profile file (default: the H200 figures)">,
+  ];
+}
+
 #endif // MEGATRAIN_PASSES_TD
