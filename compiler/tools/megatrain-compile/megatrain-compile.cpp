@@ -5,10 +5,12 @@
 // line on stderr starting "megatrain-compile: error:" and exit status 1.
 //
 //===----------------------------------------------------------------------===//
+#include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/Plan/Simulate.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -78,6 +80,9 @@ Output:
                            after that stage; plan (default): write the binary
                            plan; plan-text: print the plan as protobuf text
   --no-memory-reuse        give every device value its own bytes
+Predictions (the plan simulator, docs/tiering.md):
+  --device-profile FILE    JSON device profile the step time is predicted
+                           on (default: the H200 figures)
   --help                   this text
 
 Examples:
@@ -100,6 +105,7 @@ struct CompileArgs {
   megatrain::PipelineOptions pipeline;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
+  megatrain::DeviceProfile profile;
 };
 
 double parseDouble(llvm::StringRef flag, llvm::StringRef text) {
@@ -174,7 +180,8 @@ CompileArgs parseArgs(int argc, char **argv) {
       static const char *known[] = {"o", "shape", "loss-output", "loss", "logits",
                                     "tokens", "ignore-index", "lr", "beta1",
                                     "beta2", "eps", "weight-decay", "trainable",
-                                    "frozen", "emit", "keep-output"};
+                                    "frozen", "emit", "keep-output",
+                                    "device-profile"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -219,6 +226,10 @@ CompileArgs parseArgs(int argc, char **argv) {
     } else if (flag == "frozen") {
       checkRegex(flag, value);
       args.import.frozen = value;
+    } else if (flag == "device-profile") {
+      std::string error;
+      if (!megatrain::loadDeviceProfile(value, args.profile, error))
+        fail("--device-profile " + error);
     } else if (flag == "emit") {
       if (value != "plan-text" && !megatrain::parseEmitStage(value))
         fail("--emit expects mt, training, scheduled, planned, plan or "
@@ -358,6 +369,15 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
      << "  predicted peak " << formatBytes(devicePeak) << " on the device\n"
      << "  host pool      " << formatBytes(plan.pools(1).size_bytes()) << "\n"
      << "  steps          " << plan.steps_size() << "\n";
+  const megatrain::plan::Header &header = plan.header();
+  const megatrain::plan::StepTimeBreakdown &b = header.predicted_breakdown();
+  auto ms = [](double seconds) { return llvm::formatv("{0:f3}", seconds * 1e3).str(); };
+  os << "  predicted step " << ms(header.predicted_step_s()) << " ms (compute "
+     << ms(b.compute_s()) << ", exposed transfer " << ms(b.exposed_transfer_s())
+     << ", recompute " << ms(b.recompute_s()) << ", host optimizer "
+     << ms(b.host_optimizer_s()) << ", idle " << ms(b.idle_s()) << ")\n"
+     << "  link bytes     h2d " << formatBytes(header.h2d_bytes()) << ", d2h "
+     << formatBytes(header.d2h_bytes()) << "\n";
 }
 
 /// Adds the model's path and hash to the module for the plan header.
@@ -453,6 +473,9 @@ int main(int argc, char **argv) {
       megatrain::emitPlan(*module, emitOptions);
   if (mlir::failed(plan))
     return 1;
+  // Fills the steps' predicted times and the header's predictions; the CPU and
+  // CUDA backends compute in fp32 (no TF32).
+  megatrain::simulatePlan(*plan, args.profile, megatrain::Precision::FP32);
 
   if (args.emit == "plan-text") {
     std::string text;
