@@ -106,7 +106,7 @@ void describe(const plan::Plan& plan, const plan::Step& step, std::string& what,
   auto name = [&](uint32_t id) { return shorten(plan.tensors(static_cast<int>(id)).name(), kMaxName); };
   switch (step.op_case()) {
     case plan::Step::kKernel:
-      what = step.kernel().kernel() + shortAttributes(step.kernel());
+      what = step.kernel().kernel() + shortAttributes(step.kernel()) + (step.recompute() ? " (recompute)" : "");
       tensors = joinNames(plan, step.kernel().inputs());
       tensors += (tensors.empty() ? "-> " : " -> ") + joinNames(plan, step.kernel().outputs());
       break;

@@ -164,6 +164,7 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
   h.set_d2h_bytes(28);
   h.set_device_budget_bytes(600);
   h.set_device_profile(R"({"name":"bench-card","launch_s":4e-06})");
+  p.mutable_steps(12)->set_recompute(true);  // shown as such, though nothing is rebuilt here
   writePlan(dir_ + "/predicted.plan", p);
 
   const std::string svg = dir_ + "/memory.svg", trace = dir_ + "/trace.json";
@@ -173,7 +174,7 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
   for (const char* expected :
        {"device         bench-card", "budget         600 B of device memory",
         "predicted step 39.0 us: compute 18.0 us, exposed transfer 0.0 us", "links          h2d 24 B (busy 5.0 us), d2h 28 B (busy 10.0 us)",
-        "predicted start", "live device bytes over predicted time ('-': the budget)", "trace of 18 steps on 4 streams"})
+        "predicted start", "scale alpha=2 (recompute)", "live device bytes over predicted time ('-': the budget)", "trace of 18 steps on 4 streams"})
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
 
   std::ifstream svgFile(svg);
@@ -197,6 +198,8 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
   EXPECT_NE(traceText.find(R"({"name":"matmul -> y","cat":"kernel","ph":"X","pid":1,"tid":1,"ts":5.000,"dur":2.000,"args":{"step":3,"bytes":)"),
             std::string::npos)
       << traceText;
+
+  EXPECT_NE(traceText.find(R"("args":{"step":12,"bytes":64,"recompute":true})"), std::string::npos) << traceText;
 
   const Result old = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/linear.plan --trace " + trace);
   EXPECT_EQ(old.status, 1);
