@@ -5,11 +5,12 @@
 // line on stderr starting "megatrain-compile: error:" and exit status 1.
 //
 //===----------------------------------------------------------------------===//
+#include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
-#include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/Plan/Simulate.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -86,7 +87,8 @@ Device memory (docs/tiering.md):
   --tiering-policy P       auto (default: the cost-model planner) | keep |
                            checkpoint | offload (reference policies)
   --device-profile FILE    JSON machine figures for the cost model (default:
-                           the H200 of DEVICE.md)
+                           the H200 of DEVICE.md); also predicts the
+                           step time the summary shows
   --help                   this text
 
 Examples:
@@ -109,6 +111,7 @@ struct CompileArgs {
   megatrain::PipelineOptions pipeline;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
+  megatrain::DeviceProfile profile;
 };
 
 double parseDouble(llvm::StringRef flag, llvm::StringRef text) {
@@ -205,9 +208,8 @@ CompileArgs parseArgs(int argc, char **argv) {
         fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + value + "'");
       args.pipeline.tieringPolicy = value;
     } else if (flag == "device-profile") {
-      megatrain::DeviceProfile profile;
       std::string error;
-      if (!megatrain::loadDeviceProfile(value, profile, error))
+      if (!megatrain::loadDeviceProfile(value, args.profile, error))
         fail("--device-profile " + error);
       args.pipeline.deviceProfile = value;
     } else if (flag == "shape") {
@@ -385,6 +387,15 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
      << "  predicted peak " << formatBytes(devicePeak) << " on the device\n"
      << "  host pool      " << formatBytes(plan.pools(1).size_bytes()) << "\n"
      << "  steps          " << plan.steps_size() << "\n";
+  const megatrain::plan::Header &header = plan.header();
+  const megatrain::plan::StepTimeBreakdown &b = header.predicted_breakdown();
+  auto ms = [](double seconds) { return llvm::formatv("{0:f3}", seconds * 1e3).str(); };
+  os << "  predicted step " << ms(header.predicted_step_s()) << " ms (compute "
+     << ms(b.compute_s()) << ", exposed transfer " << ms(b.exposed_transfer_s())
+     << ", recompute " << ms(b.recompute_s()) << ", host optimizer "
+     << ms(b.host_optimizer_s()) << ", idle " << ms(b.idle_s()) << ")\n"
+     << "  link bytes     h2d " << formatBytes(header.h2d_bytes()) << ", d2h "
+     << formatBytes(header.d2h_bytes()) << "\n";
 }
 
 /// Adds the model's path and hash to the module for the plan header.
@@ -480,6 +491,9 @@ int main(int argc, char **argv) {
       megatrain::emitPlan(*module, emitOptions);
   if (mlir::failed(plan))
     return 1;
+  // Fills the steps' predicted times and the header's predictions; the CPU and
+  // CUDA backends compute in fp32 (no TF32).
+  megatrain::simulatePlan(*plan, args.profile, megatrain::Precision::FP32);
 
   if (args.emit == "plan-text") {
     std::string text;
