@@ -453,7 +453,7 @@ void Planner::priceCandidates(int64_t p, std::vector<Candidate> &out) const {
     if (value.first > p || value.last <= p || value.first == p)
       continue;
     mlir::Operation *def = value.value.getDefiningOp();
-    if (mlir::isa<mt::InputOp, mt::ConstantOp>(def))
+    if (mlir::isa<mt::ConstantOp>(def))
       continue;
     if (std::binary_search(value.uses.begin(), value.uses.end(), p))
       continue;
@@ -483,9 +483,6 @@ void Planner::priceCandidates(int64_t p, std::vector<Candidate> &out) const {
       }
       continue;
     }
-    if (!recomputable(def))
-      continue;
-
     // Offload after the def (once; a later gap reuses the host copy) and
     // prefetch before b.
     {
@@ -506,6 +503,8 @@ void Planner::priceCandidates(int64_t p, std::vector<Candidate> &out) const {
         out.push_back({Candidate::Offload, value.value, a, b, k, exposed + out2, value.size});
       }
     }
+    if (!recomputable(def))
+      continue;
     llvm::SmallVector<mlir::Operation *> chain;
     llvm::DenseSet<mlir::Operation *> inChain;
     double cost = 0;
