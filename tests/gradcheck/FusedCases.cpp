@@ -59,10 +59,12 @@ std::vector<GradCase> fusedOpCases() {
              std::vector<int64_t>{2, 3, 6}},
             "swiglu"));
   cases.back().params[0].name = "g";
-  // SiLU alone (its product is the loss's input, not a gate).
+  // SiLU alone: scaled before the harness multiplies it by R, which would
+  // otherwise make it a swiglu gate.
   add(fused({"silu_fused", {Range({3, 5}, -4, 4)},
              "  %s = mt.sigmoid %x : " + T({3, 5}) + "\n"
-             "  %y = mt.mul %s, %x : (" + T({3, 5}) + ", " + T({3, 5}) + ") -> " + T({3, 5}),
+             "  %a = mt.mul %s, %x : (" + T({3, 5}) + ", " + T({3, 5}) + ") -> " + T({3, 5}) + "\n"
+             "  %y = mt.scale %a {alpha = -1.5 : f64} : " + T({3, 5}),
              std::vector<int64_t>{3, 5}},
             "silu"));
   cases.back().params[0].name = "x";
