@@ -39,6 +39,10 @@ constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluCubic = 0.044715;
 
+bool isFloatTensor(Value v) {
+  return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
 bool near(double value, double expected) {
   return std::abs(value - expected) <= kConstantTolerance * std::abs(expected);
 }
@@ -60,7 +64,7 @@ void replacePattern(IRRewriter &rewriter, Operation *root, Value fused,
 bool fuseSilu(IRRewriter &rewriter, mt::MulOp mul) {
   for (auto [x, s] : bothWays(mul)) {
     auto sigmoid = singleUseDef<mt::SigmoidOp>(s);
-    if (!sigmoid || sigmoid.getX() != x || x.getType() != mul.getType())
+    if (!sigmoid || sigmoid.getX() != x || x.getType() != mul.getType() || !isFloatTensor(x))
       continue;
     rewriter.setInsertionPoint(mul);
     Value fused = rewriter.create<mt::SiluOp>(mul.getLoc(), x);
@@ -178,7 +182,7 @@ bool fuseGelu(IRRewriter &rewriter, Operation *root) {
   Value x;
   StringRef approximate;
   auto done = [&]() {
-    if (!x || x.getType() != result.getType())
+    if (!x || x.getType() != result.getType() || !isFloatTensor(x))
       return false;
     rewriter.setInsertionPoint(root);
     Value fused = rewriter.create<mt::GeluOp>(root->getLoc(), x,
