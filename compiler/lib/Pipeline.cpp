@@ -24,6 +24,9 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   if (upTo == EmitStage::Mt)
     return;
 
+  if (options.fusion)
+    buildFusionPipeline(pm);
+
   AddLossOptions loss;
   loss.mode = options.lossMode;
   loss.lossOutput = options.lossOutput;
@@ -45,6 +48,14 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   pm.addPass(mlir::createCSEPass());
 
   buildPlanningPipeline(pm, options, upTo);
+}
+
+void buildFusionPipeline(mlir::OpPassManager &pm) {
+  // Layer norm first: its decomposition contains an RMS norm of x - mean(x),
+  // which mt-fuse-rms-norm would otherwise take.
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseLayerNorm());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseRmsNorm());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseActivations());
 }
 
 void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,

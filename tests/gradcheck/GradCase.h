@@ -32,6 +32,10 @@ struct GradCase {
   // A case that rounds through f32 needs a wider step and tolerance.
   double eps = kEps;
   double relTol = kRelTol;
+  // Empty: the fusion passes are off, so a composite checks the rules of its
+  // primitives. Else they run, and the plan must hold this kernel (a
+  // composite checked through the fused op a pass made of it).
+  std::string fusedKernel;
 };
 
 // "tensor<2x3xf64>".
@@ -48,5 +52,8 @@ GradCase unary(const std::string& name, const std::string& op, Param x, const st
 
 // Cases by family (GradCheck.cpp holds the original ops).
 std::vector<GradCase> llmPrimitiveCases();
+// The fused ops (rms_norm, silu, swiglu, gelu) and the compositions the
+// fusion passes rewrite into them (FusedCases.cpp).
+std::vector<GradCase> fusedOpCases();
 
 }  // namespace megatrain::gradcheck

@@ -167,11 +167,18 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
   options.lossOutput = "loss";
   options.lr = 0.0;  // the step must leave the parameters as they are
   options.weightDecay = 0.0;
+  options.fusion = !c.fusedKernel.empty();
   mlir::PassManager pm(&context);
   megatrain::buildPipeline(pm, options, megatrain::EmitStage::Plan);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics << source;
   auto plan = megatrain::emitPlan(*module, megatrain::PlanEmitOptions{});
   ASSERT_TRUE(mlir::succeeded(plan)) << diagnostics;
+  if (!c.fusedKernel.empty()) {
+    bool fused = false;
+    for (const auto& step : plan->steps())
+      fused |= step.has_kernel() && step.kernel().kernel() == c.fusedKernel;
+    ASSERT_TRUE(fused) << "no " << c.fusedKernel << " kernel: the composite was not fused\n" << source;
+  }
 
   // Run.
   auto dir = std::filesystem::temp_directory_path() /
@@ -376,6 +383,7 @@ std::vector<GradCase> allCases() {
        std::vector<int64_t>{3, 3}});
 
   for (GradCase& c : llmPrimitiveCases()) add(std::move(c));
+  for (GradCase& c : fusedOpCases()) add(std::move(c));
   return cases;
 }
 

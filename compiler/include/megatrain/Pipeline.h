@@ -33,12 +33,14 @@ struct PipelineOptions {
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // mt-plan-memory
   bool noMemoryReuse = false;
+  // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.
+  bool fusion = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
 enum class EmitStage {
   Mt,        // as imported
-  Training,  // + mt-add-loss, mt-autodiff, mt-adamw, cse
+  Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
   Scheduled, // + mt-schedule, mt-liveness
   Planned,   // + mt-tier, mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan
@@ -51,6 +53,12 @@ std::optional<EmitStage> parseEmitStage(llvm::StringRef name);
 /// module up to `upTo`.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
                    EmitStage upTo);
+
+/// Adds the fusion passes (mt-fuse-layer-norm, mt-fuse-rms-norm,
+/// mt-fuse-activations) that rewrite decomposed patterns of an imported
+/// module into fused mt ops; buildPipeline runs them unless options.fusion
+/// is false.
+void buildFusionPipeline(mlir::OpPassManager &pm);
 
 /// Adds the passes from a training step (the output of EmitStage::Training)
 /// to EmitStage::Planned: the part of the pipeline that does not need an

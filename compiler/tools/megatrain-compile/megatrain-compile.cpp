@@ -89,6 +89,8 @@ Device memory (docs/tiering.md):
   --device-profile FILE    JSON machine figures for the cost model (default:
                            the H200 of DEVICE.md); also predicts the
                            step time the summary shows
+  --no-fusion              keep the imported ops as they are (no RMSNorm,
+                           LayerNorm, SiLU, SwiGLU or GELU fusion)
   --help                   this text
 
 Examples:
@@ -170,6 +172,10 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (arg == "--no-memory-reuse") {
       args.pipeline.noMemoryReuse = true;
+      continue;
+    }
+    if (arg == "--no-fusion") {
+      args.pipeline.fusion = false;
       continue;
     }
     if (arg == "-" || !arg.starts_with("-")) {

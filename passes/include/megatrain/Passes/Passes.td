@@ -127,4 +127,57 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion of normalizations and activations (between import and phase 1;
+// buildFusionPipeline, off with megatrain-compile --no-fusion)
+//===----------------------------------------------------------------------===//
+
+def FuseLayerNorm : Pass<"mt-fuse-layer-norm", "mlir::func::FuncOp"> {
+  let summary = "Rewrite decomposed layer normalizations into mt.layer_norm";
+  let description = [{
+    Matches d = x - reduce_mean(x), var = reduce_mean(d^2) (powf 2 or d * d)
+    over the trailing axes [axis, rank) with keepdims, then
+    d / sqrt(var + eps) or d * reciprocal(sqrt(var + eps)), and writes
+    mt.layer_norm(x, ones, zeros). A following multiply by a weight of shape
+    x.shape[axis:] and add of a bias of that shape are folded into a
+    layer_norm whose scale is a fill of 1 and bias a fill of 0 (and a bias
+    add into one whose bias is a fill of 0), imported ones included. eps is
+    a constant or fill with one value. Nothing is rewritten when an
+    intermediate value has a user outside the pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseRmsNorm : Pass<"mt-fuse-rms-norm", "mlir::func::FuncOp"> {
+  let summary = "Rewrite decomposed RMS normalizations into mt.rms_norm";
+  let description = [{
+    Matches x * reciprocal(sqrt(reduce_mean(x^2) + eps)) (x^2 as powf 2 or
+    x * x; the inverse root also as powf -0.5, or x / sqrt(...)), the mean
+    over the trailing axes [axis, rank) with keepdims, as Llama, Qwen2 and
+    Mistral export their RMSNorm, and writes mt.rms_norm(x, ones); a
+    following multiply by a weight of shape x.shape[axis:] (on either side)
+    is folded into an rms_norm whose weight is a fill of 1. Nothing is
+    rewritten when an intermediate value has a user outside the pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseActivations : Pass<"mt-fuse-activations", "mlir::func::FuncOp"> {
+  let summary = "Rewrite SiLU, SwiGLU and GELU compositions into mt.silu, mt.swiglu, mt.gelu";
+  let description = [{
+    x * sigmoid(x) becomes mt.silu(x); silu(g) * u with g, u and the product
+    of one type becomes mt.swiglu(g, u). 0.5 x (1 + erf(x / sqrt 2)) becomes
+    mt.gelu {approximate = "none"} and
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) mt.gelu
+    {approximate = "tanh"}, in the arrangements exporters write (scalar
+    constants on either side of mt.mul, mt.scale, x / sqrt 2, x^3 as powf 3
+    or products); constants must match to 1e-6 relative (f32 rounding).
+    Nothing is rewritten when an intermediate value has a user outside the
+    pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+// End of fusion.
+
 #endif // MEGATRAIN_PASSES_TD
