@@ -25,6 +25,7 @@
 #include "megatrain/Plan/PlanEmitter.h"
 
 #include "megatrain/Dialect/MtDialect.h"
+#include "megatrain/Plan/Events.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -731,6 +732,8 @@ mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
   plan::Plan plan;
   if (mlir::failed(PlanBuilder(main, options).build(plan)))
     return mlir::failure();
+  // Last: orders the streams (docs/tiering.md, "Streams and events").
+  insertEvents(plan);
   return plan;
 }
 

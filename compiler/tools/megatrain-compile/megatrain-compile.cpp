@@ -9,6 +9,7 @@
 #include "megatrain/Frontend/OnnxImporter.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/runtime/PlanVerifier.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -453,6 +454,14 @@ int main(int argc, char **argv) {
       megatrain::emitPlan(*module, emitOptions);
   if (mlir::failed(plan))
     return 1;
+  // The runtime proves every plan it loads the same way; a plan that fails
+  // here is the compiler's bug, and is not written.
+  std::vector<std::string> failures = megatrain::runtime::verifySchedule(*plan);
+  if (!failures.empty()) {
+    for (const std::string &failure : failures)
+      llvm::errs() << kTool << ": error: plan verifier: " << failure << "\n";
+    return 1;
+  }
 
   if (args.emit == "plan-text") {
     std::string text;
