@@ -125,8 +125,9 @@ TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* expected :
        {"generator      megatrain tests", "optimizer      AdamW lr 0.01, betas (0.9, 0.999), eps 1e-08, weight_decay 0.1",
-        "parameters     1 tensors, 6 elements", "steps          18 (9 kernels, 3 copies, 4 events, 2 host tasks)",
-        "copy W -> dev:W", "x, dev:W -> y", "... 13 more steps"})
+        "parameters     1 tensors, 6 elements", "steps          24 (9 kernels, 3 copies, 10 events, 2 host tasks)",
+        "copy W -> dev:W", "wait w_ready     record at step 1 (h2d)", "x, dev:W -> y",
+        "... 19 more steps"})
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   // Device memory after step 3 (matmul): x, dev:W and y are live (48 + 24 + 32 bytes).
   EXPECT_NE(r.output.find("matmul"), std::string::npos);
