@@ -19,7 +19,9 @@
 //   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
 //
 // Op steps (mt.step) and plan steps differ because one op can become several
-// steps; last_use_step and predicted peaks are in plan steps.
+// steps; last_use_step and predicted peaks are in plan steps. Last, emitPlan
+// runs insertEvents (Events.h): it adds the record/wait steps between streams
+// and renumbers the steps (activation names keep the numbers given here).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/PlanEmitter.h"
