@@ -1,6 +1,7 @@
 // megatrain-inspect.cpp - prints a plan: header, cost summary and the step-by-step schedule.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ Prints what a plan does: its header (provenance, optimizer), a summary
 (parameters, pools, device memory peak from tensor lifetimes against the
 compiler's prediction, the predicted step time and its breakdown, bytes per
 link) and the schedule, one row per step: stream, what runs, the tensors it
-touches, the device memory live after it and, when the plan carries the
+touches (for a wait: the record it waits for), the device memory live after it and, when the plan carries the
 compiler's predictions, when the step is predicted to start.
 
 options:
@@ -250,9 +251,16 @@ void printSchedule(const plan::Plan& plan, const PlanStats& stats, int64_t maxSt
   const int64_t shown = maxSteps > 0 ? std::min<int64_t>(maxSteps, plan.steps_size()) : plan.steps_size();
   std::vector<std::string> whats(static_cast<size_t>(shown)), tensors(static_cast<size_t>(shown));
   size_t streamWidth = 6, whatWidth = 4, tensorsWidth = 7;
+  std::map<std::string, int64_t> latestRecord;  // event -> step
   for (int64_t s = 0; s < shown; ++s) {
     const plan::Step& step = plan.steps(static_cast<int>(s));
     describe(plan, step, whats[static_cast<size_t>(s)], tensors[static_cast<size_t>(s)]);
+    // A wait: the record it waits for (the validator has proven there is one).
+    if (step.has_record()) latestRecord[step.record().event()] = s;
+    auto record = step.has_wait() ? latestRecord.find(step.wait().event()) : latestRecord.end();
+    if (record != latestRecord.end())
+      tensors[static_cast<size_t>(s)] = "record at step " + std::to_string(record->second) + " (" +
+                                        plan.steps(static_cast<int>(record->second)).stream() + ")";
     streamWidth = std::max(streamWidth, step.stream().size());
     whatWidth = std::max(whatWidth, whats[static_cast<size_t>(s)].size());
     tensorsWidth = std::max(tensorsWidth, tensors[static_cast<size_t>(s)].size());

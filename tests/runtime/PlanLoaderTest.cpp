@@ -44,7 +44,7 @@ TEST(PlanLoader, AcceptsAValidPlanFromAFile) {
   const std::string path = makeTempDir() + "/linear.plan";
   writePlan(path, linearPlan(plan::F32));
   const plan::Plan plan = loadPlan(path);
-  EXPECT_EQ(plan.steps_size(), 18);
+  EXPECT_EQ(plan.steps_size(), 24);
   EXPECT_EQ(validationError([](plan::Plan&) {}), "");
 }
 
@@ -116,12 +116,12 @@ TEST(PlanValidator, StepsStreamsAndEvents) {
 }
 
 TEST(PlanValidator, HostTasksNeedHostTensorsOfTheRightRoles) {
-  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(17)->mutable_host_task()->set_tensors(1, 5); }),
-            "t.plan: step 17 (host_task ADAMW): tensor 5 'dev:W' has role PARAMETER_COPY, expected GRADIENT");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(23)->mutable_host_task()->set_tensors(1, 5); }),
+            "t.plan: step 23 (host_task ADAMW): tensor 5 'dev:W' has role PARAMETER_COPY, expected GRADIENT");
   EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "grad:W").mutable_buffer()->set_pool(0); }),
-            "t.plan: step 17 (host_task ADAMW): tensor 1 'grad:W' is in a DEVICE pool, host tasks need host memory");
-  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(7)->mutable_host_task()->set_tensors(0, 9); }),
-            "t.plan: step 7 (host_task READ_LOSS): tensor 9 'loss' has role LOSS, expected LOSS_READOUT");
+            "t.plan: step 23 (host_task ADAMW): tensor 1 'grad:W' is in a DEVICE pool, host tasks need host memory");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(11)->mutable_host_task()->set_tensors(0, 9); }),
+            "t.plan: step 11 (host_task READ_LOSS): tensor 9 'loss' has role LOSS, expected LOSS_READOUT");
 }
 
 TEST(PlanValidator, KernelsWorkOnTheDeviceArena) {
@@ -130,8 +130,8 @@ TEST(PlanValidator, KernelsWorkOnTheDeviceArena) {
 }
 
 TEST(PlanValidator, LastUseMustBeAStep) {
-  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "y").set_last_use_step(18); }),
-            "t.plan: tensor 7 'y': last_use_step 18 is not a step (the plan has 18)");
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "y").set_last_use_step(24); }),
+            "t.plan: tensor 7 'y': last_use_step 24 is not a step (the plan has 24)");
 }
 
 }  // namespace

@@ -125,8 +125,9 @@ TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* expected :
        {"generator      megatrain tests", "optimizer      AdamW lr 0.01, betas (0.9, 0.999), eps 1e-08, weight_decay 0.1",
-        "parameters     1 tensors, 6 elements", "steps          18 (9 kernels, 3 copies, 4 events, 2 host tasks)",
-        "copy W -> dev:W", "x, dev:W -> y", "... 13 more steps"})
+        "parameters     1 tensors, 6 elements", "steps          24 (9 kernels, 3 copies, 10 events, 2 host tasks)",
+        "copy W -> dev:W", "wait w_ready     record at step 1 (h2d)", "x, dev:W -> y",
+        "... 19 more steps"})
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   // Device memory after step 3 (matmul): x, dev:W and y are live (48 + 24 + 32 bytes).
   EXPECT_NE(r.output.find("matmul"), std::string::npos);
@@ -162,9 +163,9 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
   h.mutable_predicted_breakdown()->set_idle_s(t - 18e-6);
   h.set_h2d_bytes(24);
   h.set_d2h_bytes(28);
-  h.set_device_budget_bytes(600);
+  h.set_device_budget_bytes(800);
   h.set_device_profile(R"({"name":"bench-card","launch_s":4e-06})");
-  p.mutable_steps(12)->set_recompute(true);  // shown as such, though nothing is rebuilt here
+  p.mutable_steps(16)->set_recompute(true);  // shown as such, though nothing is rebuilt here
   writePlan(dir_ + "/predicted.plan", p);
 
   const std::string svg = dir_ + "/memory.svg", trace = dir_ + "/trace.json";
@@ -172,15 +173,15 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
                               " --trace=" + trace);
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* expected :
-       {"device         bench-card", "budget         600 B of device memory",
+       {"device         bench-card", "budget         800 B of device memory",
         "predicted step 39.0 us: compute 18.0 us, exposed transfer 0.0 us", "links          h2d 24 B (busy 5.0 us), d2h 28 B (busy 10.0 us)",
-        "predicted start", "scale alpha=2 (recompute)", "live device bytes over predicted time ('-': the budget)", "trace of 18 steps on 4 streams"})
+        "predicted start", "scale alpha=2 (recompute)", "live device bytes over predicted time ('-': the budget)", "trace of 24 steps on 4 streams"})
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
 
   std::ifstream svgFile(svg);
   const std::string svgText((std::istreambuf_iterator<char>(svgFile)), std::istreambuf_iterator<char>());
   EXPECT_EQ(svgText.rfind("<?xml", 0), 0u);
-  EXPECT_NE(svgText.find(">budget 600 B</text>"), std::string::npos) << svgText;
+  EXPECT_NE(svgText.find(">budget 800 B</text>"), std::string::npos) << svgText;
   EXPECT_NE(svgText.find("predicted time (us)"), std::string::npos);
   EXPECT_NE(svgText.find("live device memory (B)"), std::string::npos);
 
@@ -199,7 +200,7 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
             std::string::npos)
       << traceText;
 
-  EXPECT_NE(traceText.find(R"("args":{"step":12,"bytes":64,"recompute":true})"), std::string::npos) << traceText;
+  EXPECT_NE(traceText.find(R"("args":{"step":16,"bytes":64,"recompute":true})"), std::string::npos) << traceText;
 
   const Result old = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/linear.plan --trace " + trace);
   EXPECT_EQ(old.status, 1);

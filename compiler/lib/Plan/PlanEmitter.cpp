@@ -23,12 +23,15 @@
 //   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
 //
 // Op steps (mt.step) and plan steps differ because one op can become several
-// steps; last_use_step and predicted peaks are in plan steps.
+// steps; last_use_step and predicted peaks are in plan steps. Last, emitPlan
+// runs insertEvents (Events.h): it adds the record/wait steps between streams
+// and renumbers the steps (activation names keep the numbers given here).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/PlanEmitter.h"
 
 #include "megatrain/Dialect/MtDialect.h"
+#include "megatrain/Plan/Events.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -802,6 +805,8 @@ mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
   plan::Plan plan;
   if (mlir::failed(PlanBuilder(main, options).build(plan)))
     return mlir::failure();
+  // Last: orders the streams (docs/tiering.md, "Streams and events").
+  insertEvents(plan);
   return plan;
 }
 

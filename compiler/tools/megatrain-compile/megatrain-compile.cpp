@@ -11,6 +11,7 @@
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
 #include "megatrain/Plan/Simulate.h"
+#include "megatrain/runtime/PlanVerifier.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -500,6 +501,14 @@ int main(int argc, char **argv) {
   // Fills the steps' predicted times and the header's predictions; the CPU and
   // CUDA backends compute in fp32 (no TF32).
   megatrain::simulatePlan(*plan, args.profile, megatrain::Precision::FP32);
+  // The runtime proves every plan it loads the same way; a plan that fails
+  // here is the compiler's bug, and is not written.
+  std::vector<std::string> failures = megatrain::runtime::verifySchedule(*plan);
+  if (!failures.empty()) {
+    for (const std::string &failure : failures)
+      llvm::errs() << kTool << ": error: plan verifier: " << failure << "\n";
+    return 1;
+  }
 
   if (args.emit == "plan-text") {
     std::string text;
