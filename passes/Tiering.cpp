@@ -172,8 +172,9 @@ private:
     return it == valueIndex.end() ? nullptr : &values[it->second];
   }
 
-  /// Latest position in [lo, hi] (hi < b) to issue a transfer of `transfer`
-  /// seconds needed at b, and the seconds of it compute cannot hide.
+  /// Latest position in [lo, hi] (hi <= b; b itself means right before the
+  /// use, fully exposed) to issue a transfer of `transfer` seconds needed at
+  /// b, and the seconds of it compute cannot hide.
   /// `selfPos`/`selfS` remove the transfer's own load when it is already
   /// issued somewhere. Returns {-1, inf} when lo > hi.
   std::pair<int64_t, double> placeFetch(int64_t lo, int64_t hi, int64_t b,
@@ -319,19 +320,20 @@ uint64_t Planner::arenaBytes() const {
 std::pair<int64_t, double> Planner::placeFetch(int64_t lo, int64_t hi, int64_t b,
                                                double transfer, int64_t selfPos,
                                                double selfS) const {
-  hi = std::min(hi, b - 1);
+  hi = std::min(hi, b);
   if (lo > hi)
     return {-1, INFINITY};
-  double slack = 0;
+  // Slack of the window [k, b): its compute minus the transfers already
+  // issued on the link there (not counting this one where it sits now).
+  double slack = computeIn(hi, b) - h2dIn(hi, b);
+  if (selfPos >= hi && selfPos < b)
+    slack += selfS;
+  if (slack >= transfer)
+    return {hi, 0.0};
   int64_t best = hi;
-  double bestSlack = -INFINITY;
+  double bestSlack = slack;
   int64_t stop = std::max(lo, hi - kMaxLeadWalk);
-  // Slack of [k, b): compute there minus other transfers already on the link.
-  double tail = computeIn(hi + 1, b) - h2dIn(hi + 1, b);
-  if (selfPos > hi && selfPos < b)
-    tail += selfS;
-  slack = tail;
-  for (int64_t k = hi; k >= stop; --k) {
+  for (int64_t k = hi - 1; k >= stop; --k) {
     slack += compute[k] - h2d[k];
     if (k == selfPos)
       slack += selfS;
@@ -614,7 +616,11 @@ mlir::LogicalResult Planner::greedy(uint64_t budget) {
     priceCandidates(p, candidates);
     if (candidates.empty()) {
       // Smallest budget this planner reaches: the arena of the state it is in.
+      // (The target may sit below the budget after a fragmentation step; the
+      // state can still fit the budget itself.)
       uint64_t reached = arenaBytes();
+      if (reached <= budget)
+        return mlir::success();
       std::ostringstream os;
       os << "device budget " << formatBytes(budget) << " (" << budget
          << " bytes) cannot be met: the smallest budget that fits is "

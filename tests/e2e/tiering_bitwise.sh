@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# tiering_bitwise.sh - offloading never changes the math (docs/tiering.md): a model compiled
+# with no budget, with 50% and 25% of its unconstrained device arena, and with the smallest
+# budget the planner reaches, trains 20 steps on the CPU backend to bitwise-identical losses
+# and weights. A fraction below that smallest budget must fail with the error that names it
+# (a model whose single largest op needs more than the fraction cannot fit it).
+# usage: tiering_bitwise.sh BIN SRC MODEL   (MODEL: demo, or a tests/models/llm/*.onnx stem)
+set -euo pipefail
+BIN=$1
+SRC=$2
+MODEL=$3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP"
+fail() { echo "FAIL: $*"; exit 1; }
+
+if [[ $MODEL == demo ]]; then
+  ONNX=$SRC/frontends/models/tiny_transformer.onnx
+  COMPILE=(--shape input_ids=4x64 --loss next-token-ce --lr 3e-3)
+  python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
+  FEED=(--data corpus.bin)
+else
+  ONNX=$SRC/tests/models/llm/$MODEL.onnx
+  COMPILE=()
+  FEED=(--input "input_ids=$SRC/tests/models/llm/input_ids.npy")
+fi
+
+# compile NAME [flags]: writes NAME.plan, prints the device arena in bytes.
+compile() {
+  local name=$1; shift
+  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
+    { cat "$name.log"; return 1; }
+  sed -n 's/.*device arena .*(\([0-9]*\) bytes).*/\1/p' "$name.log"
+}
+train() {
+  "$BIN/megatrain-run" "$1.plan" --weights "$ONNX" "${FEED[@]}" --steps 20 --quiet \
+    --metrics "$1.jsonl" --export-safetensors "$1.safetensors" >/dev/null
+  python3 -c "
+import json, sys
+for line in open('$1.jsonl'):
+    print(repr(json.loads(line)['loss']))" > "$1.losses"
+}
+
+FULL=$(compile full) || fail "compile without a budget"
+[[ -n $FULL ]] || fail "no arena size in the compile summary"
+# The smallest budget the planner reaches: what a 1-byte budget's error names.
+if "$BIN/megatrain-compile" "$ONNX" -o none.plan "${COMPILE[@]}" --device-memory 1 > tiny.log 2>&1; then
+  fail "a 1-byte budget compiled"
+fi
+grep -q "cannot be met: the smallest budget that fits is" tiny.log || { cat tiny.log; fail "no smallest budget named"; }
+MIN=$(sed -n 's/.*the smallest budget that fits is [^(]*(\([0-9]*\) bytes).*/\1/p' tiny.log)
+[[ -n $MIN && $MIN -le $FULL ]] || fail "smallest budget '$MIN' is not below the unconstrained $FULL"
+
+train full
+RUNS=()
+for pct in 50 25; do
+  budget=$((FULL * pct / 100))
+  if (( budget >= MIN )); then
+    arena=$(compile "p$pct" --device-memory "$budget") || fail "$pct% ($budget bytes) should fit (smallest $MIN)"
+    (( arena <= budget )) || fail "$pct%: arena $arena over the budget $budget"
+    RUNS+=("p$pct")
+  else
+    if "$BIN/megatrain-compile" "$ONNX" -o x.plan "${COMPILE[@]}" --device-memory "$budget" > "p$pct.log" 2>&1; then
+      fail "$pct% ($budget bytes) is below the smallest budget $MIN yet compiled"
+    fi
+    grep -q "the smallest budget that fits is .*($MIN bytes)" "p$pct.log" || { cat "p$pct.log"; fail "$pct%: wrong error"; }
+    echo "$MODEL: $pct% of $FULL bytes is below the smallest budget $MIN: $(cut -c1-160 "p$pct.log")"
+  fi
+done
+arena=$(compile min --device-memory "$MIN") || fail "the smallest budget $MIN does not compile"
+(( arena <= MIN )) || fail "min: arena $arena over $MIN"
+RUNS+=(min)
+grep -q "OFFLOADED\|recompute: true" <("$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" --device-memory "$MIN") ||
+  grep -q 'name: "dev:.*#' <("$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" --device-memory "$MIN") ||
+  fail "the smallest budget's plan neither offloads, recomputes nor fetches again"
+
+for run in "${RUNS[@]}"; do
+  train "$run"
+  cmp -s full.losses "$run.losses" || { paste full.losses "$run.losses"; fail "$run: losses differ"; }
+  cmp -s full.safetensors "$run.safetensors" || fail "$run: trained weights differ"
+  echo "$MODEL: $run ($(sed -n 's/.*device arena *\(.*\)/\1/p' "$run.log")) bitwise equal to no budget ($FULL bytes) over 20 steps"
+done
+echo "PASS $MODEL"
