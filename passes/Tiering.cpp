@@ -76,6 +76,8 @@ namespace megatrain {
 namespace {
 
 constexpr int kMaxRecomputeDepth = 8;
+// The checkpoint policy rebuilds a whole layer from its input.
+constexpr int kMaxCheckpointDepth = 1024;
 constexpr int64_t kMaxLeadWalk = 2048;
 
 bool isFetch(mlir::Operation *op) { return mlir::isa<mt::ParamOp, mt::PrefetchOp>(op); }
@@ -148,6 +150,7 @@ public:
 private:
   mlir::func::FuncOp func;
   const DeviceProfile &profile;
+  int maxDepth = kMaxRecomputeDepth;
 
   std::vector<mlir::Operation *> order;
   llvm::DenseMap<mlir::Operation *, int64_t> position;
@@ -403,13 +406,19 @@ bool Planner::availableAt(mlir::Value value, int64_t b,
     *found = value;
     return true;
   }
+  // A copy made earlier (fetched again, prefetched, rebuilt) serves if it is
+  // live at b; under the checkpoint policy (mustRebuild set) any copy made
+  // before b does, its life extended to b, so a layer is rebuilt once.
   auto it = replacements.find(value);
   if (it != replacements.end())
-    for (mlir::Value replacement : it->second)
-      if (liveAt(replacement)) {
+    for (mlir::Value replacement : it->second) {
+      const LiveValue *info = live(replacement);
+      bool earlier = info && info->first < b;
+      if (liveAt(replacement) || (earlier && !mustRebuild.empty())) {
         *found = replacement;
         return true;
       }
+    }
   return false;
 }
 
@@ -419,7 +428,7 @@ bool Planner::planRecompute(mlir::Value value, int64_t b, int depth,
                             llvm::DenseSet<mlir::Operation *> &inChain,
                             double &cost) const {
   mlir::Operation *def = value.getDefiningOp();
-  if (!def || !recomputable(def) || depth > kMaxRecomputeDepth)
+  if (!def || !recomputable(def) || depth > maxDepth)
     return false;
   if (inChain.contains(def))
     return true;
@@ -573,6 +582,9 @@ mlir::Value Planner::recompute(mlir::Value value, int64_t b,
     mlir::Operation *clone = builder.clone(*op, mapping);
     if (!mlir::isa<mt::ParamOp>(clone))
       clone->setAttr(mt::attr::kRecompute, unit);
+    for (auto [original, copy] : llvm::zip(op->getResults(), clone->getResults()))
+      if (original != value)
+        replacements[original].push_back(copy);
   }
   return mapping.lookup(value);
 }
@@ -707,6 +719,7 @@ int64_t layerOfName(llvm::StringRef name) {
 }
 
 mlir::LogicalResult Planner::applyCheckpointPolicy() {
+  maxDepth = kMaxCheckpointDepth;
   analyze();
   // Layer of each forward op: the largest layer among the parameters it reads
   // and its operands' producers.
