@@ -39,11 +39,13 @@
 //   4. Fragmentation. Place the arena (placeBestFit, as mt-plan-memory
 //      will); if it exceeds the budget, lower the target by the excess and
 //      continue 3.
-//   5. Portfolio. The reference policies (keep, checkpoint at layer
-//      boundaries, offload everything backward reads) are built too; auto
-//      keeps whichever fitting plan the three-queue timeline model (compute,
-//      h2d, d2h, plus the host optimizer) predicts fastest, so it is never
-//      worse than them by the model.
+//   5. Portfolio. The greedy also starts from two reference policies'
+//      plans (checkpoint at layer boundaries, offload everything backward
+//      reads) instead of from keeping everything, and the three reference
+//      policies are built as they are; auto keeps whichever fitting plan the
+//      three-queue timeline model (compute, h2d, d2h, plus the host
+//      optimizer) predicts fastest, so it is never worse than them by the
+//      model. The plan header names the winner, e.g. "auto (checkpoint+greedy)".
 //   6. Renumber mt.step and recompute mt.live_end.
 //
 // Not optimal for: the choice is greedy at the current peak, one value at a
@@ -893,16 +895,20 @@ struct Tier : impl::TierBase<Tier> {
     Planner planner(copy, profile);
     planner.placeParamFetches();
     bool ok = true;
-    if (which == "auto") {
-      ok = budget == 0 || mlir::succeeded(planner.greedy(budget));
-      why = planner.infeasibleReason;
-    } else if (which == "offload") {
+    // "<policy>+greedy": a reference policy, then the greedy for what is left.
+    auto [base, greedyPart] = which.split('+');
+    if (base == "offload") {
       planner.applyOffloadPolicy();
-    } else if (which == "checkpoint") {
+    } else if (base == "checkpoint") {
       (void)planner.applyCheckpointPolicy();
     }
+    bool greedy = base == "auto" || greedyPart == "greedy";
+    if (greedy) {
+      ok = budget == 0 || mlir::succeeded(planner.greedy(budget));
+      why = planner.infeasibleReason;
+    }
     planner.analyze();
-    if (ok && budget != 0 && which != "auto") {
+    if (ok && budget != 0 && !greedy) {
       uint64_t arena = planner.arenaBytes();
       if (arena > budget) {
         ok = false;
@@ -944,7 +950,7 @@ struct Tier : impl::TierBase<Tier> {
     std::string firstWhy;
     llvm::SmallVector<llvm::StringRef> tries;
     if (policy == "auto" && budget != 0)
-      tries = {"auto", "keep", "checkpoint", "offload"};
+      tries = {"auto", "checkpoint+greedy", "offload+greedy", "keep", "checkpoint", "offload"};
     else
       tries = {policy};
     for (llvm::StringRef which : tries) {
