@@ -24,6 +24,11 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   if (upTo == EmitStage::Mt)
     return;
 
+  if (options.fusion) {
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseRotary());
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseAttention());
+  }
+
   AddLossOptions loss;
   loss.mode = options.lossMode;
   loss.lossOutput = options.lossOutput;

@@ -14,6 +14,8 @@ namespace megatrain {
 /// Everything the pipeline's passes are configured with. Defaults match the
 /// passes' own defaults (Passes.td).
 struct PipelineOptions {
+  // Fusion passes (before mt-add-loss); --no-fusion turns them all off.
+  bool fusion = true;
   // mt-add-loss
   std::string lossMode = "output"; // "output" | "next-token-ce"
   std::string lossOutput;          // lossMode == "output": graph output to minimize
@@ -34,7 +36,7 @@ struct PipelineOptions {
 /// How far the pipeline runs; each stage includes the ones before it.
 enum class EmitStage {
   Mt,        // as imported
-  Training,  // + mt-add-loss, mt-autodiff, mt-adamw, cse
+  Training,  // + fusion, mt-add-loss, mt-autodiff, mt-adamw, cse
   Scheduled, // + mt-schedule, mt-liveness
   Planned,   // + mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan

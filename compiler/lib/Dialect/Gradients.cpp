@@ -566,3 +566,46 @@ NextTokenCrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
   operandGrads.push_back(Value()); // tokens
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Fused attention and rotary embedding
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  // The logsumexp is an internal of the fused op, read only by its gradient.
+  if (resultGrads.size() > 1 && resultGrads[1])
+    return emitOpError("the logsumexp result has no gradient rule");
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  auto grad = b.create<AttentionGradOp>(
+      getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(), getK(),
+      getV(), getResult(), getLse(), resultGrads[0], getScaleAttr(), getCausalAttr());
+  push(operandGrads, getQ(), grad.getDq());
+  push(operandGrads, getK(), grad.getDk());
+  push(operandGrads, getV(), grad.getDv());
+  return success();
+}
+
+/// True if `v` is fixed for the whole run: a literal or a frozen weight.
+static bool isFixed(Value v) {
+  if (v.getDefiningOp<ConstantOp>())
+    return true;
+  auto param = v.getDefiningOp<ParamOp>();
+  return param && !param.getTrainable();
+}
+
+LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (!isFixed(getCos()) || !isFixed(getSin()))
+    return emitOpError("cos and sin must be constants (mt.constant or a frozen "
+                       "mt.param): rotary has no gradient with respect to them");
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(),
+       b.create<RotaryGradOp>(getLoc(), getX().getType(), resultGrads[0], getCos(),
+                              getSin()));
+  operandGrads.push_back(Value()); // cos
+  operandGrads.push_back(Value()); // sin
+  return success();
+}

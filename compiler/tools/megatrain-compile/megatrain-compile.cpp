@@ -78,6 +78,8 @@ Output:
                            after that stage; plan (default): write the binary
                            plan; plan-text: print the plan as protobuf text
   --no-memory-reuse        give every device value its own bytes
+  --no-fusion              keep attention, rotary embedding and the other
+                           fusable patterns as imported (no fusion passes)
   --help                   this text
 
 Examples:
@@ -158,6 +160,10 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (arg == "--no-memory-reuse") {
       args.pipeline.noMemoryReuse = true;
+      continue;
+    }
+    if (arg == "--no-fusion") {
+      args.pipeline.fusion = false;
       continue;
     }
     if (arg == "-" || !arg.starts_with("-")) {

@@ -69,6 +69,35 @@ def AdamW : Pass<"mt-adamw", "mlir::func::FuncOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fusion: decomposed attention, rotary embedding and cross-entropy into
+// fused ops (run after import, before mt-add-loss; off with --no-fusion)
+//===----------------------------------------------------------------------===//
+
+def FuseRotary : Pass<"mt-fuse-rotary", "mlir::func::FuncOp"> {
+  let summary = "Rewrite rotate-half rotary embeddings into mt.rotary";
+  let description = [{
+    Matches `x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin` with cos and
+    sin constants that broadcast to x, as torch.onnx.export writes Hugging
+    Face's apply_rotary_pos_emb, and replaces it with `mt.rotary`. Groups with
+    an intermediate read elsewhere, or with computed cos/sin, stay as they are.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseAttention : Pass<"mt-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Rewrite causal scaled dot-product attention into mt.attention";
+  let description = [{
+    Matches softmax(q k^T * scale + causal mask) v (scalings on either side
+    of the product, k given transposed or not, an optional where(isnan(p), 0,
+    p) after the softmax, k and v repeated per query-head group by
+    reshape/broadcast_to/reshape) and replaces it with one `mt.attention` on
+    the unrepeated q, k and v. Fuses only when the mask is a constant that is
+    provably causal and the scores and probabilities have no other users.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Phase 2: schedule and memory
 //===----------------------------------------------------------------------===//
 
