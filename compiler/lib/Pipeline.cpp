@@ -27,6 +27,7 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   if (options.fusion) {
     pm.addNestedPass<mlir::func::FuncOp>(createFuseRotary());
     pm.addNestedPass<mlir::func::FuncOp>(createFuseAttention());
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseCrossEntropy());
   }
 
   AddLossOptions loss;

@@ -97,6 +97,18 @@ def FuseAttention : Pass<"mt-fuse-attention", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FuseCrossEntropy : Pass<"mt-fuse-cross-entropy", "mlir::func::FuncOp"> {
+  let summary = "Rewrite softmax_ce of shifted logits and tokens into mt.next_token_ce";
+  let description = [{
+    F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+    imports as slices and reshapes feeding `mt.softmax_ce` (reduction mean);
+    that is `mt.next_token_ce` of the unsliced logits and tokens, which
+    needs no sliced copy of the logits. Fuses only when the sliced logits
+    have no other user.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Phase 2: schedule and memory
 //===----------------------------------------------------------------------===//
