@@ -48,5 +48,6 @@ GradCase unary(const std::string& name, const std::string& op, Param x, const st
 
 // Cases by family (GradCheck.cpp holds the original ops).
 std::vector<GradCase> llmPrimitiveCases();
+std::vector<GradCase> fusedCases();
 
 }  // namespace megatrain::gradcheck

@@ -376,6 +376,7 @@ std::vector<GradCase> allCases() {
        std::vector<int64_t>{3, 3}});
 
   for (GradCase& c : llmPrimitiveCases()) add(std::move(c));
+  for (GradCase& c : fusedCases()) add(std::move(c));
   return cases;
 }
 

@@ -10,6 +10,7 @@
 #include "megatrain/Dialect/MtDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace megatrain::mt;
@@ -587,19 +588,27 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGr
   return success();
 }
 
-/// True if `v` is fixed for the whole run: a literal or a frozen weight.
+/// True if `v` depends on no trainable parameter, so that it needs no
+/// gradient (cos/sin tables built from positions, constants, frozen weights).
 static bool isFixed(Value v) {
-  if (v.getDefiningOp<ConstantOp>())
-    return true;
-  auto param = v.getDefiningOp<ParamOp>();
-  return param && !param.getTrainable();
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (auto param = dyn_cast<ParamOp>(op); param && param.getTrainable())
+      return false;
+    work.append(op->operand_begin(), op->operand_end());
+  }
+  return true;
 }
 
 LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (!isFixed(getCos()) || !isFixed(getSin()))
-    return emitOpError("cos and sin must be constants (mt.constant or a frozen "
-                       "mt.param): rotary has no gradient with respect to them");
+    return emitOpError("cos and sin depend on a trainable parameter: rotary has no "
+                       "gradient with respect to them");
   if (noGradient(resultGrads, *this, operandGrads))
     return success();
   push(operandGrads, getX(),

@@ -618,8 +618,8 @@ def Mt_RotaryOp : Mt_Op<"rotary", [Pure, Differentiable]> {
   let description = [{
     y = x * cos + rotate_half(x) * sin with rotate_half(x) = concat(-x2, x1),
     x1 and x2 the halves of x's last dim (even). cos and sin broadcast to x
-    (numpy rules) and have x's last dim. They are constants: the gradient is
-    with respect to x only.
+    (numpy rules) and have x's last dim. They must not depend on a trainable
+    parameter: the gradient is with respect to x only.
 
     ```mlir
     %y = mt.rotary %x, %cos, %sin : (tensor<2x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x4x8x16xf32>
