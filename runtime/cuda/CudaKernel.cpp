@@ -127,6 +127,8 @@ const KernelTable& cudaKernels() {
     addWhereKernels(t);
     addConcatSliceKernels(t);
     addCastKernels(t);
+    addAttentionKernels(t);
+    addRotaryKernels(t);
     return t;
   }();
   return table;
