@@ -433,6 +433,8 @@ bool fuse(mt::SoftmaxOp softmax) {
   // 4. q, k and v.
   const int64_t batch = scoreShape[0], qHeads = scoreShape[1], sq = scoreShape[2],
                 skv = scoreShape[3];
+  if (sq > skv) // a causal row with no visible key; mt.attention does not take it
+    return false;
   llvm::ArrayRef<int64_t> aShape = shapeOf(qk.getA());
   if (aShape.size() != 4)
     return false;

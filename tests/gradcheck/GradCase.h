@@ -32,6 +32,8 @@ struct GradCase {
   // A case that rounds through f32 needs a wider step and tolerance.
   double eps = kEps;
   double relTol = kRelTol;
+  // An op the compiled step must contain (a case about a fusion pass's rewrite).
+  std::string requiredOp;
 };
 
 // "tensor<2x3xf64>".

@@ -170,6 +170,11 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
   mlir::PassManager pm(&context);
   megatrain::buildPipeline(pm, options, megatrain::EmitStage::Plan);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics << source;
+  if (!c.requiredOp.empty()) {
+    bool found = false;
+    module->walk([&](mlir::Operation* op) { found |= op->getName().getStringRef() == c.requiredOp; });
+    ASSERT_TRUE(found) << "the compiled step has no " << c.requiredOp;
+  }
   auto plan = megatrain::emitPlan(*module, megatrain::PlanEmitOptions{});
   ASSERT_TRUE(mlir::succeeded(plan)) << diagnostics;
 
