@@ -14,28 +14,31 @@
 //          live from step 0;
 //        - mt.constant results are written once when the runtime starts and
 //          must survive every training step, so they live forever.
-//   3. Place values in decreasing size (ties: earlier def first), each at the
-//      tightest 256-aligned gap among the already-placed values whose
-//      lifetimes overlap its own (best fit), or above all of them when no gap
-//      is big enough. Big values placed first leave gaps the many small
-//      ones fill. With `no-reuse`, values are instead stacked one after the
-//      other in schedule order.
+//      mt.offload results (host copies of offloaded activations, written by
+//      mt-tier) go to a second arena, the host staging pool; everything else
+//      goes to the device arena.
+//   3. Place each arena's values with placeBestFit (Placement.h): decreasing
+//      size (ties: earlier def first), each at the tightest 256-aligned gap
+//      among the already-placed values whose lifetimes overlap its own, or
+//      above all of them when no gap is big enough. Big values placed first
+//      leave gaps the many small ones fill. With `no-reuse`, values are
+//      instead stacked one after the other in schedule order.
 //   4. Check the invariant directly: no two values whose lifetimes overlap
 //      share a byte. A failure is a bug in stage 3, reported as an error.
-//   5. Write `mt.offset` on each op (one entry per result) and
-//      `mt.arena_size` (the end of the highest value) on the function.
+//   5. Write `mt.offset` on each op (one entry per result, an offset in the
+//      value's arena), `mt.arena_size` and `mt.host_stage_size` on the function.
 //
-// Excluded: nothing in the device arena is. Host-side tensors (parameter
-// masters, gradients after the device-to-host copy, AdamW moments, the loss
-// readout) are not values here; plan emission places them in the host pool.
+// Host-side tensors other than offloaded activations (parameter masters,
+// gradients after the device-to-host copy, AdamW moments, the loss readout)
+// are not values here; plan emission places them in the host pool.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
 
+#include "megatrain/Passes/Placement.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
-
-#include <limits>
 
 namespace megatrain {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -43,28 +46,14 @@ namespace megatrain {
 
 namespace {
 
-constexpr uint64_t kAlignment = 256;
-constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
+enum Arena : unsigned { kDeviceArena = 0, kHostStageArena = 1, kArenaCount = 2 };
 
-uint64_t alignUp(uint64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-/// One value to place: its lifetime in steps and its bytes in the arena.
+/// One value to place: where it comes from, its arena and its slot.
 struct ArenaValue {
   mlir::Operation *op;
   unsigned resultIndex;
-  int64_t first; // inclusive
-  int64_t last;  // inclusive
-  uint64_t size; // aligned
-  uint64_t offset = 0;
-
-  bool livesWith(const ArenaValue &other) const {
-    return first <= other.last && other.first <= last;
-  }
-  bool sharesBytesWith(const ArenaValue &other) const {
-    return offset < other.offset + other.size && other.offset < offset + size;
-  }
+  unsigned arena;
+  Slot slot;
 };
 
 /// Bytes of a statically shaped tensor, or failure with a diagnostic on `op`.
@@ -91,13 +80,30 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
     std::vector<ArenaValue> values;
     if (mlir::failed(collect(func, values)))
       return signalPassFailure();
-    if (noReuse)
-      stack(values);
-    else
-      placeBestFit(values);
-    if (mlir::failed(verify(func, values)))
-      return signalPassFailure();
-    annotate(func, values);
+    uint64_t sizes[kArenaCount] = {0, 0};
+    for (unsigned arena = 0; arena < kArenaCount; ++arena) {
+      std::vector<size_t> members;
+      std::vector<Slot> slots;
+      for (size_t i = 0; i < values.size(); ++i)
+        if (values[i].arena == arena) {
+          members.push_back(i);
+          slots.push_back(values[i].slot);
+        }
+      sizes[arena] = noReuse ? placeStacked(slots) : placeBestFit(slots);
+      // Stage 4.
+      if (auto overlap = findOverlap(slots)) {
+        const ArenaValue &a = values[members[overlap->first]];
+        const ArenaValue &b = values[members[overlap->second]];
+        b.op->emitError("mt-plan-memory placed result ")
+            << b.resultIndex << " at offset " << slots[overlap->second].offset
+            << " over a live value of '" << a.op->getName() << "' at offset "
+            << slots[overlap->first].offset << " (internal error)";
+        return signalPassFailure();
+      }
+      for (size_t k = 0; k < members.size(); ++k)
+        values[members[k]].slot = slots[k];
+    }
+    annotate(func, values, sizes);
   }
 
   /// Stages 1 and 2.
@@ -123,118 +129,43 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
         mlir::FailureOr<uint64_t> bytes = byteSize(op, result.getType());
         if (mlir::failed(bytes))
           return mlir::WalkResult::interrupt();
-        ArenaValue value{op, static_cast<unsigned>(index), step.getInt(),
-                         std::max(step.getInt(), liveEnd[index]), alignUp(*bytes)};
+        Slot slot;
+        slot.first = step.getInt();
+        slot.last = std::max(step.getInt(), liveEnd[index]);
+        slot.size = alignPlacement(*bytes);
         if (mlir::isa<mt::InputOp>(op))
-          value.first = 0;
+          slot.first = 0;
         if (mlir::isa<mt::ConstantOp>(op)) {
-          value.first = 0;
-          value.last = kForever;
+          slot.first = 0;
+          slot.last = kLivesForever;
         }
-        values.push_back(value);
+        unsigned arena = mlir::isa<mt::OffloadOp>(op) ? kHostStageArena : kDeviceArena;
+        values.push_back({op, static_cast<unsigned>(index), arena, slot});
       }
       return mlir::WalkResult::advance();
     });
     return mlir::failure(walk.wasInterrupted());
   }
 
-  /// Stage 3 with no-reuse.
-  static void stack(std::vector<ArenaValue> &values) {
-    uint64_t top = 0;
-    for (ArenaValue &value : values) {
-      value.offset = top;
-      top += value.size;
-    }
-  }
-
-  /// Stage 3.
-  static void placeBestFit(std::vector<ArenaValue> &values) {
-    std::vector<size_t> order(values.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      order[i] = i;
-    // Stable, so equal sizes and defs keep schedule order: the layout is a
-    // function of the IR alone.
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (values[a].size != values[b].size)
-        return values[a].size > values[b].size;
-      return values[a].first < values[b].first;
-    });
-
-    std::vector<const ArenaValue *> placed;
-    std::vector<const ArenaValue *> conflicts;
-    for (size_t index : order) {
-      ArenaValue &value = values[index];
-      conflicts.clear();
-      for (const ArenaValue *other : placed)
-        if (value.livesWith(*other))
-          conflicts.push_back(other);
-      llvm::sort(conflicts, [](const ArenaValue *a, const ArenaValue *b) {
-        return a->offset < b->offset;
-      });
-
-      // Walk the gaps between conflicting values from the bottom; `floor` is
-      // the lowest free byte above everything seen so far (offsets and sizes
-      // are aligned, so every gap start is too).
-      uint64_t floor = 0;
-      std::optional<uint64_t> bestOffset;
-      uint64_t bestGap = std::numeric_limits<uint64_t>::max();
-      for (const ArenaValue *other : conflicts) {
-        if (other->offset > floor) {
-          uint64_t gap = other->offset - floor;
-          if (gap >= value.size && gap < bestGap) {
-            bestGap = gap;
-            bestOffset = floor;
-          }
-        }
-        floor = std::max(floor, other->offset + other->size);
-      }
-      value.offset = bestOffset.value_or(floor);
-      placed.push_back(&value);
-    }
-  }
-
-  /// Stage 4.
-  static mlir::LogicalResult verify(mlir::func::FuncOp func,
-                                    const std::vector<ArenaValue> &values) {
-    std::vector<const ArenaValue *> byOffset;
-    for (const ArenaValue &value : values)
-      byOffset.push_back(&value);
-    llvm::sort(byOffset, [](const ArenaValue *a, const ArenaValue *b) {
-      return a->offset < b->offset;
-    });
-    for (size_t i = 0; i < byOffset.size(); ++i) {
-      const ArenaValue &a = *byOffset[i];
-      for (size_t j = i + 1;
-           j < byOffset.size() && byOffset[j]->offset < a.offset + a.size; ++j) {
-        const ArenaValue &b = *byOffset[j];
-        if (a.livesWith(b))
-          return b.op->emitError("mt-plan-memory placed result ")
-                 << b.resultIndex << " at offset " << b.offset
-                 << " over a live value of '" << a.op->getName() << "' at offset "
-                 << a.offset << " (internal error)";
-      }
-    }
-    return mlir::success();
-  }
-
   /// Stage 5.
-  void annotate(mlir::func::FuncOp func, const std::vector<ArenaValue> &values) {
+  void annotate(mlir::func::FuncOp func, const std::vector<ArenaValue> &values,
+                const uint64_t (&sizes)[kArenaCount]) {
     mlir::Builder builder(&getContext());
-    uint64_t arenaSize = 0;
     llvm::SmallVector<int64_t> offsets;
     // Values were collected op by op, results in order, so each op's entries
     // are contiguous.
     for (size_t i = 0; i < values.size();) {
       mlir::Operation *op = values[i].op;
       offsets.clear();
-      for (; i < values.size() && values[i].op == op; ++i) {
-        offsets.push_back(static_cast<int64_t>(values[i].offset));
-        arenaSize = std::max(arenaSize, values[i].offset + values[i].size);
-      }
+      for (; i < values.size() && values[i].op == op; ++i)
+        offsets.push_back(static_cast<int64_t>(values[i].slot.offset));
       op->setAttr(mt::attr::kOffset, builder.getDenseI64ArrayAttr(offsets));
     }
     func->setAttr(mt::attr::kArenaSize,
-                  builder.getI64IntegerAttr(static_cast<int64_t>(arenaSize)));
+                  builder.getI64IntegerAttr(static_cast<int64_t>(sizes[kDeviceArena])));
+    if (sizes[kHostStageArena] > 0)
+      func->setAttr(mt::attr::kHostStageSize,
+                    builder.getI64IntegerAttr(static_cast<int64_t>(sizes[kHostStageArena])));
   }
 };
 

@@ -24,11 +24,8 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   if (upTo == EmitStage::Mt)
     return;
 
-  if (options.fusion) {
-    pm.addNestedPass<mlir::func::FuncOp>(createFuseRotary());
-    pm.addNestedPass<mlir::func::FuncOp>(createFuseAttention());
-    pm.addNestedPass<mlir::func::FuncOp>(createFuseCrossEntropy());
-  }
+  if (options.fusion)
+    buildFusionPipeline(pm);
 
   AddLossOptions loss;
   loss.mode = options.lossMode;
@@ -53,6 +50,20 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   buildPlanningPipeline(pm, options, upTo);
 }
 
+void buildFusionPipeline(mlir::OpPassManager &pm) {
+  // Layer norm first: its decomposition contains an RMS norm of x - mean(x),
+  // which mt-fuse-rms-norm would otherwise take.
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseLayerNorm());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseRmsNorm());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseActivations());
+  // Then attention and its neighbours. None of their patterns holds an op the
+  // passes above rewrite (no mean of squares, no sigmoid, tanh or erf), so
+  // they match the same after them.
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseRotary());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseAttention());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseCrossEntropy());
+}
+
 void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
                            EmitStage upTo) {
   if (upTo == EmitStage::Mt || upTo == EmitStage::Training)
@@ -61,6 +72,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)
     return;
+  TierOptions tier;
+  tier.deviceMemory = options.deviceMemory;
+  tier.policy = options.tieringPolicy;
+  tier.deviceProfile = options.deviceProfile;
+  pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
   pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));

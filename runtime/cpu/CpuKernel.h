@@ -112,6 +112,8 @@ void addCrossEntropyKernels(KernelRegistry& registry);
 void addWhereKernels(KernelRegistry& registry);
 void addConcatSliceKernels(KernelRegistry& registry);
 void addCastKernels(KernelRegistry& registry);
+void addRmsNormKernels(KernelRegistry& registry);
+void addActivationKernels(KernelRegistry& registry);
 void addAttentionKernels(KernelRegistry& registry);
 void addRotaryKernels(KernelRegistry& registry);
 

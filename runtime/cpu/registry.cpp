@@ -111,6 +111,8 @@ const KernelRegistry& cpuKernels() {
     addWhereKernels(r);
     addConcatSliceKernels(r);
     addCastKernels(r);
+    addRmsNormKernels(r);
+    addActivationKernels(r);
     addAttentionKernels(r);
     addRotaryKernels(r);
     return r;

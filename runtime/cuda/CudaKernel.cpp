@@ -127,6 +127,8 @@ const KernelTable& cudaKernels() {
     addWhereKernels(t);
     addConcatSliceKernels(t);
     addCastKernels(t);
+    addRmsNormKernels(t);
+    addActivationKernels(t);
     addAttentionKernels(t);
     addRotaryKernels(t);
     return t;

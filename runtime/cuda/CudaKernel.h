@@ -158,6 +158,8 @@ void addCrossEntropyKernels(KernelTable& table);
 void addWhereKernels(KernelTable& table);
 void addConcatSliceKernels(KernelTable& table);
 void addCastKernels(KernelTable& table);
+void addRmsNormKernels(KernelTable& table);
+void addActivationKernels(KernelTable& table);
 void addAttentionKernels(KernelTable& table);
 void addRotaryKernels(KernelTable& table);
 

@@ -74,6 +74,7 @@ const char* roleName(plan::Role role) {
     case plan::LOSS: return "LOSS";
     case plan::LOSS_READOUT: return "LOSS_READOUT";
     case plan::OUTPUT_READOUT: return "OUTPUT_READOUT";
+    case plan::OFFLOADED: return "OFFLOADED";
     default: return "ROLE_UNSPECIFIED";
   }
 }

@@ -3,7 +3,8 @@
 // Checks, in order: pools, streams, tensors (ids, names, buffers inside pools,
 // sizes, alignment, lifetimes, constants), steps (ids, streams, operands,
 // kernels against the backend, copies, events, host tasks), then the header
-// (loss tensor, token input, optimizer). The first failure throws one line.
+// (loss tensor, token input, optimizer), then the schedule (PlanVerifier.h).
+// The first failure throws one line.
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -12,6 +13,7 @@
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/PlanLoader.h"
+#include "megatrain/runtime/PlanVerifier.h"
 
 namespace megatrain::runtime {
 namespace {
@@ -28,6 +30,7 @@ class PlanValidator {
     collectRecordedEvents();
     for (int i = 0; i < plan_.steps_size(); ++i) checkStep(i);
     checkHeader();
+    checkSchedule();
   }
 
  private:
@@ -121,6 +124,8 @@ class PlanValidator {
     // Read by the runtime after the step, so never poisoned device memory.
     if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
+    if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
+      fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER) {
       if (tensor.source().empty()) fail(name + ": PARAMETER without a source initializer");
       if (tensor.dtype() != plan::F32 && tensor.dtype() != plan::F64)
@@ -275,6 +280,15 @@ class PlanValidator {
       if (!(adamw.lr() >= 0) || !(adamw.eps() > 0) || !(adamw.weight_decay() >= 0))
         fail("header: optimizer needs lr >= 0, eps > 0 and weight_decay >= 0");
     }
+  }
+
+  // Last, on a plan now known to be well formed: the schedule verifier.
+  void checkSchedule() const {
+    const std::vector<std::string> failures = verifySchedule(plan_);
+    if (failures.empty()) return;
+    std::string more;
+    if (failures.size() > 1) more = " (and " + std::to_string(failures.size() - 1) + " more)";
+    fail("plan verifier: " + failures.front() + more);
   }
 
   const plan::Plan& plan_;

@@ -1,30 +1,46 @@
 // megatrain-inspect.cpp - prints a plan: header, cost summary and the step-by-step schedule.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "InspectOutputs.h"
 #include "ToolArgs.h"
+#include "megatrain/runtime/AtomicFile.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Format.h"
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanStats.h"
+#include "megatrain/runtime/PlanTimeline.h"
 
 namespace megatrain::runtime::tools {
 namespace {
 
-const char kUsage[] = R"(usage: megatrain-inspect MODEL.plan [--max-steps N]
+const char kUsage[] = R"(usage: megatrain-inspect MODEL.plan [--max-steps N] [--memory-plot FILE.svg]
+                          [--trace FILE.json]
 
 Prints what a plan does: its header (provenance, optimizer), a summary
 (parameters, pools, device memory peak from tensor lifetimes against the
-compiler's prediction) and the schedule, one row per step: stream, what runs,
-the tensors it touches and the device memory live after it.
+compiler's prediction, the predicted step time and its breakdown, bytes per
+link) and the schedule, one row per step: stream, what runs, the tensors it
+touches (for a wait: the record it waits for), the device memory live after it and, when the plan carries the
+compiler's predictions, when the step is predicted to start.
 
 options:
-  --max-steps N   print at most N schedule rows (default: all)
-  --help          show this help
+  --max-steps N           print at most N schedule rows (default: all)
+  --memory-plot FILE.svg  draw live device memory over predicted time (with
+                          the budget line when the plan has a budget) into
+                          FILE.svg, and print the same as a text plot
+  --trace FILE.json       write the predicted schedule as Chrome trace events,
+                          one track per stream (open in Perfetto or
+                          chrome://tracing)
+  --help                  show this help
+
+--memory-plot and --trace need a plan with predictions (format 1.2, written
+by megatrain-compile's plan simulator).
 )";
 
 constexpr size_t kMaxName = 28;     // longest tensor name shown whole
@@ -91,7 +107,7 @@ void describe(const plan::Plan& plan, const plan::Step& step, std::string& what,
   auto name = [&](uint32_t id) { return shorten(plan.tensors(static_cast<int>(id)).name(), kMaxName); };
   switch (step.op_case()) {
     case plan::Step::kKernel:
-      what = step.kernel().kernel() + shortAttributes(step.kernel());
+      what = step.kernel().kernel() + shortAttributes(step.kernel()) + (step.recompute() ? " (recompute)" : "");
       tensors = joinNames(plan, step.kernel().inputs());
       tensors += (tensors.empty() ? "-> " : " -> ") + joinNames(plan, step.kernel().outputs());
       break;
@@ -108,7 +124,12 @@ void describe(const plan::Plan& plan, const plan::Step& step, std::string& what,
     case plan::Step::kWait: what = "wait " + step.wait().event(); break;
     case plan::Step::kHostTask: {
       const plan::HostTask& task = step.host_task();
-      what = task.kind() == plan::HostTask::ADAMW ? "adamw " + name(task.tensors(0)) : "read loss";
+      if (task.kind() == plan::HostTask::ADAMW)
+        what = "adamw " + name(task.tensors(0));
+      else if (task.kind() == plan::HostTask::ACCUMULATE)
+        what = "accumulate " + name(task.tensors(0));
+      else
+        what = "read loss";
       tensors = joinNames(plan, task.tensors());
       break;
     }
@@ -116,6 +137,29 @@ void describe(const plan::Plan& plan, const plan::Step& step, std::string& what,
   }
   tensors = shorten(tensors, kMaxTensors);
 }
+
+// The profile's name from the header's JSON (the whole text if it has none).
+std::string profileName(const std::string& json) {
+  const std::string key = "\"name\":\"";
+  const size_t at = json.find(key);
+  if (at == std::string::npos) return json;
+  const size_t end = json.find('"', at + key.size());
+  return end == std::string::npos ? json : json.substr(at + key.size(), end - at - key.size());
+}
+
+// "12.345 ms" style, in the unit that suits the value.
+std::string formatSeconds(double seconds) {
+  char text[32];
+  if (seconds >= 1)
+    std::snprintf(text, sizeof text, "%.3f s", seconds);
+  else if (seconds >= 1e-3)
+    std::snprintf(text, sizeof text, "%.3f ms", seconds * 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  return text;
+}
+
+bool hasPredictions(const plan::Plan& plan) { return plan.header().predicted_step_s() > 0; }
 
 void printHeader(const plan::Plan& plan) {
   const plan::Header& h = plan.header();
@@ -130,7 +174,7 @@ void printHeader(const plan::Plan& plan) {
   std::string options;
   for (const std::string& option : h.compile_options()) options += (options.empty() ? "" : " ") + option;
   row("options", options);
-  row("device", h.device_profile());
+  row("device", profileName(h.device_profile()));
   const plan::AdamW& o = h.optimizer();
   row("optimizer", "AdamW lr " + formatDouble(o.lr()) + ", betas (" + formatDouble(o.beta1()) +
                        ", " + formatDouble(o.beta2()) + "), eps " + formatDouble(o.eps()) +
@@ -140,15 +184,8 @@ void printHeader(const plan::Plan& plan) {
                     plan.tensors(static_cast<int>(h.loss_tensor())).name() + "'");
   row("token input", h.token_input());
   if (h.microbatches()) row("microbatches", std::to_string(h.microbatches()));
-  if (h.predicted_step_s() > 0) {
-    const plan::StepTimeBreakdown& b = h.predicted_breakdown();
-    char text[200];
-    std::snprintf(text, sizeof text,
-                  "%.4f s (compute %.4f, exposed transfer %.4f, recompute %.4f, host optimizer %.4f, idle %.4f)",
-                  h.predicted_step_s(), b.compute_s(), b.exposed_transfer_s(), b.recompute_s(),
-                  b.host_optimizer_s(), b.idle_s());
-    row("predicted step", text);
-  }
+  if (h.device_budget_bytes()) row("budget", formatBytes(h.device_budget_bytes()) + " of device memory");
+  row("tiering", h.tiering_policy());
 }
 
 void printSummary(const plan::Plan& plan, const PlanStats& stats) {
@@ -182,40 +219,107 @@ void printSummary(const plan::Plan& plan, const PlanStats& stats) {
   std::string streams;
   for (const std::string& stream : plan.streams()) streams += (streams.empty() ? "" : ", ") + stream;
   std::printf("  %-14s %s\n", "streams", streams.c_str());
+  if (!hasPredictions(plan)) return;
+  const plan::Header& h = plan.header();
+  const plan::StepTimeBreakdown& b = h.predicted_breakdown();
+  std::printf("  %-14s %s: compute %s, exposed transfer %s, recompute %s, host optimizer %s, idle %s\n",
+              "predicted step", formatSeconds(h.predicted_step_s()).c_str(), formatSeconds(b.compute_s()).c_str(),
+              formatSeconds(b.exposed_transfer_s()).c_str(), formatSeconds(b.recompute_s()).c_str(),
+              formatSeconds(b.host_optimizer_s()).c_str(), formatSeconds(b.idle_s()).c_str());
+  // Busy time per stream from the step predictions: how loaded each link is.
+  std::vector<std::pair<std::string, double>> busy;
+  for (const std::string& stream : plan.streams()) busy.emplace_back(stream, 0.0);
+  for (const plan::Step& step : plan.steps()) {
+    if (step.has_record() || step.has_wait()) continue;
+    for (auto& [stream, seconds] : busy)
+      if (stream == step.stream()) seconds += step.predicted_end_s() - step.predicted_start_s();
+  }
+  auto busyOf = [&](const char* stream) {
+    for (const auto& [name, seconds] : busy)
+      if (name == stream) return formatSeconds(seconds);
+    return formatSeconds(0);
+  };
+  std::printf("  %-14s h2d %s (busy %s), d2h %s (busy %s)\n", "links", formatBytes(h.h2d_bytes()).c_str(),
+              busyOf("h2d").c_str(), formatBytes(h.d2h_bytes()).c_str(), busyOf("d2h").c_str());
+  std::string loads;
+  for (const auto& [stream, seconds] : busy)
+    loads += (loads.empty() ? "" : ", ") + stream + " " + formatSeconds(seconds);
+  std::printf("  %-14s %s\n", "busy", loads.c_str());
 }
 
 void printSchedule(const plan::Plan& plan, const PlanStats& stats, int64_t maxSteps) {
   const int64_t shown = maxSteps > 0 ? std::min<int64_t>(maxSteps, plan.steps_size()) : plan.steps_size();
   std::vector<std::string> whats(static_cast<size_t>(shown)), tensors(static_cast<size_t>(shown));
   size_t streamWidth = 6, whatWidth = 4, tensorsWidth = 7;
+  std::map<std::string, int64_t> latestRecord;  // event -> step
   for (int64_t s = 0; s < shown; ++s) {
     const plan::Step& step = plan.steps(static_cast<int>(s));
     describe(plan, step, whats[static_cast<size_t>(s)], tensors[static_cast<size_t>(s)]);
+    // A wait: the record it waits for (the validator has proven there is one).
+    if (step.has_record()) latestRecord[step.record().event()] = s;
+    auto record = step.has_wait() ? latestRecord.find(step.wait().event()) : latestRecord.end();
+    if (record != latestRecord.end())
+      tensors[static_cast<size_t>(s)] = "record at step " + std::to_string(record->second) + " (" +
+                                        plan.steps(static_cast<int>(record->second)).stream() + ")";
     streamWidth = std::max(streamWidth, step.stream().size());
     whatWidth = std::max(whatWidth, whats[static_cast<size_t>(s)].size());
     tensorsWidth = std::max(tensorsWidth, tensors[static_cast<size_t>(s)].size());
   }
   const int indexWidth = std::max<int>(4, static_cast<int>(std::to_string(plan.steps_size()).size()));
   std::printf("\nschedule\n");
-  std::printf("  %*s  %-*s  %-*s  %-*s  %s\n", indexWidth, "step", static_cast<int>(streamWidth),
+  const bool predicted = hasPredictions(plan);
+  const int liveWidth = predicted ? 11 : 0;  // no trailing blanks without the last column
+  std::printf("  %*s  %-*s  %-*s  %-*s  %-*s%s\n", indexWidth, "step", static_cast<int>(streamWidth),
               "stream", static_cast<int>(whatWidth), "what", static_cast<int>(tensorsWidth), "tensors",
-              "device live");
+              liveWidth, "device live", predicted ? "  predicted start" : "");
   for (int64_t s = 0; s < shown; ++s) {
     const plan::Step& step = plan.steps(static_cast<int>(s));
-    std::printf("  %*lld  %-*s  %-*s  %-*s  %s\n", indexWidth, static_cast<long long>(s),
+    std::printf("  %*lld  %-*s  %-*s  %-*s  %-*s%s\n", indexWidth, static_cast<long long>(s),
                 static_cast<int>(streamWidth), step.stream().c_str(), static_cast<int>(whatWidth),
                 whats[static_cast<size_t>(s)].c_str(), static_cast<int>(tensorsWidth),
-                tensors[static_cast<size_t>(s)].c_str(),
-                formatBytes(stats.deviceLiveBytes[static_cast<size_t>(s)]).c_str());
+                tensors[static_cast<size_t>(s)].c_str(), liveWidth,
+                formatBytes(stats.deviceLiveBytes[static_cast<size_t>(s)]).c_str(),
+                predicted ? ("  " + formatSeconds(step.predicted_start_s())).c_str() : "");
   }
   if (shown < plan.steps_size())
     std::printf("  ... %lld more steps (--max-steps)\n",
                 static_cast<long long>(plan.steps_size() - shown));
 }
 
+// --memory-plot and --trace, from the predicted step times.
+void writePictures(const plan::Plan& plan, const std::string& path, const std::string& memoryPlot,
+                   const std::string& tracePath) {
+  const std::vector<PoolTimeline> timelines = memoryTimelines(plan);
+  const PoolTimeline* device = nullptr;
+  for (int i = 0; i < plan.pools_size() && !device; ++i)
+    if (plan.pools(i).tier() == plan::DEVICE) device = &timelines[static_cast<size_t>(i)];
+  const double stepSeconds = plan.header().predicted_step_s();
+  const uint64_t budget = plan.header().device_budget_bytes();
+  if (!memoryPlot.empty()) {
+    if (!device) throw Error(path + ": the plan has no device pool to plot");
+    writeFileAtomically(memoryPlot, memoryPlotSvg(*device, stepSeconds, budget,
+                                                  "device memory of " + path + " (predicted)"));
+    std::printf("\ndevice memory (peak %s at %s; plot in %s)\n", formatBytes(device->peakBytes).c_str(),
+                formatSeconds(device->peakTime).c_str(), memoryPlot.c_str());
+    std::fputs(memoryPlotText(*device, stepSeconds, budget, 60, 12).c_str(), stdout);
+  }
+  if (!tracePath.empty()) {
+    std::vector<std::string> names(static_cast<size_t>(plan.steps_size()));
+    for (int s = 0; s < plan.steps_size(); ++s) {
+      std::string tensors;
+      describe(plan, plan.steps(s), names[static_cast<size_t>(s)], tensors);
+      if (plan.steps(s).has_kernel()) names[static_cast<size_t>(s)] += " -> " + joinNames(plan, plan.steps(s).kernel().outputs());
+    }
+    writeFileAtomically(tracePath, chromeTrace(plan, names, device));
+    std::printf("\ntrace of %d steps on %d streams in %s\n", plan.steps_size(), plan.streams_size(),
+                tracePath.c_str());
+  }
+}
+
 int inspect(int argc, char** argv) {
   std::string path;
   int64_t maxSteps = 0;
+  std::string memoryPlot, tracePath;
   ArgReader args(argc, argv);
   while (!args.done()) {
     const std::string arg = args.take();
@@ -224,6 +328,10 @@ int inspect(int argc, char** argv) {
       return 0;
     } else if (arg == "--max-steps") {
       maxSteps = parsePositive(args.value(arg), arg);
+    } else if (arg == "--memory-plot") {
+      memoryPlot = args.value(arg);
+    } else if (arg == "--trace") {
+      tracePath = args.value(arg);
     } else if (arg.rfind("-", 0) == 0) {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (path.empty()) {
@@ -238,10 +346,16 @@ int inspect(int argc, char** argv) {
   // The CPU backend knows every kernel of docs/ops.md; it allocates nothing here.
   CpuBackend kernels;
   validatePlan(plan, kernels, path);
+  if ((!memoryPlot.empty() || !tracePath.empty()) && !hasPredictions(plan))
+    throw Error(path + ": the plan has no predicted step times (format " +
+                std::to_string(plan.header().format_major()) + "." +
+                std::to_string(plan.header().format_minor()) +
+                "); recompile it with a megatrain-compile that writes them (format 1.2)");
   const PlanStats stats = computePlanStats(plan);
   printHeader(plan);
   printSummary(plan, stats);
   printSchedule(plan, stats, maxSteps);
+  if (!memoryPlot.empty() || !tracePath.empty()) writePictures(plan, path, memoryPlot, tracePath);
   return 0;
 }
 

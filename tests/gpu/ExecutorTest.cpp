@@ -52,6 +52,8 @@ plan::Plan classifierPlan(plan::DType dt) {
   const std::vector<plan::Attribute> ln{intAttr("axis", 1), floatAttr("epsilon", 1e-5)};
   const std::vector<plan::Attribute> ce{intAttr("ignore_index", -1), stringAttr("reduction", "mean")};
   for (const auto& [name, param] : p) b.copy(param.host, param.dev, "h2d");
+  b.record("params_ready", "h2d");
+  b.wait("params_ready", "compute");
   b.kernel("matmul", {x, p["W1"].dev}, {h});
   b.kernel("add", {h, p["b1"].dev}, {hb});
   b.kernel("layer_norm", {hb, p["g"].dev, p["beta"].dev}, {n}, ln);
@@ -59,7 +61,11 @@ plan::Plan classifierPlan(plan::DType dt) {
   b.kernel("matmul", {a, p["W2"].dev}, {z});
   b.kernel("add", {z, p["b2"].dev}, {zb});
   b.kernel("softmax_ce", {zb, labels}, {loss}, ce);
+  b.record("loss_ready", "compute");
+  b.wait("loss_ready", "d2h");
   b.copy(loss, readout, "d2h");
+  b.record("readout_ready", "d2h");
+  b.wait("readout_ready", "host");
   b.readLoss(readout);
   b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});
   b.kernel("softmax_ce_grad", {zb, labels, dloss}, {dzb}, ce);
@@ -71,7 +77,11 @@ plan::Plan classifierPlan(plan::DType dt) {
   b.kernel("sum_to", {dhb}, {db1});
   b.kernel("matmul", {x, dhb}, {dW1}, {intAttr("transpose_a", 1)});
   const std::pair<const char*, uint32_t> grads[] = {{"W1", dW1}, {"b1", db1}, {"g", dg}, {"beta", dbeta}, {"W2", dW2}, {"b2", db2}};
+  b.record("grads_ready", "compute");
+  b.wait("grads_ready", "d2h");
   for (const auto& [name, grad] : grads) b.copy(grad, p[name].grad, "d2h");
+  b.record("grads_copied", "d2h");
+  b.wait("grads_copied", "host");
   for (const auto& [name, param] : p) b.adamw(param.host, param.grad, param.m, param.v);
   return b.build();
 }

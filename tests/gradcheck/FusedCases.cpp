@@ -1,97 +1,119 @@
-// FusedCases.cpp - gradient checks of the fused ops the fusion passes write: attention (multi-head,
-// grouped-query, multi-query, causal or not) and rotary embedding, and of a decomposed attention
-// that the pipeline's mt-fuse-attention rewrites before differentiating.
-#include <cmath>
-#include <sstream>
-
+// FusedCases.cpp - gradient checks of the fused ops (rms_norm, silu, swiglu, gelu) written directly,
+// and of the exported compositions the fusion passes rewrite into them (RMSNorm, SwiGLU, both GELU
+// forms, a decomposed LayerNorm), compiled with fusion on.
 #include "GradCase.h"
 
 namespace megatrain::gradcheck {
 namespace {
 
-// `%name = mt.constant` of `shape` holding f(i) for the row-major index i.
-template <typename F>
-std::string constant(const std::string& name, const std::vector<int64_t>& shape, F f) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::ostringstream os;
-  os.precision(17);
-  os << std::scientific << "  " << name << "_flat = mt.constant {value = dense<[";
-  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << f(i);
-  const std::string flat = T({n});
-  os << "]> : " << flat << "} : " << flat << "\n  " << name << " = mt.reshape " << name
-     << "_flat : (" << flat << ") -> " << T(shape) << "\n";
-  return os.str();
-}
+Param Range(std::vector<int64_t> shape, double lo, double hi) { return {"", std::move(shape), lo, hi}; }
 
-GradCase attention(const std::string& name, std::vector<int64_t> q, std::vector<int64_t> kv,
-                   double scale, bool causal) {
-  std::vector<int64_t> lse(q.begin(), q.end() - 1);
-  std::ostringstream attrs;
-  attrs.precision(17);
-  attrs << std::scientific << "{scale = " << scale << " : f64, causal = " << (causal ? "true" : "false") << "}";
-  Param pq{"q", q, -1.5, 1.5}, pk{"k", kv, -1.5, 1.5}, pv{"v", kv};
-  return {name, {pq, pk, pv},
-          "  %y, %lse = mt.attention %q, %k, %v " + attrs.str() + " : (" + T(q) + ", " + T(kv) + ", " +
-              T(kv) + ") -> (" + T(q) + ", " + T(lse) + ")",
-          q};
-}
-
-GradCase rotary(const std::string& name, std::vector<int64_t> x, std::vector<int64_t> table) {
-  // Angles that differ between the halves, so that reading sin at the wrong
-  // position shows.
-  const std::string body =
-      constant("%cos", table, [](int64_t i) { return std::cos(0.7 * i + 0.3); }) +
-      constant("%sin", table, [](int64_t i) { return std::sin(0.45 * i - 0.2); }) +
-      "  %y = mt.rotary %x, %cos, %sin : (" + T(x) + ", " + T(table) + ", " + T(table) + ") -> " + T(x);
-  return {name, {P("x", x)}, body, x};
+// A composite compiled with the fusion passes; the plan must hold `kernel`.
+GradCase fused(GradCase c, const std::string& kernel) {
+  c.fusedKernel = kernel;
+  return c;
 }
 
 }  // namespace
 
-std::vector<GradCase> fusedCases() {
+std::vector<GradCase> fusedOpCases() {
   std::vector<GradCase> cases;
-  // Attention: dq, dk and dv from the recomputed probabilities; dk and dv
-  // summed over the query heads that share a kv head.
-  cases.push_back(attention("attention_mha_causal", {2, 2, 4, 3}, {2, 2, 4, 3}, 0.5, true));
-  cases.push_back(attention("attention_gqa_causal", {1, 4, 3, 3}, {1, 2, 3, 3}, 0.6, true));
-  cases.push_back(attention("attention_mqa_causal", {2, 4, 3, 2}, {2, 1, 3, 2}, 0.7, true));
-  cases.push_back(attention("attention_gqa_not_causal_longer_keys", {1, 4, 2, 3}, {1, 2, 5, 3}, 0.5, false));
-  cases.push_back(attention("attention_causal_longer_keys", {1, 2, 3, 2}, {1, 2, 4, 2}, 1.0, true));
+  auto add = [&](GradCase c) { cases.push_back(std::move(c)); };
 
-  // Rotary: cos and sin as the exports hold them ([1, 1, S, D]) and as a
-  // plain [S, D] table.
-  cases.push_back(rotary("rotary_tables_1x1xSxD", {2, 3, 4, 6}, {1, 1, 4, 6}));
-  cases.push_back(rotary("rotary_tables_SxD", {2, 4, 4}, {4, 4}));
+  // The ops themselves.
+  add({"rms_norm_op_last_axis", {P("x", {3, 5}), Positive("w", {5})},
+       "  %y = mt.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (" + T({3, 5}) + ", " +
+           T({5}) + ") -> " + T({3, 5}),
+       std::vector<int64_t>{3, 5}});
+  add({"rms_norm_op_two_axes", {P("x", {2, 3, 4}), Positive("w", {3, 4})},
+       "  %y = mt.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (" + T({2, 3, 4}) + ", " +
+           T({3, 4}) + ") -> " + T({2, 3, 4}),
+       std::vector<int64_t>{2, 3, 4}});
+  add(unary("silu_op", "silu", Range({3, 5}, -4, 4)));
+  add({"swiglu_op", {Range({3, 5}, -4, 4), P("u", {3, 5})},
+       "  %y = mt.swiglu %g, %u : " + T({3, 5}), std::vector<int64_t>{3, 5}});
+  cases.back().params[0].name = "g";
+  add(unary("gelu_op_erf", "gelu", Range({3, 5}, -3, 3), "{approximate = \"none\"}"));
+  add(unary("gelu_op_tanh", "gelu", Range({3, 5}, -3, 3), "{approximate = \"tanh\"}"));
 
-  // The decomposed form of grouped-query causal attention (as
-  // tests/lit/passes/fuse_attention.mlir's Llama fragment), which the
-  // pipeline fuses before autodiff: the fused gradient must match the
-  // finite differences of the graph as written.
-  {
-    const std::vector<int64_t> q{1, 4, 3, 2}, kv{1, 2, 3, 2}, kv5{1, 2, 1, 3, 2}, wide{1, 2, 2, 3, 2},
-        s{1, 4, 3, 3};
-    // The mask as the exports fold it: one constant, the lowest float above the diagonal.
-    std::string body =
-        "  %mask = mt.constant {value = dense<[[0.0, -3.4028234663852886e38, -3.4028234663852886e38], "
-        "[0.0, 0.0, -3.4028234663852886e38], [0.0, 0.0, 0.0]]> : " + T({3, 3}) + "} : " + T({3, 3}) + "\n"
-        "  %half = mt.constant {value = dense<0.75> : tensor<f64>} : tensor<f64>\n"
-        "  %k5 = mt.reshape %k : (" + T(kv) + ") -> " + T(kv5) + "\n"
-        "  %kb = mt.broadcast_to %k5 : (" + T(kv5) + ") -> " + T(wide) + "\n"
-        "  %kr = mt.reshape %kb : (" + T(wide) + ") -> " + T(q) + "\n"
-        "  %v5 = mt.reshape %v : (" + T(kv) + ") -> " + T(kv5) + "\n"
-        "  %vb = mt.broadcast_to %v5 : (" + T(kv5) + ") -> " + T(wide) + "\n"
-        "  %vr = mt.reshape %vb : (" + T(wide) + ") -> " + T(q) + "\n"
-        "  %qs = mt.mul %q, %half : (" + T(q) + ", tensor<f64>) -> " + T(q) + "\n"
-        "  %ks = mt.mul %kr, %half : (" + T(q) + ", tensor<f64>) -> " + T(q) + "\n"
-        "  %sc = mt.matmul %qs, %ks {transpose_b = true} : (" + T(q) + ", " + T(q) + ") -> " + T(s) + "\n"
-        "  %am = mt.add %sc, %mask : (" + T(s) + ", " + T({3, 3}) + ") -> " + T(s) + "\n"
-        "  %p = mt.softmax %am {axis = 3 : i64} : " + T(s) + "\n"
-        "  %y = mt.matmul %p, %vr : (" + T(s) + ", " + T(q) + ") -> " + T(q);
-    GradCase c{"attention_decomposed_gqa_fused", {P("q", q), P("k", kv), P("v", kv)}, body, q};
-    c.requiredOp = "mt.attention";
-    cases.push_back(c);
-  }
+  // The compositions, as the importer writes them from the tiny exports
+  // (tests/models/llm), compiled with fusion on.
+  // Llama's RMSNorm: weight * (x * 1/sqrt(mean(x * x) + eps)).
+  add(fused({"rms_norm_fused_from_llama", {P("x", {2, 3, 8}), Positive("w", {8})},
+             "  %sq = mt.mul %x, %x : (" + T({2, 3, 8}) + ", " + T({2, 3, 8}) + ") -> " + T({2, 3, 8}) + "\n"
+             "  %ms = mt.reduce_mean %sq {axes = array<i64: 2>, keepdims = true} : (" + T({2, 3, 8}) +
+                 ") -> " + T({2, 3, 1}) + "\n"
+             "  %eps = mt.constant {value = dense<1.0e-6> : tensor<f64>} : tensor<f64>\n"
+             "  %v = mt.add %ms, %eps : (" + T({2, 3, 1}) + ", tensor<f64>) -> " + T({2, 3, 1}) + "\n"
+             "  %root = mt.sqrt %v : " + T({2, 3, 1}) + "\n"
+             "  %inv = mt.reciprocal %root : " + T({2, 3, 1}) + "\n"
+             "  %n = mt.mul %x, %inv : (" + T({2, 3, 8}) + ", " + T({2, 3, 1}) + ") -> " + T({2, 3, 8}) + "\n"
+             "  %y = mt.mul %w, %n : (" + T({8}) + ", " + T({2, 3, 8}) + ") -> " + T({2, 3, 8}),
+             std::vector<int64_t>{2, 3, 8}},
+            "rms_norm"));
+  // Llama's MLP activation: (gate * sigmoid(gate)) * up.
+  add(fused({"swiglu_fused_from_llama", {Range({2, 3, 6}, -4, 4), P("u", {2, 3, 6})},
+             "  %s = mt.sigmoid %g : " + T({2, 3, 6}) + "\n"
+             "  %a = mt.mul %g, %s : (" + T({2, 3, 6}) + ", " + T({2, 3, 6}) + ") -> " + T({2, 3, 6}) + "\n"
+             "  %y = mt.mul %a, %u : (" + T({2, 3, 6}) + ", " + T({2, 3, 6}) + ") -> " + T({2, 3, 6}),
+             std::vector<int64_t>{2, 3, 6}},
+            "swiglu"));
+  cases.back().params[0].name = "g";
+  // SiLU alone: scaled before the harness multiplies it by R, which would
+  // otherwise make it a swiglu gate.
+  add(fused({"silu_fused", {Range({3, 5}, -4, 4)},
+             "  %s = mt.sigmoid %x : " + T({3, 5}) + "\n"
+             "  %a = mt.mul %s, %x : (" + T({3, 5}) + ", " + T({3, 5}) + ") -> " + T({3, 5}) + "\n"
+             "  %y = mt.scale %a {alpha = -1.5 : f64} : " + T({3, 5}),
+             std::vector<int64_t>{3, 5}},
+            "silu"));
+  cases.back().params[0].name = "x";
+  // GPT-2's NewGELU: (x * 0.5) * (1 + tanh(0.79788 * (x + x^3 * 0.044715))).
+  add(fused({"gelu_tanh_fused_from_gpt2", {Range({2, 3, 5}, -3, 3)},
+             "  %half = mt.constant {value = dense<0.5> : tensor<f64>} : tensor<f64>\n"
+             "  %k = mt.constant {value = dense<0.044715> : tensor<f64>} : tensor<f64>\n"
+             "  %c = mt.constant {value = dense<0.79788456080286541> : tensor<f64>} : tensor<f64>\n"
+             "  %one = mt.constant {value = dense<1.0> : tensor<f64>} : tensor<f64>\n"
+             "  %h = mt.mul %x, %half : (" + T({2, 3, 5}) + ", tensor<f64>) -> " + T({2, 3, 5}) + "\n"
+             "  %p = mt.powf %x {exponent = 3.0 : f64} : " + T({2, 3, 5}) + "\n"
+             "  %pk = mt.mul %p, %k : (" + T({2, 3, 5}) + ", tensor<f64>) -> " + T({2, 3, 5}) + "\n"
+             "  %s = mt.add %x, %pk : (" + T({2, 3, 5}) + ", " + T({2, 3, 5}) + ") -> " + T({2, 3, 5}) + "\n"
+             "  %i = mt.mul %s, %c : (" + T({2, 3, 5}) + ", tensor<f64>) -> " + T({2, 3, 5}) + "\n"
+             "  %t = mt.tanh %i : " + T({2, 3, 5}) + "\n"
+             "  %o = mt.add %t, %one : (" + T({2, 3, 5}) + ", tensor<f64>) -> " + T({2, 3, 5}) + "\n"
+             "  %y = mt.mul %h, %o : (" + T({2, 3, 5}) + ", " + T({2, 3, 5}) + ") -> " + T({2, 3, 5}),
+             std::vector<int64_t>{2, 3, 5}},
+            "gelu"));
+  cases.back().params[0].name = "x";
+  // torch's exact GELU export: (x * (erf(x / 1.41421) + 1)) * 0.5.
+  add(fused({"gelu_erf_fused_from_torch", {Range({3, 5}, -3, 3)},
+             "  %r2 = mt.constant {value = dense<1.4142135623730951> : tensor<f64>} : tensor<f64>\n"
+             "  %one = mt.constant {value = dense<1.0> : tensor<f64>} : tensor<f64>\n"
+             "  %half = mt.constant {value = dense<0.5> : tensor<f64>} : tensor<f64>\n"
+             "  %s = mt.div %x, %r2 : (" + T({3, 5}) + ", tensor<f64>) -> " + T({3, 5}) + "\n"
+             "  %e = mt.erf %s : " + T({3, 5}) + "\n"
+             "  %p = mt.add %e, %one : (" + T({3, 5}) + ", tensor<f64>) -> " + T({3, 5}) + "\n"
+             "  %m = mt.mul %x, %p : (" + T({3, 5}) + ", " + T({3, 5}) + ") -> " + T({3, 5}) + "\n"
+             "  %y = mt.mul %m, %half : (" + T({3, 5}) + ", tensor<f64>) -> " + T({3, 5}),
+             std::vector<int64_t>{3, 5}},
+            "gelu"));
+  cases.back().params[0].name = "x";
+  // A layer norm in primitives: (x - mean) / sqrt(mean((x - mean)^2) + eps) * g + b.
+  add(fused({"layer_norm_fused_from_primitives", {P("x", {3, 6}), Positive("g", {6}), P("b", {6})},
+             "  %mu = mt.reduce_mean %x {axes = array<i64: 1>, keepdims = true} : (" + T({3, 6}) + ") -> " +
+                 T({3, 1}) + "\n"
+             "  %d = mt.sub %x, %mu : (" + T({3, 6}) + ", " + T({3, 1}) + ") -> " + T({3, 6}) + "\n"
+             "  %sq = mt.powf %d {exponent = 2.0 : f64} : " + T({3, 6}) + "\n"
+             "  %var = mt.reduce_mean %sq {axes = array<i64: 1>, keepdims = true} : (" + T({3, 6}) + ") -> " +
+                 T({3, 1}) + "\n"
+             "  %eps = mt.constant {value = dense<1.0e-5> : tensor<f64>} : tensor<f64>\n"
+             "  %v = mt.add %var, %eps : (" + T({3, 1}) + ", tensor<f64>) -> " + T({3, 1}) + "\n"
+             "  %root = mt.sqrt %v : " + T({3, 1}) + "\n"
+             "  %n = mt.div %d, %root : (" + T({3, 6}) + ", " + T({3, 1}) + ") -> " + T({3, 6}) + "\n"
+             "  %s = mt.mul %n, %g : (" + T({3, 6}) + ", " + T({6}) + ") -> " + T({3, 6}) + "\n"
+             "  %y = mt.add %s, %b : (" + T({3, 6}) + ", " + T({6}) + ") -> " + T({3, 6}),
+             std::vector<int64_t>{3, 6}},
+            "layer_norm"));
   return cases;
 }
 

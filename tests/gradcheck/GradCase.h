@@ -32,8 +32,10 @@ struct GradCase {
   // A case that rounds through f32 needs a wider step and tolerance.
   double eps = kEps;
   double relTol = kRelTol;
-  // An op the compiled step must contain (a case about a fusion pass's rewrite).
-  std::string requiredOp;
+  // Empty: the fusion passes are off, so a composite checks the rules of its
+  // primitives. Else they run, and the plan must hold this kernel (a
+  // composite checked through the fused op a pass made of it).
+  std::string fusedKernel;
 };
 
 // "tensor<2x3xf64>".
@@ -50,6 +52,11 @@ GradCase unary(const std::string& name, const std::string& op, Param x, const st
 
 // Cases by family (GradCheck.cpp holds the original ops).
 std::vector<GradCase> llmPrimitiveCases();
-std::vector<GradCase> fusedCases();
+// The fused ops (rms_norm, silu, swiglu, gelu) and the compositions the
+// fusion passes rewrite into them (FusedCases.cpp).
+std::vector<GradCase> fusedOpCases();
+// The fused attention and rotary ops and a decomposed grouped-query attention
+// that mt-fuse-attention rewrites (AttentionCases.cpp).
+std::vector<GradCase> attentionCases();
 
 }  // namespace megatrain::gradcheck

@@ -167,16 +167,18 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
   options.lossOutput = "loss";
   options.lr = 0.0;  // the step must leave the parameters as they are
   options.weightDecay = 0.0;
+  options.fusion = !c.fusedKernel.empty();
   mlir::PassManager pm(&context);
   megatrain::buildPipeline(pm, options, megatrain::EmitStage::Plan);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics << source;
-  if (!c.requiredOp.empty()) {
-    bool found = false;
-    module->walk([&](mlir::Operation* op) { found |= op->getName().getStringRef() == c.requiredOp; });
-    ASSERT_TRUE(found) << "the compiled step has no " << c.requiredOp;
-  }
   auto plan = megatrain::emitPlan(*module, megatrain::PlanEmitOptions{});
   ASSERT_TRUE(mlir::succeeded(plan)) << diagnostics;
+  if (!c.fusedKernel.empty()) {
+    bool fused = false;
+    for (const auto& step : plan->steps())
+      fused |= step.has_kernel() && step.kernel().kernel() == c.fusedKernel;
+    ASSERT_TRUE(fused) << "no " << c.fusedKernel << " kernel: the composite was not fused\n" << source;
+  }
 
   // Run.
   auto dir = std::filesystem::temp_directory_path() /
@@ -381,7 +383,8 @@ std::vector<GradCase> allCases() {
        std::vector<int64_t>{3, 3}});
 
   for (GradCase& c : llmPrimitiveCases()) add(std::move(c));
-  for (GradCase& c : fusedCases()) add(std::move(c));
+  for (GradCase& c : fusedOpCases()) add(std::move(c));
+  for (GradCase& c : attentionCases()) add(std::move(c));
   return cases;
 }
 

@@ -34,21 +34,28 @@ plan::Plan linearPlan(plan::DType dtype, bool keepOutput) {
   b.kernel("matmul", {x, devW}, {y});                                        // 3
   b.kernel("mul", {y, y}, {sq});                                             // 4
   b.kernel("reduce_mean", {sq}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});  // 5
-  b.copy(loss, readout, "d2h");                                              // 6
-  b.readLoss(readout);                                                       // 7
-  b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});                  // 8
-  b.kernel("broadcast_to", {dloss}, {dsq});                                  // 9
-  b.kernel("scale", {dsq}, {dsqMean}, {floatAttr("alpha", 1.0 / 8)});        // 10
-  b.kernel("mul", {dsqMean, y}, {dyHalf});                                   // 11: d(y*y) = 2 y
-  b.kernel("scale", {dyHalf}, {dy}, {floatAttr("alpha", 2.0)});              // 12
-  b.kernel("matmul", {x, dy}, {dW}, {intAttr("transpose_a", 1)});            // 13
-  b.copy(dW, gradW, "d2h");                                                  // 14
-  b.record("grad_ready", "d2h");                                             // 15
-  b.wait("grad_ready", "host");                                              // 16
-  b.adamw(w, gradW, m, v);                                                   // 17
+  b.record("loss_ready", "compute");                                         // 6
+  b.wait("loss_ready", "d2h");                                               // 7
+  b.copy(loss, readout, "d2h");                                              // 8
+  b.record("readout_ready", "d2h");                                          // 9
+  b.wait("readout_ready", "host");                                           // 10
+  b.readLoss(readout);                                                       // 11
+  b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});                  // 12
+  b.kernel("broadcast_to", {dloss}, {dsq});                                  // 13
+  b.kernel("scale", {dsq}, {dsqMean}, {floatAttr("alpha", 1.0 / 8)});        // 14
+  b.kernel("mul", {dsqMean, y}, {dyHalf});                                   // 15: d(y*y) = 2 y
+  b.kernel("scale", {dyHalf}, {dy}, {floatAttr("alpha", 2.0)});              // 16
+  b.kernel("matmul", {x, dy}, {dW}, {intAttr("transpose_a", 1)});            // 17
+  b.record("dw_ready", "compute");                                           // 18
+  b.wait("dw_ready", "d2h");                                                 // 19
+  b.copy(dW, gradW, "d2h");                                                  // 20
+  b.record("grad_ready", "d2h");                                             // 21
+  b.wait("grad_ready", "host");                                              // 22
+  b.adamw(w, gradW, m, v);                                                   // 23
   if (keepOutput) {
-    // Last, so y must stay alive (unpoisoned) through the whole step.
-    b.copy(y, b.tensor("output:y", {4, 2}, dtype, plan::OUTPUT_READOUT), "d2h");  // 18
+    // Last, so y must stay alive (unpoisoned) through the whole step; d2h
+    // already waited (dw_ready) for the compute step that wrote it.
+    b.copy(y, b.tensor("output:y", {4, 2}, dtype, plan::OUTPUT_READOUT), "d2h");  // 24
     b.plan().mutable_header()->set_format_minor(1);
   }
   return b.build();
@@ -79,10 +86,16 @@ plan::Plan tokenPlan(plan::DType dtype) {
 
   const auto axis0 = intAttr("axis", 0);
   b.copy(e, devE, "h2d");
+  b.record("e_ready", "h2d");
+  b.wait("e_ready", "compute");
   b.kernel("gather", {devE, tokens}, {h}, {axis0});
   b.kernel("matmul", {h, devE}, {logits}, {intAttr("transpose_b", 1)});
   b.kernel("next_token_ce", {logits, tokens}, {loss}, {intAttr("ignore_index", -100)});
+  b.record("loss_ready", "compute");
+  b.wait("loss_ready", "d2h");
   b.copy(loss, readout, "d2h");
+  b.record("readout_ready", "d2h");
+  b.wait("readout_ready", "host");
   b.readLoss(readout);
   b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});
   b.kernel("next_token_ce_grad", {logits, tokens, dloss}, {dlogits}, {intAttr("ignore_index", -100)});
@@ -92,7 +105,11 @@ plan::Plan tokenPlan(plan::DType dtype) {
   b.kernel("matmul", {dlogits, devE}, {dh});
   b.kernel("gather_grad", {tokens, dh}, {dEIn}, {axis0});
   b.kernel("add", {dEOut, dEIn}, {dE});
+  b.record("de_ready", "compute");
+  b.wait("de_ready", "d2h");
   b.copy(dE, gradE, "d2h");
+  b.record("grad_ready", "d2h");
+  b.wait("grad_ready", "host");
   b.adamw(e, gradE, m, v);
   return b.build();
 }

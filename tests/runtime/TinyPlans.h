@@ -12,7 +12,8 @@ namespace megatrain::runtime::testing {
 // loss = reduce_mean(y * y) with y = x @ W; x [4, 3] INPUT, W [3, 2]
 // PARAMETER. The backward is written out by hand from docs/ops.md kernels:
 // dy = 2 * (broadcast(1) / 8) * y, dW = x^T dy; then grad copy, AdamW, and
-// READ_LOSS of the forward loss. Streams h2d/compute/d2h/host with events.
+// READ_LOSS of the forward loss. Streams h2d/compute/d2h/host, with the events
+// that order them (the plan passes the schedule verifier).
 // With keepOutput, a last step copies y into the OUTPUT_READOUT `output:y`.
 plan::Plan linearPlan(plan::DType dtype, bool keepOutput = false);
 

@@ -125,8 +125,9 @@ TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* expected :
        {"generator      megatrain tests", "optimizer      AdamW lr 0.01, betas (0.9, 0.999), eps 1e-08, weight_decay 0.1",
-        "parameters     1 tensors, 6 elements", "steps          18 (9 kernels, 3 copies, 4 events, 2 host tasks)",
-        "copy W -> dev:W", "x, dev:W -> y", "... 13 more steps"})
+        "parameters     1 tensors, 6 elements", "steps          24 (9 kernels, 3 copies, 10 events, 2 host tasks)",
+        "copy W -> dev:W", "wait w_ready     record at step 1 (h2d)", "x, dev:W -> y",
+        "... 19 more steps"})
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   // Device memory after step 3 (matmul): x, dev:W and y are live (48 + 24 + 32 bytes).
   EXPECT_NE(r.output.find("matmul"), std::string::npos);
@@ -141,6 +142,71 @@ TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
   EXPECT_NE(full.output.find("matmul ta=1"), std::string::npos);
   EXPECT_EQ(runCommand(std::string(MEGATRAIN_INSPECT)).output,
             "megatrain-inspect: error: missing MODEL.plan (see --help)\n");
+}
+
+// A plan with events, a budget and predictions filled in by hand (the simulator lives in the
+// compiler): the summary shows them, --memory-plot draws the budget, --trace has one thread
+// per stream. A plan without predictions cannot be drawn.
+TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
+  plan::Plan p = linearPlan(plan::F32);
+  p.mutable_header()->set_format_minor(2);
+  double t = 0;
+  for (plan::Step& step : *p.mutable_steps()) {
+    const double seconds = step.has_copy() ? 5e-6 : step.has_kernel() ? 2e-6 : step.has_host_task() ? 3e-6 : 0;
+    step.set_predicted_start_s(t);
+    step.set_predicted_end_s(t + seconds);
+    t += seconds;
+  }
+  plan::Header& h = *p.mutable_header();
+  h.set_predicted_step_s(t);
+  h.mutable_predicted_breakdown()->set_compute_s(18e-6);
+  h.mutable_predicted_breakdown()->set_idle_s(t - 18e-6);
+  h.set_h2d_bytes(24);
+  h.set_d2h_bytes(28);
+  h.set_device_budget_bytes(800);
+  h.set_device_profile(R"({"name":"bench-card","launch_s":4e-06})");
+  p.mutable_steps(16)->set_recompute(true);  // shown as such, though nothing is rebuilt here
+  writePlan(dir_ + "/predicted.plan", p);
+
+  const std::string svg = dir_ + "/memory.svg", trace = dir_ + "/trace.json";
+  const Result r = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/predicted.plan --memory-plot " + svg +
+                              " --trace=" + trace);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* expected :
+       {"device         bench-card", "budget         800 B of device memory",
+        "predicted step 39.0 us: compute 18.0 us, exposed transfer 0.0 us", "links          h2d 24 B (busy 5.0 us), d2h 28 B (busy 10.0 us)",
+        "predicted start", "scale alpha=2 (recompute)", "live device bytes over predicted time ('-': the budget)", "trace of 24 steps on 4 streams"})
+    EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
+
+  std::ifstream svgFile(svg);
+  const std::string svgText((std::istreambuf_iterator<char>(svgFile)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(svgText.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svgText.find(">budget 800 B</text>"), std::string::npos) << svgText;
+  EXPECT_NE(svgText.find("predicted time (us)"), std::string::npos);
+  EXPECT_NE(svgText.find("live device memory (B)"), std::string::npos);
+
+  std::ifstream traceFile(trace);
+  const std::string traceText((std::istreambuf_iterator<char>(traceFile)), std::istreambuf_iterator<char>());
+  int tid = 1;
+  for (const char* stream : {"compute", "h2d", "d2h", "host"})
+    EXPECT_NE(traceText.find(R"({"name":"thread_name","ph":"M","pid":1,"tid":)" + std::to_string(tid++) +
+                             R"(,"args":{"name":")" + stream + "\"}}"),
+              std::string::npos)
+        << stream << "\n" << traceText;
+  EXPECT_NE(traceText.find(R"({"name":"copy W -> dev:W","cat":"copy","ph":"X","pid":1,"tid":2,"ts":0.000,"dur":5.000,"args":{"step":0,"bytes":24)"),
+            std::string::npos)
+      << traceText;
+  EXPECT_NE(traceText.find(R"({"name":"matmul -> y","cat":"kernel","ph":"X","pid":1,"tid":1,"ts":5.000,"dur":2.000,"args":{"step":3,"bytes":)"),
+            std::string::npos)
+      << traceText;
+
+  EXPECT_NE(traceText.find(R"("args":{"step":16,"bytes":64,"recompute":true})"), std::string::npos) << traceText;
+
+  const Result old = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/linear.plan --trace " + trace);
+  EXPECT_EQ(old.status, 1);
+  EXPECT_EQ(old.output, "megatrain-inspect: error: " + dir_ +
+                            "/linear.plan: the plan has no predicted step times (format 1.0); recompile it with a "
+                            "megatrain-compile that writes them (format 1.2)\n");
 }
 
 }  // namespace

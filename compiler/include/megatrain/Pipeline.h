@@ -14,8 +14,6 @@ namespace megatrain {
 /// Everything the pipeline's passes are configured with. Defaults match the
 /// passes' own defaults (Passes.td).
 struct PipelineOptions {
-  // Fusion passes (before mt-add-loss); --no-fusion turns them all off.
-  bool fusion = true;
   // mt-add-loss
   std::string lossMode = "output"; // "output" | "next-token-ce"
   std::string lossOutput;          // lossMode == "output": graph output to minimize
@@ -29,16 +27,22 @@ struct PipelineOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.01;
+  // mt-tier
+  uint64_t deviceMemory = 0;           // device arena budget in bytes, 0: none
+  std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
+  std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // mt-plan-memory
   bool noMemoryReuse = false;
+  // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.
+  bool fusion = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
 enum class EmitStage {
   Mt,        // as imported
-  Training,  // + fusion, mt-add-loss, mt-autodiff, mt-adamw, cse
+  Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
   Scheduled, // + mt-schedule, mt-liveness
-  Planned,   // + mt-plan-memory
+  Planned,   // + mt-tier, mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 
@@ -49,6 +53,13 @@ std::optional<EmitStage> parseEmitStage(llvm::StringRef name);
 /// module up to `upTo`.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
                    EmitStage upTo);
+
+/// Adds the fusion passes (mt-fuse-layer-norm, mt-fuse-rms-norm,
+/// mt-fuse-activations, mt-fuse-rotary, mt-fuse-attention,
+/// mt-fuse-cross-entropy) that rewrite decomposed patterns of an imported
+/// module into fused mt ops; buildPipeline runs them unless options.fusion
+/// is false.
+void buildFusionPipeline(mlir::OpPassManager &pm);
 
 /// Adds the passes from a training step (the output of EmitStage::Training)
 /// to EmitStage::Planned: the part of the pipeline that does not need an

@@ -618,3 +618,50 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
   operandGrads.push_back(Value()); // sin
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Fused normalizations and activations: one gradient kernel each
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  auto grad = b.create<RmsNormGradOp>(getLoc(), getX().getType(), getWeight().getType(),
+                                      getX(), getWeight(), resultGrads[0], getAxisAttr(),
+                                      getEpsilonAttr());
+  push(operandGrads, getX(), grad.getDx());
+  push(operandGrads, getWeight(), grad.getDweight());
+  return success();
+}
+
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(),
+       b.create<SiluGradOp>(getLoc(), getType(), getX(), resultGrads[0]));
+  return success();
+}
+
+LogicalResult SwigluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // Both gradients in one pass over gate, up and dy.
+  auto grad = b.create<SwigluGradOp>(getLoc(), getType(), getType(), getGate(), getUp(),
+                                     resultGrads[0]);
+  push(operandGrads, getGate(), grad.getDgate());
+  push(operandGrads, getUp(), grad.getDup());
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(),
+       b.create<GeluGradOp>(getLoc(), getType(), getX(), resultGrads[0],
+                            getApproximateAttr()));
+  return success();
+}

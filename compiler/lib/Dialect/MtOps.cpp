@@ -442,5 +442,71 @@ LogicalResult RotaryOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Memory tiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult OffloadOp::verify() {
+  if (getValue().getDefiningOp<OffloadOp>())
+    return emitOpError("operand is already a host value (an mt.offload result)");
+  for (Operation *user : getResult().getUsers())
+    if (!isa<PrefetchOp>(user))
+      return emitOpError("result is a host value; only mt.prefetch may read it, not ")
+             << user->getName();
+  return success();
+}
+
+LogicalResult PrefetchOp::verify() {
+  if (!getHost().getDefiningOp<OffloadOp>())
+    return emitOpError("operand must be an mt.offload result (a host value)");
+  return success();
+}
+
+// Fused normalizations and activations
+//===----------------------------------------------------------------------===//
+
+/// rms_norm and rms_norm_grad: an axis inside x and a weight of the
+/// normalized shape x.shape[axis:].
+static LogicalResult verifyRmsNorm(Operation *op, Value x, Value weight, int64_t axis) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  if (axis < 0 || axis >= (int64_t)xs.size())
+    return op->emitOpError("axis ") << axis << " out of range";
+  ArrayRef<int64_t> norm = xs.drop_front(axis);
+  if (shapeOf(weight) != norm)
+    return op->emitOpError("weight must have shape ") << shapeStr(norm);
+  if (elementOf(weight) != elementOf(x))
+    return op->emitOpError("weight must have x's element type");
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyRmsNorm(*this, getX(), getWeight(), getAxis())))
+    return failure();
+  if (getResult().getType() != getX().getType())
+    return emitOpError("result must have the input's type");
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyRmsNorm(*this, getX(), getWeight(), getAxis())))
+    return failure();
+  if (getDy().getType() != getX().getType() || getDx().getType() != getX().getType())
+    return emitOpError("dy and dx must have x's type");
+  if (getDweight().getType() != getWeight().getType())
+    return emitOpError("dweight must have the weight's type");
+  return success();
+}
+
+static LogicalResult verifyGeluApproximation(Operation *op, StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << approximate << "\"";
+  return success();
+}
+
+LogicalResult GeluOp::verify() { return verifyGeluApproximation(*this, getApproximate()); }
+
+LogicalResult GeluGradOp::verify() { return verifyGeluApproximation(*this, getApproximate()); }
+
 #define GET_OP_CLASSES
 #include "megatrain/Dialect/MtOps.cpp.inc"

@@ -16,15 +16,22 @@
 //   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
 //                 (param, grad, adam_m:<param>, adam_v:<param>) on host
 //   mt.param_grad nothing (mt-adamw consumes it; one left over has no effect)
+//   mt.offload x  `copy` d2h of x into an OFFLOADED `offload:<x>` in the host
+//                 staging pool (pool 2, at mt.offset); the plan is minor 2
+//   mt.prefetch h `copy` h2d of h into an ACTIVATION `prefetch:<x>`
+//   mt.recompute  on a kernel op: the step's `recompute` flag
 //   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
 //
 // Op steps (mt.step) and plan steps differ because one op can become several
-// steps; last_use_step and predicted peaks are in plan steps.
+// steps; last_use_step and predicted peaks are in plan steps. Last, emitPlan
+// runs insertEvents (Events.h): it adds the record/wait steps between streams
+// and renumbers the steps (activation names keep the numbers given here).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/PlanEmitter.h"
 
 #include "megatrain/Dialect/MtDialect.h"
+#include "megatrain/Plan/Events.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -72,6 +79,7 @@ namespace {
 
 constexpr uint32_t kDevicePool = 0;
 constexpr uint32_t kHostPool = 1;
+constexpr uint32_t kHostStagePool = 2;
 constexpr uint64_t kHostAlignment = 256;
 constexpr const char *kCompute = "compute";
 constexpr const char *kHostToDevice = "h2d";
@@ -123,6 +131,7 @@ struct ArenaTensor {
   int64_t defPlanStep;    // first plan step holding the value (0: inputs)
   bool constant = false;
   std::vector<int64_t> reads; // plan steps reading it, ascending
+  bool staged = false;        // in the host staging pool (an offloaded copy)
 };
 
 class PlanBuilder {
@@ -151,6 +160,8 @@ private:
   mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
                                    uint32_t id, int64_t opStep,
                                    int64_t defPlanStep);
+  mlir::LogicalResult emitOffload(mt::OffloadOp op, int64_t opStep);
+  mlir::LogicalResult emitPrefetch(mt::PrefetchOp op, int64_t opStep);
   pb::Step &addStep(const char *stream, mlir::Operation *op, int64_t opStep);
   /// Records that the last added step reads tensor `id` (arena tensors only).
   void noteRead(uint32_t id);
@@ -160,6 +171,7 @@ private:
   const PlanEmitOptions &options;
   pb::Plan plan;
   uint64_t arenaSize = 0;
+  uint64_t stageSize = 0;
   uint64_t hostTop = 0;
   llvm::StringSet<> names;
   llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
@@ -223,15 +235,18 @@ mlir::LogicalResult PlanBuilder::placeInArena(mlir::Operation *op,
                          "mt-plan-memory before emitting a plan");
   pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
   int64_t offset = offsets[result];
-  if (offset < 0 || static_cast<uint64_t>(offset) + buffer->size_bytes() > arenaSize)
+  // mt.offload results live in the host staging pool (mt-plan-memory).
+  bool staged = mlir::isa<mt::OffloadOp>(op);
+  uint64_t limit = staged ? stageSize : arenaSize;
+  if (offset < 0 || static_cast<uint64_t>(offset) + buffer->size_bytes() > limit)
     return op->emitError("mt.offset ")
-           << offset << " puts result " << result << " outside the arena of "
-           << arenaSize << " bytes";
-  buffer->set_pool(kDevicePool);
+           << offset << " puts result " << result << " outside the "
+           << (staged ? "host staging pool" : "arena") << " of " << limit << " bytes";
+  buffer->set_pool(staged ? kHostStagePool : kDevicePool);
   buffer->set_offset(static_cast<uint64_t>(offset));
   valueTensors[op->getResult(result)] = id;
   arenaIndex[id] = arena.size();
-  arena.push_back(ArenaTensor{id, op, result, opStep, defPlanStep, false, {}});
+  arena.push_back(ArenaTensor{id, op, result, opStep, defPlanStep, false, {}, staged});
   return mlir::success();
 }
 
@@ -300,6 +315,8 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
 
   pb::Step &step = addStep(kCompute, op, opStep);
   int64_t planStep = step.index();
+  if (op->hasAttr(mt::attr::kRecompute))
+    step.set_recompute(true);
   pb::Kernel *kernel = step.mutable_kernel();
   kernel->set_kernel(kernelName);
   for (mlir::Value operand : op->getOperands()) {
@@ -479,6 +496,39 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   return mlir::success();
 }
 
+mlir::LogicalResult PlanBuilder::emitOffload(mt::OffloadOp op, int64_t opStep) {
+  mlir::FailureOr<uint32_t> source = tensorOf(op, op.getValue());
+  if (mlir::failed(source))
+    return mlir::failure();
+  mlir::FailureOr<uint32_t> host =
+      addTensor(op, "offload:" + plan.tensors(*source).name(), op.getType(), pb::OFFLOADED);
+  if (mlir::failed(host))
+    return mlir::failure();
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*source);
+  copy.mutable_copy()->set_dst(*host);
+  noteRead(*source);
+  // The plan uses role OFFLOADED and the staging pool.
+  plan.mutable_header()->set_format_minor(2);
+  return placeInArena(op, 0, *host, opStep, copy.index());
+}
+
+mlir::LogicalResult PlanBuilder::emitPrefetch(mt::PrefetchOp op, int64_t opStep) {
+  mlir::FailureOr<uint32_t> host = tensorOf(op, op.getHost());
+  if (mlir::failed(host))
+    return mlir::failure();
+  std::string name = plan.tensors(*host).name();
+  name = "prefetch:" + name.substr(name.find(':') + 1);
+  mlir::FailureOr<uint32_t> device = addTensor(op, name, op.getType(), pb::ACTIVATION);
+  if (mlir::failed(device))
+    return mlir::failure();
+  pb::Step &copy = addStep(kHostToDevice, op, opStep);
+  copy.mutable_copy()->set_src(*host);
+  copy.mutable_copy()->set_dst(*device);
+  noteRead(*host);
+  return placeInArena(op, 0, *device, opStep, copy.index());
+}
+
 /// Little-endian bytes of a constant, splats expanded.
 mlir::LogicalResult writeConstantData(mt::ConstantOp op, std::string &bytes) {
   mlir::ElementsAttr value = op.getValue();
@@ -548,6 +598,10 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
     return emitOutput(output, opStep);
   if (auto adamw = mlir::dyn_cast<mt::AdamWOp>(op))
     return emitAdamW(adamw, opStep);
+  if (auto offload = mlir::dyn_cast<mt::OffloadOp>(op))
+    return emitOffload(offload, opStep);
+  if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
+    return emitPrefetch(prefetch, opStep);
   if (mlir::isa<mt::ParamGradOp, mlir::func::ReturnOp>(op))
     return mlir::success();
   return emitKernel(op, opStep);
@@ -599,6 +653,8 @@ void PlanBuilder::setPredictedPeaks() {
   int64_t steps = plan.steps_size();
   std::vector<int64_t> delta(steps + 1, 0);
   for (const ArenaTensor &entry : arena) {
+    if (entry.staged)
+      continue;
     const pb::Tensor &tensor = plan.tensors(entry.id);
     int64_t first = entry.constant ? 0 : entry.defPlanStep;
     int64_t last = entry.constant ? steps - 1 : tensor.last_use_step();
@@ -620,6 +676,11 @@ void PlanBuilder::setPredictedPeaks() {
   pb::PoolUsage *host = header->add_predicted_peak();
   host->set_pool(kHostPool);
   host->set_peak_bytes(hostTop);
+  if (stageSize > 0) {
+    pb::PoolUsage *stage = header->add_predicted_peak();
+    stage->set_pool(kHostStagePool);
+    stage->set_peak_bytes(stageSize);
+  }
 }
 
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
@@ -644,6 +705,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     return func.emitError("function has no mt.arena_size; run mt-plan-memory "
                           "before emitting a plan");
   arenaSize = static_cast<uint64_t>(arenaAttr.getInt());
+  if (auto stage = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kHostStageSize))
+    stageSize = static_cast<uint64_t>(stage.getInt());
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -676,6 +739,10 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   if (auto sha = module->getAttrOfType<mlir::StringAttr>("mt.source_sha256"))
     header->set_source_sha256(sha.str());
   header->set_microbatches(1);
+  if (auto budget = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kDeviceBudget))
+    header->set_device_budget_bytes(static_cast<uint64_t>(budget.getInt()));
+  if (auto policy = func->getAttrOfType<mlir::StringAttr>(mt::attr::kTieringPolicy))
+    header->set_tiering_policy(policy.str());
   for (const char *stream : {kCompute, kHostToDevice, kDeviceToHost, kHostStream})
     plan.add_streams(stream);
 
@@ -706,6 +773,13 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   host->set_name("host");
   host->set_tier(pb::HOST_PINNED);
   host->set_size_bytes(hostTop);
+  if (stageSize > 0) {
+    pb::Pool *stage = plan.add_pools();
+    stage->set_id(kHostStagePool);
+    stage->set_name("host_stage");
+    stage->set_tier(pb::HOST_PINNED);
+    stage->set_size_bytes(stageSize);
+  }
 
   out = std::move(plan);
   return mlir::success();
@@ -731,6 +805,8 @@ mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
   plan::Plan plan;
   if (mlir::failed(PlanBuilder(main, options).build(plan)))
     return mlir::failure();
+  // Last: orders the streams (docs/tiering.md, "Streams and events").
+  insertEvents(plan);
   return plan;
 }
 

@@ -5,10 +5,13 @@
 // line on stderr starting "megatrain-compile: error:" and exit status 1.
 //
 //===----------------------------------------------------------------------===//
+#include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/Plan/Simulate.h"
+#include "megatrain/runtime/PlanVerifier.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -78,8 +81,18 @@ Output:
                            after that stage; plan (default): write the binary
                            plan; plan-text: print the plan as protobuf text
   --no-memory-reuse        give every device value its own bytes
-  --no-fusion              keep attention, rotary embedding and the other
-                           fusable patterns as imported (no fusion passes)
+Device memory (docs/tiering.md):
+  --device-memory SIZE     device arena budget: 24GiB, 16000MB, 8GB, bytes
+                           (default: none). Values are kept, offloaded to
+                           host memory, fetched again or recomputed to fit
+  --tiering-policy P       auto (default: the cost-model planner) | keep |
+                           checkpoint | offload (reference policies)
+  --device-profile FILE    JSON machine figures for the cost model (default:
+                           the H200 of DEVICE.md); also predicts the
+                           step time the summary shows
+  --no-fusion              keep the imported ops as they are (no RMSNorm,
+                           LayerNorm, SiLU, SwiGLU, GELU, attention, rotary
+                           embedding or next-token cross-entropy fusion)
   --help                   this text
 
 Examples:
@@ -102,6 +115,7 @@ struct CompileArgs {
   megatrain::PipelineOptions pipeline;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
+  megatrain::DeviceProfile profile;
 };
 
 double parseDouble(llvm::StringRef flag, llvm::StringRef text) {
@@ -180,7 +194,9 @@ CompileArgs parseArgs(int argc, char **argv) {
       static const char *known[] = {"o", "shape", "loss-output", "loss", "logits",
                                     "tokens", "ignore-index", "lr", "beta1",
                                     "beta2", "eps", "weight-decay", "trainable",
-                                    "frozen", "emit", "keep-output"};
+                                    "frozen", "emit", "keep-output",
+                                    "device-memory", "tiering-policy",
+                                    "device-profile"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -189,6 +205,21 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (flag == "o") {
       args.output = value;
+    } else if (flag == "device-memory") {
+      uint64_t bytes = 0;
+      if (!megatrain::parseByteSize(value, bytes))
+        fail("--device-memory expects a size such as 24GiB, 16000MB or a byte count, got '" +
+             value + "'");
+      args.pipeline.deviceMemory = bytes;
+    } else if (flag == "tiering-policy") {
+      if (value != "auto" && value != "keep" && value != "checkpoint" && value != "offload")
+        fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + value + "'");
+      args.pipeline.tieringPolicy = value;
+    } else if (flag == "device-profile") {
+      std::string error;
+      if (!megatrain::loadDeviceProfile(value, args.profile, error))
+        fail("--device-profile " + error);
+      args.pipeline.deviceProfile = value;
     } else if (flag == "shape") {
       parseShapes(value, args);
     } else if (flag == "loss-output") {
@@ -364,6 +395,15 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
      << "  predicted peak " << formatBytes(devicePeak) << " on the device\n"
      << "  host pool      " << formatBytes(plan.pools(1).size_bytes()) << "\n"
      << "  steps          " << plan.steps_size() << "\n";
+  const megatrain::plan::Header &header = plan.header();
+  const megatrain::plan::StepTimeBreakdown &b = header.predicted_breakdown();
+  auto ms = [](double seconds) { return llvm::formatv("{0:f3}", seconds * 1e3).str(); };
+  os << "  predicted step " << ms(header.predicted_step_s()) << " ms (compute "
+     << ms(b.compute_s()) << ", exposed transfer " << ms(b.exposed_transfer_s())
+     << ", recompute " << ms(b.recompute_s()) << ", host optimizer "
+     << ms(b.host_optimizer_s()) << ", idle " << ms(b.idle_s()) << ")\n"
+     << "  link bytes     h2d " << formatBytes(header.h2d_bytes()) << ", d2h "
+     << formatBytes(header.d2h_bytes()) << "\n";
 }
 
 /// Adds the model's path and hash to the module for the plan header.
@@ -459,6 +499,17 @@ int main(int argc, char **argv) {
       megatrain::emitPlan(*module, emitOptions);
   if (mlir::failed(plan))
     return 1;
+  // Fills the steps' predicted times and the header's predictions; the CPU and
+  // CUDA backends compute in fp32 (no TF32).
+  megatrain::simulatePlan(*plan, args.profile, megatrain::Precision::FP32);
+  // The runtime proves every plan it loads the same way; a plan that fails
+  // here is the compiler's bug, and is not written.
+  std::vector<std::string> failures = megatrain::runtime::verifySchedule(*plan);
+  if (!failures.empty()) {
+    for (const std::string &failure : failures)
+      llvm::errs() << kTool << ": error: plan verifier: " << failure << "\n";
+    return 1;
+  }
 
   if (args.emit == "plan-text") {
     std::string text;

@@ -52,6 +52,15 @@ inline constexpr llvm::StringLiteral kLiveEnd = "mt.live_end";
 inline constexpr llvm::StringLiteral kOffset = "mt.offset";
 /// i64 on the function: the device arena size in bytes (mt-plan-memory).
 inline constexpr llvm::StringLiteral kArenaSize = "mt.arena_size";
+/// i64 on the function: the host staging arena size in bytes, where
+/// mt.offload results live (mt-plan-memory).
+inline constexpr llvm::StringLiteral kHostStageSize = "mt.host_stage_size";
+/// unit on an op cloned by mt-tier to rebuild a value instead of keeping it.
+inline constexpr llvm::StringLiteral kRecompute = "mt.recompute";
+/// On the function, set by mt-tier: i64 budget in bytes (0: none), string
+/// policy, f64 predicted step seconds of the IR model.
+inline constexpr llvm::StringLiteral kDeviceBudget = "mt.device_budget";
+inline constexpr llvm::StringLiteral kTieringPolicy = "mt.tiering_policy";
 } // namespace attr
 
 } // namespace megatrain::mt

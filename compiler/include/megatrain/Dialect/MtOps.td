@@ -709,4 +709,142 @@ def Mt_AdamWOp : Mt_Op<"adamw", []> {
   let assemblyFormat = "$grad attr-dict `:` type($grad)";
 }
 
+//===----------------------------------------------------------------------===//
+// Memory tiers (mt-tier, docs/tiering.md)
+//===----------------------------------------------------------------------===//
+
+def Mt_OffloadOp : Mt_Op<"offload", [SameOperandsAndResultType]> {
+  let summary = "copy a device value to the host staging pool";
+  let description = [{
+    Written by mt-tier: the result is the host copy of `value` (device to host,
+    on the d2h stream), placed by mt-plan-memory in the host staging arena. Only
+    mt.prefetch reads it.
+
+    ```mlir
+    %h = mt.offload %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$value);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_PrefetchOp : Mt_Op<"prefetch", [SameOperandsAndResultType]> {
+  let summary = "copy an offloaded value back into the device arena";
+  let description = [{
+    Written by mt-tier: host to device on the h2d stream, placed ahead of the
+    value's next use so the copy overlaps compute.
+
+    ```mlir
+    %x2 = mt.prefetch %h : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$host);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$host attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+// Fused normalizations and activations (written by the fusion passes:
+// mt-fuse-rms-norm, mt-fuse-activations; never by the importer)
+//===----------------------------------------------------------------------===//
+
+def Mt_RmsNormOp : Mt_Op<"rms_norm", [Pure, Differentiable]> {
+  let summary = "RMS normalization over dims [axis, rank), times a weight";
+  let description = [{
+    y = x / sqrt(mean(x^2 over dims [axis, rank)) + epsilon) * weight, the
+    RMSNorm of Llama, Qwen2 and Mistral; weight has shape x.shape[axis:].
+    Written by mt-fuse-rms-norm from the exported composition.
+
+    ```mlir
+    %y = mt.rms_norm %x, %w {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>) -> tensor<8x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$weight,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_RmsNormGradOp : Mt_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradients of rms_norm: dx, dweight";
+  let description = [{
+    With r = 1/sqrt(mean(x^2) + epsilon), n = x r and g = dy weight, per row:
+    dx = r (g - n mean(g n)); dweight = the sum over rows of dy n.
+
+    ```mlir
+    %dx, %dw = mt.rms_norm_grad %x, %w, %dy {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>, tensor<8x32x64xf32>) -> (tensor<8x32x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$weight, Mt_FloatTensor:$dy,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Mt_FloatTensor:$dx, Mt_FloatTensor:$dweight);
+  let assemblyFormat = "$x `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_SiluOp : Mt_MathOp<"silu", "x * sigmoid(x) (SiLU, swish)">;
+
+def Mt_SiluGradOp : Mt_ActivationGradOp<"silu_grad",
+    "dy * s * (1 + x * (1 - s)) with s = sigmoid(x), from the input x">;
+
+def Mt_SwigluOp : Mt_Op<"swiglu", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "silu(gate) * up (the gated MLP of Llama, Qwen2, Mistral)";
+  let description = [{
+    Elementwise, no broadcasting: gate, up and the result share one type.
+
+    ```mlir
+    %y = mt.swiglu %gate, %up : tensor<8x32x176xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$gate, Mt_FloatTensor:$up);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def Mt_SwigluGradOp : Mt_Op<"swiglu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradients of swiglu: dgate = dy * up * silu'(gate), dup = dy * silu(gate)";
+  let description = [{
+    ```mlir
+    %dg, %du = mt.swiglu_grad %gate, %up, %dy : tensor<8x32x176xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$gate, Mt_FloatTensor:$up, Mt_FloatTensor:$dy);
+  let results = (outs Mt_FloatTensor:$dgate, Mt_FloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($dy)";
+}
+
+def Mt_GeluOp : Mt_Op<"gelu", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "GELU, exact (erf) or with the tanh approximation";
+  let description = [{
+    `approximate = "none"`: 0.5 x (1 + erf(x / sqrt 2)).
+    `approximate = "tanh"`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    ```mlir
+    %y = mt.gelu %x {approximate = "tanh"} : tensor<8x32x256xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, StrAttr:$approximate);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Mt_GeluGradOp : Mt_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dy * gelu'(x), from the input x";
+  let description = [{
+    ```mlir
+    %dx = mt.gelu_grad %x, %dy {approximate = "tanh"} : tensor<8x32x256xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$dy, StrAttr:$approximate);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+// End of fused normalizations and activations.
+
 #endif // MT_OPS_TD

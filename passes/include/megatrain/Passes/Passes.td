@@ -69,9 +69,115 @@ def AdamW : Pass<"mt-adamw", "mlir::func::FuncOp"> {
 }
 
 //===----------------------------------------------------------------------===//
-// Fusion: decomposed attention, rotary embedding and cross-entropy into
-// fused ops (run after import, before mt-add-loss; off with --no-fusion)
+// Phase 2: schedule and memory
 //===----------------------------------------------------------------------===//
+
+def Schedule : Pass<"mt-schedule", "mlir::func::FuncOp"> {
+  let summary = "Fix the linear order of the step and number it (mt.step)";
+  let description = [{
+    Orders the ops topologically, placing each source op (mt.param, mt.input,
+    mt.constant, mt.fill) just before its first user so its lifetime is short,
+    and sets `mt.step` on every op to its position.
+  }];
+}
+
+def Liveness : Pass<"mt-liveness", "mlir::func::FuncOp"> {
+  let summary = "Record when each value dies (mt.live_end)";
+  let description = [{
+    Over the order fixed by mt-schedule, sets `mt.live_end` on every op with
+    results: for each result, the largest `mt.step` among its users, or -1 when
+    it has none.
+  }];
+}
+
+def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Place every value at a static offset in the device arena";
+  let description = [{
+    Assigns `mt.offset` to every result (byte offset in the device arena,
+    aligned to 256 bytes) so that values whose lifetimes overlap never share
+    bytes, and sets `mt.arena_size` on the function. With `no-reuse`, every
+    value gets its own bytes (used to check that reuse changes nothing).
+  }];
+  let options = [
+    Option<"noReuse", "no-reuse", "bool", "false",
+           "Give every value its own bytes (no sharing)">,
+  ];
+}
+
+def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
+  let summary = "Keep, offload, re-fetch or recompute values to fit a device budget";
+  let description = [{
+    On a scheduled function (mt-schedule, mt-liveness): moves every parameter
+    fetch (mt.param) ahead of its first use as far as the host-to-device link
+    needs to hide it, then, while the peak of live device bytes is above the
+    budget, frees the cheapest value live at the peak over the gap around it:
+    a parameter is fetched again later, an activation is offloaded
+    (mt.offload, mt.prefetch) or recomputed (its producers cloned with
+    `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
+    and recomputes `mt.live_end`. The algorithm is in passes/Tiering.cpp and
+    docs/tiering.md.
+  }];
+  let options = [
+    Option<"deviceMemory", "device-memory", "uint64_t", "0",
+           "Device arena budget in bytes (0: none)">,
+    Option<"policy", "policy", "std::string", "\"auto\"",
+           "auto | keep | checkpoint | offload">,
+    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
+           "JSON device profile file (default: the H200 figures)">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion of normalizations, activations, rotary embedding, attention and the
+// shifted cross-entropy (between import and phase 1, in this order;
+// buildFusionPipeline, off with megatrain-compile --no-fusion)
+//===----------------------------------------------------------------------===//
+
+def FuseLayerNorm : Pass<"mt-fuse-layer-norm", "mlir::func::FuncOp"> {
+  let summary = "Rewrite decomposed layer normalizations into mt.layer_norm";
+  let description = [{
+    Matches d = x - reduce_mean(x), var = reduce_mean(d^2) (powf 2 or d * d)
+    over the trailing axes [axis, rank) with keepdims, then
+    d / sqrt(var + eps) or d * reciprocal(sqrt(var + eps)), and writes
+    mt.layer_norm(x, ones, zeros). A following multiply by a weight of shape
+    x.shape[axis:] and add of a bias of that shape are folded into a
+    layer_norm whose scale is a fill of 1 and bias a fill of 0 (and a bias
+    add into one whose bias is a fill of 0), imported ones included. eps is
+    a constant or fill with one value. Nothing is rewritten when an
+    intermediate value has a user outside the pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseRmsNorm : Pass<"mt-fuse-rms-norm", "mlir::func::FuncOp"> {
+  let summary = "Rewrite decomposed RMS normalizations into mt.rms_norm";
+  let description = [{
+    Matches x * reciprocal(sqrt(reduce_mean(x^2) + eps)) (x^2 as powf 2 or
+    x * x; the inverse root also as powf -0.5, or x / sqrt(...)), the mean
+    over the trailing axes [axis, rank) with keepdims, as Llama, Qwen2 and
+    Mistral export their RMSNorm, and writes mt.rms_norm(x, ones); a
+    following multiply by a weight of shape x.shape[axis:] (on either side)
+    is folded into an rms_norm whose weight is a fill of 1. Nothing is
+    rewritten when an intermediate value has a user outside the pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseActivations : Pass<"mt-fuse-activations", "mlir::func::FuncOp"> {
+  let summary = "Rewrite SiLU, SwiGLU and GELU compositions into mt.silu, mt.swiglu, mt.gelu";
+  let description = [{
+    x * sigmoid(x) becomes mt.silu(x); silu(g) * u with g, u and the product
+    of one type becomes mt.swiglu(g, u). 0.5 x (1 + erf(x / sqrt 2)) becomes
+    mt.gelu {approximate = "none"} and
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) mt.gelu
+    {approximate = "tanh"}, in the arrangements exporters write (scalar
+    constants on either side of mt.mul, mt.scale, x / sqrt 2, x^3 as powf 3
+    or products); constants must match to 1e-6 relative (f32 rounding).
+    Nothing is rewritten when an intermediate value has a user outside the
+    pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
 
 def FuseRotary : Pass<"mt-fuse-rotary", "mlir::func::FuncOp"> {
   let summary = "Rewrite rotate-half rotary embeddings into mt.rotary";
@@ -109,40 +215,6 @@ def FuseCrossEntropy : Pass<"mt-fuse-cross-entropy", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
-//===----------------------------------------------------------------------===//
-// Phase 2: schedule and memory
-//===----------------------------------------------------------------------===//
-
-def Schedule : Pass<"mt-schedule", "mlir::func::FuncOp"> {
-  let summary = "Fix the linear order of the step and number it (mt.step)";
-  let description = [{
-    Orders the ops topologically, placing each source op (mt.param, mt.input,
-    mt.constant, mt.fill) just before its first user so its lifetime is short,
-    and sets `mt.step` on every op to its position.
-  }];
-}
-
-def Liveness : Pass<"mt-liveness", "mlir::func::FuncOp"> {
-  let summary = "Record when each value dies (mt.live_end)";
-  let description = [{
-    Over the order fixed by mt-schedule, sets `mt.live_end` on every op with
-    results: for each result, the largest `mt.step` among its users, or -1 when
-    it has none.
-  }];
-}
-
-def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
-  let summary = "Place every value at a static offset in the device arena";
-  let description = [{
-    Assigns `mt.offset` to every result (byte offset in the device arena,
-    aligned to 256 bytes) so that values whose lifetimes overlap never share
-    bytes, and sets `mt.arena_size` on the function. With `no-reuse`, every
-    value gets its own bytes (used to check that reuse changes nothing).
-  }];
-  let options = [
-    Option<"noReuse", "no-reuse", "bool", "false",
-           "Give every value its own bytes (no sharing)">,
-  ];
-}
+// End of fusion.
 
 #endif // MEGATRAIN_PASSES_TD

@@ -1,0 +1,80 @@
+//===- DeviceProfile.h - the machine figures the cost model runs on -------===//
+//
+// What the planner knows about the machine: achievable matmul rates per
+// precision, memory and link bandwidths, host optimizer throughput. The
+// defaults are the H200 figures of DEVICE.md; `megatrain-compile
+// --device-profile FILE` reads a JSON object with any subset of the fields
+// below (the rest keep their defaults). docs/tiering.md lists the fields.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRAIN_COST_DEVICEPROFILE_H
+#define MEGATRAIN_COST_DEVICEPROFILE_H
+
+#include <cstdint>
+#include <string>
+
+namespace megatrain {
+
+enum class Precision { FP32, TF32, BF16 };
+
+struct DeviceProfile {
+  std::string name = "h200-default";
+  // Dense matmul throughput, FLOP/s, per compute precision.
+  double matmulFp32 = 51e12;
+  double matmulTf32 = 395e12;
+  double matmulBf16 = 777e12;
+  // Device memory bandwidth, bytes/s counted as bytes read + bytes written.
+  double hbmBytesPerS = 4.2e12;
+  // Pinned host <-> device links, bytes/s, one direction at a time, and the
+  // total when both directions run at once.
+  double h2dBytesPerS = 54.2e9;
+  double d2hBytesPerS = 55.0e9;
+  double duplexBytesPerS = 83.4e9;
+  // Host AdamW update rate (parameters per second, all host threads).
+  double hostAdamWParamsPerS = 3.5e9;
+  // Host memory bandwidth (bytes/s), for host-side accumulation.
+  double hostBytesPerS = 90.8e9;
+  // Disk, direct I/O (reserved for the disk tier).
+  double diskReadBytesPerS = 1.4e9;
+  double diskWriteBytesPerS = 1.6e9;
+  // Fixed cost of one kernel launch / one copy, seconds.
+  double launchS = 4e-6;
+  // Device memory on the card, bytes (the default budget is this minus the
+  // fixed workspace).
+  uint64_t deviceMemoryBytes = 141ull * 1000 * 1000 * 1000;
+
+  double matmulRate(Precision precision) const {
+    switch (precision) {
+    case Precision::TF32:
+      return matmulTf32;
+    case Precision::BF16:
+      return matmulBf16;
+    default:
+      return matmulFp32;
+    }
+  }
+};
+
+/// Reads a profile from JSON text; fields absent keep their defaults. On
+/// failure returns false and sets `error` (names the field).
+bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
+                        std::string &error);
+
+/// Reads FILE; errors name the file.
+bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
+                       std::string &error);
+
+/// The profile as JSON (every field), e.g. to record it in a plan header.
+std::string deviceProfileToJson(const DeviceProfile &profile);
+
+/// Parses a byte size: "24GiB", "16000MB", "8GB", "512MiB", "123456" (bytes),
+/// case-insensitive units (B, KB, MB, GB, TB powers of 1000; KiB, MiB, GiB,
+/// TiB powers of 1024), an optional fraction ("1.5GiB"). False on bad text.
+bool parseByteSize(const std::string &text, uint64_t &bytes);
+
+/// "1.50 GiB" style rendering.
+std::string formatBytes(uint64_t bytes);
+
+} // namespace megatrain
+
+#endif // MEGATRAIN_COST_DEVICEPROFILE_H

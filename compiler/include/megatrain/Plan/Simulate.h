@@ -1,0 +1,42 @@
+//===- Simulate.h - predict a plan's step times on a device profile -------===//
+//
+// The plan simulator: replays a plan's steps on the cost model
+// (megatrain/Cost/OpCost.h) with the stream and event semantics of
+// docs/tiering.md and writes its predictions into the plan. docs/tiering.md
+// ("Predictions and inspection") describes what each number means.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRAIN_PLAN_SIMULATE_H
+#define MEGATRAIN_PLAN_SIMULATE_H
+
+#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/plan.pb.h"
+
+namespace megatrain {
+
+/// Replays `plan` on `profile` and writes: every Step's predicted_start_s and
+/// predicted_end_s; the header's predicted_step_s, predicted_breakdown,
+/// h2d_bytes, d2h_bytes, predicted_peak (one entry per pool, replacing the
+/// emitter's step-order estimate) and device_profile; format_minor becomes 2
+/// (at least). Costs:
+///  - kernel: estimateKernel on the plan tensors' shapes and dtypes and the
+///    kernel's integer attributes, at `precision`;
+///  - copy: transferSeconds over h2d or d2h by the tiers of the two pools; a
+///    copy within one tier moves its bytes over the HBM (device) or host
+///    memory rate;
+///  - host task: ADAMW hostAdamWSeconds(parameter elements), ACCUMULATE
+///    hostAccumulateSeconds(elements), READ_LOSS nothing;
+///  - record / wait: nothing; a wait holds its stream until the latest
+///    earlier record of its event was reached.
+/// Each stream runs its steps in plan order. A plan without any record or
+/// wait step (what the emitter writes before events are inserted) is
+/// simulated with the dependencies the event pass would add: a step waits
+/// for the writers of what it reads, and a write waits for the last readers
+/// and writers of every tensor whose bytes it overlaps.
+/// Expects a validated plan (ids in range).
+void simulatePlan(plan::Plan &plan, const DeviceProfile &profile,
+                  Precision precision = Precision::FP32);
+
+} // namespace megatrain
+
+#endif // MEGATRAIN_PLAN_SIMULATE_H

@@ -1,0 +1,175 @@
+//===- DeviceProfile.cpp - device profile JSON and byte sizes -------------===//
+#include "megatrain/Cost/DeviceProfile.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+namespace megatrain {
+
+namespace {
+
+struct Field {
+  const char *key;
+  double DeviceProfile::*member;
+};
+
+// One table drives parsing and printing, so the two cannot disagree.
+const Field kFields[] = {
+    {"matmul_fp32_flops", &DeviceProfile::matmulFp32},
+    {"matmul_tf32_flops", &DeviceProfile::matmulTf32},
+    {"matmul_bf16_flops", &DeviceProfile::matmulBf16},
+    {"hbm_bytes_per_s", &DeviceProfile::hbmBytesPerS},
+    {"h2d_bytes_per_s", &DeviceProfile::h2dBytesPerS},
+    {"d2h_bytes_per_s", &DeviceProfile::d2hBytesPerS},
+    {"duplex_bytes_per_s", &DeviceProfile::duplexBytesPerS},
+    {"host_adamw_params_per_s", &DeviceProfile::hostAdamWParamsPerS},
+    {"host_bytes_per_s", &DeviceProfile::hostBytesPerS},
+    {"disk_read_bytes_per_s", &DeviceProfile::diskReadBytesPerS},
+    {"disk_write_bytes_per_s", &DeviceProfile::diskWriteBytesPerS},
+    {"launch_s", &DeviceProfile::launchS},
+};
+
+} // namespace
+
+bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
+                        std::string &error) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  if (!parsed) {
+    error = "not JSON: " + llvm::toString(parsed.takeError());
+    return false;
+  }
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (!object) {
+    error = "expected a JSON object of profile fields";
+    return false;
+  }
+  for (const auto &entry : *object) {
+    std::string key = entry.first.str();
+    if (key == "name") {
+      std::optional<llvm::StringRef> name = entry.second.getAsString();
+      if (!name) {
+        error = "field 'name' must be a string";
+        return false;
+      }
+      profile.name = name->str();
+      continue;
+    }
+    if (key == "device_memory_bytes") {
+      std::optional<double> value = entry.second.getAsNumber();
+      if (!value || *value <= 0) {
+        error = "field 'device_memory_bytes' must be a positive number";
+        return false;
+      }
+      profile.deviceMemoryBytes = static_cast<uint64_t>(*value);
+      continue;
+    }
+    const Field *field = nullptr;
+    for (const Field &candidate : kFields)
+      if (key == candidate.key)
+        field = &candidate;
+    if (!field) {
+      error = "unknown field '" + key + "' (fields: name, device_memory_bytes";
+      for (const Field &candidate : kFields)
+        error += std::string(", ") + candidate.key;
+      error += ")";
+      return false;
+    }
+    std::optional<double> value = entry.second.getAsNumber();
+    if (!value || !(*value > 0) || !std::isfinite(*value)) {
+      error = "field '" + key + "' must be a positive number";
+      return false;
+    }
+    profile.*(field->member) = *value;
+  }
+  return true;
+}
+
+bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
+                       std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = path + ": cannot read: " + buffer.getError().message();
+    return false;
+  }
+  if (!parseDeviceProfile((*buffer)->getBuffer().str(), profile, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  return true;
+}
+
+std::string deviceProfileToJson(const DeviceProfile &profile) {
+  llvm::json::Object object;
+  object["name"] = profile.name;
+  object["device_memory_bytes"] = static_cast<double>(profile.deviceMemoryBytes);
+  for (const Field &field : kFields)
+    object[field.key] = profile.*(field.member);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(object));
+  return os.str();
+}
+
+bool parseByteSize(const std::string &text, uint64_t &bytes) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  if (i == 0)
+    return false;
+  std::string number = text.substr(0, i);
+  if (number.find('.') != number.rfind('.'))
+    return false;
+  double value = std::strtod(number.c_str(), nullptr);
+  std::string unit;
+  for (size_t j = i; j < text.size(); ++j)
+    if (!std::isspace(static_cast<unsigned char>(text[j])))
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[j])));
+  double scale;
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kb" || unit == "k")
+    scale = 1e3;
+  else if (unit == "mb" || unit == "m")
+    scale = 1e6;
+  else if (unit == "gb" || unit == "g")
+    scale = 1e9;
+  else if (unit == "tb" || unit == "t")
+    scale = 1e12;
+  else if (unit == "kib")
+    scale = 1024.0;
+  else if (unit == "mib")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return false;
+  double total = value * scale;
+  if (!(total >= 1) || total > 1.8e19)
+    return false;
+  bytes = static_cast<uint64_t>(std::llround(total));
+  return true;
+}
+
+std::string formatBytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  if (unit == 0)
+    std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
+  return text;
+}
+
+} // namespace megatrain

@@ -1,0 +1,311 @@
+//===- Simulate.cpp - the plan simulator ----------------------------------===//
+//
+// Replays a plan on a device profile (docs/tiering.md, "Streams and events"
+// and "Predictions and inspection"):
+//
+// 1. Each step gets a duration from the cost model (OpCost.h).
+// 2. Steps are visited in plan order; each stream keeps the time at which it
+//    is free. A step starts when its stream is free and its dependencies are
+//    met, and ends its duration later. Dependencies: with events, a wait is
+//    released by the latest earlier record of its event; without any event
+//    in the plan, a step waits for the writers of the tensors it reads and a
+//    write waits for the last access of every tensor sharing its bytes (the
+//    orderings the event pass would make explicit).
+// 3. Every time point carries its cause (the kind of step that produced it),
+//    so a gap on the compute stream is charged to the transfer it waited on
+//    (exposed transfer) or left as idle.
+// 4. Memory: runtime::memoryTimelines on the predicted times (the same
+//    definition of live bytes megatrain-inspect draws).
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Plan/Simulate.h"
+
+#include "megatrain/Cost/OpCost.h"
+#include "megatrain/runtime/PlanTimeline.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace megatrain {
+
+namespace pb = plan;
+
+namespace {
+
+constexpr const char *kComputeStream = "compute";
+
+/// What produced a point in time: a gap on the compute stream that ends at a
+/// point caused by a copy is transfer the schedule failed to hide.
+enum class Cause { None, Compute, Transfer, Host };
+
+struct TimePoint {
+  double time = 0;
+  Cause cause = Cause::None;
+};
+
+/// The later of two points (the first on a tie).
+TimePoint later(TimePoint a, TimePoint b) { return b.time > a.time ? b : a; }
+
+unsigned dtypeBytes(pb::DType dtype) {
+  switch (dtype) {
+  case pb::F64:
+  case pb::I64:
+    return 8;
+  case pb::BF16:
+  case pb::F16:
+    return 2;
+  case pb::U8:
+  case pb::BOOL:
+    return 1;
+  default:
+    return 4;
+  }
+}
+
+TensorShape shapeOf(const pb::Tensor &tensor) {
+  TensorShape shape;
+  shape.dims.assign(tensor.shape().begin(), tensor.shape().end());
+  shape.elementBytes = dtypeBytes(tensor.dtype());
+  return shape;
+}
+
+class Simulator {
+public:
+  Simulator(pb::Plan &plan, const DeviceProfile &profile, Precision precision)
+      : plan(plan), profile(profile), precision(precision) {}
+
+  void run();
+
+private:
+  pb::Tier tierOf(uint32_t tensor) const {
+    auto it = poolTiers.find(plan.tensors(static_cast<int>(tensor)).buffer().pool());
+    return it == poolTiers.end() ? pb::DEVICE : it->second;
+  }
+  double kernelSeconds(const pb::Kernel &kernel) const;
+  double copySeconds(const pb::Copy &copy);
+  double hostTaskSeconds(const pb::HostTask &task) const;
+  void buildOverlaps();
+
+  pb::Plan &plan;
+  const DeviceProfile &profile;
+  Precision precision;
+  std::map<uint32_t, pb::Tier> poolTiers;
+  uint64_t h2dBytes = 0, d2hBytes = 0;
+  // Without events: for each tensor, the tensors whose bytes overlap its own.
+  std::vector<std::vector<uint32_t>> overlaps;
+};
+
+double Simulator::kernelSeconds(const pb::Kernel &kernel) const {
+  KernelDesc desc;
+  desc.kernel = kernel.kernel();
+  for (uint32_t id : kernel.inputs())
+    desc.inputs.push_back(shapeOf(plan.tensors(static_cast<int>(id))));
+  for (uint32_t id : kernel.outputs())
+    desc.outputs.push_back(shapeOf(plan.tensors(static_cast<int>(id))));
+  for (const pb::Attribute &attribute : kernel.attributes())
+    if (attribute.value_case() == pb::Attribute::kI)
+      desc.intAttrs[attribute.name()] = attribute.i();
+  return estimateKernel(desc, profile, precision).seconds;
+}
+
+double Simulator::copySeconds(const pb::Copy &copy) {
+  const uint64_t bytes = plan.tensors(static_cast<int>(copy.src())).buffer().size_bytes();
+  const pb::Tier from = tierOf(copy.src()), to = tierOf(copy.dst());
+  const double size = static_cast<double>(bytes);
+  if (from != pb::DEVICE && to == pb::DEVICE) {
+    h2dBytes += bytes;
+    return transferSeconds(bytes, Link::HostToDevice, profile);
+  }
+  if (from == pb::DEVICE && to != pb::DEVICE) {
+    d2hBytes += bytes;
+    return transferSeconds(bytes, Link::DeviceToHost, profile);
+  }
+  if (to == pb::DISK)
+    return size / profile.diskWriteBytesPerS + profile.launchS;
+  if (from == pb::DISK)
+    return size / profile.diskReadBytesPerS + profile.launchS;
+  // Within one memory: the bytes are read and written, and both rates count
+  // reads plus writes.
+  const double rate = from == pb::DEVICE ? profile.hbmBytesPerS : profile.hostBytesPerS;
+  return 2 * size / rate + profile.launchS;
+}
+
+double Simulator::hostTaskSeconds(const pb::HostTask &task) const {
+  if (task.tensors_size() == 0)
+    return 0;
+  const uint64_t elements = shapeOf(plan.tensors(static_cast<int>(task.tensors(0)))).elements();
+  switch (task.kind()) {
+  case pb::HostTask::ADAMW:
+    return hostAdamWSeconds(elements, profile);
+  case pb::HostTask::ACCUMULATE:
+    return hostAccumulateSeconds(elements, profile);
+  default:
+    return 0; // READ_LOSS: the runtime reads a few bytes
+  }
+}
+
+void Simulator::buildOverlaps() {
+  const int tensors = plan.tensors_size();
+  overlaps.assign(static_cast<size_t>(tensors), {});
+  std::map<uint32_t, std::vector<uint32_t>> byPool;
+  for (int id = 0; id < tensors; ++id)
+    if (plan.tensors(id).buffer().size_bytes() > 0)
+      byPool[plan.tensors(id).buffer().pool()].push_back(static_cast<uint32_t>(id));
+  for (auto &[pool, ids] : byPool) {
+    auto offset = [&](uint32_t id) { return plan.tensors(static_cast<int>(id)).buffer().offset(); };
+    auto end = [&](uint32_t id) {
+      return offset(id) + plan.tensors(static_cast<int>(id)).buffer().size_bytes();
+    };
+    std::sort(ids.begin(), ids.end(),
+              [&](uint32_t a, uint32_t b) { return offset(a) < offset(b); });
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (size_t j = i + 1; j < ids.size() && offset(ids[j]) < end(ids[i]); ++j) {
+        overlaps[ids[i]].push_back(ids[j]);
+        overlaps[ids[j]].push_back(ids[i]);
+      }
+  }
+}
+
+void Simulator::run() {
+  for (const pb::Pool &pool : plan.pools())
+    poolTiers[pool.id()] = pool.tier();
+  bool events = false;
+  for (const pb::Step &step : plan.steps())
+    events |= step.has_record() || step.has_wait();
+  if (!events)
+    buildOverlaps();
+
+  // The compute stream is the one named so, else the stream of the first kernel.
+  std::string computeStream = kComputeStream;
+  if (std::find(plan.streams().begin(), plan.streams().end(), computeStream) ==
+      plan.streams().end())
+    for (const pb::Step &step : plan.steps())
+      if (step.has_kernel()) {
+        computeStream = step.stream();
+        break;
+      }
+
+  const size_t tensors = static_cast<size_t>(plan.tensors_size());
+  std::map<std::string, TimePoint> streamFree, recorded;
+  std::vector<TimePoint> lastWrite(tensors), lastAccess(tensors);
+  double computeS = 0, recomputeS = 0, exposedS = 0;
+  std::vector<std::pair<double, double>> hostTasks;
+  std::vector<uint32_t> reads, writes;
+
+  for (pb::Step &step : *plan.mutable_steps()) {
+    TimePoint &free = streamFree[step.stream()];
+    TimePoint ready = free;
+    double seconds = 0;
+    Cause cause = Cause::None;
+    switch (step.op_case()) {
+    case pb::Step::kKernel:
+      seconds = kernelSeconds(step.kernel());
+      cause = Cause::Compute;
+      break;
+    case pb::Step::kCopy:
+      seconds = copySeconds(step.copy());
+      cause = Cause::Transfer;
+      break;
+    case pb::Step::kHostTask:
+      seconds = hostTaskSeconds(step.host_task());
+      cause = Cause::Host;
+      break;
+    case pb::Step::kWait: {
+      auto it = recorded.find(step.wait().event());
+      if (it != recorded.end())
+        ready = later(ready, it->second);
+      break;
+    }
+    default:
+      break;
+    }
+
+    runtime::stepReadsWrites(step, reads, writes);
+    if (!events) {
+      for (uint32_t id : reads)
+        if (id < tensors)
+          ready = later(ready, lastWrite[id]);
+      for (uint32_t id : writes) {
+        if (id >= tensors)
+          continue;
+        ready = later(ready, lastAccess[id]);
+        for (uint32_t other : overlaps[id])
+          ready = later(ready, lastAccess[other]);
+      }
+    }
+
+    const double start = step.has_wait() ? free.time : ready.time;
+    const double end = ready.time + seconds;
+    if (step.stream() == computeStream && ready.time > free.time &&
+        ready.cause == Cause::Transfer)
+      exposedS += ready.time - free.time;
+    step.set_predicted_start_s(start);
+    step.set_predicted_end_s(end);
+
+    if (step.has_record()) {
+      recorded[step.record().event()] = free;
+    } else if (step.has_wait()) {
+      free = ready;
+    } else {
+      free = {end, cause};
+    }
+    if (step.has_kernel() && step.stream() == computeStream)
+      (step.recompute() ? recomputeS : computeS) += seconds;
+    if (step.has_host_task())
+      hostTasks.emplace_back(start, end);
+    if (!events) {
+      const TimePoint done{end, cause};
+      for (uint32_t id : reads)
+        if (id < tensors)
+          lastAccess[id] = later(lastAccess[id], done);
+      for (uint32_t id : writes)
+        if (id < tensors) {
+          lastWrite[id] = done;
+          lastAccess[id] = later(lastAccess[id], done);
+        }
+    }
+  }
+
+  const double stepS = runtime::predictedEnd(plan);
+  const double computeEnd = streamFree.count(computeStream) ? streamFree[computeStream].time : 0;
+  // Host-task time after the compute stream's last step: the optimizer tail.
+  std::sort(hostTasks.begin(), hostTasks.end());
+  double hostTailS = 0, covered = computeEnd;
+  for (auto [start, end] : hostTasks) {
+    start = std::max(start, covered);
+    if (end > start) {
+      hostTailS += end - start;
+      covered = end;
+    }
+  }
+
+  pb::Header &header = *plan.mutable_header();
+  header.set_format_minor(std::max<uint32_t>(header.format_minor(), 2));
+  header.set_predicted_step_s(stepS);
+  pb::StepTimeBreakdown &breakdown = *header.mutable_predicted_breakdown();
+  breakdown.set_compute_s(computeS);
+  breakdown.set_recompute_s(recomputeS);
+  breakdown.set_exposed_transfer_s(exposedS);
+  breakdown.set_host_optimizer_s(hostTailS);
+  breakdown.set_idle_s(std::max(0.0, stepS - computeS - recomputeS - exposedS - hostTailS));
+  header.set_h2d_bytes(h2dBytes);
+  header.set_d2h_bytes(d2hBytes);
+  header.set_device_profile(deviceProfileToJson(profile));
+  header.clear_predicted_peak();
+  for (const runtime::PoolTimeline &timeline : runtime::memoryTimelines(plan)) {
+    pb::PoolUsage &usage = *header.add_predicted_peak();
+    usage.set_pool(timeline.pool);
+    usage.set_peak_bytes(timeline.peakBytes);
+  }
+}
+
+} // namespace
+
+void simulatePlan(pb::Plan &plan, const DeviceProfile &profile, Precision precision) {
+  Simulator(plan, profile, precision).run();
+}
+
+} // namespace megatrain

@@ -1,0 +1,180 @@
+// activation.cpp - the fused activations SiLU, SwiGLU and GELU (erf and tanh forms) and their gradients.
+//
+// Elementwise over operands of one shape, in T arithmetic; the CUDA twin
+// (runtime/cuda/activation.cu) evaluates the same expressions in the same order.
+#include <cmath>
+#include <string>
+
+#include "CpuKernel.h"
+
+namespace megatrain::runtime::cpu {
+namespace {
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;      // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;    // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;   // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
+template <typename T>
+T sigmoidOf(T x) {
+  // Both branches keep exp's argument non-positive, so neither overflows.
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <typename T>
+T siluOf(T x) { return x * sigmoidOf(x); }
+
+// d silu / dx = s (1 + x (1 - s)).
+template <typename T>
+T siluSlope(T x) {
+  const T s = sigmoidOf(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+
+template <typename T>
+T geluErf(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2))); }
+
+// Phi(x) + x phi(x).
+template <typename T>
+T geluErfSlope(T x) {
+  const T cdf = T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2)));
+  return cdf + x * T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+}
+
+template <typename T>
+T geluTanh(T x) {
+  const T inner = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
+}
+
+// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+template <typename T>
+T geluTanhSlope(T x) {
+  const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x));
+  const T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner;
+}
+
+void requireSameShapes(const KernelArgs& args) {
+  const Shape& shape = args.in[0].shape;
+  for (int i = 1; i < args.numIn; ++i) requireShape(args, args.in[i], shape, "input");
+  for (int i = 0; i < args.numOut; ++i) requireShape(args, args.out[i], shape, "output");
+}
+
+unsigned allOperands(const KernelArgs& args) {
+  unsigned mask = 0;
+  for (int i = 0; i < args.numIn; ++i) mask |= inMask(i);
+  for (int i = 0; i < args.numOut; ++i) mask |= outMask(i);
+  return mask;
+}
+
+// "none" -> false, "tanh" -> true; anything else is an error.
+bool tanhForm(const KernelArgs& args) {
+  const std::string_view form = args.attrs.getString("approximate", "");
+  if (form == "tanh") return true;
+  if (form != "none") fail(args, "approximate must be \"none\" or \"tanh\", got \"" + std::string(form) + "\"");
+  return false;
+}
+
+// f(i) for every element index i; operands share one shape.
+template <typename F>
+void forEach(const KernelArgs& args, F&& f) {
+  const int64_t n = args.in[0].shape.elements();
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+void silu(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, allOperands(args));
+  requireSameShapes(args);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = args.in[0].as<const T>();
+    T* y = args.out[0].as<T>();
+    forEach(args, [&](int64_t i) { y[i] = siluOf(x[i]); });
+  });
+}
+
+void siluGrad(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, allOperands(args));
+  requireSameShapes(args);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = args.in[0].as<const T>();
+    const T* dy = args.in[1].as<const T>();
+    T* dx = args.out[0].as<T>();
+    forEach(args, [&](int64_t i) { dx[i] = dy[i] * siluSlope(x[i]); });
+  });
+}
+
+void swiglu(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, allOperands(args));
+  requireSameShapes(args);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* gate = args.in[0].as<const T>();
+    const T* up = args.in[1].as<const T>();
+    T* y = args.out[0].as<T>();
+    forEach(args, [&](int64_t i) { y[i] = siluOf(gate[i]) * up[i]; });
+  });
+}
+
+// dgate = dy * up * silu'(gate), dup = dy * silu(gate).
+void swigluGrad(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, allOperands(args));
+  requireSameShapes(args);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* gate = args.in[0].as<const T>();
+    const T* up = args.in[1].as<const T>();
+    const T* dy = args.in[2].as<const T>();
+    T* dgate = args.out[0].as<T>();
+    T* dup = args.out[1].as<T>();
+    forEach(args, [&](int64_t i) {
+      const T g = gate[i], u = up[i], d = dy[i];
+      dgate[i] = d * u * siluSlope(g);
+      dup[i] = d * siluOf(g);
+    });
+  });
+}
+
+void gelu(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, allOperands(args));
+  requireSameShapes(args);
+  const bool tanh = tanhForm(args);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = args.in[0].as<const T>();
+    T* y = args.out[0].as<T>();
+    if (tanh) forEach(args, [&](int64_t i) { y[i] = geluTanh(x[i]); });
+    else forEach(args, [&](int64_t i) { y[i] = geluErf(x[i]); });
+  });
+}
+
+void geluGrad(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, allOperands(args));
+  requireSameShapes(args);
+  const bool tanh = tanhForm(args);
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = args.in[0].as<const T>();
+    const T* dy = args.in[1].as<const T>();
+    T* dx = args.out[0].as<T>();
+    if (tanh) forEach(args, [&](int64_t i) { dx[i] = dy[i] * geluTanhSlope(x[i]); });
+    else forEach(args, [&](int64_t i) { dx[i] = dy[i] * geluErfSlope(x[i]); });
+  });
+}
+
+}  // namespace
+
+void addActivationKernels(KernelRegistry& registry) {
+  registry.add("silu", 1, 1, silu);
+  registry.add("silu_grad", 2, 1, siluGrad);
+  registry.add("swiglu", 2, 1, swiglu);
+  registry.add("swiglu_grad", 3, 2, swigluGrad);
+  registry.add("gelu", 1, 1, gelu);
+  registry.add("gelu_grad", 2, 1, geluGrad);
+}
+
+}  // namespace megatrain::runtime::cpu

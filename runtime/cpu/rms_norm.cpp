@@ -1,0 +1,113 @@
+// rms_norm.cpp - RMS normalization over dims [axis, rank) times a weight, and its gradient.
+//
+// x is viewed as [rows, d] with d = prod(x.shape[axis:]); weight has shape
+// x.shape[axis:]. Per row: rstd = 1/sqrt(mean(x^2) + eps), n = x * rstd,
+// y = n * weight (Llama's, Qwen2's and Mistral's RMSNorm). Sums run in double.
+#include <cmath>
+
+#include "CpuKernel.h"
+
+namespace megatrain::runtime::cpu {
+namespace {
+
+struct Rows {
+  int64_t rows, d;
+  double epsilon;
+};
+
+Rows checkRmsNorm(const KernelArgs& args) {
+  const Operand& x = args.in[0];
+  const int64_t axis = args.attrs.getInt("axis");
+  if (axis < 0 || axis >= x.shape.rank)
+    fail(args, "axis " + std::to_string(axis) + " is outside " + x.shape.str());
+  const int ax = static_cast<int>(axis);
+  Shape normalized;
+  for (int i = ax; i < x.shape.rank; ++i) normalized.dims[normalized.rank++] = x.shape[i];
+  requireShape(args, args.in[1], normalized, "weight");
+  return {x.shape.product(0, ax), normalized.elements(), args.attrs.getFloat("epsilon")};
+}
+
+// 1/sqrt(mean(x^2) + epsilon) of one row of d elements.
+template <typename T>
+double rowRstd(const T* x, int64_t d, double epsilon) {
+  double squares = 0;
+  for (int64_t j = 0; j < d; ++j) squares += static_cast<double>(x[j]) * static_cast<double>(x[j]);
+  return 1.0 / std::sqrt(squares / static_cast<double>(d) + epsilon);
+}
+
+template <typename T>
+void rmsNormImpl(const KernelArgs& args, const Rows& r) {
+  const T* x = args.in[0].as<const T>();
+  const T* weight = args.in[1].as<const T>();
+  T* y = args.out[0].as<T>();
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const T* xr = x + row * r.d;
+    T* yr = y + row * r.d;
+    const double rstd = rowRstd(xr, r.d, r.epsilon);
+    for (int64_t j = 0; j < r.d; ++j)
+      yr[j] = static_cast<T>(static_cast<double>(xr[j]) * rstd * static_cast<double>(weight[j]));
+  }
+}
+
+// With g = dy * weight and n = x * rstd: dx = rstd * (g - n * mean(g * n))
+// per row; dweight = sum over rows of dy * n.
+template <typename T>
+void rmsNormGradImpl(const KernelArgs& args, const Rows& r) {
+  const T* x = args.in[0].as<const T>();
+  const T* weight = args.in[1].as<const T>();
+  const T* dy = args.in[2].as<const T>();
+  T* dx = args.out[0].as<T>();
+  double* dweight = reinterpret_cast<double*>(args.scratch);  // [d]
+  for (int64_t j = 0; j < r.d; ++j) dweight[j] = 0;
+
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const T* xr = x + row * r.d;
+    const T* dyr = dy + row * r.d;
+    T* dxr = dx + row * r.d;
+    const double rstd = rowRstd(xr, r.d, r.epsilon);
+    double sumGN = 0;
+    for (int64_t j = 0; j < r.d; ++j) {
+      const double n = static_cast<double>(xr[j]) * rstd;
+      sumGN += static_cast<double>(dyr[j]) * static_cast<double>(weight[j]) * n;
+      dweight[j] += static_cast<double>(dyr[j]) * n;
+    }
+    const double meanGN = sumGN / static_cast<double>(r.d);
+    for (int64_t j = 0; j < r.d; ++j) {
+      const double n = static_cast<double>(xr[j]) * rstd;
+      const double g = static_cast<double>(dyr[j]) * static_cast<double>(weight[j]);
+      dxr[j] = static_cast<T>(rstd * (g - n * meanGN));
+    }
+  }
+  T* out = args.out[1].as<T>();
+  for (int64_t j = 0; j < r.d; ++j) out[j] = static_cast<T>(dweight[j]);
+}
+
+void rmsNorm(const KernelArgs& args) {
+  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
+  const Rows r = checkRmsNorm(args);
+  requireShape(args, args.out[0], args.in[0].shape, "output");
+  dispatchFloating(dtype, [&](auto tag) { rmsNormImpl<decltype(tag)>(args, r); });
+}
+
+void rmsNormGrad(const KernelArgs& args) {
+  const plan::DType dtype =
+      floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const Rows r = checkRmsNorm(args);
+  requireShape(args, args.in[2], args.in[0].shape, "dy");
+  requireShape(args, args.out[0], args.in[0].shape, "dx");
+  requireShape(args, args.out[1], args.in[1].shape, "dweight");
+  dispatchFloating(dtype, [&](auto tag) { rmsNormGradImpl<decltype(tag)>(args, r); });
+}
+
+size_t rmsNormGradScratch(const KernelArgs& args) {
+  return static_cast<size_t>(args.in[1].shape.elements()) * sizeof(double);
+}
+
+}  // namespace
+
+void addRmsNormKernels(KernelRegistry& registry) {
+  registry.add("rms_norm", 2, 1, rmsNorm);
+  registry.add("rms_norm_grad", 3, 2, rmsNormGrad, rmsNormGradScratch);
+}
+
+}  // namespace megatrain::runtime::cpu

@@ -1,0 +1,372 @@
+// PlanVerifier.cpp - proves a plan's schedule safe: stream order, memory sharing, the device budget.
+//
+// Written apart from the compiler's event insertion (compiler/lib/Plan/
+// Events.cpp) and sharing none of its code, so that it catches that pass's
+// mistakes as well as a hand-edited plan's.
+//
+// 1. Happens-before. Every step gets a vector clock: entry y counts the steps
+//    of stream y known complete when it runs (its own stream's entry counts
+//    itself). A step starts from its stream's clock; a wait joins the clock
+//    of the latest earlier record of its event. Step a happens before step b
+//    when a precedes b in plan order and b's clock has reached a's own entry.
+// 2. Accesses. Per step, the tensors read and written (kernel: inputs /
+//    outputs; copy: src / dst; ADAMW: reads grad, reads and writes param, m,
+//    v; READ_LOSS: reads its tensor; ACCUMULATE: reads addend, reads and
+//    writes acc). Per tensor and stream, the steps that touch it, in order.
+// 3. Reads: the latest earlier writer of the tensor happens before the read.
+//    Writes: on every stream, the latest earlier access of every tensor whose
+//    bytes overlap the written one (itself included) happens before it.
+// 4. Lifetimes in plan order: from the writer (step 0 for tensors the runtime
+//    writes) to the last access or last_use_step, whichever is later; the
+//    whole step for PARAMETER, GRADIENT, OPTIMIZER_STATE, CONSTANT and the
+//    readouts. Two tensors alive together must not share bytes; a read after
+//    last_use_step reads poisoned bytes.
+// 5. Budget: every DEVICE pool and the peak of live device bytes against
+//    header.device_budget_bytes (0: no budget).
+#include "megatrain/runtime/PlanVerifier.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+
+namespace megatrain::runtime {
+namespace {
+
+bool runtimeWritten(plan::Role role) {
+  return role == plan::INPUT || role == plan::CONSTANT || role == plan::PARAMETER ||
+         role == plan::GRADIENT || role == plan::OPTIMIZER_STATE;
+}
+
+bool persistent(plan::Role role) {
+  return role == plan::PARAMETER || role == plan::GRADIENT || role == plan::OPTIMIZER_STATE ||
+         role == plan::CONSTANT || role == plan::LOSS_READOUT || role == plan::OUTPUT_READOUT;
+}
+
+class ScheduleVerifier {
+ public:
+  explicit ScheduleVerifier(const plan::Plan& plan)
+      : plan_(plan), steps_(plan.steps_size()), tensors_(plan.tensors_size()) {}
+
+  std::vector<std::string> run() {
+    orderSteps();
+    collectAccesses();
+    for (int s = 0; s < steps_; ++s) {
+      for (int t : reads_[s]) checkRead(s, t);
+      for (int t : writes_[s]) checkWrite(s, t);
+    }
+    computeLifetimes();
+    checkSharing();
+    checkBudget();
+    return failures_;
+  }
+
+ private:
+  struct Lifetime {
+    bool live = false;
+    int first = 0, last = 0;  // steps, inclusive
+  };
+
+  std::string what(int s) const {
+    const plan::Step& step = plan_.steps(s);
+    switch (step.op_case()) {
+      case plan::Step::kKernel: return "kernel " + step.kernel().kernel();
+      case plan::Step::kCopy: return "copy";
+      case plan::Step::kRecord: return "record " + step.record().event();
+      case plan::Step::kWait: return "wait " + step.wait().event();
+      case plan::Step::kHostTask:
+        return "host_task " + plan::HostTask::Kind_Name(step.host_task().kind());
+      default: return "empty";
+    }
+  }
+
+  // "step 41 (compute, kernel matmul)"
+  std::string label(int s) const {
+    return "step " + std::to_string(s) + " (" + plan_.steps(s).stream() + ", " + what(s) + ")";
+  }
+
+  // "step 12 (h2d)"
+  std::string brief(int s) const {
+    return "step " + std::to_string(s) + " (" + plan_.steps(s).stream() + ")";
+  }
+
+  std::string name(int t) const { return "'" + plan_.tensors(t).name() + "'"; }
+
+  void fail(const std::string& message) { failures_.push_back(message); }
+
+  void orderSteps() {
+    std::unordered_map<std::string, size_t> streamIds;
+    for (const std::string& stream : plan_.streams()) streamIds.emplace(stream, streamIds.size());
+    for (const plan::Step& step : plan_.steps()) streamIds.emplace(step.stream(), streamIds.size());
+    streamCount_ = streamIds.size();
+
+    std::vector<std::vector<uint32_t>> streamClock(streamCount_, std::vector<uint32_t>(streamCount_, 0));
+    std::unordered_map<std::string, int> latestRecord;
+    stream_.resize(steps_);
+    clock_.resize(steps_);
+    for (int s = 0; s < steps_; ++s) {
+      const plan::Step& step = plan_.steps(s);
+      const size_t x = streamIds.at(step.stream());
+      stream_[s] = x;
+      std::vector<uint32_t>& mine = streamClock[x];
+      if (step.has_wait()) {
+        auto record = latestRecord.find(step.wait().event());
+        if (record == latestRecord.end()) {
+          fail(label(s) + ": waits for event '" + step.wait().event() +
+               "', which no earlier step records");
+        } else {
+          const std::vector<uint32_t>& theirs = clock_[record->second];
+          for (size_t y = 0; y < streamCount_; ++y) mine[y] = std::max(mine[y], theirs[y]);
+        }
+      }
+      ++mine[x];
+      clock_[s] = mine;
+      if (step.has_record()) latestRecord[step.record().event()] = s;
+    }
+  }
+
+  bool happensBefore(int a, int b) const {
+    if (a >= b) return false;
+    const size_t y = stream_[a];
+    return clock_[b][y] >= clock_[a][y];
+  }
+
+  bool validTensor(int s, uint32_t id) {
+    if (id < static_cast<uint32_t>(tensors_)) return true;
+    fail(label(s) + ": names tensor " + std::to_string(id) + ", the plan has " +
+         std::to_string(tensors_));
+    return false;
+  }
+
+  void collectAccesses() {
+    reads_.assign(steps_, {});
+    writes_.assign(steps_, {});
+    for (int s = 0; s < steps_; ++s) {
+      const plan::Step& step = plan_.steps(s);
+      auto read = [&](uint32_t id) {
+        if (validTensor(s, id)) reads_[s].push_back(static_cast<int>(id));
+      };
+      auto write = [&](uint32_t id) {
+        if (validTensor(s, id)) writes_[s].push_back(static_cast<int>(id));
+      };
+      if (step.has_kernel()) {
+        for (uint32_t id : step.kernel().inputs()) read(id);
+        for (uint32_t id : step.kernel().outputs()) write(id);
+      } else if (step.has_copy()) {
+        read(step.copy().src());
+        write(step.copy().dst());
+      } else if (step.has_host_task()) {
+        const plan::HostTask& task = step.host_task();
+        const int n = task.tensors_size();
+        switch (task.kind()) {
+          case plan::HostTask::ADAMW:  // param, grad, m, v
+            for (int i = 0; i < n; ++i) read(task.tensors(i));
+            for (int i = 0; i < n; ++i)
+              if (i != 1) write(task.tensors(i));
+            break;
+          case plan::HostTask::ACCUMULATE:  // acc += addend
+            for (int i = 0; i < n; ++i) read(task.tensors(i));
+            if (n > 0) write(task.tensors(0));
+            break;
+          case plan::HostTask::READ_LOSS:
+            for (int i = 0; i < n; ++i) read(task.tensors(i));
+            break;
+          default:  // unknown: the most it could do
+            for (int i = 0; i < n; ++i) read(task.tensors(i));
+            for (int i = 0; i < n; ++i) write(task.tensors(i));
+            break;
+        }
+      }
+    }
+    writers_.assign(tensors_, {});
+    touches_.assign(static_cast<size_t>(tensors_) * streamCount_, {});
+    for (int s = 0; s < steps_; ++s) {
+      for (int t : writes_[s]) writers_[t].push_back(s);
+      std::vector<int> touched = reads_[s];
+      touched.insert(touched.end(), writes_[s].begin(), writes_[s].end());
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      for (int t : touched) touches_[static_cast<size_t>(t) * streamCount_ + stream_[s]].push_back(s);
+    }
+    overlapping_ = sharedBytes();
+  }
+
+  // For every tensor, the other tensors whose bytes overlap it in its pool.
+  std::vector<std::vector<int>> sharedBytes() const {
+    std::vector<int> byStart;
+    for (int t = 0; t < tensors_; ++t)
+      if (plan_.tensors(t).buffer().size_bytes() > 0) byStart.push_back(t);
+    auto buffer = [&](int t) -> const plan::Buffer& { return plan_.tensors(t).buffer(); };
+    std::stable_sort(byStart.begin(), byStart.end(), [&](int a, int b) {
+      return buffer(a).pool() != buffer(b).pool() ? buffer(a).pool() < buffer(b).pool()
+                                                  : buffer(a).offset() < buffer(b).offset();
+    });
+    std::vector<std::vector<int>> result(tensors_);
+    for (size_t i = 0; i < byStart.size(); ++i) {
+      const plan::Buffer& a = buffer(byStart[i]);
+      for (size_t j = i + 1; j < byStart.size(); ++j) {
+        const plan::Buffer& b = buffer(byStart[j]);
+        if (b.pool() != a.pool() || b.offset() >= a.offset() + a.size_bytes()) break;
+        result[byStart[i]].push_back(byStart[j]);
+        result[byStart[j]].push_back(byStart[i]);
+      }
+    }
+    return result;
+  }
+
+  // The latest step before `s` in `steps` (ascending), or -1.
+  static int latestBefore(const std::vector<int>& steps, int s) {
+    auto it = std::lower_bound(steps.begin(), steps.end(), s);
+    return it == steps.begin() ? -1 : *std::prev(it);
+  }
+
+  void checkRead(int s, int t) {
+    const plan::Tensor& tensor = plan_.tensors(t);
+    const int writer = latestBefore(writers_[t], s);
+    if (writer < 0) {
+      if (!runtimeWritten(tensor.role()))
+        fail(label(s) + ": reads " + name(t) + ", which no earlier step writes");
+    } else if (!happensBefore(writer, s)) {
+      fail(label(s) + ": reads " + name(t) + " written by " + brief(writer) +
+           " with no event ordering them");
+    }
+    if (tensor.last_use_step() >= 0 && s > tensor.last_use_step() && !persistent(tensor.role()))
+      fail(label(s) + ": reads " + name(t) + " after its last_use_step " +
+           std::to_string(tensor.last_use_step()) + ", when its bytes are dead");
+  }
+
+  void checkWrite(int s, int u) {
+    std::vector<int> holders{u};
+    holders.insert(holders.end(), overlapping_[u].begin(), overlapping_[u].end());
+    for (int t : holders) {
+      for (size_t y = 0; y < streamCount_; ++y) {
+        const int earlier = latestBefore(touches_[static_cast<size_t>(t) * streamCount_ + y], s);
+        if (earlier < 0 || happensBefore(earlier, s)) continue;
+        const bool wrote = std::find(writes_[earlier].begin(), writes_[earlier].end(), t) !=
+                           writes_[earlier].end();
+        fail(label(s) + ": writes " + name(u) + (t == u ? "" : " over bytes of " + name(t)) + " " +
+             (wrote ? "written" : "read") + " by " + brief(earlier) + " with no event ordering them");
+        return;  // one line per written tensor
+      }
+    }
+  }
+
+  void computeLifetimes() {
+    life_.assign(tensors_, {});
+    std::vector<int> firstWrite(tensors_, -1), firstAccess(tensors_, -1), lastAccess(tensors_, -1);
+    for (int s = 0; s < steps_; ++s) {
+      for (int t : writes_[s])
+        if (firstWrite[t] < 0) firstWrite[t] = s;
+      for (const std::vector<int>* list : {&reads_[s], &writes_[s]})
+        for (int t : *list) {
+          if (firstAccess[t] < 0) firstAccess[t] = s;
+          lastAccess[t] = s;
+        }
+    }
+    const int lastStep = std::max(steps_ - 1, 0);
+    for (int t = 0; t < tensors_; ++t) {
+      const plan::Tensor& tensor = plan_.tensors(t);
+      Lifetime& life = life_[t];
+      if (persistent(tensor.role())) {
+        life = {true, 0, lastStep};
+        continue;
+      }
+      if (runtimeWritten(tensor.role())) {
+        life = {true, 0, 0};
+      } else if (firstWrite[t] >= 0) {
+        life = {true, firstWrite[t], firstWrite[t]};
+      } else if (firstAccess[t] >= 0) {
+        life = {true, firstAccess[t], firstAccess[t]};  // read, never written: reported above
+      } else {
+        continue;  // never touched: holds nothing
+      }
+      life.last = std::max({life.last, lastAccess[t],
+                            static_cast<int>(std::min<int64_t>(tensor.last_use_step(), lastStep))});
+    }
+  }
+
+  std::string poolName(uint32_t pool) const {
+    return pool < static_cast<uint32_t>(plan_.pools_size()) ? "'" + plan_.pools(static_cast<int>(pool)).name() + "'"
+                                                            : std::to_string(pool);
+  }
+
+  void checkSharing() {
+    for (int a = 0; a < tensors_; ++a) {
+      for (int b : overlapping_[a]) {
+        if (b < a) continue;  // each pair once
+        const Lifetime& la = life_[a];
+        const Lifetime& lb = life_[b];
+        if (!la.live || !lb.live || la.last < lb.first || lb.last < la.first) continue;
+        // Name the one that comes alive second, at the step that makes it so.
+        const bool bLater = lb.first > la.first || (lb.first == la.first && b > a);
+        const int later = bLater ? b : a, held = bLater ? a : b;
+        const Lifetime& heldLife = life_[held];
+        const plan::Buffer& x = plan_.tensors(later).buffer();
+        const plan::Buffer& y = plan_.tensors(held).buffer();
+        const uint64_t lo = std::max(x.offset(), y.offset());
+        const uint64_t hi = std::min(x.offset() + x.size_bytes(), y.offset() + y.size_bytes());
+        const std::string bytes = "bytes [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                  ") of pool " + poolName(x.pool());
+        const std::string holds = name(held) + " holds from step " + std::to_string(heldLife.first) +
+                                  " to step " + std::to_string(heldLife.last);
+        const int start = life_[later].first;
+        const bool written = start < steps_ && std::find(writes_[start].begin(), writes_[start].end(),
+                                                         later) != writes_[start].end();
+        if (written)
+          fail(label(start) + ": writes " + name(later) + " into " + bytes + " that " + holds);
+        else
+          fail(name(later) + " and " + name(held) + " share " + bytes + " and are both live at step " +
+               std::to_string(start) + " (" + holds + ")");
+      }
+    }
+  }
+
+  void checkBudget() {
+    const uint64_t budget = plan_.header().device_budget_bytes();
+    if (budget == 0) return;
+    auto onDevice = [&](uint32_t pool) {
+      return pool < static_cast<uint32_t>(plan_.pools_size()) &&
+             plan_.pools(static_cast<int>(pool)).tier() == plan::DEVICE;
+    };
+    for (const plan::Pool& pool : plan_.pools())
+      if (pool.tier() == plan::DEVICE && pool.size_bytes() > budget)
+        fail("pool '" + pool.name() + "' is " + std::to_string(pool.size_bytes()) +
+             " bytes, over the device budget of " + std::to_string(budget) + " bytes");
+    if (steps_ == 0) return;
+    std::vector<int64_t> delta(static_cast<size_t>(steps_) + 1, 0);
+    for (int t = 0; t < tensors_; ++t) {
+      const plan::Tensor& tensor = plan_.tensors(t);
+      if (!life_[t].live || !onDevice(tensor.buffer().pool())) continue;
+      delta[life_[t].first] += static_cast<int64_t>(tensor.buffer().size_bytes());
+      delta[life_[t].last + 1] -= static_cast<int64_t>(tensor.buffer().size_bytes());
+    }
+    int64_t live = 0, peak = 0;
+    int peakStep = 0;
+    for (int s = 0; s < steps_; ++s) {
+      live += delta[s];
+      if (live > peak) peak = live, peakStep = s;
+    }
+    if (static_cast<uint64_t>(peak) > budget)
+      fail(label(peakStep) + ": " + std::to_string(peak) +
+           " bytes are live on the device, over the device budget of " + std::to_string(budget) +
+           " bytes");
+  }
+
+  const plan::Plan& plan_;
+  const int steps_;
+  const int tensors_;
+  size_t streamCount_ = 0;
+  std::vector<size_t> stream_;                   // per step
+  std::vector<std::vector<uint32_t>> clock_;     // per step
+  std::vector<std::vector<int>> reads_, writes_;  // per step
+  std::vector<std::vector<int>> writers_;        // per tensor, ascending steps
+  std::vector<std::vector<int>> touches_;        // per tensor x stream, ascending steps
+  std::vector<std::vector<int>> overlapping_;    // per tensor
+  std::vector<Lifetime> life_;                   // per tensor
+  std::vector<std::string> failures_;
+};
+
+}  // namespace
+
+std::vector<std::string> verifySchedule(const plan::Plan& plan) { return ScheduleVerifier(plan).run(); }
+
+}  // namespace megatrain::runtime

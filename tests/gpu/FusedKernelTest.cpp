@@ -1,0 +1,75 @@
+// FusedKernelTest.cpp - the fused kernels (rms_norm, silu, swiglu, gelu and their gradients) on CUDA
+// against their CPU twins on fresh random inputs, f32 and f64, several shapes.
+//
+// rms_norm shapes reach a warp per short row and per long row, the column
+// sums of dweight in one split and in many (many rows, few columns), and an
+// axis over two dims; the activations run over sizes that do and do not
+// fill whole blocks, with inputs wide enough to saturate sigmoid and tanh.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "CudaHarness.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+using Shape = std::vector<int64_t>;
+constexpr plan::DType kFloatTypes[] = {plan::F32, plan::F64};
+
+class FusedCudaKernels : public ::testing::Test {
+ protected:
+  FusedCudaKernels() : seed_(testSeed()), rng_(seed_) {}
+
+  void check(const KernelCase& c, double tol = 0) {
+    EXPECT_TRUE(cudaMatchesCpu(c, tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+  }
+
+  HostTensor uniform(const Shape& shape, plan::DType dtype, double lo = -2.0, double hi = 2.0) {
+    return randomTensor(shape, dtype, rng_, lo, hi);
+  }
+
+  uint32_t seed_;
+  std::mt19937 rng_;
+};
+
+TEST_F(FusedCudaKernels, RmsNormAndGrad) {
+  const std::pair<Shape, int64_t> cases[] = {{{6, 32}, 1},   {{2, 3, 40}, 2}, {{4, 1000}, 1},
+                                             {{4096, 64}, 1}, {{5, 7}, 0},     {{3, 1}, 1},
+                                             {{2, 3, 8}, 1}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [shape, axis] : cases) {
+      const Shape normalized(shape.begin() + axis, shape.end());
+      const auto attrs = std::vector<plan::Attribute>{intAttr("axis", axis), floatAttr("epsilon", 1e-6)};
+      check({"rms_norm", {uniform(shape, dt, -3, 5), uniform(normalized, dt)}, {{shape, dt}}, attrs});
+      check({"rms_norm_grad",
+             {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
+             {{shape, dt}, {normalized, dt}},
+             attrs},
+            dt == plan::F32 ? 2e-5 : 1e-11);
+    }
+}
+
+TEST_F(FusedCudaKernels, SiluSwigluAndGrads) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {
+      check({"silu", {uniform(shape, dt, -40, 40)}, {{shape, dt}}});
+      check({"silu_grad", {uniform(shape, dt, -40, 40), uniform(shape, dt)}, {{shape, dt}}});
+      check({"swiglu", {uniform(shape, dt, -40, 40), uniform(shape, dt)}, {{shape, dt}}});
+      check({"swiglu_grad", {uniform(shape, dt, -40, 40), uniform(shape, dt), uniform(shape, dt)},
+             {{shape, dt}, {shape, dt}}});
+    }
+}
+
+TEST_F(FusedCudaKernels, GeluBothFormsAndGrads) {
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}})
+      for (const char* form : {"none", "tanh"}) {
+        const auto attrs = std::vector<plan::Attribute>{stringAttr("approximate", form)};
+        check({"gelu", {uniform(shape, dt, -10, 10)}, {{shape, dt}}, attrs});
+        check({"gelu_grad", {uniform(shape, dt, -10, 10), uniform(shape, dt)}, {{shape, dt}}, attrs});
+      }
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing

@@ -1,0 +1,185 @@
+// PlanVerifierTest.cpp - the schedule verifier on hand-built plans: what it proves, and each rejection by its message.
+//
+// linearPlan's schedule (TinyPlans.cpp): 0 h2d copy W -> dev:W, 1 record
+// w_ready, 2 compute wait w_ready, 3 matmul -> y, 4 mul -> sq, 5 reduce_mean
+// -> loss, 6-7 compute -> d2h event, 8 d2h copy loss, 9-10 d2h -> host event,
+// 11 READ_LOSS, 12-17 backward kernels (15 reads y, 17 writes dW), 18-19
+// compute -> d2h event, 20 d2h copy dW -> grad:W, 21-22 d2h -> host event,
+// 23 ADAMW.
+#include <gtest/gtest.h>
+
+#include "TestUtil.h"
+#include "TinyPlans.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/PlanLoader.h"
+#include "megatrain/runtime/PlanVerifier.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+using Failures = std::vector<std::string>;
+
+plan::Tensor& tensorNamed(plan::Plan& plan, const std::string& name) {
+  for (plan::Tensor& t : *plan.mutable_tensors())
+    if (t.name() == name) return t;
+  throw Error("no tensor " + name);
+}
+
+// Removes step `index`, renumbering the steps after it and their last uses.
+void eraseStep(plan::Plan& plan, int index) {
+  plan.mutable_steps()->DeleteSubrange(index, 1);
+  for (int i = 0; i < plan.steps_size(); ++i) plan.mutable_steps(i)->set_index(static_cast<uint32_t>(i));
+  for (plan::Tensor& t : *plan.mutable_tensors())
+    if (t.last_use_step() > index) t.set_last_use_step(t.last_use_step() - 1);
+}
+
+void swapSteps(plan::Plan& plan, int a, int b) {
+  plan.mutable_steps()->SwapElements(a, b);
+  plan.mutable_steps(a)->set_index(static_cast<uint32_t>(a));
+  plan.mutable_steps(b)->set_index(static_cast<uint32_t>(b));
+}
+
+TEST(PlanVerifier, ProvesTheHandBuiltPlans) {
+  EXPECT_EQ(verifySchedule(linearPlan(plan::F32)), Failures{});
+  EXPECT_EQ(verifySchedule(linearPlan(plan::F64, /*keepOutput=*/true)), Failures{});
+  EXPECT_EQ(verifySchedule(tokenPlan(plan::F32)), Failures{});
+}
+
+// (a) Without compute's wait for the h2d copy, the matmul may read dev:W
+// before it lands, and the host's update of W may overwrite it while the
+// copy still reads it.
+TEST(PlanVerifier, MissingWait) {
+  plan::Plan plan = linearPlan(plan::F32);
+  eraseStep(plan, 2);
+  EXPECT_EQ(verifySchedule(plan),
+            (Failures{"step 2 (compute, kernel matmul): reads 'dev:W' written by step 0 (h2d) with no "
+                      "event ordering them",
+                      "step 22 (host, host_task ADAMW): writes 'W' read by step 0 (h2d) with no event "
+                      "ordering them"}));
+}
+
+// (b) sq put on y's bytes while y is still needed (read at step 15).
+TEST(PlanVerifier, TensorsLiveTogetherShareBytes) {
+  plan::Plan plan = linearPlan(plan::F32);
+  const uint64_t offset = tensorNamed(plan, "y").buffer().offset();
+  tensorNamed(plan, "sq").mutable_buffer()->set_offset(offset);
+  EXPECT_EQ(verifySchedule(plan),
+            Failures{"step 4 (compute, kernel mul): writes 'sq' into bytes [" + std::to_string(offset) +
+                     ", " + std::to_string(offset + 32) +
+                     ") of pool 'device' that 'y' holds from step 3 to step 15"});
+}
+
+// (c) The device pool and the live bytes against header.device_budget_bytes.
+TEST(PlanVerifier, DeviceBudget) {
+  plan::Plan plan = linearPlan(plan::F32);
+  const uint64_t arena = plan.pools(0).size_bytes();
+  plan.mutable_header()->set_device_budget_bytes(arena);
+  EXPECT_EQ(verifySchedule(plan), Failures{});
+  plan.mutable_header()->set_device_budget_bytes(arena - 1);
+  EXPECT_EQ(verifySchedule(plan), Failures{"pool 'device' is " + std::to_string(arena) +
+                                           " bytes, over the device budget of " +
+                                           std::to_string(arena - 1) + " bytes"});
+  // Below the peak too: x (48), dev:W (24), y, sq, loss... live at step 4.
+  plan.mutable_header()->set_device_budget_bytes(100);
+  const Failures failures = verifySchedule(plan);
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[1].rfind("step ", 0), 0u) << failures[1];
+  EXPECT_NE(failures[1].find(" bytes are live on the device, over the device budget of 100 bytes"),
+            std::string::npos)
+      << failures[1];
+}
+
+// (d) A wait whose event is recorded nowhere before it (here: only later).
+TEST(PlanVerifier, WaitWithoutEarlierRecord) {
+  plan::Plan plan = linearPlan(plan::F32);
+  plan.mutable_steps(2)->mutable_wait()->set_event("dw_ready");  // recorded at step 18
+  const Failures failures = verifySchedule(plan);
+  ASSERT_FALSE(failures.empty());
+  EXPECT_EQ(failures[0],
+            "step 2 (compute, wait dw_ready): waits for event 'dw_ready', which no earlier step records");
+  plan.mutable_steps(2)->mutable_wait()->set_event("nowhere");
+  EXPECT_EQ(verifySchedule(plan).at(0),
+            "step 2 (compute, wait nowhere): waits for event 'nowhere', which no earlier step records");
+}
+
+// (e) The wait moved after the step it protects.
+TEST(PlanVerifier, ReadBeforeItsCopyCompletes) {
+  plan::Plan plan = linearPlan(plan::F32);
+  swapSteps(plan, 2, 3);
+  EXPECT_EQ(verifySchedule(plan),
+            Failures{"step 2 (compute, kernel matmul): reads 'dev:W' written by step 0 (h2d) with no "
+                     "event ordering them"});
+}
+
+// dev:W placed on y's bytes, dead in plan order after step 1; `ordered`
+// makes the h2d copy wait for compute's progress past that read.
+plan::Plan reusePlan(bool ordered) {
+  PlanBuilder b;
+  const uint32_t w = b.tensor("W", {4}, plan::F32, plan::PARAMETER);
+  const uint32_t readout = b.tensor("loss", {}, plan::F32, plan::LOSS_READOUT);
+  const uint32_t x = b.tensor("x", {4}, plan::F32, plan::INPUT);
+  const uint32_t y = b.tensor("y", {4}, plan::F32, plan::ACTIVATION);
+  const uint32_t devW = b.tensor("dev:W", {4}, plan::F32, plan::PARAMETER_COPY);
+  const uint32_t loss = b.tensor("l", {}, plan::F32, plan::LOSS);
+  b.kernel("relu", {x}, {y});
+  b.kernel("reduce_sum", {y}, {loss}, {intsAttr("axes", {0}), intAttr("keepdims", 0)});
+  if (ordered) {
+    b.record("y_read", "compute");
+    b.wait("y_read", "h2d");
+  }
+  b.copy(w, devW, "h2d");
+  b.record("loss_ready", "compute");
+  b.wait("loss_ready", "d2h");
+  b.copy(loss, readout, "d2h");
+  b.record("readout_ready", "d2h");
+  b.wait("readout_ready", "host");
+  b.readLoss(readout);
+  plan::Plan plan = b.build();
+  plan.mutable_tensors(devW)->mutable_buffer()->set_offset(plan.tensors(y).buffer().offset());
+  return plan;
+}
+
+TEST(PlanVerifier, WriteOverBytesAnotherStreamStillReads) {
+  EXPECT_EQ(verifySchedule(reusePlan(false)),
+            Failures{"step 2 (h2d, copy): writes 'dev:W' over bytes of 'y' read by step 1 (compute) "
+                     "with no event ordering them"});
+  EXPECT_EQ(verifySchedule(reusePlan(true)), Failures{});
+}
+
+// A tensor read after its last_use_step reads bytes the CPU backend poisoned.
+TEST(PlanVerifier, ReadAfterLastUse) {
+  plan::Plan plan = linearPlan(plan::F32);
+  tensorNamed(plan, "y").set_last_use_step(4);
+  EXPECT_EQ(verifySchedule(plan),
+            Failures{"step 15 (compute, kernel mul): reads 'y' after its last_use_step 4, when its bytes "
+                     "are dead"});
+}
+
+// A read of a tensor no step writes (and the runtime does not either).
+TEST(PlanVerifier, ReadOfATensorNothingWrites) {
+  plan::Plan plan = linearPlan(plan::F32);
+  plan.mutable_steps(4)->mutable_kernel()->set_inputs(1, tensorNamed(plan, "dy").id());
+  const Failures failures = verifySchedule(plan);
+  ASSERT_FALSE(failures.empty());
+  EXPECT_EQ(failures[0], "step 4 (compute, kernel mul): reads 'dy', which no earlier step writes");
+}
+
+// Loading runs the verifier after the structural checks: the first failure,
+// and how many more there are.
+TEST(PlanVerifier, RunsWhenAPlanIsValidated) {
+  plan::Plan plan = linearPlan(plan::F32);
+  eraseStep(plan, 2);
+  CpuBackend backend;
+  try {
+    validatePlan(plan, backend, "t.plan");
+    FAIL() << "the plan was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "t.plan: plan verifier: step 2 (compute, kernel matmul): reads 'dev:W' written by step 0 "
+                 "(h2d) with no event ordering them (and 1 more)");
+  }
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing

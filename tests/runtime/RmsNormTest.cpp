@@ -1,0 +1,85 @@
+// RmsNormTest.cpp - rms_norm against its formula, rms_norm_grad against finite differences.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "TestUtil.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+constexpr double kEpsilon = 1e-6;
+
+// x viewed as [rows, d]; weight [d].
+std::vector<double> rmsNormReference(const std::vector<double>& x, const std::vector<double>& weight, size_t d) {
+  std::vector<double> y(x.size());
+  for (size_t r = 0; r < x.size() / d; ++r) {
+    double ms = 0;
+    for (size_t j = 0; j < d; ++j) ms += x[r * d + j] * x[r * d + j] / static_cast<double>(d);
+    for (size_t j = 0; j < d; ++j) y[r * d + j] = x[r * d + j] / std::sqrt(ms + kEpsilon) * weight[j];
+  }
+  return y;
+}
+
+class RmsNormTest : public ::testing::TestWithParam<plan::DType> {};
+
+// x [2, 3, 4] normalized over the last dim and over the last two.
+TEST_P(RmsNormTest, MatchesTheFormula) {
+  std::mt19937 rng(51);
+  const plan::DType dtype = GetParam();
+  const HostTensor x = randomTensor({2, 3, 4}, dtype, rng, -3, 3);
+  const HostTensor w4 = randomTensor({4}, dtype, rng, 0.5, 1.5);
+  const HostTensor w34 = randomTensor({3, 4}, dtype, rng, 0.5, 1.5);
+  const HostTensor y = runKernel("rms_norm", {x, w4}, {{{2, 3, 4}, dtype}},
+                                 {intAttr("axis", 2), floatAttr("epsilon", kEpsilon)})[0];
+  expectAllNear(y.values, rmsNormReference(x.values, w4.values, 4), 5 * tolerance(dtype));
+  const HostTensor z = runKernel("rms_norm", {x, w34}, {{{2, 3, 4}, dtype}},
+                                 {intAttr("axis", 1), floatAttr("epsilon", kEpsilon)})[0];
+  expectAllNear(z.values, rmsNormReference(x.values, w34.values, 12), 5 * tolerance(dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RmsNormTest, ::testing::Values(plan::F32, plan::F64),
+                         [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
+
+// L = sum(rms_norm(x, weight) * w) so dy = w; every partial derivative is
+// compared with a central difference of the reference.
+TEST(RmsNormGrad, MatchesFiniteDifferences) {
+  std::mt19937 rng(52);
+  const HostTensor x = randomTensor({3, 5}, plan::F64, rng, -2, 2);
+  const HostTensor weight = randomTensor({5}, plan::F64, rng, 0.5, 1.5);
+  const HostTensor w = randomTensor({3, 5}, plan::F64, rng);
+  const std::vector<HostTensor> grads =
+      runKernel("rms_norm_grad", {x, weight, w}, {{{3, 5}, plan::F64}, {{5}, plan::F64}},
+                {intAttr("axis", 1), floatAttr("epsilon", kEpsilon)});
+
+  auto loss = [&](const std::vector<double>& xv, const std::vector<double>& wv) {
+    const std::vector<double> y = rmsNormReference(xv, wv, 5);
+    double sum = 0;
+    for (size_t i = 0; i < y.size(); ++i) sum += y[i] * w.values[i];
+    return sum;
+  };
+  const double h = 1e-6;
+  auto numeric = [&](int which, size_t i) {
+    std::vector<double> xv = x.values, wv = weight.values;
+    std::vector<double>& v = which == 0 ? xv : wv;
+    v[i] += h;
+    const double up = loss(xv, wv);
+    v[i] -= 2 * h;
+    return (up - loss(xv, wv)) / (2 * h);
+  };
+  for (int which = 0; which < 2; ++which)
+    for (size_t i = 0; i < grads[which].values.size(); ++i)
+      EXPECT_NEAR(grads[which].values[i], numeric(which, i), 1e-6) << "output " << which << " element " << i;
+}
+
+TEST(RmsNormErrors, WeightShapeIsChecked) {
+  std::mt19937 rng(53);
+  const HostTensor x = randomTensor({2, 4}, plan::F32, rng);
+  const HostTensor weight = randomTensor({3}, plan::F32, rng);
+  EXPECT_EQ(kernelError("rms_norm", {x, weight}, {{{2, 4}, plan::F32}},
+                        {intAttr("axis", 1), floatAttr("epsilon", kEpsilon)}),
+            "rms_norm: weight 'in1' has shape [3], expected [4]");
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
