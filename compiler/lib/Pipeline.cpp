@@ -56,6 +56,12 @@ void buildFusionPipeline(mlir::OpPassManager &pm) {
   pm.addNestedPass<mlir::func::FuncOp>(createFuseLayerNorm());
   pm.addNestedPass<mlir::func::FuncOp>(createFuseRmsNorm());
   pm.addNestedPass<mlir::func::FuncOp>(createFuseActivations());
+  // Then attention and its neighbours. None of their patterns holds an op the
+  // passes above rewrite (no mean of squares, no sigmoid, tanh or erf), so
+  // they match the same after them.
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseRotary());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseAttention());
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseCrossEntropy());
 }
 
 void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,

@@ -114,6 +114,8 @@ void addConcatSliceKernels(KernelRegistry& registry);
 void addCastKernels(KernelRegistry& registry);
 void addRmsNormKernels(KernelRegistry& registry);
 void addActivationKernels(KernelRegistry& registry);
+void addAttentionKernels(KernelRegistry& registry);
+void addRotaryKernels(KernelRegistry& registry);
 
 // ---- helpers shared by the kernel families ----
 

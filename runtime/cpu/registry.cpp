@@ -113,6 +113,8 @@ const KernelRegistry& cpuKernels() {
     addCastKernels(r);
     addRmsNormKernels(r);
     addActivationKernels(r);
+    addAttentionKernels(r);
+    addRotaryKernels(r);
     return r;
   }();
   return registry;

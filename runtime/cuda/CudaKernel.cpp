@@ -129,6 +129,8 @@ const KernelTable& cudaKernels() {
     addCastKernels(t);
     addRmsNormKernels(t);
     addActivationKernels(t);
+    addAttentionKernels(t);
+    addRotaryKernels(t);
     return t;
   }();
   return table;

@@ -160,6 +160,8 @@ void addConcatSliceKernels(KernelTable& table);
 void addCastKernels(KernelTable& table);
 void addRmsNormKernels(KernelTable& table);
 void addActivationKernels(KernelTable& table);
+void addAttentionKernels(KernelTable& table);
+void addRotaryKernels(KernelTable& table);
 
 // ---- CUDA error checks: every call, with file and line ----
 

@@ -1,6 +1,7 @@
 // fusion_test.cpp - the fusion passes on the tiny exports (tests/models/llm): the default compile of
-// each holds the fused kernels (one rms_norm per RMSNorm site and one swiglu per MLP for Llama,
-// Qwen2 and Mistral; one gelu per MLP for GPT-2) and none of the primitives they replace, and
+// each holds the fused kernels (one rms_norm per RMSNorm site, one swiglu per MLP, one attention
+// per layer and one rotary per query and key of each layer for Llama, Qwen2 and Mistral; one gelu
+// per MLP and one attention per layer for GPT-2) and none of the primitives they replace, and
 // trains 10 AdamW steps to the losses of the same model compiled with fusion off.
 #include <gtest/gtest.h>
 
@@ -103,11 +104,15 @@ TEST_P(FusedExport, HoldsTheFusedKernelsAndTrainsAsUnfused) {
 }
 
 // Two decoder layers each: RMSNorm before attention and before the MLP, one
-// final RMSNorm (5 sites), one gated MLP per layer; GPT-2 has one GELU MLP
-// per layer and its LayerNormalization nodes import as layer_norm anyway.
+// final RMSNorm (5 sites), one gated MLP, one causal attention and a rotary
+// embedding of q and of k per layer; GPT-2 has one GELU MLP and one attention
+// per layer, no rotary, and its LayerNormalization nodes import as layer_norm
+// anyway.
 const std::map<std::string, int> kLlamaLike = {
-    {"rms_norm", 5}, {"rms_norm_grad", 5}, {"swiglu", 2}, {"swiglu_grad", 2}};
-const std::map<std::string, int> kGpt2 = {{"gelu", 2}, {"gelu_grad", 2}};
+    {"rms_norm", 5},  {"rms_norm_grad", 5},  {"swiglu", 2}, {"swiglu_grad", 2},
+    {"attention", 2}, {"attention_grad", 2}, {"rotary", 4}, {"rotary_grad", 4}};
+const std::map<std::string, int> kGpt2 = {
+    {"gelu", 2}, {"gelu_grad", 2}, {"attention", 2}, {"attention_grad", 2}, {"rotary", 0}};
 
 INSTANTIATE_TEST_SUITE_P(
     TinyExports, FusedExport,

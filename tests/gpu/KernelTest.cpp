@@ -428,6 +428,51 @@ TEST_F(CudaKernels, LayerNormAndGrad) {
     }
 }
 
+// ---- attention and rotary ----
+
+// Multi-head, grouped-query and multi-query; head dims from 3 to the 256
+// limit (partly filled lanes); causal, and not with more keys than queries.
+// The gradient reads y and lse from the CPU forward of the same inputs.
+TEST_F(CudaKernels, AttentionAndGrad) {
+  struct Case {
+    int64_t b, hq, hkv, sq, skv, d;
+    bool causal;
+  };
+  const Case cases[] = {{1, 2, 2, 5, 5, 4, true},    {2, 4, 2, 17, 17, 16, true}, {2, 8, 1, 33, 33, 64, true},
+                        {1, 4, 2, 40, 40, 128, true}, {1, 2, 1, 7, 9, 3, false},  {1, 2, 2, 9, 9, 256, true},
+                        {3, 6, 3, 12, 20, 33, true}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Case& c : cases) {
+      const Shape q{c.b, c.hq, c.sq, c.d}, kv{c.b, c.hkv, c.skv, c.d}, lse{c.b, c.hq, c.sq};
+      const std::vector<plan::Attribute> attrs = {floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(c.d))),
+                                                  intAttr("causal", c.causal ? 1 : 0)};
+      const HostTensor hq = uniform(q, dt), hk = uniform(kv, dt), hv = uniform(kv, dt);
+      check({"attention", {hq, hk, hv}, {{q, dt}, {lse, dt}}, attrs}, dt == plan::F32 ? 1e-5 : 1e-11);
+      const std::vector<HostTensor> forward = runKernel("attention", {hq, hk, hv}, {{q, dt}, {lse, dt}}, attrs);
+      check({"attention_grad", {hq, hk, hv, forward[0], forward[1], uniform(q, dt)}, {{q, dt}, {kv, dt}, {kv, dt}}, attrs},
+            dt == plan::F32 ? 1e-5 : 1e-11);
+    }
+}
+
+TEST_F(CudaKernels, AttentionHeadDimLimit) {
+  const Shape q{1, 1, 2, 288};
+  EXPECT_EQ(cudaError({"attention", {uniform(q, plan::F32), uniform(q, plan::F32), uniform(q, plan::F32)},
+                       {{q, plan::F32}, {{1, 1, 2}, plan::F32}}, {floatAttr("scale", 1.0), intAttr("causal", 1)}}),
+            "attention: head dim 288 exceeds 256");
+}
+
+// Tables as the exports hold them ([1, 1, S, D]), plain [S, D], and one per
+// batch row ([B, 1, S, D]); odd head counts and long rows.
+TEST_F(CudaKernels, RotaryAndGrad) {
+  const std::pair<Shape, Shape> cases[] = {{{2, 4, 8, 16}, {1, 1, 8, 16}}, {{3, 5, 6}, {5, 6}},
+                                           {{2, 3, 7, 64}, {2, 1, 7, 64}}, {{1, 32, 128, 128}, {1, 1, 128, 128}},
+                                           {{4, 2}, {2}}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [x, table] : cases)
+      for (const char* kernel : {"rotary", "rotary_grad"})
+        check({kernel, {uniform(x, dt), uniform(table, dt, -1, 1), uniform(table, dt, -1, 1)}, {{x, dt}}});
+}
+
 // ---- cross-entropy ----
 
 TEST_F(CudaKernels, SoftmaxCrossEntropyAndGrad) {

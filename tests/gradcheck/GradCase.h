@@ -55,5 +55,8 @@ std::vector<GradCase> llmPrimitiveCases();
 // The fused ops (rms_norm, silu, swiglu, gelu) and the compositions the
 // fusion passes rewrite into them (FusedCases.cpp).
 std::vector<GradCase> fusedOpCases();
+// The fused attention and rotary ops and a decomposed grouped-query attention
+// that mt-fuse-attention rewrites (AttentionCases.cpp).
+std::vector<GradCase> attentionCases();
 
 }  // namespace megatrain::gradcheck

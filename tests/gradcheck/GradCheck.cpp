@@ -384,6 +384,7 @@ std::vector<GradCase> allCases() {
 
   for (GradCase& c : llmPrimitiveCases()) add(std::move(c));
   for (GradCase& c : fusedOpCases()) add(std::move(c));
+  for (GradCase& c : attentionCases()) add(std::move(c));
   return cases;
 }
 

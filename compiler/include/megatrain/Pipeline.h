@@ -55,7 +55,8 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
                    EmitStage upTo);
 
 /// Adds the fusion passes (mt-fuse-layer-norm, mt-fuse-rms-norm,
-/// mt-fuse-activations) that rewrite decomposed patterns of an imported
+/// mt-fuse-activations, mt-fuse-rotary, mt-fuse-attention,
+/// mt-fuse-cross-entropy) that rewrite decomposed patterns of an imported
 /// module into fused mt ops; buildPipeline runs them unless options.fusion
 /// is false.
 void buildFusionPipeline(mlir::OpPassManager &pm);

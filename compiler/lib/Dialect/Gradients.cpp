@@ -10,6 +10,7 @@
 #include "megatrain/Dialect/MtDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace megatrain::mt;
@@ -564,6 +565,57 @@ NextTokenCrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
                                              getLogits(), getTokens(),
                                              resultGrads[0], getIgnoreIndexAttr()));
   operandGrads.push_back(Value()); // tokens
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention and rotary embedding
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  // The logsumexp is an internal of the fused op, read only by its gradient.
+  if (resultGrads.size() > 1 && resultGrads[1])
+    return emitOpError("the logsumexp result has no gradient rule");
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  auto grad = b.create<AttentionGradOp>(
+      getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(), getK(),
+      getV(), getResult(), getLse(), resultGrads[0], getScaleAttr(), getCausalAttr());
+  push(operandGrads, getQ(), grad.getDq());
+  push(operandGrads, getK(), grad.getDk());
+  push(operandGrads, getV(), grad.getDv());
+  return success();
+}
+
+/// True if `v` depends on no trainable parameter, so that it needs no
+/// gradient (cos/sin tables built from positions, constants, frozen weights).
+static bool isFixed(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (auto param = dyn_cast<ParamOp>(op); param && param.getTrainable())
+      return false;
+    work.append(op->operand_begin(), op->operand_end());
+  }
+  return true;
+}
+
+LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (!isFixed(getCos()) || !isFixed(getSin()))
+    return emitOpError("cos and sin depend on a trainable parameter: rotary has no "
+                       "gradient with respect to them");
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  push(operandGrads, getX(),
+       b.create<RotaryGradOp>(getLoc(), getX().getType(), resultGrads[0], getCos(),
+                              getSin()));
+  operandGrads.push_back(Value()); // cos
+  operandGrads.push_back(Value()); // sin
   return success();
 }
 

@@ -397,6 +397,52 @@ LogicalResult LossOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Verifiers: fused attention and rotary embedding
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()), v = shapeOf(getV());
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k != v || k[0] != q[0] ||
+      k[3] != q[3] || k[1] <= 0 || q[1] % k[1] != 0)
+    return emitOpError("q ") << shapeStr(q) << ", k " << shapeStr(k) << " and v "
+                             << shapeStr(v)
+                             << " must be [B, Hq, Sq, D] and [B, Hkv, Skv, D] with "
+                                "Hkv dividing Hq";
+  if (elementOf(getK()) != elementOf(getQ()) || elementOf(getV()) != elementOf(getQ()) ||
+      elementOf(getResult()) != elementOf(getQ()) ||
+      elementOf(getLse()) != elementOf(getQ()))
+    return emitOpError("operands and results must share one element type");
+  if (shapeOf(getResult()) != q)
+    return emitOpError("result must have q's shape ") << shapeStr(q);
+  if (shapeOf(getLse()) != q.drop_back())
+    return emitOpError("lse must have shape ") << shapeStr(q.drop_back());
+  if (getCausal() && q[2] > k[2])
+    return emitOpError("causal attention needs Sq <= Skv, got ")
+           << q[2] << " and " << k[2];
+  return success();
+}
+
+LogicalResult RotaryOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getX());
+  if (x.empty() || x.back() % 2 != 0)
+    return emitOpError("x ") << shapeStr(x) << " must have an even last dim";
+  for (Value table : {getCos(), getSin()}) {
+    ArrayRef<int64_t> t = shapeOf(table);
+    auto shape = broadcastShapes(t, x);
+    if (t.empty() || t.back() != x.back() || failed(shape) ||
+        ArrayRef<int64_t>(*shape) != x)
+      return emitOpError("cos and sin ")
+             << shapeStr(t) << " must broadcast to x " << shapeStr(x)
+             << " and keep its last dim";
+    if (elementOf(table) != elementOf(getX()))
+      return emitOpError("cos and sin must have x's element type");
+  }
+  if (getResult().getType() != getX().getType())
+    return emitOpError("result must have x's type");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Memory tiers
 //===----------------------------------------------------------------------===//
 

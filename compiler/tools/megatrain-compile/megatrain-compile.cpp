@@ -91,7 +91,8 @@ Device memory (docs/tiering.md):
                            the H200 of DEVICE.md); also predicts the
                            step time the summary shows
   --no-fusion              keep the imported ops as they are (no RMSNorm,
-                           LayerNorm, SiLU, SwiGLU or GELU fusion)
+                           LayerNorm, SiLU, SwiGLU, GELU, attention, rotary
+                           embedding or next-token cross-entropy fusion)
   --help                   this text
 
 Examples:

@@ -572,6 +572,81 @@ def Mt_NextTokenCrossEntropyGradOp : Mt_Op<"next_token_ce_grad", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention and rotary embedding (written by the fusion passes)
+//===----------------------------------------------------------------------===//
+
+def Mt_AttentionOp : Mt_Op<"attention", [Pure, Differentiable]> {
+  let summary = "scaled dot-product attention, grouped-query, optionally causal";
+  let description = [{
+    q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] with Hq % Hkv == 0: query head
+    h reads kv head h / (Hq / Hkv) (grouped-query; Hkv = 1 is multi-query).
+    y = softmax(q k^T * scale + mask) v, where the causal mask hides key j
+    from query i when j > i (upper-left aligned). The second result is the
+    per-row logsumexp of the masked, scaled scores [B, Hq, Sq], which the
+    gradient uses to recompute the probabilities instead of storing them.
+
+    ```mlir
+    %y, %lse = mt.attention %q, %k, %v {scale = 0.25 : f64, causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
+                   F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Mt_FloatTensor:$result, Mt_FloatTensor:$lse);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_AttentionGradOp : Mt_Op<"attention_grad", [Pure]> {
+  let summary = "gradients of attention: dq, dk, dv";
+  let description = [{
+    From the forward's inputs, its output y, its logsumexp and dy. dk and dv
+    are summed over the query heads that share a kv head.
+
+    ```mlir
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %y, %lse, %dy {scale = 0.25 : f64, causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
+                   Mt_FloatTensor:$y, Mt_FloatTensor:$lse, Mt_FloatTensor:$dy,
+                   F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Mt_FloatTensor:$dq, Mt_FloatTensor:$dk, Mt_FloatTensor:$dv);
+  let assemblyFormat = "$q `,` $k `,` $v `,` $y `,` $lse `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Mt_RotaryOp : Mt_Op<"rotary", [Pure, Differentiable]> {
+  let summary = "rotary position embedding, rotate-half form";
+  let description = [{
+    y = x * cos + rotate_half(x) * sin with rotate_half(x) = concat(-x2, x1),
+    x1 and x2 the halves of x's last dim (even). cos and sin broadcast to x
+    (numpy rules) and have x's last dim. They must not depend on a trainable
+    parameter: the gradient is with respect to x only.
+
+    ```mlir
+    %y = mt.rotary %x, %cos, %sin : (tensor<2x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$cos, Mt_FloatTensor:$sin);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_RotaryGradOp : Mt_Op<"rotary_grad", [Pure]> {
+  let summary = "gradient of rotary with respect to x";
+  let description = [{
+    dx = dy * cos - rotate_half(dy * sin), the adjoint of rotary.
+
+    ```mlir
+    %dx = mt.rotary_grad %dy, %cos, %sin : (tensor<2x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$dy, Mt_FloatTensor:$cos, Mt_FloatTensor:$sin);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$dy `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
+}
+
+
+//===----------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------===//
 

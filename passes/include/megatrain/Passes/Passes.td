@@ -128,7 +128,8 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
 }
 
 //===----------------------------------------------------------------------===//
-// Fusion of normalizations and activations (between import and phase 1;
+// Fusion of normalizations, activations, rotary embedding, attention and the
+// shifted cross-entropy (between import and phase 1, in this order;
 // buildFusionPipeline, off with megatrain-compile --no-fusion)
 //===----------------------------------------------------------------------===//
 
@@ -174,6 +175,42 @@ def FuseActivations : Pass<"mt-fuse-activations", "mlir::func::FuncOp"> {
     or products); constants must match to 1e-6 relative (f32 rounding).
     Nothing is rewritten when an intermediate value has a user outside the
     pattern.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseRotary : Pass<"mt-fuse-rotary", "mlir::func::FuncOp"> {
+  let summary = "Rewrite rotate-half rotary embeddings into mt.rotary";
+  let description = [{
+    Matches `x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin` with cos and
+    sin constants that broadcast to x, as torch.onnx.export writes Hugging
+    Face's apply_rotary_pos_emb, and replaces it with `mt.rotary`. Groups with
+    an intermediate read elsewhere, or with computed cos/sin, stay as they are.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseAttention : Pass<"mt-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Rewrite causal scaled dot-product attention into mt.attention";
+  let description = [{
+    Matches softmax(q k^T * scale + causal mask) v (scalings on either side
+    of the product, k given transposed or not, an optional where(isnan(p), 0,
+    p) after the softmax, k and v repeated per query-head group by
+    reshape/broadcast_to/reshape) and replaces it with one `mt.attention` on
+    the unrepeated q, k and v. Fuses only when the mask is a constant that is
+    provably causal and the scores and probabilities have no other users.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FuseCrossEntropy : Pass<"mt-fuse-cross-entropy", "mlir::func::FuncOp"> {
+  let summary = "Rewrite softmax_ce of shifted logits and tokens into mt.next_token_ce";
+  let description = [{
+    F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+    imports as slices and reshapes feeding `mt.softmax_ce` (reduction mean);
+    that is `mt.next_token_ce` of the unsliced logits and tokens, which
+    needs no sliced copy of the logits. Fuses only when the sliced logits
+    have no other user.
   }];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }

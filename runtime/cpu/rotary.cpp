@@ -1,0 +1,72 @@
+// rotary.cpp - rotary position embedding in the rotate-half form and its gradient.
+//
+// y = x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x2, x1) over
+// the halves of x's last dim; cos and sin broadcast to x and keep its last
+// dim. The adjoint (rotary_grad, from dy): dx = dy * cos - rotate_half(dy * sin),
+// which reads sin at the partner position. Products run in double.
+#include "CpuKernel.h"
+
+namespace megatrain::runtime::cpu {
+namespace {
+
+// Checks the operands; fills the strides that read cos and sin as x's shape.
+void checkRotary(const KernelArgs& args, int64_t* cosStrides, int64_t* sinStrides) {
+  const Operand &x = args.in[0], &cos = args.in[1], &sin = args.in[2];
+  const Shape& s = x.shape;
+  if (s.rank == 0 || s[s.rank - 1] % 2 != 0)
+    fail(args, "x " + s.str() + " must have an even last dim");
+  for (const Operand* table : {&cos, &sin}) {
+    Shape joint;
+    if (table->shape.rank == 0 || table->shape[table->shape.rank - 1] != s[s.rank - 1] ||
+        !broadcastShapes(table->shape, s, joint) || joint != s)
+      fail(args, "cos and sin " + table->shape.str() + " must broadcast to " + s.str() +
+                     " and keep its last dim");
+  }
+  requireShape(args, args.out[0], s, "output");
+  broadcastStrides(cos.shape, s, cosStrides);
+  broadcastStrides(sin.shape, s, sinStrides);
+}
+
+// grad = false: out = x * cos + rotate_half(x) * sin.
+// grad = true:  out = x * cos - rotate_half(x * sin), x being dy.
+template <typename T>
+void rotaryImpl(const KernelArgs& args, const int64_t* cs, const int64_t* ss, bool grad) {
+  const T* x = args.in[0].as<const T>();
+  const T* cos = args.in[1].as<const T>();
+  const T* sin = args.in[2].as<const T>();
+  T* y = args.out[0].as<T>();
+  const Shape& s = args.in[0].shape;
+  const int64_t half = s[s.rank - 1] / 2;
+  walk(s, cs, ss, [&](int64_t i, int64_t oc, int64_t os) {
+    const bool low = i % (2 * half) < half;
+    const int64_t partner = low ? i + half : i - half;
+    const double sign = low ? -1.0 : 1.0;
+    double rotated;
+    if (!grad) {
+      rotated = sign * static_cast<double>(x[partner]) * static_cast<double>(sin[os]);
+    } else {
+      const int64_t partnerSin = low ? os + half : os - half;  // sin's last dim is dense
+      rotated = -sign * static_cast<double>(x[partner]) * static_cast<double>(sin[partnerSin]);
+    }
+    y[i] = static_cast<T>(static_cast<double>(x[i]) * static_cast<double>(cos[oc]) + rotated);
+  });
+}
+
+void run(const KernelArgs& args, bool grad) {
+  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
+  int64_t cs[kMaxRank], ss[kMaxRank];
+  checkRotary(args, cs, ss);
+  dispatchFloating(dtype, [&](auto tag) { rotaryImpl<decltype(tag)>(args, cs, ss, grad); });
+}
+
+void rotary(const KernelArgs& args) { run(args, false); }
+void rotaryGrad(const KernelArgs& args) { run(args, true); }
+
+}  // namespace
+
+void addRotaryKernels(KernelRegistry& registry) {
+  registry.add("rotary", 3, 1, rotary);
+  registry.add("rotary_grad", 3, 1, rotaryGrad);
+}
+
+}  // namespace megatrain::runtime::cpu

@@ -1,0 +1,261 @@
+// attention.cu - fused scaled dot-product attention (grouped-query, optionally causal) and its gradient on the GPU.
+//
+// q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D]; query head h reads kv head
+// h / (Hq / Hkv); causal hides key j from query i when j > i. Correctness
+// first: a warp owns one row and its lanes split the head dim (D <= 256, 8
+// values per lane), every dot product is a warp sum in double, as the CPU
+// twin (runtime/cpu/attention.cpp) accumulates.
+//   forward   a warp per query row, online softmax over the visible keys:
+//             y_i and lse_i = logsumexp_j(s_ij).
+//   backward  two kernels, no atomics (deterministic): a warp per query row
+//             computes delta_i = dy_i . y_i (kept in scratch) and dq_i from the
+//             recomputed p_ij = exp(s_ij - lse_i); then a warp per key row j of
+//             each kv head sums, over the query heads of its group and the
+//             queries that see it, dv_j += p_ij dy_i and
+//             dk_j += scale p_ij (dy_i . v_j - delta_i) q_i.
+// The S x S probabilities are never stored.
+#include "DeviceMath.cuh"
+
+namespace megatrain::runtime::cuda {
+namespace {
+
+constexpr int kPerLane = 8;                 // head-dim values per lane
+constexpr int64_t kMaxHeadDim = 32 * kPerLane;
+
+struct Dims {
+  int64_t batch, qHeads, kvHeads, sq, skv, d;
+  double scale;
+  bool causal;
+};
+
+// The head dim of `row` (length d) into registers: lane l holds c = l + 32 t.
+template <typename T>
+__device__ __forceinline__ void loadRow(const T* row, int64_t d, int lane, double (&out)[kPerLane]) {
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t c = lane + 32 * t;
+    out[t] = c < d ? static_cast<double>(row[c]) : 0.0;
+  }
+}
+
+// sum_c a[c] * row[c] over the warp (a in registers).
+template <typename T>
+__device__ __forceinline__ double warpDot(const double (&a)[kPerLane], const T* row, int64_t d, int lane) {
+  double partial = 0;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t c = lane + 32 * t;
+    if (c < d) partial += a[t] * static_cast<double>(row[c]);
+  }
+  return warpSum(partial);
+}
+
+// ---- kernels ----
+
+// y [B, Hq, Sq, D], lse [B, Hq, Sq].
+template <typename T>
+__global__ void attentionKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                T* __restrict__ y, T* __restrict__ lse, Dims dm) {
+  const int lane = groupMember<32>();
+  const int64_t rows = dm.batch * dm.qHeads * dm.sq;
+  for (int64_t row = firstGroup<32>(); row < rows; row += groupCount<32>()) {
+    const int64_t i = row % dm.sq, bh = row / dm.sq;
+    const int64_t kvHead = (bh / dm.qHeads) * dm.kvHeads + (bh % dm.qHeads) / (dm.qHeads / dm.kvHeads);
+    const T* kh = k + kvHead * dm.skv * dm.d;
+    const T* vh = v + kvHead * dm.skv * dm.d;
+    double qi[kPerLane], acc[kPerLane] = {};
+    loadRow(q + row * dm.d, dm.d, lane, qi);
+    const int64_t n = dm.causal ? min(i + 1, dm.skv) : dm.skv;
+    double top = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double s = dm.scale * warpDot(qi, kh + j * dm.d, dm.d, lane);
+      const double next = fmax(top, s);
+      const double shrink = exp(top - next), p = exp(s - next);
+      sum = sum * shrink + p;
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) {
+        const int64_t c = lane + 32 * t;
+        acc[t] = acc[t] * shrink + (c < dm.d ? p * static_cast<double>(vh[j * dm.d + c]) : 0.0);
+      }
+      top = next;
+    }
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t c = lane + 32 * t;
+      if (c < dm.d) y[row * dm.d + c] = static_cast<T>(n ? acc[t] / sum : 0.0);
+    }
+    if (lane == 0) lse[row] = static_cast<T>(n ? top + log(sum) : -INFINITY);
+  }
+}
+
+// delta [rows] = dy . y per query row; dq_i = scale sum_j ds_ij k_j.
+template <typename T>
+__global__ void attentionDqKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                  const T* __restrict__ y, const T* __restrict__ lse, const T* __restrict__ dy,
+                                  T* __restrict__ dq, double* __restrict__ delta, Dims dm) {
+  const int lane = groupMember<32>();
+  const int64_t rows = dm.batch * dm.qHeads * dm.sq;
+  for (int64_t row = firstGroup<32>(); row < rows; row += groupCount<32>()) {
+    const int64_t i = row % dm.sq, bh = row / dm.sq;
+    const int64_t kvHead = (bh / dm.qHeads) * dm.kvHeads + (bh % dm.qHeads) / (dm.qHeads / dm.kvHeads);
+    const T* kh = k + kvHead * dm.skv * dm.d;
+    const T* vh = v + kvHead * dm.skv * dm.d;
+    double qi[kPerLane], dyi[kPerLane], acc[kPerLane] = {};
+    loadRow(q + row * dm.d, dm.d, lane, qi);
+    loadRow(dy + row * dm.d, dm.d, lane, dyi);
+    const double di = warpDot(dyi, y + row * dm.d, dm.d, lane);
+    const double rowLse = static_cast<double>(lse[row]);
+    const int64_t n = dm.causal ? min(i + 1, dm.skv) : dm.skv;
+    for (int64_t j = 0; j < n; ++j) {
+      const T* kj = kh + j * dm.d;
+      const double p = exp(dm.scale * warpDot(qi, kj, dm.d, lane) - rowLse);
+      const double ds = p * (warpDot(dyi, vh + j * dm.d, dm.d, lane) - di);
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) {
+        const int64_t c = lane + 32 * t;
+        if (c < dm.d) acc[t] += dm.scale * ds * static_cast<double>(kj[c]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t c = lane + 32 * t;
+      if (c < dm.d) dq[row * dm.d + c] = static_cast<T>(acc[t]);
+    }
+    if (lane == 0) delta[row] = di;
+  }
+}
+
+// dk_j, dv_j per key row of each kv head, summed over the group's query heads.
+template <typename T>
+__global__ void attentionDkvKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                   const T* __restrict__ lse, const T* __restrict__ dy,
+                                   const double* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+                                   Dims dm) {
+  const int lane = groupMember<32>();
+  const int64_t keys = dm.batch * dm.kvHeads * dm.skv, group = dm.qHeads / dm.kvHeads;
+  for (int64_t key = firstGroup<32>(); key < keys; key += groupCount<32>()) {
+    const int64_t j = key % dm.skv, bg = key / dm.skv;  // bg = b * kvHeads + g
+    const int64_t b = bg / dm.kvHeads, g = bg % dm.kvHeads;
+    double kj[kPerLane], vj[kPerLane], dkAcc[kPerLane] = {}, dvAcc[kPerLane] = {};
+    loadRow(k + key * dm.d, dm.d, lane, kj);
+    loadRow(v + key * dm.d, dm.d, lane, vj);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+      for (int64_t i = dm.causal ? j : 0; i < dm.sq; ++i) {
+        const int64_t row = (b * dm.qHeads + h) * dm.sq + i;
+        const T* qi = q + row * dm.d;
+        const T* dyi = dy + row * dm.d;
+        const double p = exp(dm.scale * warpDot(kj, qi, dm.d, lane) - static_cast<double>(lse[row]));
+        const double ds = p * (warpDot(vj, dyi, dm.d, lane) - delta[row]);
+#pragma unroll
+        for (int t = 0; t < kPerLane; ++t) {
+          const int64_t c = lane + 32 * t;
+          if (c < dm.d) {
+            dkAcc[t] += dm.scale * ds * static_cast<double>(qi[c]);
+            dvAcc[t] += p * static_cast<double>(dyi[c]);
+          }
+        }
+      }
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t c = lane + 32 * t;
+      if (c < dm.d) {
+        dk[key * dm.d + c] = static_cast<T>(dkAcc[t]);
+        dv[key * dm.d + c] = static_cast<T>(dvAcc[t]);
+      }
+    }
+  }
+}
+
+// ---- launchers ----
+
+Shape lseShape(const Dims& d) {
+  Shape s;
+  s.rank = 3;
+  s.dims[0] = d.batch;
+  s.dims[1] = d.qHeads;
+  s.dims[2] = d.sq;
+  return s;
+}
+
+Dims checkAttention(const Launch& launch) {
+  const Operand &q = launch.in[0], &k = launch.in[1], &v = launch.in[2];
+  if (q.shape.rank != 4 || k.shape.rank != 4)
+    fail(launch, "q " + q.shape.str() + " and k " + k.shape.str() + " must have rank 4");
+  Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3],
+         launch.attrs.getFloat("scale"), launch.attrs.getInt("causal", 0) != 0};
+  if (k.shape[0] != d.batch || k.shape[3] != d.d || d.kvHeads <= 0 || d.qHeads % d.kvHeads != 0)
+    fail(launch, "k " + k.shape.str() + " does not fit q " + q.shape.str() +
+                     " as [B, Hkv, Skv, D] with Hkv dividing Hq");
+  requireShape(launch, v, k.shape, "v");
+  if (d.d > kMaxHeadDim)
+    fail(launch, "head dim " + std::to_string(d.d) + " exceeds " + std::to_string(kMaxHeadDim));
+  return d;
+}
+
+void attention(const Launch& launch) {
+  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const Dims d = checkAttention(launch);
+  requireShape(launch, launch.out[0], launch.in[0].shape, "output");
+  requireShape(launch, launch.out[1], lseShape(d), "lse");
+  const int64_t rows = d.batch * d.qHeads * d.sq;
+  if (rows == 0 || d.d == 0) return;
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    attentionKernel<T><<<gridFor(launch, rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(
+        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.in[2].as<const T>(),
+        launch.out[0].as<T>(), launch.out[1].as<T>(), d);
+  });
+  MT_CHECK_LAUNCH(launch);
+}
+
+Dims checkAttentionGrad(const Launch& launch) {
+  const Dims d = checkAttention(launch);
+  requireShape(launch, launch.in[3], launch.in[0].shape, "y");
+  requireShape(launch, launch.in[4], lseShape(d), "lse");
+  requireShape(launch, launch.in[5], launch.in[0].shape, "dy");
+  requireShape(launch, launch.out[0], launch.in[0].shape, "dq");
+  requireShape(launch, launch.out[1], launch.in[1].shape, "dk");
+  requireShape(launch, launch.out[2], launch.in[1].shape, "dv");
+  return d;
+}
+
+void attentionGrad(const Launch& launch) {
+  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
+                                               outMask(0) | outMask(1) | outMask(2));
+  const Dims d = checkAttentionGrad(launch);
+  const int64_t rows = d.batch * d.qHeads * d.sq, keys = d.batch * d.kvHeads * d.skv;
+  if (d.d == 0) return;
+  const DeviceContext& device = *launch.device;
+  if (static_cast<size_t>(rows) * sizeof(double) > device.scratchBytes)
+    fail(launch, "scratch too small (prepare sized it for another shape)");
+  double* delta = static_cast<double*>(device.scratch);  // [rows]
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *q = launch.in[0].as<const T>(), *k = launch.in[1].as<const T>(), *v = launch.in[2].as<const T>();
+    const T *lse = launch.in[4].as<const T>(), *dy = launch.in[5].as<const T>();
+    if (rows > 0) {
+      attentionDqKernel<T><<<gridFor(launch, rows * 32, kThreads), kThreads, 0, device.stream>>>(
+          q, k, v, launch.in[3].as<const T>(), lse, dy, launch.out[0].as<T>(), delta, d);
+      MT_CHECK_LAUNCH(launch);
+    }
+    if (keys > 0) {
+      attentionDkvKernel<T><<<gridFor(launch, keys * 32, kThreads), kThreads, 0, device.stream>>>(
+          q, k, v, lse, dy, delta, launch.out[1].as<T>(), launch.out[2].as<T>(), d);
+      MT_CHECK_LAUNCH(launch);
+    }
+  });
+}
+
+size_t attentionGradScratch(const Launch& launch) {
+  const Shape& q = launch.in[0].shape;
+  return static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);
+}
+
+}  // namespace
+
+void addAttentionKernels(KernelTable& table) {
+  table.add("attention", 3, 2, attention);
+  table.add("attention_grad", 6, 3, attentionGrad, attentionGradScratch);
+}
+
+}  // namespace megatrain::runtime::cuda
