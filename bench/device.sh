@@ -15,6 +15,9 @@
 #   OUT    where logs and metrics go (default runs/device)
 #   BENCH=1     also time every kernel family at the Llama-1.36B shapes
 #          (gpu_kernel_bench; seconds)
+#   TIERED  directory of tiered plans made here (tiny Llama and GPT-2 exports,
+#          no budget and the smallest budget; see docs/cuda.md): each pair
+#          trains 20 steps on cuda and must give bitwise-equal losses and weights
 #   SANITIZE=1  also run the kernel tests under compute-sanitizer's memcheck
 #          and racecheck (minutes, not seconds)
 # Exit status: 0 when every check passed.
@@ -119,6 +122,36 @@ EOF
   row "demo cuda vs cpu" "${verdict%% *}" "${verdict#* }"
 }
 demo
+
+# ---- 3. offloading never changes the math, on the GPU too ----
+tiered() {
+  local dir=${TIERED:-}
+  [[ -n $dir && -d $dir ]] || return 0
+  local full
+  for full in "$dir"/*.full.plan; do
+    local stem=${full%.full.plan} name kind
+    name=$(basename "$stem")
+    [[ -f $stem.min.plan ]] || continue
+    for kind in full min; do
+      "$BIN/megatrain-run" "$stem.$kind.plan" --weights "$dir/$name.onnx" --backend cuda --steps 20 \
+        --input "input_ids=$dir/input_ids.npy" --metrics "$OUT/tiered-$name-$kind.jsonl" --quiet \
+        --export-safetensors "$OUT/tiered-$name-$kind.safetensors" > "$OUT/tiered-$name-$kind.log" 2>&1 \
+        || { row "tiered $name" FAIL "$kind run failed ($OUT/tiered-$name-$kind.log)"; continue 2; }
+    done
+    local verdict
+    verdict=$(python3 - "$OUT/tiered-$name-full.jsonl" "$OUT/tiered-$name-min.jsonl" \
+      "$OUT/tiered-$name-full.safetensors" "$OUT/tiered-$name-min.safetensors" <<'EOF'
+import json, sys
+full, small = ([json.loads(line)["loss"] for line in open(path)] for path in sys.argv[1:3])
+same_w = open(sys.argv[3], "rb").read() == open(sys.argv[4], "rb").read()
+ok = len(full) == 20 and full == small and same_w
+print(("PASS" if ok else "FAIL"), f"20 cuda steps, smallest budget vs none: losses {'bitwise equal' if full == small else 'DIFFER'}, weights {'bitwise equal' if same_w else 'DIFFER'}")
+EOF
+)
+    row "tiered $name" "${verdict%% *}" "${verdict#* }"
+  done
+}
+tiered
 
 echo
 echo "== bench/device.sh: $(cat "$OUT/machine.txt" | tr '\n' ' ')"
