@@ -38,13 +38,14 @@ import json
 for line in open('$name.jsonl'):
     print(repr(json.loads(line)['loss']))" > "$name.losses"
 }
-# close A B RTOL: losses and trained weights of runs A and B agree to RTOL relative (weights:
-# per tensor, the largest difference over the largest magnitude).
+# close A B RTOL WRTOL [SKIP...]: the losses of runs A and B agree to RTOL relative, their
+# trained weights to WRTOL (per tensor, the largest difference over the largest magnitude),
+# but for the tensors SKIP (printed, not checked).
 close() {
   python3 - "$@" <<'PY'
 import json, struct, sys
 import numpy as np
-a, b, rtol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+a, b, rtol, wrtol, skip = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
 la = [float(x) for x in open(a + ".losses")]
 lb = [float(x) for x in open(b + ".losses")]
 assert len(la) == len(lb) and la, (la, lb)
@@ -65,9 +66,12 @@ def tensors(path):
     return out
 ta, tb = tensors(a + ".safetensors"), tensors(b + ".safetensors")
 assert ta.keys() == tb.keys() and ta
-wworst = max(np.max(np.abs(ta[k] - tb[k])) / max(np.max(np.abs(ta[k])), 1e-30) for k in ta)
-print(f"{a} vs {b}: {len(ta)} trained tensors, largest relative difference {wworst:.3g}")
-assert wworst <= rtol, wworst
+rel = {k: np.max(np.abs(ta[k] - tb[k])) / max(np.max(np.abs(ta[k])), 1e-30) for k in ta}
+for k in skip:
+    print(f"{a} vs {b}: {k} not checked: relative difference {rel.pop(k):.3g}")
+worst = max(rel, key=rel.get)
+print(f"{a} vs {b}: {len(rel)} trained tensors, largest relative difference {rel[worst]:.3g} ({worst})")
+assert rel[worst] <= wrtol, (worst, rel[worst])
 PY
 }
 
@@ -92,7 +96,7 @@ np.save('batch.npy', np.random.default_rng(7).integers(0, 256, size=(2, 64), dty
   grep -q 'microbatches: 2' two.txt || fail "the N = 2 plan's header says no microbatches: 2"
   train one "$MODEL" 10 --input "input_ids=$FEED"
   train two "$MODEL" 10 --input "input_ids=$FEED"
-  close one two 1e-6
+  close one two 1e-6 1e-6
   ;;
 accumulate)
   python3 -c "
@@ -104,13 +108,21 @@ np.save('a.npy', a); np.save('b.npy', b); np.save('ab.npy', np.concatenate([a, b
   FLAGS=(--loss next-token-ce --lr 3e-3)
   compile full "$TINY" "${FLAGS[@]}" --shape input_ids=4x64
   compile split "$TINY" "${FLAGS[@]}" --shape input_ids=2x64 --microbatches 2
+  cp split.plan swapped.plan
+  cp split.plan same.plan
   train full "$TINY" 10 --input input_ids=ab.npy
   train split "$TINY" 10 --input input_ids=a.npy --input input_ids@1=b.npy
-  # The same arrays swapped: a different step, so the check above is not vacuous.
+  # The arrays swapped (the order of micro-batches does not matter), and A in both
+  # micro-batches (a different step, so input_ids@1 is really fed on its own).
   train swapped "$TINY" 10 --input input_ids=b.npy --input input_ids@1=a.npy
   train same "$TINY" 10 --input input_ids=a.npy
-  close full split 1e-5
-  close full swapped 1e-5
+  # Losses agree to 1e-6 relative. Weights to 1e-5: the gradients differ in the order of
+  # their sums (rows of one batch against two sums of half the rows), and AdamW divides by
+  # sqrt(v), which magnifies rounding where a gradient nearly cancels. attn.k.bias is not
+  # checked: softmax ignores a shift of every key by the same bias, so its gradient is zero
+  # up to rounding, and AdamW turns that rounding into full-size steps in either run.
+  close full split 1e-6 1e-5 attn.k.bias
+  close full swapped 1e-6 1e-5 attn.k.bias
   if python3 - <<'PY'
 a = [float(x) for x in open("full.losses")]
 b = [float(x) for x in open("same.losses")]
@@ -135,6 +147,18 @@ first = sum(r["loss"] for r in rows[:5]) / 5
 last = sum(r["loss"] for r in rows[-5:]) / 5
 print(f"ok: N = 2 with --data, 256 tokens per step, mean loss of steps 1-5 {first:.4f}, 26-30 {last:.4f}")
 assert last < first - 0.05, (first, last)
+PY
+  # Micro-batch 0 takes the next B windows, micro-batch 1 the B after them: the same 4 windows
+  # a batch of 4 takes, so N = 1 at 4x64 sees the same tokens and reports the same losses.
+  compile four "$TINY" --shape input_ids=4x64 --loss next-token-ce --lr 3e-3
+  "$BIN/megatrain-run" four.plan --weights "$TINY" --data corpus.bin --steps 10 --metrics four.jsonl --quiet >/dev/null
+  python3 - <<'PY'
+import json
+two = [r["loss"] for r in map(json.loads, open("m.jsonl"))][:10]
+four = [r["loss"] for r in map(json.loads, open("four.jsonl"))]
+worst = max(abs(a - b) / abs(b) for a, b in zip(two, four))
+print(f"ok: N = 2 at 2x64 against N = 1 at 4x64 on the same windows: losses agree to {worst:.3g} relative")
+assert len(four) == 10 and worst <= 1e-6, list(zip(two, four))
 PY
   # 12 steps, a checkpoint at 6, resume to 12: the same losses (both micro-batches' windows
   # follow the sampler position the checkpoint holds).
