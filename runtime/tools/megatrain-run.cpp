@@ -41,9 +41,11 @@ options:
                            (required unless --resume finds a checkpoint)
   --backend cpu|cuda       where to run (default cpu)
   --steps N                train until step N, resumed steps included (default 10)
-  --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable)
+  --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable);
+                           with micro-batches also to every NAME@k not given its own
   --data TOKENS.bin[,...]  token files (repeatable) sampled as [batch, seq] windows into
                            the plan's token input, in a seeded shuffle redrawn every epoch
+                           (each micro-batch's copy NAME@k gets its own windows)
   --data-dtype uint16|uint32
                            token width of --data (default uint16; a sidecar
                            TOKENS.bin.json {"dtype": ..., "vocab": ...} wins)
