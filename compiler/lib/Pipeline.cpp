@@ -36,6 +36,11 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   loss.keepOutputs = options.keepOutputs;
   pm.addNestedPass<mlir::func::FuncOp>(createAddLoss(loss));
   pm.addNestedPass<mlir::func::FuncOp>(createAutodiff());
+  if (options.microbatches > 1) {
+    MicrobatchOptions microbatch;
+    microbatch.count = options.microbatches;
+    pm.addNestedPass<mlir::func::FuncOp>(createMicrobatch(microbatch));
+  }
   AdamWOptions adamw;
   adamw.lr = options.lr;
   adamw.beta1 = options.beta1;

@@ -12,6 +12,7 @@
 #include "megatrain/runtime/Backend.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanVerifier.h"
 
@@ -270,6 +271,26 @@ class PlanValidator {
         fail("header: token_input '" + header.token_input() + "' is " +
              formatShape(input->shape()) + " " + dtypeName(input->dtype()) +
              ", expected [batch, sequence] i64");
+      // Micro-batch copies of the token input ("<name>@<k>", --data feeds
+      // each its own windows): one per micro-batch after the first, each of
+      // the token input's shape.
+      if (input) {
+        const uint32_t microbatches = std::max<uint32_t>(header.microbatches(), 1);
+        uint32_t copies = 0;
+        for (int id = 0; id < plan_.tensors_size(); ++id) {
+          const plan::Tensor& tensor = plan_.tensors(id);
+          if (tensor.role() != plan::INPUT || microbatchIndex(inputName(tensor), header.token_input()) <= 0) continue;
+          ++copies;
+          if (tensor.dtype() != input->dtype() || formatShape(tensor.shape()) != formatShape(input->shape()))
+            fail("INPUT " + tensorLabel(static_cast<uint32_t>(id)) + " is " + formatShape(tensor.shape()) + " " +
+                 dtypeName(tensor.dtype()) + ", unlike the token input " + formatShape(input->shape()) + " " +
+                 dtypeName(input->dtype()));
+        }
+        if (copies + 1 != microbatches)
+          fail("header: microbatches is " + std::to_string(microbatches) + " but the token input '" +
+               header.token_input() + "' has " + std::to_string(copies) + " micro-batch copies (expected " +
+               std::to_string(microbatches - 1) + ")");
+      }
     }
 
     if (hasAdamW_) {

@@ -17,6 +17,7 @@
 #include "megatrain/runtime/Format.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/TokenSampler.h"
 
 namespace megatrain::runtime::tools {
@@ -124,6 +125,7 @@ struct TrainingSession::Impl {
 
   std::optional<TokenSampler> sampler;
   std::string tokenInput;
+  std::vector<std::string> tokenInputs;  // tokenInput and its micro-batch copies, each a window per step
   int64_t batch = 0;
   HostArray tokens;  // [batch, seq], refilled every step
 
@@ -186,6 +188,10 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
         s.batch = tensor.shape(0);
         seqLen = tensor.shape(1);
       }
+    // With micro-batches, "<token input>@<k>" has the same shape; each gets
+    // its own windows, drawn in micro-batch order.
+    s.tokenInputs = microbatchInputs(plan, s.tokenInput);
+    if (s.tokenInputs.empty()) s.tokenInputs.push_back(s.tokenInput);
     s.sampler.emplace(options.data, options.dataDType, seqLen, options.seed);
     s.tokens = HostArray::zeros(ElementType::I64, {s.batch, seqLen});
     if (resumed && resumed->state.hasData) {
@@ -288,8 +294,10 @@ int TrainingSession::run() {
   for (int64_t step = s.startStep + 1; step <= s.setup.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     if (s.sampler) {
-      s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
-      s.executor.setInput(s.tokenInput, s.tokens);
+      for (const std::string& input : s.tokenInputs) {
+        s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
+        s.executor.setInput(input, s.tokens);
+      }
     }
     stepOptions.lr = s.schedule.at(step);
     const StepResult result = s.executor.runStep(stepOptions);

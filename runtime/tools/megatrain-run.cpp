@@ -17,6 +17,7 @@
 #include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/Format.h"
+#include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/Npy.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
@@ -40,9 +41,11 @@ options:
                            (required unless --resume finds a checkpoint)
   --backend cpu|cuda       where to run (default cpu)
   --steps N                train until step N, resumed steps included (default 10)
-  --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable)
+  --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable);
+                           with micro-batches also to every NAME@k not given its own
   --data TOKENS.bin[,...]  token files (repeatable) sampled as [batch, seq] windows into
                            the plan's token input, in a seeded shuffle redrawn every epoch
+                           (each micro-batch's copy NAME@k gets its own windows)
   --data-dtype uint16|uint32
                            token width of --data (default uint16; a sidecar
                            TOKENS.bin.json {"dtype": ..., "vocab": ...} wins)
@@ -190,11 +193,23 @@ int run(int argc, char** argv) {
   // Loads the weights, or the newest checkpoint of --resume.
   TrainingSession training(executor, setup, options.training);
 
+  // --input NAME=FILE feeds NAME and, in a plan with micro-batches, every
+  // "NAME@k" that no --input names itself (docs/runtime.md).
+  const std::string& tokenInput = planView->header().token_input();
+  auto given = [&](const std::string& name) {
+    for (const auto& input : options.inputs)
+      if (input.first == name) return true;
+    return false;
+  };
   for (const auto& [name, file] : options.inputs) {
-    if (name == planView->header().token_input() && !options.training.data.empty())
+    if (!options.training.data.empty() && !tokenInput.empty() &&
+        microbatchIndex(name, tokenInput) >= 0)
       throw Error("--input " + name + " conflicts with --data, which feeds the same input");
     try {
-      executor.setInput(name, readNpy(file));
+      const HostArray array = readNpy(file);
+      executor.setInput(name, array);
+      for (const std::string& copy : microbatchInputs(*planView, name))
+        if (copy != name && !given(copy)) executor.setInput(copy, array);
     } catch (const Error& e) {
       throw Error("--input " + name + ": " + e.what());
     }
@@ -205,14 +220,15 @@ int run(int argc, char** argv) {
   // Every graph input needs a feed before anything runs.
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
-    const std::string& name = tensor.source().empty() ? tensor.name() : tensor.source();
-    bool fed = training.feedsTokenInput() && (tensor.source() == planView->header().token_input() ||
-                                              tensor.name() == planView->header().token_input());
+    const std::string& name = inputName(tensor);
+    bool fed = training.feedsTokenInput() && !tokenInput.empty() &&
+               (microbatchIndex(tensor.source(), tokenInput) >= 0 || tensor.name() == tokenInput);
     for (const auto& input : options.inputs)
-      fed = fed || input.first == tensor.source() || input.first == tensor.name();
+      fed = fed || input.first == tensor.source() || input.first == tensor.name() ||
+            microbatchIndex(name, input.first) > 0;
     if (!fed)
       throw Error("graph input '" + name + "' is not fed (give --input " + name + "=FILE.npy" +
-                  (name == planView->header().token_input() ? " or --data TOKENS.bin)" : ")"));
+                  (name == tokenInput ? " or --data TOKENS.bin)" : ")"));
   }
 
   if (!options.quiet) printSummary(options, *planView, stats, backendName);

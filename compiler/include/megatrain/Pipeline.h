@@ -35,6 +35,9 @@ struct PipelineOptions {
   bool noMemoryReuse = false;
   // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.
   bool fusion = true;
+  // mt-microbatch: gradients of this many micro-batches per update (1: the
+  // pass does not run).
+  int64_t microbatches = 1;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.

@@ -683,15 +683,31 @@ void PlanBuilder::setPredictedPeaks() {
   }
 }
 
+/// Set by mt-microbatch (passes/Microbatch.cpp) on a function that holds N
+/// micro-batches.
+constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
+
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
   auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
+  uint64_t microbatches = 1;
+  if (auto count = func->getAttrOfType<mlir::IntegerAttr>(kMicrobatchesAttr)) {
+    microbatches = static_cast<uint64_t>(count.getInt());
+    // The loss is the mean over micro-batches (mt-microbatch); the token
+    // input is micro-batch 0's, the one without an "@<k>" suffix.
+    ce = nullptr;
+    func.walk([&](mt::NextTokenCrossEntropyOp candidate) {
+      auto input = candidate.getTokens().getDefiningOp<mt::InputOp>();
+      if (!ce && input && !input.getName().contains('@'))
+        ce = candidate;
+    });
+  }
   if (!ce)
     return mlir::success();
   auto input = ce.getTokens().getDefiningOp<mt::InputOp>();
   if (!input)
     return mlir::success();
   auto shape = mlir::cast<mlir::RankedTensorType>(input.getType()).getShape();
-  uint64_t tokens = 1;
+  uint64_t tokens = microbatches;
   for (int64_t dim : shape)
     tokens *= static_cast<uint64_t>(dim);
   plan.mutable_header()->set_token_input(input.getName().str());
@@ -739,6 +755,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   if (auto sha = module->getAttrOfType<mlir::StringAttr>("mt.source_sha256"))
     header->set_source_sha256(sha.str());
   header->set_microbatches(1);
+  if (auto count = func->getAttrOfType<mlir::IntegerAttr>(kMicrobatchesAttr))
+    header->set_microbatches(static_cast<uint32_t>(count.getInt()));
   if (auto budget = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kDeviceBudget))
     header->set_device_budget_bytes(static_cast<uint64_t>(budget.getInt()));
   if (auto policy = func->getAttrOfType<mlir::StringAttr>(mt::attr::kTieringPolicy))

@@ -70,6 +70,8 @@ model has an output `logits` and an input `input_ids`):
 Optimizer (AdamW, torch defaults except lr):
   --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
   --weight-decay F (0.01)
+  --microbatches N         accumulate the gradients of N micro-batches (each
+                           the --shape batch) before one update (default 1)
 Parameters (floating initializers are trainable by default; ECMAScript
 regexes, full match, --frozen wins):
   --trainable REGEX        make matching initializers trainable
@@ -196,7 +198,7 @@ CompileArgs parseArgs(int argc, char **argv) {
                                     "beta2", "eps", "weight-decay", "trainable",
                                     "frozen", "emit", "keep-output",
                                     "device-memory", "tiering-policy",
-                                    "device-profile"};
+                                    "device-profile", "microbatches"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -238,6 +240,10 @@ CompileArgs parseArgs(int argc, char **argv) {
       args.lossFlags = true;
     } else if (flag == "keep-output") {
       args.pipeline.keepOutputs.push_back(value);
+    } else if (flag == "microbatches") {
+      args.pipeline.microbatches = parseInt(flag, value);
+      if (args.pipeline.microbatches < 1)
+        fail("--microbatches expects N >= 1, got '" + value + "'");
     } else if (flag == "ignore-index") {
       args.pipeline.ignoreIndex = parseInt(flag, value);
     } else if (flag == "lr") {
@@ -476,6 +482,10 @@ int main(int argc, char **argv) {
     if (*stage != megatrain::EmitStage::Mt)
       chooseLoss(*module, args);
   }
+
+  if (fromMlir && args.pipeline.microbatches > 1)
+    fail("--microbatches needs an ONNX model: a --emit=training step already "
+         "has its updates");
 
   mlir::PassManager pm(&context);
   if (fromMlir)

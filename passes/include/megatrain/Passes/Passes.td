@@ -217,4 +217,32 @@ def FuseCrossEntropy : Pass<"mt-fuse-cross-entropy", "mlir::func::FuncOp"> {
 
 // End of fusion.
 
+//===----------------------------------------------------------------------===//
+// Micro-batches (between mt-autodiff and mt-adamw; megatrain-compile
+// --microbatches N, run only when N > 1)
+//===----------------------------------------------------------------------===//
+
+def Microbatch : Pass<"mt-microbatch", "mlir::func::FuncOp"> {
+  let summary = "Accumulate gradients over N micro-batches before one update";
+  let description = [{
+    On a differentiated function (mt-autodiff: one mt.loss, its backward, one
+    mt.param_grad per trainable parameter), repeats the step body `count`
+    times in sequence, micro-batch k after micro-batch k-1. Micro-batch k >= 1
+    is a clone whose mt.input ops are renamed `<name>@<k>` (micro-batch 0
+    keeps the plain names; mt.param ops are cloned as they are). Each
+    parameter's gradients are summed as they become final (an mt.add right
+    after each g_k), scaled by 1/count, and go to one mt.param_grad; the
+    losses are summed and scaled by 1/count into one mt.loss (the mean over
+    micro-batches). An mt.output is kept for micro-batch 0 only. Sets
+    `mt.microbatches` on the function. count = 1 changes nothing.
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", "1",
+           "Number of micro-batches per optimizer update (>= 1)">,
+  ];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+// End of micro-batches.
+
 #endif // MEGATRAIN_PASSES_TD

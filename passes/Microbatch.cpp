@@ -1,0 +1,150 @@
+//===- Microbatch.cpp - mt-microbatch: gradient accumulation over N bodies -===//
+//
+// The step body of a differentiated function (everything but its mt.loss and
+// mt.param_grad ops: the forward, its backward, mt.output) is repeated
+// `count` times, one copy after the other, so that micro-batch k's
+// activations die before micro-batch k+1 starts:
+//
+//   body 0 (as it was, mt.input "x")      g_0 per parameter, l_0
+//   body 1 (a clone, mt.input "x@1")      g_1, acc_1 = g_0 + g_1, l_1
+//   ...
+//   body N-1                              g_{N-1}, acc = acc_{N-2} + g_{N-1}
+//   mt.scale acc by 1/N -> mt.param_grad  (one per parameter)
+//   (l_0 + ... + l_{N-1}) * 1/N -> mt.loss
+//
+// Every add of the running sum sits right after the definition of the
+// micro-batch gradient it adds, so the sum is an ordinary value that the
+// later passes (mt-schedule, mt-tier) keep, offload or refetch like any
+// other. mt.param ops are cloned as they are: each is a fetch of the one
+// master of that name. mt.output (a kept graph output) stays in micro-batch
+// 0 only, so the readout holds micro-batch 0's value.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <string>
+
+namespace megatrain {
+#define GEN_PASS_DEF_MICROBATCH
+#include "megatrain/Passes/Passes.h.inc"
+} // namespace megatrain
+
+using namespace mlir;
+using namespace megatrain;
+
+namespace {
+
+/// On the function: how many micro-batches it holds (absent: 1); plan
+/// emission reads it (compiler/lib/Plan/PlanEmitter.cpp).
+constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
+
+struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (count < 1) {
+      func.emitError("invalid mt-microbatch option count=" +
+                     std::to_string(static_cast<int64_t>(count)) +
+                     " (must be >= 1)");
+      return signalPassFailure();
+    }
+    if (count == 1)
+      return;
+    if (func->hasAttr(kMicrobatchesAttr)) {
+      func.emitError("mt-microbatch: the function is already split into "
+                     "micro-batches");
+      return signalPassFailure();
+    }
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("mt-microbatch expects a function with a single block");
+      return signalPassFailure();
+    }
+    Block &block = func.getBody().front();
+    Operation *terminator = block.getTerminator();
+    if (terminator->getNumOperands() != 0) {
+      func.emitError("mt-microbatch expects a training step that returns "
+                     "nothing (run mt-add-loss)");
+      return signalPassFailure();
+    }
+
+    SmallVector<mt::LossOp> losses(block.getOps<mt::LossOp>());
+    if (losses.size() != 1) {
+      func.emitError("mt-microbatch expects exactly one mt.loss, found ")
+          << losses.size();
+      return signalPassFailure();
+    }
+    if (!block.getOps<mt::AdamWOp>().empty()) {
+      func.emitError("mt-microbatch must run before mt-adamw (the function "
+                     "already has mt.adamw updates)");
+      return signalPassFailure();
+    }
+    mt::LossOp loss = losses.front();
+    SmallVector<mt::ParamGradOp> grads(block.getOps<mt::ParamGradOp>());
+
+    // The body: every op but the loss, the gradients' sinks and the return.
+    SmallVector<Operation *> body;
+    for (Operation &op : block.without_terminator())
+      if (!isa<mt::LossOp, mt::ParamGradOp>(op))
+        body.push_back(&op);
+
+    // Per parameter, the running sum of its micro-batch gradients.
+    SmallVector<Value> sums;
+    for (mt::ParamGradOp grad : grads)
+      sums.push_back(grad.getGrad());
+    SmallVector<Value> lossValues{loss.getValue()};
+
+    OpBuilder builder(terminator);
+    for (int64_t k = 1; k < count; ++k) {
+      IRMapping mapping;
+      std::string suffix = "@" + std::to_string(k);
+      builder.setInsertionPoint(terminator);
+      for (Operation *op : body) {
+        if (isa<mt::OutputOp>(op))
+          continue;
+        Operation *clone = builder.clone(*op, mapping);
+        if (auto input = dyn_cast<mt::InputOp>(clone))
+          input.setName((input.getName() + suffix).str());
+      }
+      for (auto [i, grad] : llvm::enumerate(grads)) {
+        Value gk = mapping.lookup(grad.getGrad());
+        OpBuilder adder(func.getContext());
+        if (Operation *def = gk.getDefiningOp())
+          adder.setInsertionPointAfter(def);
+        else
+          adder.setInsertionPointToStart(&block);
+        sums[i] = adder.create<mt::AddOp>(grad.getLoc(), gk.getType(), sums[i], gk);
+      }
+      lossValues.push_back(mapping.lookup(loss.getValue()));
+    }
+
+    // Each sum is now an mt.add (count > 1), placed after its last term.
+    double inverse = 1.0 / static_cast<double>(count);
+    for (auto [i, grad] : llvm::enumerate(grads)) {
+      Value sum = sums[i];
+      OpBuilder scaler(func.getContext());
+      scaler.setInsertionPointAfter(sum.getDefiningOp());
+      Value mean = scaler.create<mt::ScaleOp>(grad.getLoc(), sum,
+                                              scaler.getF64FloatAttr(inverse));
+      scaler.create<mt::ParamGradOp>(grad.getLoc(), mean, grad.getParamAttr());
+      grad.erase();
+    }
+
+    builder.setInsertionPoint(terminator);
+    Value total = lossValues.front();
+    for (Value value : llvm::drop_begin(lossValues))
+      total = builder.create<mt::AddOp>(loss.getLoc(), total.getType(), total, value);
+    Value meanLoss = builder.create<mt::ScaleOp>(loss.getLoc(), total,
+                                                 builder.getF64FloatAttr(inverse));
+    builder.create<mt::LossOp>(loss.getLoc(), meanLoss);
+    loss.erase();
+
+    func->setAttr(kMicrobatchesAttr, builder.getI64IntegerAttr(count));
+  }
+};
+
+} // namespace

@@ -1,0 +1,98 @@
+// RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 | FileCheck %s --check-prefix=TWO
+// RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=3 | FileCheck %s --check-prefix=THREE
+// RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=1 | FileCheck %s --check-prefix=ONE
+// RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not megatrain-opt %s --mt-autodiff --mt-adamw --mt-microbatch=count=2 2>&1 | FileCheck %s --check-prefix=AFTER-ADAMW
+// RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-microbatch=count=2 2>&1 | FileCheck %s --check-prefix=TWICE
+
+// One training step (x -> tanh(x w + b) -> sum) differentiated by
+// mt-autodiff, then split into micro-batches: micro-batch 0 as it was, each
+// later one a clone after it whose input is renamed x@k and whose parameters
+// are fetched again; each parameter's gradients are summed right after each
+// later gradient is final, scaled by 1/N and sent to one param_grad; the
+// losses are summed and scaled by 1/N into the one mt.loss.
+
+// TWO-LABEL:  func.func @step() attributes {mt.microbatches = 2 : i64}
+// TWO:          %[[X0:.*]] = mt.input {name = "x"} : tensor<4x2xf32>
+// TWO:          %[[W0:.*]] = mt.param {name = "w", trainable = true}
+// TWO:          %[[B0:.*]] = mt.param {name = "b", trainable = true}
+// TWO:          %[[T0:.*]] = mt.tanh
+// TWO:          %[[L0:.*]] = mt.reduce_sum %[[T0]]
+// TWO-NOT:      mt.loss
+// TWO:          %[[DT0:.*]] = mt.tanh_grad %[[T0]]
+// TWO:          %[[DB0:.*]] = mt.sum_to %[[DT0]]
+// TWO:          %[[DW0:.*]] = mt.matmul %[[X0]], %[[DT0]] {transpose_a = true}
+// TWO-NOT:      mt.param_grad
+// TWO:          %[[X1:.*]] = mt.input {name = "x@1"} : tensor<4x2xf32>
+// TWO-NEXT:     %[[W1:.*]] = mt.param {name = "w", trainable = true}
+// TWO-NEXT:     %[[B1:.*]] = mt.param {name = "b", trainable = true}
+// TWO-NEXT:     %[[H1:.*]] = mt.matmul %[[X1]], %[[W1]]
+// TWO-NEXT:     mt.add %[[H1]], %[[B1]]
+// TWO-NEXT:     %[[T1:.*]] = mt.tanh
+// TWO-NEXT:     %[[L1:.*]] = mt.reduce_sum %[[T1]]
+// TWO:          %[[DT1:.*]] = mt.tanh_grad %[[T1]]
+// TWO-NEXT:     %[[DB1:.*]] = mt.sum_to %[[DT1]]
+// TWO-NEXT:     %[[SB:.*]] = mt.add %[[DB0]], %[[DB1]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// TWO-NEXT:     %[[MB:.*]] = mt.scale %[[SB]] {alpha = 5.000000e-01 : f64} : tensor<3xf32>
+// TWO-NEXT:     mt.param_grad %[[MB]] {param = "b"} : tensor<3xf32>
+// TWO-NEXT:     %[[DW1:.*]] = mt.matmul %[[X1]], %[[DT1]] {transpose_a = true}
+// TWO-NEXT:     %[[SW:.*]] = mt.add %[[DW0]], %[[DW1]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// TWO-NEXT:     %[[MW:.*]] = mt.scale %[[SW]] {alpha = 5.000000e-01 : f64} : tensor<2x3xf32>
+// TWO-NEXT:     mt.param_grad %[[MW]] {param = "w"} : tensor<2x3xf32>
+// TWO-NEXT:     %[[SL:.*]] = mt.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// TWO-NEXT:     %[[ML:.*]] = mt.scale %[[SL]] {alpha = 5.000000e-01 : f64} : tensor<f32>
+// TWO-NEXT:     mt.loss %[[ML]] : tensor<f32>
+// TWO-NEXT:     return
+
+// THREE-LABEL: func.func @step() attributes {mt.microbatches = 3 : i64}
+// THREE:         mt.input {name = "x"}
+// THREE-NOT:     mt.param_grad
+// THREE:         %[[DB0:.*]] = mt.sum_to
+// THREE:         %[[DW0:.*]] = mt.matmul {{.*}} {transpose_a = true}
+// THREE:         mt.input {name = "x@1"}
+// THREE:         %[[DB1:.*]] = mt.sum_to
+// THREE-NEXT:    %[[SB1:.*]] = mt.add %[[DB0]], %[[DB1]]
+// THREE-NEXT:    %[[DW1:.*]] = mt.matmul {{.*}} {transpose_a = true}
+// THREE-NEXT:    %[[SW1:.*]] = mt.add %[[DW0]], %[[DW1]]
+// THREE-NOT:     mt.param_grad
+// THREE:         mt.input {name = "x@2"}
+// THREE:         %[[DB2:.*]] = mt.sum_to
+// THREE-NEXT:    %[[SB2:.*]] = mt.add %[[SB1]], %[[DB2]]
+// THREE-NEXT:    %[[MB:.*]] = mt.scale %[[SB2]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    mt.param_grad %[[MB]] {param = "b"}
+// THREE-NEXT:    %[[DW2:.*]] = mt.matmul {{.*}} {transpose_a = true}
+// THREE-NEXT:    %[[SW2:.*]] = mt.add %[[SW1]], %[[DW2]]
+// THREE-NEXT:    %[[MW:.*]] = mt.scale %[[SW2]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    mt.param_grad %[[MW]] {param = "w"}
+// THREE-NEXT:    %[[S01:.*]] = mt.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// THREE-NEXT:    %[[S012:.*]] = mt.add %[[S01]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// THREE-NEXT:    %[[ML:.*]] = mt.scale %[[S012]] {alpha = 0.33333333333333331 : f64} : tensor<f32>
+// THREE-NEXT:    mt.loss %[[ML]]
+// THREE-NEXT:    return
+// THREE-NOT:     mt.input {name = "x@3"}
+
+// count=1 leaves the step alone.
+// ONE-LABEL:  func.func @step() {
+// ONE-NOT:      mt.microbatches
+// ONE-NOT:      mt.scale
+// ONE-NOT:      "x@1"
+// ONE:          mt.loss
+// ONE:          mt.param_grad
+// ONE:          mt.param_grad
+// ONE-NEXT:     return
+
+// ZERO: error: invalid mt-microbatch option count=0 (must be >= 1)
+// AFTER-ADAMW: error: mt-microbatch must run before mt-adamw
+// TWICE: error: mt-microbatch: the function is already split into micro-batches
+
+func.func @step() {
+  %x = mt.input {name = "x"} : tensor<4x2xf32>
+  %w = mt.param {name = "w", trainable = true} : tensor<2x3xf32>
+  %b = mt.param {name = "b", trainable = true} : tensor<3xf32>
+  %h = mt.matmul %x, %w : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  %hb = mt.add %h, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %t = mt.tanh %hb : tensor<4x3xf32>
+  %l = mt.reduce_sum %t {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<f32>
+  mt.loss %l : tensor<f32>
+  return
+}
