@@ -17,8 +17,11 @@ What it does, and why:
   list of trainable parameters goes into the model's metadata (`megatrain.parameters`,
   comma-separated) so the compiler can tell parameters from buffers such as
   `rotary_emb.inv_freq`. A tied weight is one initializer, listed under the name it has.
-- `--optimize/--no-optimize` picks the exporter's graph optimization (on by default, as in
-  torch; off keeps every parameter name but also the mask and position subgraphs).
+- `--optimize/--no-optimize` picks the exporter's graph optimization. Off by default: the
+  optimizer ties initializers that happen to be equal (norm weights of ones), drops zero
+  biases and folds gathered position embeddings into constants, so those would not train
+  as in PyTorch (docs/frontends.md, "Exported LLMs"). Off keeps every parameter under its
+  name; the mask and position subgraphs it also keeps are folded by the compiler.
 - External data above 1 GiB of weights (`--external-data auto|always|never`).
 - `--graph-only` builds the model on the meta device, so a 70B graph exports in seconds with
   no memory: initializers are written as external-data references to `OUT.data`, which is
@@ -54,7 +57,7 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq", type=int, required=True)
-    p.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--opset", type=int, default=18)
     p.add_argument("--external-data", choices=["auto", "always", "never"], default="auto")
     p.add_argument("--graph-only", action="store_true")
