@@ -145,7 +145,7 @@ public:
   mlir::LogicalResult greedy(uint64_t budget);
   void applyOffloadPolicy();
   mlir::LogicalResult applyCheckpointPolicy();
-  void renumber();
+  void renumber(uint64_t budget);
 
   std::string infeasibleReason;
 
@@ -153,6 +153,9 @@ private:
   mlir::func::FuncOp func;
   const DeviceProfile &profile;
   int maxDepth = kMaxRecomputeDepth;
+  // Whether analyze() holds the bytes of values copied out until the copy
+  // is covered (set only for the final numbering, when it fits the budget).
+  bool holdCopies = false;
 
   std::vector<mlir::Operation *> order;
   llvm::DenseMap<mlir::Operation *, int64_t> position;
@@ -260,6 +263,20 @@ void Planner::analyze() {
       llvm::sort(value.uses);
       if (!value.uses.empty())
         value.last = std::max(value.last, value.uses.back());
+      // A value copied out (offload, gradient, loss, kept output) keeps its
+      // bytes until the compute after the copy's issue covers the copy, so
+      // the next value placed there does not stall compute on the link
+      // (only in the final numbering, and only when that still fits).
+      for (mlir::Operation *user : result.getUsers()) {
+        if (!holdCopies ||
+            !mlir::isa<mt::OffloadOp, mt::AdamWOp, mt::LossOp, mt::OutputOp>(user))
+          continue;
+        double copy = transferSeconds(valueBytes(result), Link::DeviceToHost, profile);
+        int64_t q = position.lookup(user);
+        while (q + 1 < n && computeIn(position.lookup(user) + 1, q + 1) < copy)
+          ++q;
+        value.last = std::max(value.last, q);
+      }
       if (mlir::isa<mt::InputOp>(op))
         value.first = 0;
       if (mlir::isa<mt::ConstantOp>(op)) {
@@ -859,7 +876,14 @@ double Planner::predictStepSeconds() const {
   return std::max({clock, d2hFree, hostFree});
 }
 
-void Planner::renumber() {
+void Planner::renumber(uint64_t budget) {
+  // Hold copied-out values' bytes when the budget allows it.
+  holdCopies = true;
+  analyze();
+  if (budget != 0 && arenaBytes() > budget) {
+    holdCopies = false;
+    analyze();
+  }
   mlir::Builder builder(func.getContext());
   mlir::Block &block = func.getBody().front();
   int64_t step = 0;
@@ -876,6 +900,10 @@ void Planner::renumber() {
       int64_t end = -1;
       for (mlir::Operation *user : result.getUsers())
         end = std::max(end, steps.lookup(user));
+      // The hold of a value copied out (analyze) reaches past its last user.
+      const LiveValue *info = live(result);
+      if (end >= 0 && info && !mlir::isa<mt::ConstantOp>(op))
+        end = std::max(end, info->last);
       ends.push_back(end);
     }
     op.setAttr(mt::attr::kLiveEnd, builder.getDenseI64ArrayAttr(ends));
@@ -922,7 +950,7 @@ struct Tier : impl::TierBase<Tier> {
       copy.erase();
       return nullptr;
     }
-    planner.renumber();
+    planner.renumber(budget);
     return copy;
   }
 

@@ -4,17 +4,17 @@
 // Plan emission from a training step written by hand (the form --emit=training
 // prints): a .mlir input is scheduled, planned and emitted. The schedule, with
 // the events insertEvents adds (tests/lit/compiler/events.mlir checks those), is
-//   plan step  0 h2d copy w -> dev:w       13 compute wait (the fill reuses
-//              1-2 event h2d -> compute        the loss's bytes)
-//              3 matmul                    14 fill
-//              4 relu                      15 softmax_ce_grad
-//              5 mul (by the constant)     16 mul
-//              6 softmax_ce                17 relu_grad
-//              7-8 event compute -> d2h    18 matmul (dw)
-//              9 d2h copy -> loss          19-20 event compute -> d2h
-//             10-11 event d2h -> host      21 d2h copy dw -> grad:w
-//             12 READ_LOSS                 22-23 event d2h -> host
-//                                          24 ADAMW
+//   plan step  0 h2d copy w -> dev:w       13 fill (the loss is held while its
+//              1-2 event h2d -> compute        copy runs, so no event here)
+//              3 matmul                    14 softmax_ce_grad
+//              4 relu                      15 mul
+//              5 mul (by the constant)     16 relu_grad
+//              6 softmax_ce                17 compute wait (dw reuses the
+//              7-8 event compute -> d2h       loss's bytes)
+//              9 d2h copy -> loss          18 matmul (dw)
+//             10-11 event d2h -> host      19-20 event compute -> d2h
+//             12 READ_LOSS                 21 d2h copy dw -> grad:w
+//                                          22-23 event d2h -> host, 24 ADAMW
 // Activations keep the names emission gave them, from the step numbers before
 // the events were added (%1.0:matmul is the matmul at step 3).
 func.func @main() {
@@ -40,13 +40,14 @@ func.func @main() {
 // CHECK:       format_major: 1
 // CHECK:       generator: "megatrain-compile
 
-// The device peak is at the softmax_ce_grad (step 15): x (128 B), labels (32), the constant
-// (4), h (256), s (256), the fill (4) and softmax_ce_grad's result (256).
+// The device peak is at the softmax_ce_grad (step 14): x (128 B), labels (32), the constant
+// (4), h (256), s (256), the fill (4), softmax_ce_grad's result (256) and the loss (4),
+// whose bytes mt-tier holds until its copy to the host is predicted done.
 // The host pool holds w, the loss, grad:w, adam_m:w and adam_v:w: 4 * 512 + 4
 // bytes live (the plan simulator counts tensor bytes, not the pool's
 // 256-byte rounding).
 // CHECK:       predicted_peak {
-// CHECK-NEXT:    peak_bytes: 936
+// CHECK-NEXT:    peak_bytes: 940
 // CHECK:       predicted_peak {
 // CHECK-NEXT:    pool: 1
 // CHECK-NEXT:    peak_bytes: 2052
@@ -76,7 +77,7 @@ func.func @main() {
 // CHECK:         last_use_step: 3
 // CHECK:       name: "%1.0:matmul"
 // CHECK:         role: ACTIVATION
-// CHECK:         last_use_step: 17
+// CHECK:         last_use_step: 16
 
 // A constant carries its little-endian bytes (2.0f = 00 00 00 40) and never dies.
 // CHECK:       name: "%const0"
@@ -84,11 +85,13 @@ func.func @main() {
 // CHECK:         constant_data: "\000\000\000@"
 // CHECK-NEXT:    last_use_step: -1
 
-// The loss value is read by the d2h copy (step 9), not by READ_LOSS.
+// The loss value is read by the d2h copy (step 9), not by READ_LOSS, and its
+// bytes are held until the softmax_ce_grad (step 14), when the compute after the
+// copy's issue covers the copy's predicted time (mt-tier).
 // CHECK:       id: 8
 // CHECK-NEXT:    name: "%4.0:softmax_ce"
 // CHECK:         role: LOSS
-// CHECK:         last_use_step: 9
+// CHECK:         last_use_step: 14
 // CHECK:       id: 9
 // CHECK-NEXT:    name: "loss"
 // CHECK:         role: LOSS_READOUT
@@ -108,7 +111,7 @@ func.func @main() {
 // CHECK:       pools {
 // CHECK-NEXT:    name: "device"
 // CHECK-NEXT:    tier: DEVICE
-// CHECK-NEXT:    size_bytes: 1792
+// CHECK-NEXT:    size_bytes: 2048
 // CHECK:       pools {
 // CHECK-NEXT:    id: 1
 // CHECK-NEXT:    name: "host"
@@ -154,7 +157,7 @@ func.func @main() {
 // CHECK-NEXT:    host_task {
 // CHECK-NEXT:      kind: READ_LOSS
 // CHECK-NEXT:      tensors: 9
-// CHECK:         index: 14
+// CHECK:         index: 13
 // CHECK:           kernel: "fill"
 // CHECK:             name: "value"
 // CHECK-NEXT:        f: 1
@@ -174,9 +177,8 @@ func.func @main() {
 // CHECK-NOT:   steps {
 
 // Without reuse the arena is the sum of the aligned sizes (11 x 256 + 2 x 512).
-// The predicted peak counts live bytes over predicted time: with bytes of its
-// own, the fill no longer waits for the loss's copy to the host, so the loss
-// (4 B) is still live when the fill starts, and the peak is 4 bytes higher.
+// The predicted peak counts live bytes over predicted time; it is the same
+// 940 bytes as with reuse, where the loss's bytes are held during its copy too.
 // NOREUSE:       peak_bytes: 940
 // NOREUSE:       name: "device"
 // NOREUSE-NEXT:  tier: DEVICE

@@ -7,15 +7,15 @@
 // before the later one, and the plan passes the verifier (megatrain-compile
 // writes nothing otherwise). The schedule below, with its events:
 //    0 h2d      copy w -> dev:w           10 host     READ_LOSS
-//    1 h2d      record e0                 11 compute  wait e2 (the fill reuses
-//    2 compute  wait e0                                the loss's bytes, which
-//    3 compute  matmul x, dev:w                        the d2h copy reads)
-//    4 compute  softmax_ce                12 compute  fill
-//    5 compute  record e1                 13-14       softmax_ce_grad, matmul dw
-//    6 d2h      wait e1                   15 compute  record e3
-//    7 d2h      copy loss                 16 d2h      wait e3
-//    8 d2h      record e2                 17 d2h      copy dw -> grad:w
-//    9 host     wait e2                   18 d2h      record e4
+//    1 h2d      record e0                 11 compute  fill (its bytes are not the
+//    2 compute  wait e0                               loss's: mt-tier holds the loss
+//    3 compute  matmul x, dev:w                       until its copy is predicted done)
+//    4 compute  softmax_ce                12 compute  softmax_ce_grad
+//    5 compute  record e1                 13 compute  wait e2 (dw reuses the loss's
+//    6 d2h      wait e1                               bytes, which the copy reads)
+//    7 d2h      copy loss                 14 compute  matmul dw
+//    8 d2h      record e2                 15 compute  record e3
+//    9 host     wait e2                   16-18 d2h   wait e3, copy dw -> grad:w, record e4
 //                                         19 host     wait e4, 20 host ADAMW
 // The ADAMW's write of w needs no event for the h2d copy that read w: the
 // host's wait for d2h already implies it (through compute's wait e0).
@@ -79,15 +79,20 @@ func.func @main() {
 // CHECK-NEXT:     event: "e2"
 // CHECK:          kind: READ_LOSS
 
-// The fill reuses the loss's bytes, which the d2h copy reads (write after
-// read on reused arena bytes): compute waits for e2.
+// The fill right after the loss needs no event: the loss's bytes are held
+// while its copy runs. The matmul that reuses them later waits for e2.
+// CHECK:        stream: "compute"
+// CHECK-NEXT:   kernel {
+// CHECK-NEXT:     kernel: "fill"
+// CHECK:        kernel: "softmax_ce_grad"
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   wait {
 // CHECK-NEXT:     event: "e2"
-// CHECK:          kernel: "fill"
+// CHECK:        stream: "compute"
+// CHECK-NEXT:   kernel {
+// CHECK-NEXT:     kernel: "matmul"
 
 // The gradient: compute -> d2h -> host, and nothing else before the update.
-// CHECK:          kernel: "matmul"
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   record {
 // CHECK-NEXT:     event: "e3"
