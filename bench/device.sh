@@ -15,6 +15,10 @@
 #   OUT    where logs and metrics go (default runs/device)
 #   BENCH=1     also time every kernel family at the Llama-1.36B shapes
 #          (gpu_kernel_bench; seconds)
+#   PROFILE=1   also measure the device profile (megatrain-profile in BIN) into
+#          $OUT/profile.json, for megatrain-compile --device-profile; its
+#          figures join the table. PROFILE_DISK=DIR adds the disk figures
+#          (a scratch file in DIR; a minute for 4 GiB each way)
 #   TIERED  directory of tiered plans made here (tiny Llama and GPT-2 exports,
 #          no budget and the smallest budget; see docs/cuda.md): each pair
 #          trains 20 steps on cuda and must give bitwise-equal losses and weights
@@ -79,6 +83,25 @@ if [[ ${BENCH:-0} == 1 ]]; then
   if "$BIN/gpu_kernel_bench" 2>&1 | tee "$OUT/kernel_bench.log"; [[ ${PIPESTATUS[0]} == 0 ]]; then
     row "gpu_kernel_bench" ok "$(($(wc -l < "$OUT/kernel_bench.log") - 1)) kernels timed ($OUT/kernel_bench.log)"
   else row "gpu_kernel_bench" FAIL "see $OUT/kernel_bench.log"; fi
+fi
+
+# ---- 1d. the device profile, on request (docs/tiering.md "Device profile") ----
+if [[ ${PROFILE:-0} == 1 ]]; then
+  echo "== megatrain-profile"
+  if [[ ! -x $BIN/megatrain-profile ]]; then row "profile" FAIL "megatrain-profile not found in $BIN"
+  else
+    start=$(now)
+    disk=()
+    [[ -n ${PROFILE_DISK:-} ]] && disk=(--disk "$PROFILE_DISK")
+    if "$BIN/megatrain-profile" -o "$OUT/profile.json" "${disk[@]}" 2>&1 | tee "$OUT/profile.log"; [[ ${PIPESTATUS[0]} == 0 ]]; then
+      checked=$(python3 tests/gpu/check_profile.py "$OUT/profile.json" ${PROFILE_DISK:+--disk} --rows)
+      status=$?
+      if [[ $status == 0 ]]; then
+        row "profile" PASS "$OUT/profile.json ($(since "$start") s)"
+        while IFS=$'\t' read -r label detail; do row "$label" "" "$detail"; done < <(tail -n +2 <<< "$checked")
+      else row "profile" FAIL "$(head -1 <<< "$checked")"; fi
+    else row "profile" FAIL "megatrain-profile failed ($OUT/profile.log)"; fi
+  fi
 fi
 
 # ---- 2. the demo model: the same plan, weights and data on cpu and cuda ----

@@ -1,0 +1,51 @@
+// ProfileJson.h - the device profile a measurement writes, as the JSON megatrain-compile --device-profile reads.
+//
+// The runtime cannot use the compiler's DeviceProfile (it parses with LLVM's
+// JSON), so this is a second, dependency-free writer of the same fields. The
+// field names are those of compiler/lib/Cost/DeviceProfile.cpp (kFields);
+// tests/plan/ProfileJsonTest.cpp checks that every one written here parses
+// there and that the two lists name the same fields.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatrain::runtime {
+
+// One rate field of the profile, with DEVICE.md's H200 figure beside it (the
+// compiler's default for the field) and how to print it for a person.
+struct ProfileField {
+  const char* key;       // JSON name, e.g. "h2d_bytes_per_s"
+  double ceiling;        // the H200 figure of DEVICE.md
+  double displayScale;   // value / displayScale is printed ...
+  const char* unit;      // ... in this unit, e.g. "GB/s"
+  const char* what;      // a few words, e.g. "host-to-device, pinned"
+};
+
+// Every rate field, in the compiler's order (the name and device_memory_bytes
+// are separate members of MeasuredProfile).
+const std::vector<ProfileField>& profileFields();
+
+// Looks a field up by its JSON name; nullptr when there is none.
+const ProfileField* findProfileField(const std::string& key);
+
+// What a measurement found. A figure left empty (e.g. the disk rates when no
+// disk was measured) is omitted, so the compiler keeps its default for it.
+struct MeasuredProfile {
+  std::string name;              // the device's name
+  uint64_t deviceMemoryBytes = 0;  // 0: omitted
+  std::vector<std::pair<std::string, double>> figures;  // key -> value
+
+  void set(const std::string& key, double value);  // replaces an earlier value
+  std::optional<double> get(const std::string& key) const;
+};
+
+// The profile as one JSON object, one field per line. Numbers are written with
+// 17 significant digits, so they read back exactly. Throws std::invalid_argument
+// on a key that is not a profile field or a value that is not positive and
+// finite (the compiler would refuse the file).
+std::string profileJson(const MeasuredProfile& profile);
+
+}  // namespace megatrain::runtime

@@ -1,0 +1,319 @@
+// megatrain-profile.cpp - measures this machine's device profile and writes the JSON megatrain-compile --device-profile reads.
+//
+// Runs on the GPU machine (no compiler there): the GPU figures come from
+// runtime/cuda/DeviceMeasure.cu, the host ones from here: the runtime's own
+// AdamW (adamwUpdate, single-threaded as the executor calls it), host memory
+// bandwidth with every core, and, when asked, direct-I/O disk bandwidth.
+// The JSON goes to -o FILE or stdout; a table of each figure beside
+// DEVICE.md's H200 ceiling goes to stderr.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "DeviceMeasure.h"
+#include "ToolArgs.h"
+#include "megatrain/runtime/AdamW.h"
+#include "megatrain/runtime/AtomicFile.h"
+#include "megatrain/runtime/ProfileJson.h"
+
+namespace megatrain::runtime::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point begin) {
+  return std::chrono::duration<double>(Clock::now() - begin).count();
+}
+
+const char* kUsage = R"(usage: megatrain-profile [-o FILE] [--quick] [--matmul-size N] [--disk DIR] [--name NAME]
+
+Measures this machine's device profile and writes it as the JSON that
+megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
+  matmul_fp32/tf32/bf16_flops  cuBLAS n x n x n products (SGEMM without TF32;
+                               GemmEx fast-TF32; GemmEx bf16 with fp32 accumulate)
+  hbm_bytes_per_s              device-to-device copy, read + write counted
+  h2d/d2h_bytes_per_s          pinned host buffers, one direction
+  duplex_bytes_per_s           both directions at once on two streams, total
+  host_adamw_params_per_s      the runtime's host AdamW (one thread, as it runs)
+  host_bytes_per_s             host a + b -> c on every core, 3 x 4 bytes per element
+  disk_read/write_bytes_per_s  only with --disk: O_DIRECT, 16 MiB blocks
+  launch_s                     empty kernel launches on one stream, per launch
+  device_memory_bytes, name    the card
+Each figure is the best of several timed runs after a warm-up. A table of
+the figures beside the H200 ceilings of DEVICE.md goes to stderr.
+
+options:
+  -o FILE          write the JSON here (default: stdout)
+  --quick          small sizes (matmul 2048, 64 MiB copies, 4M AdamW parameters,
+                   256 MiB of disk): a smoke test of a few seconds
+  --matmul-size N  side of the square matmuls (default 8192)
+  --disk DIR       also measure direct-I/O disk bandwidth with a scratch file
+                   in DIR (removed afterwards; default: not measured, and the
+                   profile omits the disk fields so the compiler keeps its defaults)
+  --name NAME      the profile's name (default: the device's name)
+  --help           this text
+)";
+
+struct Options {
+  std::string output;
+  std::string disk;
+  std::string name;
+  cuda::DeviceMeasureOptions device;
+  size_t adamwParams = size_t(256) << 20;
+  size_t hostBytes = size_t(1) << 30;  // per array
+  size_t diskBytes = size_t(4) << 30;
+  int runs = 5;
+};
+
+// ---- host AdamW: the runtime's function over one large f32 parameter ----
+
+double measureHostAdamW(size_t count, int runs) {
+  std::vector<float> param(count), grad(count), m(count, 0.0f), v(count, 0.0f);
+  uint32_t state = 12345;
+  for (size_t i = 0; i < count; ++i) {
+    state = state * 1664525u + 1013904223u;
+    param[i] = static_cast<float>(state >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    grad[i] = static_cast<float>((state >> 4) & 0xFFFF) * (1.0f / 65536.0f) - 0.5f;
+  }
+  plan::AdamW hyper;
+  hyper.set_lr(1e-4);
+  hyper.set_beta1(0.9);
+  hyper.set_beta2(0.999);
+  hyper.set_eps(1e-8);
+  hyper.set_weight_decay(0.01);
+  adamwUpdate(plan::F32, param.data(), grad.data(), m.data(), v.data(), count, hyper, 1);  // warm-up
+  double best = 1e30;
+  for (int run = 0; run < runs; ++run) {
+    const Clock::time_point begin = Clock::now();
+    adamwUpdate(plan::F32, param.data(), grad.data(), m.data(), v.data(), count, hyper, run + 2);
+    best = std::min(best, secondsSince(begin));
+  }
+  return static_cast<double>(count) / best;
+}
+
+// ---- host memory: c = a + b on every core, each thread on the slice it first touched ----
+
+double measureHostBandwidth(size_t bytesPerArray, unsigned threads, int runs) {
+  const size_t count = bytesPerArray / sizeof(float);
+  std::unique_ptr<float[]> a(new float[count]), b(new float[count]), c(new float[count]);
+  auto parallel = [&](auto&& body) {
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] { body(count * t / threads, count * (t + 1) / threads); });
+    for (std::thread& worker : workers) worker.join();
+  };
+  parallel([&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      a[i] = static_cast<float>(i & 1023);
+      b[i] = static_cast<float>(i & 511);
+      c[i] = 0.0f;
+    }
+  });
+  float* pa = a.get();
+  float* pb = b.get();
+  float* pc = c.get();
+  auto add = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) pc[i] = pa[i] + pb[i];
+  };
+  parallel(add);  // warm-up
+  double best = 1e30;
+  for (int run = 0; run < runs; ++run) {
+    const Clock::time_point begin = Clock::now();
+    parallel(add);
+    best = std::min(best, secondsSince(begin));
+  }
+  if (c[count - 1] != a[count - 1] + b[count - 1]) throw std::runtime_error("host bandwidth: wrong sum");
+  return 3.0 * sizeof(float) * static_cast<double>(count) / best;
+}
+
+// ---- disk: direct I/O, 16 MiB blocks, one scratch file ----
+
+struct DiskFigures {
+  double readBytesPerS = 0, writeBytesPerS = 0;
+};
+
+DiskFigures measureDisk(const std::string& dir, size_t totalBytes) {
+  const size_t block = size_t(16) << 20;
+  const size_t blocks = std::max<size_t>(1, totalBytes / block);
+  void* raw = nullptr;
+  if (posix_memalign(&raw, 4096, block) != 0) throw std::bad_alloc();
+  std::unique_ptr<void, decltype(&std::free)> buffer(raw, &std::free);
+  for (size_t i = 0; i < block; ++i) static_cast<unsigned char*>(raw)[i] = static_cast<unsigned char>(i * 131 + 7);
+  const std::string path = dir + "/megatrain-profile." + std::to_string(::getpid()) + ".tmp";
+  auto fail = [&](const std::string& what, int error) {
+    ::unlink(path.c_str());
+    throw std::runtime_error(path + ": " + what + ": " + std::strerror(error) +
+                             (error == EINVAL ? " (does this file system support O_DIRECT?)" : ""));
+  };
+  DiskFigures figures;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  if (fd < 0) fail("cannot create with O_DIRECT", errno);
+  Clock::time_point begin = Clock::now();
+  for (size_t i = 0; i < blocks; ++i) {
+    const ssize_t written = ::write(fd, raw, block);
+    if (written != static_cast<ssize_t>(block)) {
+      const int error = written < 0 ? errno : ENOSPC;
+      ::close(fd);
+      fail("write", error);
+    }
+  }
+  if (::fdatasync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail("fdatasync", error);
+  }
+  figures.writeBytesPerS = static_cast<double>(blocks * block) / secondsSince(begin);
+  ::close(fd);
+
+  fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) fail("cannot open with O_DIRECT", errno);
+  begin = Clock::now();
+  for (size_t i = 0; i < blocks; ++i) {
+    const ssize_t got = ::read(fd, raw, block);
+    if (got != static_cast<ssize_t>(block)) {
+      const int error = got < 0 ? errno : EIO;
+      ::close(fd);
+      fail("read", error);
+    }
+  }
+  figures.readBytesPerS = static_cast<double>(blocks * block) / secondsSince(begin);
+  ::close(fd);
+  ::unlink(path.c_str());
+  return figures;
+}
+
+// ---- the table on stderr ----
+
+void printTable(const MeasuredProfile& profile, const std::vector<std::string>& notes) {
+  std::fprintf(stderr, "device profile of %s (%.1f GB)\n", profile.name.c_str(),
+               static_cast<double>(profile.deviceMemoryBytes) / 1e9);
+  std::fprintf(stderr, "%-24s %-36s %10s %-10s %10s %6s\n", "field", "what", "measured", "unit", "DEVICE.md", "ratio");
+  for (const ProfileField& field : profileFields()) {
+    const std::optional<double> value = profile.get(field.key);
+    char measured[32] = "-", ratio[16] = "-";
+    if (value) {
+      std::snprintf(measured, sizeof measured, "%.2f", *value / field.displayScale);
+      std::snprintf(ratio, sizeof ratio, "%.0f%%", 100.0 * *value / field.ceiling);
+    }
+    std::fprintf(stderr, "%-24s %-36s %10s %-10s %10.2f %6s\n", field.key, field.what, measured, field.unit,
+                 field.ceiling / field.displayScale, ratio);
+  }
+  for (const std::string& note : notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+}
+
+std::string sizeText(size_t bytes) {
+  char text[32];
+  if (bytes >= (size_t(1) << 30) && bytes % (size_t(1) << 30) == 0)
+    std::snprintf(text, sizeof text, "%zu GiB", bytes >> 30);
+  else
+    std::snprintf(text, sizeof text, "%zu MiB", bytes >> 20);
+  return text;
+}
+
+int run(int argc, char** argv) {
+  Options options;
+  bool quick = false, sizeGiven = false;
+  ArgReader args(argc, argv);
+  while (!args.done()) {
+    const std::string arg = args.take();
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "-o") {
+      options.output = args.value(arg);
+    } else if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--matmul-size") {
+      const int64_t size = parsePositive(args.value(arg), arg);
+      if (size < 16 || size > 65536) throw std::runtime_error("--matmul-size: between 16 and 65536, got " + std::to_string(size));
+      options.device.matmulSize = static_cast<int>(size);
+      sizeGiven = true;
+    } else if (arg == "--disk") {
+      options.disk = args.value(arg);
+    } else if (arg == "--name") {
+      options.name = args.value(arg);
+    } else {
+      throw std::runtime_error("unknown argument '" + arg + "' (see --help)");
+    }
+  }
+  if (quick) {
+    if (!sizeGiven) options.device.matmulSize = 2048;
+    options.device.copyBytes = size_t(64) << 20;
+    options.device.runs = 3;
+    options.device.launches = 1000;
+    options.adamwParams = size_t(4) << 20;
+    options.hostBytes = size_t(64) << 20;
+    options.diskBytes = size_t(256) << 20;
+    options.runs = 3;
+  }
+  if (!options.disk.empty()) {
+    struct stat info;
+    if (::stat(options.disk.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+      throw std::runtime_error("--disk " + options.disk + ": not a directory");
+  }
+
+  const cuda::DeviceFigures device = cuda::measureDevice(options.device);
+  MeasuredProfile profile;
+  profile.name = options.name.empty() ? device.name : options.name;
+  profile.deviceMemoryBytes = device.memoryBytes;
+  profile.set("matmul_fp32_flops", device.matmulFp32);
+  profile.set("matmul_tf32_flops", device.matmulTf32);
+  profile.set("matmul_bf16_flops", device.matmulBf16);
+  profile.set("hbm_bytes_per_s", device.hbmBytesPerS);
+  profile.set("h2d_bytes_per_s", device.h2dBytesPerS);
+  profile.set("d2h_bytes_per_s", device.d2hBytesPerS);
+  profile.set("duplex_bytes_per_s", device.duplexBytesPerS);
+  profile.set("launch_s", device.launchS);
+
+  // AdamW: the runtime runs adamwUpdate on one host thread (CpuBackend and
+  // CudaBackend both call it inline), so the profile's rate is one thread's.
+  profile.set("host_adamw_params_per_s", measureHostAdamW(options.adamwParams, std::min(options.runs, 3)));
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  profile.set("host_bytes_per_s", measureHostBandwidth(options.hostBytes, threads, options.runs));
+  if (!options.disk.empty()) {
+    const DiskFigures disk = measureDisk(options.disk, options.diskBytes);
+    profile.set("disk_read_bytes_per_s", disk.readBytesPerS);
+    profile.set("disk_write_bytes_per_s", disk.writeBytesPerS);
+  }
+
+  std::vector<std::string> notes = {
+      "matmuls " + std::to_string(options.device.matmulSize) + "^3; copies of " + sizeText(options.device.copyBytes) +
+          "; best of " + std::to_string(options.device.runs) + " runs each",
+      "host AdamW: the runtime's adamwUpdate (f32) on 1 thread, as the runtime runs it, over " +
+          std::to_string(options.adamwParams >> 20) + "M parameters (DEVICE.md's 3.5 G/s is torch's fused AdamW on 16 threads)",
+      "host memory: " + std::to_string(threads) + " threads, arrays of " + sizeText(options.hostBytes),
+      options.disk.empty() ? std::string("disk: not measured (--disk DIR); the profile keeps the compiler's defaults")
+                           : "disk: " + sizeText(options.diskBytes) + " in " + options.disk + ", 16 MiB O_DIRECT blocks",
+  };
+  if (quick) notes.push_back("--quick: small sizes, a smoke test; the figures are below the machine's");
+  printTable(profile, notes);
+
+  const std::string json = profileJson(profile);
+  if (options.output.empty() || options.output == "-") {
+    std::fputs(json.c_str(), stdout);
+  } else {
+    writeFileAtomically(options.output, json);
+    std::fprintf(stderr, "wrote %s\n", options.output.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::tools
+
+int main(int argc, char** argv) {
+  return megatrain::runtime::tools::runTool("megatrain-profile",
+                                            [&] { return megatrain::runtime::tools::run(argc, argv); });
+}
