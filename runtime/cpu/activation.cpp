@@ -33,28 +33,33 @@ T siluSlope(T x) {
   return s * (T(1) + x * (T(1) - s));
 }
 
+// 1 + erf(z) and 1 + tanh(u) cancel for very negative arguments, where the
+// last-ulp differences between math libraries become large relative errors;
+// the forms below have no cancellation: 1 + erf(z) = erfc(-z) and
+// 0.5 (1 + tanh(u)) = sigmoid(2u).
 template <typename T>
-T geluErf(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2))); }
+T geluErfCdf(T x) { return T(0.5) * std::erfc(-x * T(kInvSqrt2)); }
+
+template <typename T>
+T geluErf(T x) { return x * geluErfCdf(x); }
 
 // Phi(x) + x phi(x).
 template <typename T>
-T geluErfSlope(T x) {
-  const T cdf = T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2)));
-  return cdf + x * T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
-}
+T geluErfSlope(T x) { return geluErfCdf(x) + x * T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x); }
 
 template <typename T>
-T geluTanh(T x) {
-  const T inner = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
-  return T(0.5) * x * (T(1) + std::tanh(inner));
-}
+T geluTanhInner(T x) { return T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x); }
 
-// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+template <typename T>
+T geluTanh(T x) { return x * sigmoidOf(T(2) * geluTanhInner(x)); }
+
+// With s = sigmoid(2u) = 0.5 (1 + tanh u): s + x * 2 s (1 - s) du/dx, since
+// 0.5 (1 - tanh^2 u) = 2 s (1 - s); du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 template <typename T>
 T geluTanhSlope(T x) {
-  const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x));
+  const T s = sigmoidOf(T(2) * geluTanhInner(x));
   const T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner;
+  return s + x * T(2) * s * (T(1) - s) * dInner;
 }
 
 void requireSameShapes(const KernelArgs& args) {

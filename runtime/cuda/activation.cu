@@ -20,10 +20,8 @@ constexpr double kGeluCubic = 0.044715;
 
 __device__ __forceinline__ float expOf(float x) { return expf(x); }
 __device__ __forceinline__ double expOf(double x) { return exp(x); }
-__device__ __forceinline__ float tanhOf(float x) { return tanhf(x); }
-__device__ __forceinline__ double tanhOf(double x) { return tanh(x); }
-__device__ __forceinline__ float erfOf(float x) { return erff(x); }
-__device__ __forceinline__ double erfOf(double x) { return erf(x); }
+__device__ __forceinline__ float erfcOf(float x) { return erfcf(x); }
+__device__ __forceinline__ double erfcOf(double x) { return erfc(x); }
 
 template <typename T>
 __device__ __forceinline__ T sigmoidOf(T x) {
@@ -46,31 +44,34 @@ __device__ __forceinline__ T siluSlope(T x) {
 struct Silu { template <typename T> __device__ T operator()(T x) const { return siluOf(x); } };
 struct SiluSlope { template <typename T> __device__ T operator()(T x) const { return siluSlope(x); } };
 
+// The CPU twin's forms (runtime/cpu/activation.cpp): 1 + erf(z) = erfc(-z) and
+// 0.5 (1 + tanh(u)) = sigmoid(2u), free of cancellation for negative x.
+template <typename T>
+__device__ __forceinline__ T geluErfCdf(T x) { return T(0.5) * erfcOf(-x * T(kInvSqrt2)); }
+template <typename T>
+__device__ __forceinline__ T geluTanhInner(T x) { return T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x); }
+
 struct GeluErf {
-  template <typename T> __device__ T operator()(T x) const { return T(0.5) * x * (T(1) + erfOf(x * T(kInvSqrt2))); }
+  template <typename T> __device__ T operator()(T x) const { return x * geluErfCdf(x); }
 };
 // Phi(x) + x phi(x).
 struct GeluErfSlope {
   template <typename T>
   __device__ T operator()(T x) const {
-    const T cdf = T(0.5) * (T(1) + erfOf(x * T(kInvSqrt2)));
-    return cdf + x * T(kInvSqrt2Pi) * expOf(T(-0.5) * x * x);
+    return geluErfCdf(x) + x * T(kInvSqrt2Pi) * expOf(T(-0.5) * x * x);
   }
 };
 struct GeluTanh {
   template <typename T>
-  __device__ T operator()(T x) const {
-    const T inner = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
-    return T(0.5) * x * (T(1) + tanhOf(inner));
-  }
+  __device__ T operator()(T x) const { return x * sigmoidOf(T(2) * geluTanhInner(x)); }
 };
-// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+// s + x * 2 s (1 - s) du/dx with s = sigmoid(2u) (the CPU twin's form).
 struct GeluTanhSlope {
   template <typename T>
   __device__ T operator()(T x) const {
-    const T t = tanhOf(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x));
+    const T s = sigmoidOf(T(2) * geluTanhInner(x));
     const T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner;
+    return s + x * T(2) * s * (T(1) - s) * dInner;
   }
 };
 
