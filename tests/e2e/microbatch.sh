@@ -4,7 +4,7 @@
 #   same_demo, same_llama: with --input (one array feeds every micro-batch) N = 2 trains 10 steps
 #     to the losses and weights of N = 1 bit for bit (each part is 0.5 g, accumulated in fp32 on
 #     the host: 0.5 g + 0.5 g == g exactly); the N = 2 plan copies micro-batch 1's gradients
-#     into grad_part:<name> and adds them with ACCUMULATE.
+#     into grad_part:<name> and adds them with ACCUMULATE. The same with --clip-grad-norm.
 #   accumulate: N = 2 fed two different [B, S] arrays (--input input_ids=A.npy --input
 #     input_ids@1=B.npy) against N = 1 at batch 2B fed concat(A, B): every row has S - 1 targets,
 #     so the mean of the two micro-batch means is the full-batch mean, and so are its gradients.
@@ -103,6 +103,12 @@ np.save('batch.npy', np.random.default_rng(7).integers(0, 256, size=(2, 64), dty
   train two "$MODEL" 10 --input "input_ids=$FEED"
   cmp -s one.losses two.losses || { paste one.losses two.losses; fail "N = 2 losses differ from N = 1"; }
   close one two 0 0
+  # Gradient clipping reads the accumulated grad:<name> before any update: bitwise too.
+  cp one.plan oneclip.plan
+  cp two.plan twoclip.plan
+  train oneclip "$MODEL" 5 --input "input_ids=$FEED" --clip-grad-norm 0.5
+  train twoclip "$MODEL" 5 --input "input_ids=$FEED" --clip-grad-norm 0.5
+  close oneclip twoclip 0 0
   ;;
 accumulate)
   python3 -c "
