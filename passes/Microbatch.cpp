@@ -6,18 +6,25 @@
 // activations die before micro-batch k+1 starts:
 //
 //   body 0 (as it was, mt.input "x")      g_0 per parameter, l_0
-//   body 1 (a clone, mt.input "x@1")      g_1, acc_1 = g_0 + g_1, l_1
+//   body 1 (a clone, mt.input "x@1")      g_1, l_1
 //   ...
-//   body N-1                              g_{N-1}, acc = acc_{N-2} + g_{N-1}
-//   mt.scale acc by 1/N -> mt.param_grad  (one per parameter)
+//   body N-1                              g_{N-1}, l_{N-1}
 //   (l_0 + ... + l_{N-1}) * 1/N -> mt.loss
 //
-// Every add of the running sum sits right after the definition of the
-// micro-batch gradient it adds, so the sum is an ordinary value that the
-// later passes (mt-schedule, mt-tier) keep, offload or refetch like any
-// other. mt.param ops are cloned as they are: each is a fetch of the one
-// master of that name. mt.output (a kept graph output) stays in micro-batch
-// 0 only, so the readout holds micro-batch 0's value.
+// Right after the definition of each micro-batch gradient g_k:
+//
+//   %s = mt.scale g_k by 1/N
+//   mt.grad_part %s {param, index = k, count = N}     (k < N-1)
+//   mt.param_grad %s {param}                          (k = N-1)
+//
+// so each part leaves the device as soon as it is final (mt-schedule keeps
+// sinks right after their operand) and the device never holds a running
+// sum. Plan emission turns part 0 into the host gradient, every later part
+// (the last one through its mt.adamw) into a host ACCUMULATE into it, in
+// fp32 (compiler/lib/Plan/PlanEmitter.cpp). mt.param ops are cloned as they
+// are: each is a fetch of the one master of that name. mt.output (a kept
+// graph output) stays in micro-batch 0 only, so the readout holds
+// micro-batch 0's value.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
@@ -92,10 +99,10 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
       if (!isa<mt::LossOp, mt::ParamGradOp>(op))
         body.push_back(&op);
 
-    // Per parameter, the running sum of its micro-batch gradients.
-    SmallVector<Value> sums;
+    // Per parameter, its gradient in every micro-batch.
+    SmallVector<SmallVector<Value>> parts;
     for (mt::ParamGradOp grad : grads)
-      sums.push_back(grad.getGrad());
+      parts.push_back({grad.getGrad()});
     SmallVector<Value> lossValues{loss.getValue()};
 
     OpBuilder builder(terminator);
@@ -110,27 +117,29 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
         if (auto input = dyn_cast<mt::InputOp>(clone))
           input.setName((input.getName() + suffix).str());
       }
-      for (auto [i, grad] : llvm::enumerate(grads)) {
-        Value gk = mapping.lookup(grad.getGrad());
-        OpBuilder adder(func.getContext());
-        if (Operation *def = gk.getDefiningOp())
-          adder.setInsertionPointAfter(def);
-        else
-          adder.setInsertionPointToStart(&block);
-        sums[i] = adder.create<mt::AddOp>(grad.getLoc(), gk.getType(), sums[i], gk);
-      }
+      for (auto [i, grad] : llvm::enumerate(grads))
+        parts[i].push_back(mapping.lookup(grad.getGrad()));
       lossValues.push_back(mapping.lookup(loss.getValue()));
     }
 
-    // Each sum is now an mt.add (count > 1), placed after its last term.
+    // Each part, scaled by 1/N, goes to its sink right after its definition.
     double inverse = 1.0 / static_cast<double>(count);
     for (auto [i, grad] : llvm::enumerate(grads)) {
-      Value sum = sums[i];
-      OpBuilder scaler(func.getContext());
-      scaler.setInsertionPointAfter(sum.getDefiningOp());
-      Value mean = scaler.create<mt::ScaleOp>(grad.getLoc(), sum,
-                                              scaler.getF64FloatAttr(inverse));
-      scaler.create<mt::ParamGradOp>(grad.getLoc(), mean, grad.getParamAttr());
+      for (auto [k, part] : llvm::enumerate(parts[i])) {
+        OpBuilder sink(func.getContext());
+        if (Operation *def = part.getDefiningOp())
+          sink.setInsertionPointAfter(def);
+        else
+          sink.setInsertionPointToStart(&block);
+        Value scaled = sink.create<mt::ScaleOp>(grad.getLoc(), part,
+                                                sink.getF64FloatAttr(inverse));
+        if (static_cast<int64_t>(k) + 1 < count)
+          sink.create<mt::GradPartOp>(grad.getLoc(), scaled, grad.getParamAttr(),
+                                      sink.getI64IntegerAttr(k),
+                                      sink.getI64IntegerAttr(count));
+        else
+          sink.create<mt::ParamGradOp>(grad.getLoc(), scaled, grad.getParamAttr());
+      }
       grad.erase();
     }
 

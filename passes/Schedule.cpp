@@ -8,8 +8,8 @@
 //      host-to-device copy then happens right before it is needed instead of
 //      at the top of the step, and its device bytes are held only from there.
 //      A source nobody uses goes to the end of the block.
-//   2. Sink ops (mt.loss, mt.output, mt.param_grad, mt.adamw: ops without
-//      results) move up to just after the last def of their operands, so a
+//   2. Sink ops (mt.loss, mt.output, mt.param_grad, mt.adamw, mt.grad_part:
+//      ops without results) move up to just after the last def of their operands, so a
 //      final gradient leaves the device (and can be freed) as soon as it is
 //      complete, and a kept output is read back before it can die.
 //   3. Every op, terminator included, gets `mt.step` = its position.
@@ -34,7 +34,8 @@ bool isSourceOp(mlir::Operation *op) {
 }
 
 bool isSinkOp(mlir::Operation *op) {
-  return mlir::isa<mt::LossOp, mt::OutputOp, mt::ParamGradOp, mt::AdamWOp>(op);
+  return mlir::isa<mt::LossOp, mt::OutputOp, mt::ParamGradOp, mt::AdamWOp,
+                   mt::GradPartOp>(op);
 }
 
 struct Schedule : impl::ScheduleBase<Schedule> {

@@ -65,6 +65,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
@@ -298,7 +299,7 @@ void Planner::analyze() {
 
 double Planner::seconds(mlir::Operation *op) const {
   if (mlir::isa<mt::InputOp, mt::ConstantOp, mt::LossOp, mt::OutputOp,
-                mt::ParamGradOp, mt::AdamWOp>(op))
+                mt::ParamGradOp, mt::AdamWOp, mt::GradPartOp>(op))
     return 0;
   KernelDesc kernel;
   kernel.kernel = op->getName().stripDialect().str();
@@ -837,6 +838,7 @@ double Planner::predictStepSeconds() const {
   // Three queues in issue order plus the host optimizer.
   llvm::DenseMap<mlir::Value, double> ready;
   double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0;
+  llvm::StringSet<> parted; // parameters with an earlier mt.grad_part
   for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i) {
     mlir::Operation *op = order[i];
     auto readyOf = [&](mlir::Value value) {
@@ -863,7 +865,22 @@ double Planner::predictStepSeconds() const {
       d2hFree = start + transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
       double hostStart = std::max(hostFree, d2hFree);
+      if (parted.contains(update.getParam())) // the last part is accumulated first
+        hostStart += hostAccumulateSeconds(type.getNumElements(), profile);
       hostFree = hostStart + hostAdamWSeconds(type.getNumElements(), profile);
+      continue;
+    }
+    if (auto part = mlir::dyn_cast<mt::GradPartOp>(op)) {
+      // A micro-batch gradient part: d2h, then (after part 0) ACCUMULATE.
+      mlir::Value grad = part.getGrad();
+      parted.insert(part.getParam());
+      double start = std::max(d2hFree, readyOf(grad));
+      d2hFree = start + transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      if (part.getIndex() > 0) {
+        auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
+        double hostStart = std::max(hostFree, d2hFree);
+        hostFree = hostStart + hostAccumulateSeconds(type.getNumElements(), profile);
+      }
       continue;
     }
     double start = clock;

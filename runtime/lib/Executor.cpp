@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/OnnxWeights.h"
@@ -246,6 +247,14 @@ void Executor::runOneStep(const plan::Step& step, double& loss) {
       };
       if (task.kind() == plan::HostTask::ADAMW) {
         backend_->runAdamW(operand(0), operand(1), operand(2), operand(3), hyper_, step_);
+      } else if (task.kind() == plan::HostTask::ACCUMULATE) {
+        // Micro-batches: on the host on every backend (hostData waits for the
+        // copy that filled the addend), so cpu and cuda give the same bits.
+        const plan::Tensor& acc = operand(0);
+        const plan::Tensor& addend = operand(1);
+        std::byte* accBytes = backend_->hostData(acc);
+        const std::byte* addendBytes = backend_->hostData(addend);
+        accumulate(acc.dtype(), accBytes, addendBytes, static_cast<size_t>(elementCount(acc.shape())));
       } else {
         // READ_LOSS: the readout is host memory; wait for the copy that fills it.
         backend_->synchronize();

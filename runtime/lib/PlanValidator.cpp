@@ -5,6 +5,7 @@
 // kernels against the backend, copies, events, host tasks), then the header
 // (loss tensor, token input, optimizer), then the schedule (PlanVerifier.h).
 // The first failure throws one line.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -240,6 +241,24 @@ class PlanValidator {
              std::to_string(task.tensors_size()));
       checkHostOperand(index, task.tensors(0), plan::LOSS_READOUT);
       hasReadLoss_ = true;
+    } else if (task.kind() == plan::HostTask::ACCUMULATE) {
+      // Micro-batches: grad:<param> += grad_part:<param>, both host GRADIENT.
+      if (task.tensors_size() != 2)
+        fail(stepLabel(index) + ": ACCUMULATE takes 2 tensors (accumulator, addend), got " +
+             std::to_string(task.tensors_size()));
+      for (int i = 0; i < 2; ++i) checkHostOperand(index, task.tensors(i), plan::GRADIENT);
+      const plan::Tensor& acc = plan_.tensors(static_cast<int>(task.tensors(0)));
+      const plan::Tensor& addend = plan_.tensors(static_cast<int>(task.tensors(1)));
+      if (acc.dtype() != plan::F32 && acc.dtype() != plan::F64)
+        fail(stepLabel(index) + ": " + tensorLabel(task.tensors(0)) + " is " + dtypeName(acc.dtype()) +
+             ", ACCUMULATE needs f32 or f64");
+      if (task.tensors(0) == task.tensors(1))
+        fail(stepLabel(index) + ": ACCUMULATE adds " + tensorLabel(task.tensors(0)) + " to itself");
+      if (addend.dtype() != acc.dtype() ||
+          !std::equal(addend.shape().begin(), addend.shape().end(), acc.shape().begin(), acc.shape().end()))
+        fail(stepLabel(index) + ": " + tensorLabel(task.tensors(1)) + " (" + formatShape(addend.shape()) + " " +
+             dtypeName(addend.dtype()) + ") does not match the accumulator " + tensorLabel(task.tensors(0)) + " (" +
+             formatShape(acc.shape()) + " " + dtypeName(acc.dtype()) + ")");
     } else {
       fail(stepLabel(index) + ": host task kind is unspecified");
     }

@@ -2,14 +2,17 @@
 # microbatch.sh - megatrain-compile --microbatches N through the real tools on the CPU backend.
 # usage: microbatch.sh BIN SRC CASE
 #   same_demo, same_llama: with --input (one array feeds every micro-batch) N = 2 trains 10 steps
-#     to the losses and weights of N = 1 (the mean of two equal gradients is the gradient).
+#     to the losses and weights of N = 1 bit for bit (each part is 0.5 g, accumulated in fp32 on
+#     the host: 0.5 g + 0.5 g == g exactly); the N = 2 plan copies micro-batch 1's gradients
+#     into grad_part:<name> and adds them with ACCUMULATE. The same with --clip-grad-norm.
 #   accumulate: N = 2 fed two different [B, S] arrays (--input input_ids=A.npy --input
 #     input_ids@1=B.npy) against N = 1 at batch 2B fed concat(A, B): every row has S - 1 targets,
 #     so the mean of the two micro-batch means is the full-batch mean, and so are its gradients.
 #   data: --data with N = 2 draws 2 windows per step per row: tokens per step 2*B*S, loss falls;
 #     megatrain-inspect shows the micro-batch count; resume continues the data bit-exactly.
 #   budget: N = 2 under a device budget (half its unconstrained arena) compiles, passes the
-#     verifier (megatrain-compile runs it) and trains to the unconstrained N = 2 losses.
+#     verifier (megatrain-compile runs it) and trains to the unconstrained N = 2 losses and
+#     weights bit for bit.
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -94,9 +97,18 @@ np.save('batch.npy', np.random.default_rng(7).integers(0, 256, size=(2, 64), dty
   "$BIN/megatrain-compile" "$MODEL" -o - --emit=plan-text "${FLAGS[@]}" --microbatches 2 > two.txt
   grep -q 'source: "input_ids@1"' two.txt || fail "the N = 2 plan has no input input_ids@1"
   grep -q 'microbatches: 2' two.txt || fail "the N = 2 plan's header says no microbatches: 2"
+  grep -q 'kind: ACCUMULATE' two.txt || fail "the N = 2 plan has no ACCUMULATE host task"
+  grep -q 'name: "grad_part:' two.txt || fail "the N = 2 plan has no grad_part staging tensor"
   train one "$MODEL" 10 --input "input_ids=$FEED"
   train two "$MODEL" 10 --input "input_ids=$FEED"
-  close one two 1e-6 1e-6
+  cmp -s one.losses two.losses || { paste one.losses two.losses; fail "N = 2 losses differ from N = 1"; }
+  close one two 0 0
+  # Gradient clipping reads the accumulated grad:<name> before any update: bitwise too.
+  cp one.plan oneclip.plan
+  cp two.plan twoclip.plan
+  train oneclip "$MODEL" 5 --input "input_ids=$FEED" --clip-grad-norm 0.5
+  train twoclip "$MODEL" 5 --input "input_ids=$FEED" --clip-grad-norm 0.5
+  close oneclip twoclip 0 0
   ;;
 accumulate)
   python3 -c "
@@ -189,6 +201,7 @@ np.save('batch.npy', np.random.default_rng(3).integers(0, 256, size=(2, 64), dty
   train free "$TINY" 5 --input input_ids=batch.npy
   train half "$TINY" 5 --input input_ids=batch.npy
   cmp -s free.losses half.losses || { paste free.losses half.losses; fail "the budget changed the losses"; }
+  close free half 0 0
   echo "ok: N = 2 under $BUDGET bytes (unconstrained $FULL): arena $ARENA, losses bitwise equal"
   ;;
 *)

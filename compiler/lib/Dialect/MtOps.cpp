@@ -508,5 +508,23 @@ LogicalResult GeluOp::verify() { return verifyGeluApproximation(*this, getApprox
 
 LogicalResult GeluGradOp::verify() { return verifyGeluApproximation(*this, getApproximate()); }
 
+// Micro-batch gradient parts (mt-microbatch).
+
+LogicalResult GradPartOp::verify() {
+  // I64Attr getters are unsigned; the attributes are signed.
+  int64_t count = static_cast<int64_t>(getCount());
+  int64_t index = static_cast<int64_t>(getIndex());
+  if (count < 2)
+    return emitOpError("count must be >= 2 (one micro-batch has no parts), got ")
+           << count;
+  if (index < 0 || index > count - 2)
+    return emitOpError("index must lie in [0, count - 2] (the last part is the "
+                       "mt.param_grad), got ")
+           << index << " with count " << count;
+  return success();
+}
+
+// End of micro-batch gradient parts.
+
 #define GET_OP_CLASSES
 #include "megatrain/Dialect/MtOps.cpp.inc"

@@ -16,6 +16,12 @@
 //   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
 //                 (param, grad, adam_m:<param>, adam_v:<param>) on host
 //   mt.param_grad nothing (mt-adamw consumes it; one left over has no effect)
+//   mt.grad_part  micro-batch k's gradient part (mt-microbatch): k = 0 `copy`
+//                 d2h into host `grad:<param>`; k >= 1 `copy` d2h into the
+//                 host `grad_part:<param>` (one per parameter, reused by every
+//                 k) + `host_task ACCUMULATE` (grad:<param>, grad_part:<param>)
+//                 on host. The parameter's mt.adamw is then the last part:
+//                 copy into grad_part, ACCUMULATE, ADAMW.
 //   mt.offload x  `copy` d2h of x into an OFFLOADED `offload:<x>` in the host
 //                 staging pool (pool 2, at mt.offset); the plan is minor 2
 //   mt.prefetch h `copy` h2d of h into an ACTIVATION `prefetch:<x>`
@@ -43,6 +49,10 @@
 namespace megatrain {
 
 namespace pb = megatrain::plan;
+
+/// Set by mt-microbatch (passes/Microbatch.cpp) on a function that holds N
+/// micro-batches.
+constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
 
 std::string formatLocation(mlir::Location loc) {
   if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc)) {
@@ -148,6 +158,16 @@ private:
   mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
   mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
   mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
+  mlir::LogicalResult emitGradPart(mt::GradPartOp op, int64_t opStep);
+  /// `copy` d2h of `gradient` into grad_part:<param> + ACCUMULATE into the
+  /// host gradient of `param` (micro-batch k >= 1).
+  mlir::LogicalResult emitAccumulate(mlir::Operation *op, const std::string &param,
+                                     uint32_t gradient, mlir::Type type,
+                                     int64_t opStep);
+  /// Checks that `gradient` has the master's shape and dtype.
+  mlir::LogicalResult checkGradientType(mlir::Operation *op, const std::string &param,
+                                        uint32_t gradient, uint32_t master,
+                                        mlir::Type type);
   mlir::LogicalResult setLastUses();
   void setPredictedPeaks();
   mlir::LogicalResult setTokenInput(mt::LossOp loss);
@@ -182,6 +202,14 @@ private:
   std::vector<int64_t> planStepOpStep;           // plan step -> mt.step
   std::map<int64_t, int64_t> planStepsThrough;   // mt.step -> #plan steps so far
   std::optional<mt::AdamWOp> firstUpdate;
+  // Micro-batch gradient parts, per parameter: the host gradient, the
+  // staging tensor of parts k >= 1, how many parts came so far and of how
+  // many (mt.grad_part's count).
+  std::map<std::string, uint32_t> hostGradients;
+  std::map<std::string, uint32_t> partStages;
+  std::map<std::string, int64_t> partsSeen;
+  std::map<std::string, mt::GradPartOp> lastPart;
+  bool accumulates = false;
   std::optional<mt::LossOp> loss;
   unsigned constants = 0;
 };
@@ -466,33 +494,135 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
   if (mlir::failed(gradient))
     return mlir::failure();
-  const pb::Tensor &gradTensor = plan.tensors(*gradient);
-  if (gradTensor.dtype() != masterTensor.dtype() ||
-      gradTensor.buffer().size_bytes() != masterTensor.buffer().size_bytes() ||
-      !std::equal(gradTensor.shape().begin(), gradTensor.shape().end(),
-                  masterTensor.shape().begin(), masterTensor.shape().end()))
-    return op.emitError("the gradient of '")
-           << param << "' has type " << op.getGrad().getType()
-           << ", unlike the parameter";
-
   mlir::Type type = op.getGrad().getType();
-  mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
+  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
+    return mlir::failure();
+
+  // Micro-batches: the update's gradient is the last part; the earlier ones
+  // are already on the host (emitGradPart).
+  auto seen = partsSeen.find(param);
+  bool accumulated = seen != partsSeen.end();
+  int64_t earlier =
+      accumulated ? static_cast<int64_t>(lastPart.at(param).getCount()) - 1 : 0;
+  if (accumulated && seen->second != earlier)
+    return op.emitError("mt.adamw of '")
+           << param << "' comes after " << seen->second << " of its " << earlier
+           << " earlier mt.grad_part";
+  if (!accumulated && func->hasAttr(kMicrobatchesAttr))
+    return op.emitError("mt.adamw of '")
+           << param << "' in a function of micro-batches has no earlier "
+                       "mt.grad_part (run mt-microbatch as a whole)";
+
+  mlir::FailureOr<uint32_t> hostGrad =
+      accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
+                  : addTensor(op, "grad:" + param, type, pb::GRADIENT);
   mlir::FailureOr<uint32_t> m = addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
   mlir::FailureOr<uint32_t> v = addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
   if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
     return mlir::failure();
-  placeOnHost(*hostGrad);
+  if (!accumulated)
+    placeOnHost(*hostGrad);
   placeOnHost(*m);
   placeOnHost(*v);
 
-  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
-  copy.mutable_copy()->set_src(*gradient);
-  copy.mutable_copy()->set_dst(*hostGrad);
-  noteRead(*gradient);
+  if (accumulated) {
+    if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
+      return mlir::failure();
+  } else {
+    pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+    copy.mutable_copy()->set_src(*gradient);
+    copy.mutable_copy()->set_dst(*hostGrad);
+    noteRead(*gradient);
+  }
   pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
   task->set_kind(pb::HostTask::ADAMW);
   for (uint32_t id : {master->second, *hostGrad, *m, *v})
     task->add_tensors(id);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::checkGradientType(mlir::Operation *op,
+                                                   const std::string &param,
+                                                   uint32_t gradient, uint32_t master,
+                                                   mlir::Type type) {
+  const pb::Tensor &masterTensor = plan.tensors(master);
+  const pb::Tensor &gradTensor = plan.tensors(gradient);
+  if (gradTensor.dtype() != masterTensor.dtype() ||
+      gradTensor.buffer().size_bytes() != masterTensor.buffer().size_bytes() ||
+      !std::equal(gradTensor.shape().begin(), gradTensor.shape().end(),
+                  masterTensor.shape().begin(), masterTensor.shape().end()))
+    return op->emitError("the gradient of '")
+           << param << "' has type " << type << ", unlike the parameter";
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
+                                                const std::string &param,
+                                                uint32_t gradient, mlir::Type type,
+                                                int64_t opStep) {
+  auto stage = partStages.find(param);
+  if (stage == partStages.end()) {
+    // One staging tensor per parameter, reused by every part k >= 1: the
+    // d2h copy of part k+1 waits for the ACCUMULATE of part k (insertEvents).
+    mlir::FailureOr<uint32_t> id = addTensor(op, "grad_part:" + param, type, pb::GRADIENT);
+    if (mlir::failed(id))
+      return mlir::failure();
+    placeOnHost(*id);
+    stage = partStages.emplace(param, *id).first;
+  }
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(gradient);
+  copy.mutable_copy()->set_dst(stage->second);
+  noteRead(gradient);
+  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
+  task->set_kind(pb::HostTask::ACCUMULATE);
+  task->add_tensors(hostGradients.at(param));
+  task->add_tensors(stage->second);
+  accumulates = true;
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep) {
+  std::string param = op.getParam().str();
+  auto master = parameterMasters.find(param);
+  if (master == parameterMasters.end())
+    return op.emitError("mt.grad_part of '") << param << "' but no mt.param reads it";
+  if (!plan.tensors(master->second).trainable())
+    return op.emitError("mt.grad_part of frozen parameter '") << param << "'";
+  if (updates.count(param))
+    return op.emitError("mt.grad_part of '") << param << "' after its mt.adamw";
+  int64_t expected = partsSeen[param];
+  int64_t index = static_cast<int64_t>(op.getIndex());
+  if (index != expected)
+    return op.emitError("mt.grad_part of '")
+           << param << "' has index " << index << ", expected " << expected
+           << " (parts come in micro-batch order)";
+  auto previous = lastPart.find(param);
+  if (previous != lastPart.end() && previous->second.getCount() != op.getCount())
+    return op.emitError("mt.grad_part of '")
+           << param << "' has count " << op.getCount() << ", unlike the one at "
+           << formatLocation(previous->second.getLoc());
+  lastPart.insert_or_assign(param, op);
+  ++partsSeen[param];
+
+  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
+  if (mlir::failed(gradient))
+    return mlir::failure();
+  mlir::Type type = op.getGrad().getType();
+  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
+    return mlir::failure();
+  if (index > 0)
+    return emitAccumulate(op, param, *gradient, type, opStep);
+
+  mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
+  if (mlir::failed(hostGrad))
+    return mlir::failure();
+  placeOnHost(*hostGrad);
+  hostGradients[param] = *hostGrad;
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*gradient);
+  copy.mutable_copy()->set_dst(*hostGrad);
+  noteRead(*gradient);
   return mlir::success();
 }
 
@@ -598,6 +728,8 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
     return emitOutput(output, opStep);
   if (auto adamw = mlir::dyn_cast<mt::AdamWOp>(op))
     return emitAdamW(adamw, opStep);
+  if (auto part = mlir::dyn_cast<mt::GradPartOp>(op))
+    return emitGradPart(part, opStep);
   if (auto offload = mlir::dyn_cast<mt::OffloadOp>(op))
     return emitOffload(offload, opStep);
   if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
@@ -682,10 +814,6 @@ void PlanBuilder::setPredictedPeaks() {
     stage->set_peak_bytes(stageSize);
   }
 }
-
-/// Set by mt-microbatch (passes/Microbatch.cpp) on a function that holds N
-/// micro-batches.
-constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
 
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
   auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
@@ -777,6 +905,13 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   if (!loss)
     return func.emitError("the function has no mt.loss; a plan needs a loss "
                           "to report (run mt-add-loss)");
+  for (auto &[param, part] : lastPart)
+    if (!updates.count(param))
+      return part.emitError("the gradient parts of '")
+             << param << "' reach no mt.adamw (run mt-adamw after mt-microbatch)";
+  // ACCUMULATE is a minor 2 host task.
+  if (accumulates && header->format_minor() < 2)
+    header->set_format_minor(2);
   if (mlir::failed(setLastUses()) || mlir::failed(setTokenInput(*loss)))
     return mlir::failure();
   setPredictedPeaks();

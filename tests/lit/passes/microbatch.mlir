@@ -4,13 +4,15 @@
 // RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not megatrain-opt %s --mt-autodiff --mt-adamw --mt-microbatch=count=2 2>&1 | FileCheck %s --check-prefix=AFTER-ADAMW
 // RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-microbatch=count=2 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-adamw --mt-schedule | FileCheck %s --check-prefix=SCHED
 
 // One training step (x -> tanh(x w + b) -> sum) differentiated by
 // mt-autodiff, then split into micro-batches: micro-batch 0 as it was, each
 // later one a clone after it whose input is renamed x@k and whose parameters
-// are fetched again; each parameter's gradients are summed right after each
-// later gradient is final, scaled by 1/N and sent to one param_grad; the
-// losses are summed and scaled by 1/N into the one mt.loss.
+// are fetched again. Right after each micro-batch gradient is final it is
+// scaled by 1/N and sent to the host: mt.grad_part {index = k} for the first
+// N-1 micro-batches, the one mt.param_grad for the last (no running sum on
+// the device). The losses are summed and scaled by 1/N into the one mt.loss.
 
 // TWO-LABEL:  func.func @step() attributes {mt.microbatches = 2 : i64}
 // TWO:          %[[X0:.*]] = mt.input {name = "x"} : tensor<4x2xf32>
@@ -20,8 +22,12 @@
 // TWO:          %[[L0:.*]] = mt.reduce_sum %[[T0]]
 // TWO-NOT:      mt.loss
 // TWO:          %[[DT0:.*]] = mt.tanh_grad %[[T0]]
-// TWO:          %[[DB0:.*]] = mt.sum_to %[[DT0]]
-// TWO:          %[[DW0:.*]] = mt.matmul %[[X0]], %[[DT0]] {transpose_a = true}
+// TWO-NEXT:     %[[DB0:.*]] = mt.sum_to %[[DT0]]
+// TWO-NEXT:     %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 5.000000e-01 : f64} : tensor<3xf32>
+// TWO-NEXT:     mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, param = "b"} : tensor<3xf32>
+// TWO-NEXT:     %[[DW0:.*]] = mt.matmul %[[X0]], %[[DT0]] {transpose_a = true}
+// TWO-NEXT:     %[[PW0:.*]] = mt.scale %[[DW0]] {alpha = 5.000000e-01 : f64} : tensor<2x3xf32>
+// TWO-NEXT:     mt.grad_part %[[PW0]] {count = 2 : i64, index = 0 : i64, param = "w"} : tensor<2x3xf32>
 // TWO-NOT:      mt.param_grad
 // TWO:          %[[X1:.*]] = mt.input {name = "x@1"} : tensor<4x2xf32>
 // TWO-NEXT:     %[[W1:.*]] = mt.param {name = "w", trainable = true}
@@ -32,13 +38,11 @@
 // TWO-NEXT:     %[[L1:.*]] = mt.reduce_sum %[[T1]]
 // TWO:          %[[DT1:.*]] = mt.tanh_grad %[[T1]]
 // TWO-NEXT:     %[[DB1:.*]] = mt.sum_to %[[DT1]]
-// TWO-NEXT:     %[[SB:.*]] = mt.add %[[DB0]], %[[DB1]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-// TWO-NEXT:     %[[MB:.*]] = mt.scale %[[SB]] {alpha = 5.000000e-01 : f64} : tensor<3xf32>
-// TWO-NEXT:     mt.param_grad %[[MB]] {param = "b"} : tensor<3xf32>
+// TWO-NEXT:     %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 5.000000e-01 : f64} : tensor<3xf32>
+// TWO-NEXT:     mt.param_grad %[[PB1]] {param = "b"} : tensor<3xf32>
 // TWO-NEXT:     %[[DW1:.*]] = mt.matmul %[[X1]], %[[DT1]] {transpose_a = true}
-// TWO-NEXT:     %[[SW:.*]] = mt.add %[[DW0]], %[[DW1]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-// TWO-NEXT:     %[[MW:.*]] = mt.scale %[[SW]] {alpha = 5.000000e-01 : f64} : tensor<2x3xf32>
-// TWO-NEXT:     mt.param_grad %[[MW]] {param = "w"} : tensor<2x3xf32>
+// TWO-NEXT:     %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 5.000000e-01 : f64} : tensor<2x3xf32>
+// TWO-NEXT:     mt.param_grad %[[PW1]] {param = "w"} : tensor<2x3xf32>
 // TWO-NEXT:     %[[SL:.*]] = mt.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // TWO-NEXT:     %[[ML:.*]] = mt.scale %[[SL]] {alpha = 5.000000e-01 : f64} : tensor<f32>
 // TWO-NEXT:     mt.loss %[[ML]] : tensor<f32>
@@ -48,21 +52,23 @@
 // THREE:         mt.input {name = "x"}
 // THREE-NOT:     mt.param_grad
 // THREE:         %[[DB0:.*]] = mt.sum_to
-// THREE:         %[[DW0:.*]] = mt.matmul {{.*}} {transpose_a = true}
+// THREE-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    mt.grad_part %[[PB0]] {count = 3 : i64, index = 0 : i64, param = "b"}
 // THREE:         mt.input {name = "x@1"}
 // THREE:         %[[DB1:.*]] = mt.sum_to
-// THREE-NEXT:    %[[SB1:.*]] = mt.add %[[DB0]], %[[DB1]]
+// THREE-NEXT:    %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    mt.grad_part %[[PB1]] {count = 3 : i64, index = 1 : i64, param = "b"}
 // THREE-NEXT:    %[[DW1:.*]] = mt.matmul {{.*}} {transpose_a = true}
-// THREE-NEXT:    %[[SW1:.*]] = mt.add %[[DW0]], %[[DW1]]
+// THREE-NEXT:    %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    mt.grad_part %[[PW1]] {count = 3 : i64, index = 1 : i64, param = "w"}
 // THREE-NOT:     mt.param_grad
+// THREE-NOT:     mt.add {{.*}} : (tensor<3xf32>, tensor<3xf32>)
 // THREE:         mt.input {name = "x@2"}
 // THREE:         %[[DB2:.*]] = mt.sum_to
-// THREE-NEXT:    %[[SB2:.*]] = mt.add %[[SB1]], %[[DB2]]
-// THREE-NEXT:    %[[MB:.*]] = mt.scale %[[SB2]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    %[[MB:.*]] = mt.scale %[[DB2]] {alpha = 0.33333333333333331 : f64}
 // THREE-NEXT:    mt.param_grad %[[MB]] {param = "b"}
 // THREE-NEXT:    %[[DW2:.*]] = mt.matmul {{.*}} {transpose_a = true}
-// THREE-NEXT:    %[[SW2:.*]] = mt.add %[[SW1]], %[[DW2]]
-// THREE-NEXT:    %[[MW:.*]] = mt.scale %[[SW2]] {alpha = 0.33333333333333331 : f64}
+// THREE-NEXT:    %[[MW:.*]] = mt.scale %[[DW2]] {alpha = 0.33333333333333331 : f64}
 // THREE-NEXT:    mt.param_grad %[[MW]] {param = "w"}
 // THREE-NEXT:    %[[S01:.*]] = mt.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // THREE-NEXT:    %[[S012:.*]] = mt.add %[[S01]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
@@ -80,6 +86,18 @@
 // ONE:          mt.param_grad
 // ONE:          mt.param_grad
 // ONE-NEXT:     return
+
+// mt-adamw turns the last part into the update; mt-schedule keeps each
+// mt.grad_part (a sink) right after its operand's definition.
+// SCHED-LABEL: func.func @step()
+// SCHED:         %[[DB0:.*]] = mt.sum_to
+// SCHED-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]]
+// SCHED-NEXT:    mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, mt.step = {{[0-9]+}} : i64, param = "b"}
+// SCHED:         mt.input {{.*}}name = "x@1"
+// SCHED:         %[[DB1:.*]] = mt.sum_to
+// SCHED-NEXT:    %[[PB1:.*]] = mt.scale %[[DB1]]
+// SCHED-NEXT:    mt.adamw %[[PB1]] {{.*}}param = "b"
+// SCHED-NOT:     mt.param_grad
 
 // ZERO: error: invalid mt-microbatch option count=0 (must be >= 1)
 // AFTER-ADAMW: error: mt-microbatch must run before mt-adamw

@@ -847,4 +847,28 @@ def Mt_GeluGradOp : Mt_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
 
 // End of fused normalizations and activations.
 
+// Micro-batch gradient parts (mt-microbatch, docs/tiering.md "Micro-batches").
+
+def Mt_GradPartOp : Mt_Op<"grad_part", []> {
+  let summary = "one micro-batch's share of a parameter's gradient, sent to the host";
+  let description = [{
+    Written by mt-microbatch: `grad` is micro-batch `index`'s gradient of the
+    parameter `param`, already scaled by 1/`count`. The plan copies it to the
+    host as soon as it is final: part 0 into the host gradient `grad:<param>`,
+    part k >= 1 into the staging tensor `grad_part:<param>`, then a host
+    ACCUMULATE adds it to `grad:<param>` in fp32. Parts 0 .. count-2 are
+    mt.grad_part; the last one is the parameter's mt.param_grad (mt.adamw),
+    whose plan steps accumulate it before the update.
+
+    ```mlir
+    mt.grad_part %g {param = "fc1.weight", index = 0 : i64, count = 2 : i64} : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$grad, StrAttr:$param, I64Attr:$index, I64Attr:$count);
+  let assemblyFormat = "$grad attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+// End of micro-batch gradient parts.
+
 #endif // MT_OPS_TD

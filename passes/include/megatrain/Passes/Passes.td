@@ -229,9 +229,11 @@ def Microbatch : Pass<"mt-microbatch", "mlir::func::FuncOp"> {
     mt.param_grad per trainable parameter), repeats the step body `count`
     times in sequence, micro-batch k after micro-batch k-1. Micro-batch k >= 1
     is a clone whose mt.input ops are renamed `<name>@<k>` (micro-batch 0
-    keeps the plain names; mt.param ops are cloned as they are). Each
-    parameter's gradients are summed as they become final (an mt.add right
-    after each g_k), scaled by 1/count, and go to one mt.param_grad; the
+    keeps the plain names; mt.param ops are cloned as they are). Right
+    after each micro-batch gradient g_k comes `mt.scale` by 1/count and a
+    sink: `mt.grad_part {param, index = k, count}` for k < count-1, the
+    parameter's one mt.param_grad for the last; plan emission accumulates the
+    parts on the host in fp32. The
     losses are summed and scaled by 1/count into one mt.loss (the mean over
     micro-batches). An mt.output is kept for micro-batch 0 only. Sets
     `mt.microbatches` on the function. count = 1 changes nothing.
