@@ -2,7 +2,8 @@
 //
 // Runs on the GPU machine (no compiler there): the GPU figures come from
 // runtime/cuda/DeviceMeasure.cu, the host ones from here: the runtime's own
-// AdamW (adamwUpdate, single-threaded as the executor calls it), host memory
+// AdamW (adamwUpdate as the executor calls it: its best vector path on the
+// host thread pool, MEGATRAIN_HOST_THREADS threads or every core), host memory
 // bandwidth with every core, and, when asked, direct-I/O disk bandwidth.
 // The JSON goes to -o FILE or stdout; a table of each figure beside
 // DEVICE.md's H200 ceiling goes to stderr.
@@ -24,8 +25,10 @@
 
 #include "DeviceMeasure.h"
 #include "ToolArgs.h"
+#include "cpu/AdamWPaths.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/AtomicFile.h"
+#include "megatrain/runtime/HostThreads.h"
 #include "megatrain/runtime/ProfileJson.h"
 
 namespace megatrain::runtime::tools {
@@ -46,7 +49,8 @@ megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
   hbm_bytes_per_s              device-to-device copy, read + write counted
   h2d/d2h_bytes_per_s          pinned host buffers, one direction
   duplex_bytes_per_s           both directions at once on two streams, total
-  host_adamw_params_per_s      the runtime's host AdamW (one thread, as it runs)
+  host_adamw_params_per_s      the runtime's host AdamW as it runs (its vector path
+                               on every host thread; MEGATRAIN_HOST_THREADS sets them)
   host_bytes_per_s             host a + b -> c on every core, 3 x 4 bytes per element
   disk_read/write_bytes_per_s  only with --disk: O_DIRECT, 16 MiB blocks
   launch_s                     empty kernel launches on one stream, per launch
@@ -277,8 +281,8 @@ int run(int argc, char** argv) {
   profile.set("duplex_bytes_per_s", device.duplexBytesPerS);
   profile.set("launch_s", device.launchS);
 
-  // AdamW: the runtime runs adamwUpdate on one host thread (CpuBackend and
-  // CudaBackend both call it inline), so the profile's rate is one thread's.
+  // AdamW: CpuBackend and CudaBackend both call adamwUpdate, which splits a
+  // large tensor over the host thread pool; the profile's rate is that call's.
   profile.set("host_adamw_params_per_s", measureHostAdamW(options.adamwParams, std::min(options.runs, 3)));
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   profile.set("host_bytes_per_s", measureHostBandwidth(options.hostBytes, threads, options.runs));
@@ -291,8 +295,10 @@ int run(int argc, char** argv) {
   std::vector<std::string> notes = {
       "matmuls " + std::to_string(options.device.matmulSize) + "^3; copies of " + sizeText(options.device.copyBytes) +
           "; best of " + std::to_string(options.device.runs) + " runs each",
-      "host AdamW: the runtime's adamwUpdate (f32) on 1 thread, as the runtime runs it, over " +
-          std::to_string(options.adamwParams >> 20) + "M parameters (DEVICE.md's 3.5 G/s is torch's fused AdamW on 16 threads)",
+      "host AdamW: the runtime's adamwUpdate (f32, " + std::string(adamwIsaName(adamwBestIsa())) + ") on " +
+          std::to_string(adamwDefaultChunks(options.adamwParams)) + " of " + std::to_string(hostThreadCount()) +
+          " host threads, as the runtime runs it, over " + std::to_string(options.adamwParams >> 20) +
+          "M parameters (DEVICE.md's 3.5 G/s is torch's fused AdamW on 16 threads)",
       "host memory: " + std::to_string(threads) + " threads, arrays of " + sizeText(options.hostBytes),
       options.disk.empty() ? std::string("disk: not measured (--disk DIR); the profile keeps the compiler's defaults")
                            : "disk: " + sizeText(options.diskBytes) + " in " + options.disk + ", 16 MiB O_DIRECT blocks",

@@ -1,0 +1,24 @@
+// HostThreads.h - the runtime's persistent pool of host threads for data-parallel loops (host AdamW).
+#pragma once
+
+#include <functional>
+
+namespace megatrain::runtime {
+
+// The number of host threads parallel loops use: MEGATRAIN_HOST_THREADS when
+// set (a positive integer; Error otherwise), else std::thread::hardware_concurrency()
+// (1 when unknown). Read once, on the first call.
+unsigned hostThreadCount();
+
+// Runs task(0) .. task(tasks - 1), each exactly once, on the pool's
+// hostThreadCount() - 1 workers and the calling thread, and returns when all
+// have finished. Tasks run in any order and concurrently; `task` must not
+// throw (a task that does ends the program). The workers start on the first call that needs them.
+//
+// Thread safety: any thread may call it; concurrent calls run one after the
+// other (each waits for the pool). A call from inside a task (nested) runs its
+// tasks on the calling thread, in order. With one thread, or tasks <= 1,
+// everything runs on the calling thread.
+void hostParallelFor(unsigned tasks, const std::function<void(unsigned)>& task);
+
+}  // namespace megatrain::runtime
