@@ -116,6 +116,17 @@ struct LiveValue {
   int64_t last;
   uint64_t size;
   llvm::SmallVector<int64_t, 4> uses; // sorted positions of the users
+
+  /// The first use at or after `from` (b) and the use or def before it (a):
+  /// the gap (a, b) the value sits idle in. False when no use is that late.
+  bool gapBefore(int64_t from, int64_t &a, int64_t &b) const {
+    auto after = std::lower_bound(uses.begin(), uses.end(), from);
+    if (after == uses.end())
+      return false;
+    b = *after;
+    a = after == uses.begin() ? first : *(after - 1);
+    return true;
+  }
 };
 
 /// A priced way to free a value at the peak.
@@ -488,11 +499,9 @@ void Planner::priceCandidates(int64_t p, std::vector<Candidate> &out) const {
       continue;
     if (std::binary_search(value.uses.begin(), value.uses.end(), p))
       continue;
-    auto after = std::upper_bound(value.uses.begin(), value.uses.end(), p);
-    if (after == value.uses.end())
+    int64_t a, b;
+    if (!value.gapBefore(p + 1, a, b))
       continue;
-    int64_t b = *after;
-    int64_t a = after == value.uses.begin() ? value.first : *(after - 1);
     double transfer = transferOf(value.value);
 
     if (isFetch(def)) {
@@ -709,12 +718,9 @@ void Planner::applyOffloadPolicy() {
   }
   for (mlir::Value target : targets) {
     analyze();
-    const LiveValue *value = live(target);
-    auto after = std::lower_bound(value->uses.begin(), value->uses.end(), backwardStart);
-    if (after == value->uses.end())
+    int64_t a, b;
+    if (!live(target)->gapBefore(backwardStart, a, b))
       continue;
-    int64_t b = *after;
-    int64_t a = after == value->uses.begin() ? value->first : *(after - 1);
     mlir::Operation *def = target.getDefiningOp();
     int64_t deadline = isFetch(def) ? fetchDeadline(def) : static_cast<int64_t>(order.size());
     auto [k, exposed] = placeFetch(a + 1, deadline, b, transferOf(target));
@@ -780,19 +786,18 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
     }
     if (boundary)
       continue;
-    auto after = std::lower_bound(value.uses.begin(), value.uses.end(), backwardStart);
+    int64_t a, b;
+    if (!value.gapBefore(backwardStart, a, b))
+      continue;
     rebuild.insert(value.value);
-    targets.push_back({*after, value.value});
+    targets.push_back({b, value.value});
   }
   llvm::sort(targets, [](const auto &x, const auto &y) { return x.first < y.first; });
   for (const auto &[unused, target] : targets) {
     analyze();
-    const LiveValue *value = live(target);
-    auto after = std::lower_bound(value->uses.begin(), value->uses.end(), backwardStart);
-    if (after == value->uses.end())
+    int64_t a, b;
+    if (!live(target)->gapBefore(backwardStart, a, b))
       continue;
-    int64_t b = *after;
-    mlir::Value found;
     // An earlier rebuild may already hold it live here.
     auto it = replacements.find(target);
     bool reused = false;
@@ -818,13 +823,9 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
   for (mlir::Value param : params) {
     analyze();
     const LiveValue *value = live(param);
-    if (!value)
+    int64_t a, b;
+    if (!value || !value->gapBefore(backwardStart, a, b))
       continue;
-    auto after = std::lower_bound(value->uses.begin(), value->uses.end(), backwardStart);
-    if (after == value->uses.end())
-      continue;
-    int64_t b = *after;
-    int64_t a = after == value->uses.begin() ? value->first : *(after - 1);
     auto [k, exposed] = placeFetch(a + 1, fetchDeadline(param.getDefiningOp()), b, transferOf(param));
     (void)exposed;
     if (k >= 0)

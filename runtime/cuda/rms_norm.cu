@@ -9,38 +9,11 @@
 // scratch, added in split order by a third kernel: deterministic).
 #include <algorithm>
 
+#include "ColumnSums.cuh"
 #include "DeviceMath.cuh"
 
 namespace megatrain::runtime::cuda {
 namespace {
-
-constexpr int kColumns = 32;                       // columns per block of the column sums
-constexpr int kColumnLanes = kThreads / kColumns;  // rows walked at once per column
-
-struct Rows {
-  int64_t rows, d;
-  double epsilon;
-};
-
-// The column-sum grid of rms_norm_grad.
-struct ColumnSplit {
-  unsigned blocks, splits;
-  int64_t chunk;  // rows per split
-};
-
-ColumnSplit planColumns(const Launch& launch, const Rows& r) {
-  ColumnSplit c;
-  c.blocks = static_cast<unsigned>(std::max<int64_t>(1, (r.d + kColumns - 1) / kColumns));
-  const int64_t target = static_cast<int64_t>(launch.device->smCount) * 8;
-  int64_t splits = 1;
-  if (static_cast<int64_t>(c.blocks) * 2 < target) {
-    const int64_t byWork = (r.rows + kColumnLanes * 16 - 1) / (kColumnLanes * 16);
-    splits = std::max<int64_t>(1, std::min<int64_t>({(target + c.blocks - 1) / c.blocks, byWork, 65535}));
-  }
-  c.chunk = std::max<int64_t>(1, (r.rows + splits - 1) / splits);
-  c.splits = static_cast<unsigned>(std::max<int64_t>(1, (r.rows + c.chunk - 1) / c.chunk));
-  return c;
-}
 
 // Scratch: rstd [rows] then, when split, partials [splits, d]; doubles.
 size_t gradScratchDoubles(const Rows& r, const ColumnSplit& c) {

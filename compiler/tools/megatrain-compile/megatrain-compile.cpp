@@ -362,16 +362,10 @@ std::unique_ptr<llvm::raw_fd_ostream> openTextOutput(const std::string &path) {
   return out;
 }
 
+/// "1.50 MiB (1572864 bytes)"; below a KiB just "512 B".
 std::string formatBytes(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? std::to_string(bytes) + " B"
-                   : llvm::formatv("{0:f2} {1} ({2} bytes)", value, units[unit], bytes).str();
+  std::string text = megatrain::formatBytes(bytes);
+  return bytes < 1024 ? text : text + " (" + std::to_string(bytes) + " bytes)";
 }
 
 void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
