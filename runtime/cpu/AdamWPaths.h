@@ -31,6 +31,7 @@ unsigned adamwDefaultChunks(size_t count);
 // cache line of f32), run on the host thread pool (hostParallelFor). Error on
 // an unsupported isa, chunks == 0, another dtype or t < 1.
 void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* param, const void* grad,
-                     void* m, void* v, size_t count, const plan::AdamW& hyper, int64_t t);
+                     void* m, void* v, size_t count, const plan::AdamW& hyper, int64_t t,
+                     uint16_t* bf16Copy = nullptr);
 
 }  // namespace megatrain::runtime

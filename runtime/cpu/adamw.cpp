@@ -184,13 +184,17 @@ void adamwRange(AdamWIsa isa, T* param, const T* grad, T* m, T* v, size_t count,
 // and runs each as a host-pool task.
 template <typename T>
 void adamwChunked(AdamWIsa isa, unsigned chunks, T* param, const T* grad, T* m, T* v, size_t count,
-                  const Coefficients& c) {
+                  const Coefficients& c, uint16_t* bf16Copy) {
   constexpr size_t kAlign = 16;
   const size_t blocks = (count + kAlign - 1) / kAlign;
   hostParallelFor(chunks, [&](unsigned chunk) {
     const size_t begin = std::min(count, blocks * chunk / chunks * kAlign);
     const size_t end = std::min(count, blocks * (chunk + 1) / chunks * kAlign);
-    if (begin < end) adamwRange(isa, param + begin, grad + begin, m + begin, v + begin, end - begin, c);
+    if (begin >= end) return;
+    adamwRange(isa, param + begin, grad + begin, m + begin, v + begin, end - begin, c);
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16Copy)
+        for (size_t i = begin; i < end; ++i) bf16Copy[i] = floatToBf16(param[i]);
   });
 }
 
@@ -228,24 +232,27 @@ unsigned adamwDefaultChunks(size_t count) {
 }
 
 void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* param, const void* grad, void* m,
-                     void* v, size_t count, const plan::AdamW& hyper, int64_t t) {
+                     void* v, size_t count, const plan::AdamW& hyper, int64_t t, uint16_t* bf16Copy) {
   if (t < 1) throw Error("adamw: step count t must be >= 1, got " + std::to_string(t));
   if (!adamwIsaSupported(isa)) throw Error(std::string("adamw: this CPU has no ") + adamwIsaName(isa));
   if (chunks == 0) throw Error("adamw: chunk count must be >= 1");
   const Coefficients c = coefficients(hyper, t);
+  if (bf16Copy && dtype != plan::F32)
+    throw Error(std::string("adamw: a bf16 compute copy needs f32 masters, got ") + dtypeName(dtype));
   if (dtype == plan::F32)
     adamwChunked(isa, chunks, static_cast<float*>(param), static_cast<const float*>(grad), static_cast<float*>(m),
-                 static_cast<float*>(v), count, c);
+                 static_cast<float*>(v), count, c, bf16Copy);
   else if (dtype == plan::F64)
     adamwChunked(isa, chunks, static_cast<double*>(param), static_cast<const double*>(grad),
-                 static_cast<double*>(m), static_cast<double*>(v), count, c);
+                 static_cast<double*>(m), static_cast<double*>(v), count, c, nullptr);
   else
     throw Error(std::string("adamw: dtype ") + dtypeName(dtype) + " is not supported (f32 or f64)");
 }
 
 void adamwUpdate(plan::DType dtype, void* param, const void* grad, void* m, void* v, size_t count,
-                 const plan::AdamW& hyper, int64_t t) {
-  adamwUpdateWith(adamwBestIsa(), adamwDefaultChunks(count), dtype, param, grad, m, v, count, hyper, t);
+                 const plan::AdamW& hyper, int64_t t, uint16_t* bf16Copy) {
+  adamwUpdateWith(adamwBestIsa(), adamwDefaultChunks(count), dtype, param, grad, m, v, count, hyper, t,
+                  bf16Copy);
 }
 
 }  // namespace megatrain::runtime

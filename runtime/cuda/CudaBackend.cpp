@@ -76,7 +76,8 @@ class CudaBackend final : public Backend {
   void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void launchKernel(uint32_t step) override;
   void runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
-                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t) override;
+                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
+                const plan::Tensor* compute) override;
   void recordEvent(const std::string& event, const std::string& stream) override;
   void waitEvent(const std::string& event, const std::string& stream) override;
   void synchronize() override { drain(); }
@@ -284,13 +285,15 @@ void CudaBackend::launchKernel(uint32_t step) {
 }
 
 void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
-                           const plan::Tensor& v, const plan::AdamW& hyper, int64_t t) {
-  for (const plan::Tensor* tensor : {&param, &grad, &m, &v})
-    if (onDevice(*tensor))
+                           const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
+                           const plan::Tensor* compute) {
+  for (const plan::Tensor* tensor : {&param, &grad, &m, &v, compute})
+    if (tensor && onDevice(*tensor))
       throw Error("cuda backend: AdamW operand '" + tensor->name() + "' is in device memory; it runs on the host");
   drain();  // the gradient's device-to-host copy must have landed
   adamwUpdate(param.dtype(), address(param), address(grad), address(m), address(v),
-              static_cast<size_t>(elementCount(param.shape())), hyper, t);
+              static_cast<size_t>(elementCount(param.shape())), hyper, t,
+              compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr);
 }
 
 void CudaBackend::recordEvent(const std::string& event, const std::string& stream) {

@@ -128,9 +128,10 @@ void CpuBackend::launchKernel(uint32_t step) {
 
 void CpuBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad,
                           const plan::Tensor& m, const plan::Tensor& v, const plan::AdamW& hyper,
-                          int64_t t) {
+                          int64_t t, const plan::Tensor* compute) {
   adamwUpdate(param.dtype(), data(param), data(grad), data(m), data(v),
-              static_cast<size_t>(elementCount(param.shape())), hyper, t);
+              static_cast<size_t>(elementCount(param.shape())), hyper, t,
+              compute ? reinterpret_cast<uint16_t*>(data(*compute)) : nullptr);
 }
 
 void CpuBackend::poison(const plan::Tensor& tensor) {

@@ -75,6 +75,7 @@ const char* roleName(plan::Role role) {
     case plan::LOSS_READOUT: return "LOSS_READOUT";
     case plan::OUTPUT_READOUT: return "OUTPUT_READOUT";
     case plan::OFFLOADED: return "OFFLOADED";
+    case plan::PARAMETER_COMPUTE: return "PARAMETER_COMPUTE";
     default: return "ROLE_UNSPECIFIED";
   }
 }

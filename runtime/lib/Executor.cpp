@@ -246,7 +246,8 @@ void Executor::runOneStep(const plan::Step& step, double& loss) {
         return plan_.tensors(static_cast<int>(task.tensors(i)));
       };
       if (task.kind() == plan::HostTask::ADAMW) {
-        backend_->runAdamW(operand(0), operand(1), operand(2), operand(3), hyper_, step_);
+        backend_->runAdamW(operand(0), operand(1), operand(2), operand(3), hyper_, step_,
+                           task.tensors_size() > 4 ? &operand(4) : nullptr);
       } else if (task.kind() == plan::HostTask::ACCUMULATE) {
         // Micro-batches: on the host on every backend (hostData waits for the
         // copy that filled the addend), so cpu and cuda give the same bits.

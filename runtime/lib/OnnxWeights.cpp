@@ -23,14 +23,6 @@ std::string joinShape(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
-// bf16 is the top half of an f32.
-float bf16ToFloat(uint16_t bits) {
-  uint32_t word = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &word, 4);
-  return value;
-}
-
 float f16ToFloat(uint16_t bits) {
   const uint32_t sign = (bits >> 15) & 1, exponent = (bits >> 10) & 0x1F, mantissa = bits & 0x3FF;
   float magnitude;

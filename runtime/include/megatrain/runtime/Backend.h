@@ -50,10 +50,12 @@ class Backend {
   virtual void launchKernel(uint32_t step) = 0;
 
   // The AdamW host task (docs/ops.md) on host tensors; t is the 1-based count
-  // of optimizer steps taken, this one included.
+  // of optimizer steps taken, this one included. `compute`, when not null, is
+  // the parameter's bf16 PARAMETER_COMPUTE copy, rewritten from the update.
   virtual void runAdamW(const plan::Tensor& param, const plan::Tensor& grad,
                         const plan::Tensor& m, const plan::Tensor& v,
-                        const plan::AdamW& hyper, int64_t t) = 0;
+                        const plan::AdamW& hyper, int64_t t,
+                        const plan::Tensor* compute = nullptr) = 0;
 
   // Events order work across streams; a backend that runs in order ignores them.
   virtual void recordEvent(const std::string& event, const std::string& stream) {}

@@ -26,7 +26,8 @@ class CpuBackend final : public Backend {
   void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void launchKernel(uint32_t step) override;
   void runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
-                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t) override;
+                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
+                const plan::Tensor* compute = nullptr) override;
   void poison(const plan::Tensor& tensor) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
