@@ -22,6 +22,9 @@
 #   TIERED  directory of tiered plans made here (tiny Llama and GPT-2 exports,
 #          no budget and the smallest budget; see docs/cuda.md): each pair
 #          trains 20 steps on cuda and must give bitwise-equal losses and weights
+#   LLM    1 (default) trains the tiny LLM exports on cuda at fp32, tf32 and bf16
+#          against PyTorch's loss trajectories (tests/gpu/llm_vs_pytorch.sh;
+#          needs megatrain-compile in BIN); 0 skips it
 #   SANITIZE=1  also run the kernel tests under compute-sanitizer's memcheck
 #          and racecheck (minutes, not seconds)
 # Exit status: 0 when every check passed.
@@ -175,6 +178,21 @@ EOF
   done
 }
 tiered
+
+# ---- 4. the tiny LLM exports on cuda against PyTorch's loss trajectory, per precision ----
+if [[ ${LLM:-1} == 1 ]]; then
+  if [[ ! -x $BIN/megatrain-compile ]]; then row "llm vs pytorch" FAIL "needs megatrain-compile in $BIN"
+  else
+    echo "== tests/gpu/llm_vs_pytorch.sh"
+    bash tests/gpu/llm_vs_pytorch.sh "$BIN" . "$OUT/llm" 2>&1 | tee "$OUT/llm_vs_pytorch.log"
+    status=${PIPESTATUS[0]}
+    while read -r model prec worst bar result; do
+      [[ $result == pass ]] && row "llm $model $prec" PASS "loss vs PyTorch $worst (bar $bar)"
+      [[ $result == FAIL ]] && row "llm $model $prec" FAIL "loss vs PyTorch $worst (bar $bar)"
+    done < <(grep -E ' (pass|FAIL)$' "$OUT/llm_vs_pytorch.log")
+    [[ $status == 0 ]] || row "llm vs pytorch" FAIL "exit $status ($OUT/llm_vs_pytorch.log)"
+  fi
+fi
 
 echo
 echo "== bench/device.sh: $(cat "$OUT/machine.txt" | tr '\n' ' ')"
