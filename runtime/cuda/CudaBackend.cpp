@@ -265,7 +265,7 @@ void CudaBackend::prepare(const plan::Plan& plan) {
     }
   }
   // ---- cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul (MatmulPlanner.h) ----
-  if (!matmul_) matmul_ = std::make_unique<cuda::MatmulPlanner>(compute_);
+  if (!matmul_) matmul_ = std::make_unique<cuda::MatmulPlanner>();
   context_.matmul = matmul_.get();
   matmul_->beginPlan(plan.steps_size());
   for (const PreparedKernel& prepared : kernels_) {

@@ -15,7 +15,6 @@
 // F64 matmuls stay on cuBLAS's Dgemm (matmul.cpp) and are not planned here.
 #pragma once
 
-#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <memory>
@@ -27,11 +26,11 @@ namespace megatrain::runtime::cuda {
 class MatmulPlanner {
  public:
   // The one cuBLASLt workspace, allocated when the planner is made and shared
-  // by every cuBLASLt call on the compute stream (they run one at a time).
+  // by every cuBLASLt call: matmuls must not run on two streams at once.
   static constexpr size_t kWorkspaceBytes = size_t{64} << 20;
 
-  // Makes a cuBLASLt handle and the workspace; launches go to `stream`.
-  explicit MatmulPlanner(cudaStream_t stream);
+  // Makes a cuBLASLt handle and the workspace.
+  MatmulPlanner();
   ~MatmulPlanner();
   MatmulPlanner(const MatmulPlanner&) = delete;
   MatmulPlanner& operator=(const MatmulPlanner&) = delete;
@@ -43,8 +42,8 @@ class MatmulPlanner {
   // Shape, dtype or precision errors and cuBLASLt failures are Errors naming
   // the kernel, the product and the cuBLASLt status.
   void prepare(const Launch& launch);
-  // Runs the planned matmul of launch.step on the stream; an Error if that
-  // step was not planned.
+  // Runs the planned matmul of launch.step on launch.device->stream; an Error
+  // if that step was not planned.
   void run(const Launch& launch) const;
 
   // Distinct products whose algorithm has been chosen so far.

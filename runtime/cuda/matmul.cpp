@@ -294,7 +294,6 @@ std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, 
 }  // namespace
 
 struct MatmulPlanner::Impl {
-  cudaStream_t stream = nullptr;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   std::map<Key, std::unique_ptr<LtGemm>> cache;
@@ -304,8 +303,7 @@ struct MatmulPlanner::Impl {
                      cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY);
 };
 
-MatmulPlanner::MatmulPlanner(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
-  impl_->stream = stream;
+MatmulPlanner::MatmulPlanner() : impl_(std::make_unique<Impl>()) {
   MT_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
   MT_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
 }
@@ -459,7 +457,7 @@ void MatmulPlanner::run(const Launch& launch) const {
     void* out = y + oy * resultBytes;
     MT_LT_CHECK(cublasLtMatmul(impl_->handle, gemm.desc, &one, b + ob * operandBytes, gemm.layoutA,
                                a + oa * operandBytes, gemm.layoutB, &zero, out, gemm.layoutD, out, gemm.layoutD,
-                               &gemm.algo, impl_->workspace, kWorkspaceBytes, impl_->stream),
+                               &gemm.algo, impl_->workspace, kWorkspaceBytes, launch.device->stream),
                 launch, gemm.product);
   });
 }
