@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "CudaKernel.h"
+#include "MatmulPlanner.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
@@ -113,6 +114,7 @@ class CudaBackend final : public Backend {
   void* scratch_ = nullptr;
   std::vector<PreparedKernel> kernels_;  // [steps]; entry == nullptr for other steps
   std::unordered_map<std::string, cudaEvent_t> events_;
+  std::unique_ptr<cuda::MatmulPlanner> matmul_;  // made by the first prepare(); its algorithm cache outlives plans
 };
 
 CudaBackend::CudaBackend(int device) : device_(device) {
@@ -262,6 +264,19 @@ void CudaBackend::prepare(const plan::Plan& plan) {
       }
     }
   }
+  // ---- cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul (MatmulPlanner.h) ----
+  if (!matmul_) matmul_ = std::make_unique<cuda::MatmulPlanner>();
+  context_.matmul = matmul_.get();
+  matmul_->beginPlan(plan.steps_size());
+  for (const PreparedKernel& prepared : kernels_) {
+    if (!prepared.entry) continue;
+    try {
+      matmul_->prepare(prepared.launch);
+    } catch (const Error& e) {
+      throw Error("cuda backend: step " + std::to_string(prepared.launch.step) + ": " + e.what());
+    }
+  }
+  // ---- end cuBLASLt ----
   context_.scratchBytes = (scratch + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
   if (context_.scratchBytes) MT_CUDA_CHECK(cudaMalloc(&scratch_, context_.scratchBytes));
   context_.scratch = scratch_;

@@ -24,6 +24,8 @@ typedef struct cublasContext* cublasHandle_t;
 
 namespace megatrain::runtime::cuda {
 
+class MatmulPlanner;  // MatmulPlanner.h: cuBLASLt algorithms chosen at prepare time
+
 inline constexpr int kMaxRank = 8;
 // Operands per side; 8 fits the masks of floatingType (bits 0-7 in, 8-15 out).
 inline constexpr int kMaxOperands = 8;
@@ -103,6 +105,8 @@ struct DeviceContext {
   // the backend reports it at the next synchronization.
   int* badData = nullptr;
   int smCount = 132;
+  // The f32/bf16 matmuls' cuBLASLt plans (made by the backend's prepare()).
+  MatmulPlanner* matmul = nullptr;
 };
 
 // One Kernel step, resolved.

@@ -1,9 +1,15 @@
-// cast.cu - cast: element type conversion among f32, f64, i64 and bool on the GPU.
+// cast.cu - cast: element type conversion among f32, f64, i64 and bool, and between bf16 and f32/f64, on the GPU.
 //
 // The conversions are the CPU twin's (cpu/cast.cpp), spelled out so that
 // neither backend relies on what C++ leaves undefined: float to i64 truncates
 // toward zero, saturates, and takes NaN to 0; anything to bool is x != 0 (NaN
 // is true); a nonzero bool byte reads as 1.
+//
+// bf16 is the upper half of an f32. f32 -> bf16 rounds to nearest, ties to
+// even, and keeps a NaN a quiet NaN with its sign: bit for bit floatToBf16 of
+// megatrain/runtime/DType.h. f64 -> bf16 rounds to f32 first, then as above
+// (floatToBf16(float(x))). bf16 -> f32 and -> f64 are exact. bf16 casts only
+// to and from f32, f64 and bf16 itself.
 #include "DeviceMath.cuh"
 
 namespace megatrain::runtime::cuda {
@@ -14,9 +20,33 @@ struct Bool {
   uint8_t byte;
 };
 
+// BF16's element: the upper 16 bits of an f32.
+struct Bf16 {
+  uint16_t bits;
+};
+
+// DType.h's floatToBf16, on the device.
+__device__ __forceinline__ Bf16 floatToBf16(float value) {
+  uint32_t word = __float_as_uint(value);
+  if ((word & 0x7F800000u) == 0x7F800000u && (word & 0x007FFFFFu) != 0)
+    return Bf16{static_cast<uint16_t>((word >> 16) | 0x0040u)};  // quiet NaN, sign kept
+  word += 0x7FFFu + ((word >> 16) & 1u);
+  return Bf16{static_cast<uint16_t>(word >> 16)};
+}
+
+__device__ __forceinline__ float bf16ToFloat(Bf16 value) {
+  return __uint_as_float(static_cast<uint32_t>(value.bits) << 16);
+}
+
 template <typename To, typename From>
 __device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same_v<From, Bool>) {
+  if constexpr (std::is_same_v<From, Bf16> && std::is_same_v<To, Bf16>) {
+    return v;
+  } else if constexpr (std::is_same_v<From, Bf16>) {
+    return static_cast<To>(bf16ToFloat(v));  // f32 or f64 (castable checks)
+  } else if constexpr (std::is_same_v<To, Bf16>) {
+    return floatToBf16(static_cast<float>(v));  // from f32 or f64
+  } else if constexpr (std::is_same_v<From, Bool>) {
     return convert<To>(static_cast<int64_t>(v.byte != 0));
   } else if constexpr (std::is_same_v<To, Bool>) {
     return Bool{static_cast<uint8_t>(v != From(0) ? 1 : 0)};
@@ -42,7 +72,7 @@ __global__ void castKernel(const From* x, To* y, int64_t n) {
 
 // ---- launcher ----
 
-// Calls f(tag) with a value of the element type of `dtype` (f32, f64, i64 or bool).
+// Calls f(tag) with a value of the element type of `dtype` (f32, f64, i64, bool or bf16).
 template <typename F>
 void dispatchCastable(const Launch& launch, DType dtype, F&& f) {
   switch (dtype) {
@@ -50,22 +80,36 @@ void dispatchCastable(const Launch& launch, DType dtype, F&& f) {
     case DType::F64: f(double{}); break;
     case DType::I64: f(int64_t{}); break;
     case DType::Bool: f(Bool{}); break;
-    default: fail(launch, std::string("cannot cast ") + dtypeLabel(dtype) + " (f32, f64, i64 or bool)");
+    case DType::BF16: f(Bf16{}); break;
+    default: fail(launch, std::string("cannot cast ") + dtypeLabel(dtype) + " (f32, f64, i64, bool or bf16)");
   }
 }
+
+bool isFloat(DType dtype) { return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16; }
 
 void cast(const Launch& launch) {
   const Operand &x = launch.in[0], &y = launch.out[0];
   requireShape(launch, y, x.shape, "output");
+  if ((x.dtype == DType::BF16 || y.dtype == DType::BF16) && !(isFloat(x.dtype) && isFloat(y.dtype)))
+    fail(launch, std::string("cannot cast ") + dtypeLabel(x.dtype) + " to " + dtypeLabel(y.dtype) +
+                     " (bf16 casts to and from f32 and f64 only)");
   const int64_t n = x.shape.elements();
   dispatchCastable(launch, x.dtype, [&](auto fromTag) {
     using From = decltype(fromTag);
     dispatchCastable(launch, y.dtype, [&](auto toTag) {
       using To = decltype(toTag);
-      if (n == 0) return;
-      castKernel<From, To><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-          x.as<const From>(), y.as<To>(), n);
-      MT_CHECK_LAUNCH(launch);
+      // bf16 pairs with the float types only (checked above); the others are never instantiated.
+      constexpr bool bf16Pair = std::is_same_v<From, Bf16> || std::is_same_v<To, Bf16>;
+      constexpr bool floats = !std::is_same_v<From, int64_t> && !std::is_same_v<From, Bool> &&
+                              !std::is_same_v<To, int64_t> && !std::is_same_v<To, Bool>;
+      if constexpr (bf16Pair && !floats) {
+        return;
+      } else {
+        if (n == 0) return;
+        castKernel<From, To><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+            x.as<const From>(), y.as<To>(), n);
+        MT_CHECK_LAUNCH(launch);
+      }
     });
   });
 }

@@ -1,4 +1,4 @@
-// matmul.cpp - batched matrix product on cuBLAS, with transpose flags and broadcast batch dims.
+// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims.
 //
 // Host code only (cuBLAS launches the kernels), so the C++ compiler builds it
 // instead of nvcc.
@@ -9,14 +9,29 @@
 // Batch dims broadcast through per-operand batch strides (0 on a stretched
 // dim); after coalescing, one strided-batched call covers the common cases (a
 // rank-2 operand is stride 0), and a batch that cannot be one stride is
-// walked on the host, one call per outer index. F32 runs in plain fp32
-// (CUBLAS_DEFAULT_MATH, which never takes TF32 for Sgemm; the handle is set up
-// in CudaBackend), F64 in fp64.
+// walked on the host, one call per outer index.
+//
+// Operand types and what computes them:
+//   a, b F32, y F32   cuBLASLt; step attribute `precision` absent or "fp32":
+//                     CUBLAS_COMPUTE_32F (plain fp32, never TF32); "tf32":
+//                     CUBLAS_COMPUTE_32F_FAST_TF32; "bf16":
+//                     CUBLAS_COMPUTE_32F_FAST_16BF (products of bf16-rounded
+//                     operands, fp32 accumulation)
+//   a, b BF16, y F32  cuBLASLt, CUDA_R_16BF A/B, CUDA_R_32F C/D,
+//                     CUBLAS_COMPUTE_32F (exact products, fp32 accumulation)
+//   a, b F64, y F64   cuBLAS DgemmStridedBatched (the handle runs
+//                     CUBLAS_DEFAULT_MATH; see CudaBackend)
+// The cuBLASLt descriptors and algorithm of each step are made at prepare
+// time (MatmulPlanner.h); a launch only looks them up.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <array>
 #include <climits>
+#include <map>
 
 #include "CudaKernel.h"
+#include "MatmulPlanner.h"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -58,40 +73,38 @@ MatmulDims checkMatmul(const Launch& launch) {
   return d;
 }
 
+// The operand types matmul accepts: F32 x F32 -> F32, BF16 x BF16 -> F32, F64 x F64 -> F64.
+void checkTypes(const Launch& launch) {
+  const DType a = launch.in[0].dtype, b = launch.in[1].dtype, y = launch.out[0].dtype;
+  const bool ok = (a == DType::F32 && b == DType::F32 && y == DType::F32) ||
+                  (a == DType::BF16 && b == DType::BF16 && y == DType::F32) ||
+                  (a == DType::F64 && b == DType::F64 && y == DType::F64);
+  if (!ok)
+    fail(launch, std::string("operands are ") + dtypeLabel(a) + " x " + dtypeLabel(b) + " -> " + dtypeLabel(y) +
+                     "; the CUDA backend multiplies f32 x f32 -> f32, bf16 x bf16 -> f32 or f64 x f64 -> f64");
+}
+
 int toInt(const Launch& launch, int64_t value, const char* what) {
   if (value > INT_MAX) fail(launch, std::string(what) + " " + std::to_string(value) + " exceeds cuBLAS's int range");
   return static_cast<int>(value);
 }
 
-// One cuBLAS strided-batched call: `count` products of m x k by k x n.
+// One strided-batched call: `count` products of m x k by k x n.
 struct Gemm {
   int m, n, k, count;
   bool transA, transB;
   int64_t strideA, strideB, strideY;  // elements between batch entries
 };
 
-void gemm(const Launch& launch, const Gemm& g, const float* a, const float* b, float* y) {
-  const float one = 1.0f, zero = 0.0f;
-  MT_CUBLAS_CHECK(cublasSgemmStridedBatched(
-      launch.device->cublas, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
-      g.n, g.m, g.k, &one, b, g.transB ? g.k : g.n, g.strideB, a, g.transA ? g.m : g.k, g.strideA,
-      &zero, y, g.n, g.strideY, g.count));
-}
+// A matmul as one strided-batched call repeated over an outer batch walked on
+// the host (element offsets of a, b and y per outer index).
+struct GemmBatch {
+  Gemm g;
+  StridedSpace<3> outer;
+  int64_t calls = 1;
+};
 
-void gemm(const Launch& launch, const Gemm& g, const double* a, const double* b, double* y) {
-  const double one = 1.0, zero = 0.0;
-  MT_CUBLAS_CHECK(cublasDgemmStridedBatched(
-      launch.device->cublas, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
-      g.n, g.m, g.k, &one, b, g.transB ? g.k : g.n, g.strideB, a, g.transA ? g.m : g.k, g.strideA,
-      &zero, y, g.n, g.strideY, g.count));
-}
-
-template <typename T>
-void matmulImpl(const Launch& launch, const MatmulDims& d) {
-  const T* a = launch.in[0].as<const T>();
-  const T* b = launch.in[1].as<const T>();
-  T* y = launch.out[0].as<T>();
-
+GemmBatch decompose(const Launch& launch, const MatmulDims& d) {
   // Element strides of a, b and y over the batch dims of y.
   StridedSpace<3> batch;
   batch.rank = d.batch.rank;
@@ -114,7 +127,8 @@ void matmulImpl(const Launch& launch, const MatmulDims& d) {
     count = 1;
     batch.rank = 0;
   }
-  Gemm g;
+  GemmBatch result;
+  Gemm& g = result.g;
   g.m = toInt(launch, m, "m");
   g.n = toInt(launch, d.n, "n");
   g.k = toInt(launch, d.k, "k");
@@ -126,11 +140,17 @@ void matmulImpl(const Launch& launch, const MatmulDims& d) {
   g.strideB = inner >= 0 ? batch.strides[1][inner] : 0;
   g.strideY = inner >= 0 ? batch.strides[2][inner] : 0;
 
-  StridedSpace<3> outer = batch;
-  outer.rank = inner > 0 ? inner : 0;
-  int64_t calls = 1;
-  for (int i = 0; i < outer.rank; ++i) calls *= outer.dims[i];
-  for (int64_t c = 0; c < calls; ++c) {
+  result.outer = batch;
+  result.outer.rank = inner > 0 ? inner : 0;
+  for (int i = 0; i < result.outer.rank; ++i) result.calls *= result.outer.dims[i];
+  return result;
+}
+
+// Calls f(offsetA, offsetB, offsetY) (elements) for each outer batch index.
+template <typename F>
+void forEachCall(const GemmBatch& batch, F&& f) {
+  const StridedSpace<3>& outer = batch.outer;
+  for (int64_t c = 0; c < batch.calls; ++c) {
     int64_t at[3] = {0, 0, 0};
     int64_t rest = c;
     for (int i = outer.rank - 1; i >= 0; --i) {
@@ -138,24 +158,309 @@ void matmulImpl(const Launch& launch, const MatmulDims& d) {
       rest /= outer.dims[i];
       for (int t = 0; t < 3; ++t) at[t] += index * outer.strides[t][i];
     }
-    gemm(launch, g, a + at[0], b + at[1], y + at[2]);
+    f(at[0], at[1], at[2]);
   }
 }
 
+// ---- f64: cuBLAS ----
+
+void dgemm(const Launch& launch, const Gemm& g, const double* a, const double* b, double* y) {
+  const double one = 1.0, zero = 0.0;
+  MT_CUBLAS_CHECK(cublasDgemmStridedBatched(
+      launch.device->cublas, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+      g.n, g.m, g.k, &one, b, g.transB ? g.k : g.n, g.strideB, a, g.transA ? g.m : g.k, g.strideA,
+      &zero, y, g.n, g.strideY, g.count));
+}
+
+void matmulF64(const Launch& launch, const MatmulDims& d) {
+  const double* a = launch.in[0].as<const double>();
+  const double* b = launch.in[1].as<const double>();
+  double* y = launch.out[0].as<double>();
+  const GemmBatch batch = decompose(launch, d);
+  forEachCall(batch, [&](int64_t oa, int64_t ob, int64_t oy) { dgemm(launch, batch.g, a + oa, b + ob, y + oy); });
+}
+
 void matmul(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | outMask(0));
+  checkTypes(launch);
   const MatmulDims d = checkMatmul(launch);
   const Operand& y = launch.out[0];
   if (y.shape.elements() == 0) return;
   if (d.k == 0) {  // an empty sum: cuBLAS need not write y, so zero it here
-    MT_CUDA_CHECK(cudaMemsetAsync(y.data, 0, static_cast<size_t>(y.shape.elements()) * dtypeBytes(dtype),
+    MT_CUDA_CHECK(cudaMemsetAsync(y.data, 0, static_cast<size_t>(y.shape.elements()) * dtypeBytes(y.dtype),
                                   launch.device->stream));
     return;
   }
-  dispatchFloating(dtype, [&](auto tag) { matmulImpl<decltype(tag)>(launch, d); });
+  if (y.dtype == DType::F64) {
+    matmulF64(launch, d);
+    return;
+  }
+  if (!launch.device->matmul) fail(launch, "the backend has no cuBLASLt planner (prepare() makes it)");
+  launch.device->matmul->run(launch);
+}
+
+// ---- f32 and bf16: cuBLASLt ----
+
+const char* ltStatusName(cublasStatus_t status) { return cublasLtGetStatusName(status); }
+
+[[noreturn]] void ltFail(const Launch& launch, const char* call, cublasStatus_t status, const std::string& product) {
+  fail(launch, std::string(call) + " failed: " + ltStatusName(status) + " (" + cublasLtGetStatusString(status) +
+                   ") for " + product);
+}
+
+#define MT_LT_CHECK(call, launch, product)                                          \
+  do {                                                                              \
+    const cublasStatus_t mtLtStatus = (call);                                       \
+    if (mtLtStatus != CUBLAS_STATUS_SUCCESS) ltFail((launch), #call, mtLtStatus, (product)); \
+  } while (0)
+
+enum class Precision { Fp32, Tf32, Bf16 };
+
+Precision precisionOf(const Launch& launch) {
+  const std::string_view p = launch.attrs.getString("precision", "fp32");
+  if (p == "fp32") return Precision::Fp32;
+  if (p == "tf32") return Precision::Tf32;
+  if (p == "bf16") return Precision::Bf16;
+  fail(launch, "attribute 'precision' is '" + std::string(p) + "', expected fp32, tf32 or bf16");
+}
+
+cublasComputeType_t computeTypeOf(DType operands, Precision precision) {
+  if (operands == DType::BF16) return CUBLAS_COMPUTE_32F;  // bf16 products are exact in fp32
+  switch (precision) {
+    case Precision::Tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::Bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    default: return CUBLAS_COMPUTE_32F;
+  }
+}
+
+const char* computeLabel(cublasComputeType_t compute) {
+  switch (compute) {
+    case CUBLAS_COMPUTE_32F_FAST_TF32: return "CUBLAS_COMPUTE_32F_FAST_TF32";
+    case CUBLAS_COMPUTE_32F_FAST_16BF: return "CUBLAS_COMPUTE_32F_FAST_16BF";
+    default: return "CUBLAS_COMPUTE_32F";
+  }
+}
+
+cudaDataType_t cudaTypeOf(DType dtype) { return dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The largest power of two up to 256 that divides the address and every
+// offset (bytes) the calls add to it: what cuBLASLt may assume of the operand.
+uint32_t alignmentOf(const void* base, std::initializer_list<int64_t> offsetBytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(base) | 256u;
+  for (int64_t offset : offsetBytes) bits |= static_cast<uint64_t>(offset);
+  return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
+}
+
+// Everything a cuBLASLt call's form depends on.
+using Key = std::array<int64_t, 15>;
+
+// Descriptors and algorithm of one distinct product.
+struct LtGemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr, layoutD = nullptr;  // cuBLASLt's A (our b), B (our a), C = D (y)
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  std::string product;  // for error messages
+
+  ~LtGemm() {
+    if (layoutD) cublasLtMatrixLayoutDestroy(layoutD);
+    if (layoutB) cublasLtMatrixLayoutDestroy(layoutB);
+    if (layoutA) cublasLtMatrixLayoutDestroy(layoutA);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// One planned step.
+struct StepRecord {
+  const LtGemm* gemm = nullptr;
+  GemmBatch batch;
+  const void *a = nullptr, *b = nullptr;
+  void* y = nullptr;
+};
+
+std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, cublasComputeType_t compute,
+                            uint32_t alignA, uint32_t alignB, uint32_t alignY) {
+  std::string text = "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " + dtypeLabel(launch.in[0].dtype) +
+                     " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
+                     dtypeLabel(launch.in[1].dtype) + " -> y " + launch.out[0].shape.str() + " " +
+                     dtypeLabel(launch.out[0].dtype) + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) +
+                     ", k " + std::to_string(g.k) + ", batch " + std::to_string(g.count) + " with strides a " +
+                     std::to_string(g.strideA) + ", b " + std::to_string(g.strideB) + ", y " +
+                     std::to_string(g.strideY) + ", " + std::to_string(calls) + " call(s); " + computeLabel(compute) +
+                     "; alignment a " + std::to_string(alignA) + ", b " + std::to_string(alignB) + ", y " +
+                     std::to_string(alignY) + " bytes)";
+  return text;
 }
 
 }  // namespace
+
+struct MatmulPlanner::Impl {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  std::map<Key, std::unique_ptr<LtGemm>> cache;
+  std::vector<StepRecord> steps;
+
+  const LtGemm& find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
+                     cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY);
+};
+
+MatmulPlanner::MatmulPlanner() : impl_(std::make_unique<Impl>()) {
+  MT_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  MT_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+}
+
+// Frees everything, checking nothing (a destructor must not throw).
+MatmulPlanner::~MatmulPlanner() {
+  impl_->cache.clear();
+  if (impl_->workspace) cudaFree(impl_->workspace);
+  if (impl_->handle) cublasLtDestroy(impl_->handle);
+}
+
+size_t MatmulPlanner::cachedAlgorithms() const { return impl_->cache.size(); }
+
+void MatmulPlanner::beginPlan(int steps) {
+  impl_->steps.assign(static_cast<size_t>(steps > 0 ? steps : 0), StepRecord{});
+}
+
+const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
+                                        cublasComputeType_t compute, uint32_t alignA, uint32_t alignB,
+                                        uint32_t alignY) {
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+
+  auto gemm = std::make_unique<LtGemm>();
+  gemm->product = describeProduct(launch, g, calls, compute, alignA, alignB, alignY);
+  const std::string& product = gemm->product;
+  const cudaDataType_t operandType = cudaTypeOf(launch.in[0].dtype), resultType = cudaTypeOf(launch.out[0].dtype);
+
+  // Column-major Y^T [n, m] = op(b^T) [n, k] op(a^T) [k, m]: cuBLASLt's A is our b, its B our a.
+  MT_LT_CHECK(cublasLtMatmulDescCreate(&gemm->desc, compute, CUDA_R_32F), launch, product);
+  const int32_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)), launch,
+              product);
+  MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)), launch,
+              product);
+  // Stored (column-major) extents: b is [n, k] (or [k, n] transposed), a is [k, m] (or [m, k]), y is [n, m].
+  const uint64_t n = static_cast<uint64_t>(g.n), m = static_cast<uint64_t>(g.m), k = static_cast<uint64_t>(g.k);
+  MT_LT_CHECK(cublasLtMatrixLayoutCreate(&gemm->layoutA, operandType, g.transB ? k : n, g.transB ? n : k,
+                                         g.transB ? g.k : g.n),
+              launch, product);
+  MT_LT_CHECK(cublasLtMatrixLayoutCreate(&gemm->layoutB, operandType, g.transA ? m : k, g.transA ? k : m,
+                                         g.transA ? g.m : g.k),
+              launch, product);
+  MT_LT_CHECK(cublasLtMatrixLayoutCreate(&gemm->layoutD, resultType, n, m, g.n), launch, product);
+  if (g.count > 1) {
+    const std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {
+        {gemm->layoutA, g.strideB}, {gemm->layoutB, g.strideA}, {gemm->layoutD, g.strideY}};
+    for (const auto& [layout, stride] : strided) {
+      const int32_t count = g.count;
+      MT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+                  launch, product);
+      MT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                   sizeof(stride)),
+                  launch, product);
+    }
+  }
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  MT_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference), launch, product);
+  struct PreferenceGuard {
+    cublasLtMatmulPreference_t p;
+    ~PreferenceGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } guard{preference};
+  const uint64_t workspaceBytes = kWorkspaceBytes;
+  MT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &workspaceBytes, sizeof(workspaceBytes)),
+              launch, product);
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},  // cuBLASLt's A is our b
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignY},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignY}};
+  for (const auto& [attribute, bytes] : alignments)
+    MT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)), launch, product);
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  MT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->layoutA, gemm->layoutB, gemm->layoutD,
+                                             gemm->layoutD, preference, 1, &result, &found),
+              launch, product);
+  if (found < 1) fail(launch, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + product);
+  if (result.state != CUBLAS_STATUS_SUCCESS)
+    ltFail(launch, "cublasLtMatmulAlgoGetHeuristic (result state)", result.state, product);
+  if (result.workspaceSize > kWorkspaceBytes)
+    fail(launch, "cuBLASLt's algorithm wants " + std::to_string(result.workspaceSize) +
+                     " bytes of workspace, more than the " + std::to_string(kWorkspaceBytes) + " allowed, for " +
+                     product);
+  gemm->algo = result.algo;
+  gemm->workspace = result.workspaceSize;
+  return *cache.emplace(key, std::move(gemm)).first->second;
+}
+
+void MatmulPlanner::prepare(const Launch& launch) {
+  if (std::string_view(launch.kernel) != "matmul" || launch.numIn != 2 || launch.numOut != 1) return;
+  checkTypes(launch);
+  const MatmulDims d = checkMatmul(launch);
+  if (launch.out[0].dtype == DType::F64) return;  // cuBLAS Dgemm
+  const Precision precision = precisionOf(launch);
+  if (launch.out[0].shape.elements() == 0 || d.k == 0) return;  // nothing for cuBLASLt to do
+  if (launch.step < 0 || static_cast<size_t>(launch.step) >= impl_->steps.size())
+    fail(launch, "step " + std::to_string(launch.step) + " lies outside the plan beginPlan() was given");
+
+  StepRecord record;
+  record.batch = decompose(launch, d);
+  const Gemm& g = record.batch.g;
+  const GemmBatch& batch = record.batch;
+  record.a = launch.in[0].data;
+  record.b = launch.in[1].data;
+  record.y = launch.out[0].data;
+
+  const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
+  const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
+  // Offsets each call adds: the strided batch and the outer dims walked on the host.
+  auto offsets = [&](int t, int64_t batchStride, int64_t bytes) {
+    uint64_t bits = g.count > 1 ? static_cast<uint64_t>(batchStride * bytes) : 0;
+    for (int i = 0; i < batch.outer.rank; ++i) bits |= static_cast<uint64_t>(batch.outer.strides[t][i] * bytes);
+    return static_cast<int64_t>(bits);
+  };
+  const uint32_t alignA = alignmentOf(record.a, {offsets(0, g.strideA, operandBytes)});
+  const uint32_t alignB = alignmentOf(record.b, {offsets(1, g.strideB, operandBytes)});
+  const uint32_t alignY = alignmentOf(record.y, {offsets(2, g.strideY, resultBytes)});
+  const cublasComputeType_t compute = computeTypeOf(launch.in[0].dtype, precision);
+
+  const Key key = {static_cast<int64_t>(launch.in[0].dtype),
+                   static_cast<int64_t>(launch.out[0].dtype),
+                   static_cast<int64_t>(compute),
+                   g.m, g.n, g.k, g.count,
+                   g.transA, g.transB,
+                   g.strideA, g.strideB, g.strideY,
+                   alignA, alignB, alignY};
+  record.gemm = &impl_->find(launch, key, g, batch.calls, compute, alignA, alignB, alignY);
+  impl_->steps[static_cast<size_t>(launch.step)] = record;
+}
+
+void MatmulPlanner::run(const Launch& launch) const {
+  const StepRecord* record = launch.step >= 0 && static_cast<size_t>(launch.step) < impl_->steps.size()
+                                 ? &impl_->steps[static_cast<size_t>(launch.step)]
+                                 : nullptr;
+  if (!record || !record->gemm)
+    fail(launch, "step " + std::to_string(launch.step) + " has no cuBLASLt plan (prepare() did not see it)");
+  if (record->a != launch.in[0].data || record->b != launch.in[1].data || record->y != launch.out[0].data)
+    fail(launch, "step " + std::to_string(launch.step) + " was planned for other operand addresses");
+  const LtGemm& gemm = *record->gemm;
+  const auto* a = static_cast<const char*>(record->a);
+  const auto* b = static_cast<const char*>(record->b);
+  auto* y = static_cast<char*>(record->y);
+  const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
+  const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
+  const float one = 1.0f, zero = 0.0f;
+  forEachCall(record->batch, [&](int64_t oa, int64_t ob, int64_t oy) {
+    void* out = y + oy * resultBytes;
+    MT_LT_CHECK(cublasLtMatmul(impl_->handle, gemm.desc, &one, b + ob * operandBytes, gemm.layoutA,
+                               a + oa * operandBytes, gemm.layoutB, &zero, out, gemm.layoutD, out, gemm.layoutD,
+                               &gemm.algo, impl_->workspace, kWorkspaceBytes, launch.device->stream),
+                launch, gemm.product);
+  });
+}
 
 void addMatmulKernels(KernelTable& table) { table.add("matmul", 2, 1, matmul); }
 

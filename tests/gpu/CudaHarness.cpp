@@ -72,6 +72,7 @@ std::vector<std::byte> encode(const HostTensor& tensor) {
       case plan::I64: { const int64_t n = static_cast<int64_t>(v); std::memcpy(at, &n, 8); break; }
       case plan::I32: { const int32_t n = static_cast<int32_t>(v); std::memcpy(at, &n, 4); break; }
       case plan::BOOL: *at = std::byte{v != 0 ? uint8_t{1} : uint8_t{0}}; break;
+      case plan::BF16: { const uint16_t h = floatToBf16(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
       default: throw Error(std::string("encode: unsupported dtype ") + dtypeName(tensor.dtype));
     }
   }
@@ -90,6 +91,7 @@ HostTensor decode(const std::vector<std::byte>& bytes, const std::vector<int64_t
       case plan::I64: { int64_t n; std::memcpy(&n, at, 8); tensor.values[i] = static_cast<double>(n); break; }
       case plan::I32: { int32_t n; std::memcpy(&n, at, 4); tensor.values[i] = n; break; }
       case plan::BOOL: tensor.values[i] = std::to_integer<uint8_t>(*at); break;
+      case plan::BF16: { uint16_t h; std::memcpy(&h, at, 2); tensor.values[i] = bf16ToFloat(h); break; }
       default: throw Error(std::string("decode: unsupported dtype ") + dtypeName(dtype));
     }
   }

@@ -4,9 +4,14 @@
 // mean of 20 launches between two synchronizations. Memory-bound kernels are
 // reported as GB/s of compulsory traffic (every input read once, every output
 // written once) against the H200's 4.2 TB/s device copy (read + write);
-// matmuls as TFLOP/s against 51 TFLOP/s fp32 (docs: /work/shared/DEVICE.md).
+// matmuls as TFLOP/s against the ceiling of their precision: 51 TFLOP/s
+// fp32, 395 tf32, 777 bf16 (docs: /work/shared/DEVICE.md).
 // Shapes: tokens 8 x 2048, hidden 2048, heads 16 x 128, intermediate 5632,
 // vocab 32000 (the loss rows shortened to 4 x 1024 to keep inputs small).
+// Matmuls: every product of a Llama-1.36B layer and the LM head at 16384
+// tokens, forward (x W), and both backward products (dy W^T, x^T dy), at
+// each precision: f32 operands in fp32 and in tf32, bf16 operands into f32.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +39,7 @@ struct BenchCase {
   std::vector<Operand> inputs, outputs;
   std::vector<plan::Attribute> attributes;
   double flops = 0;  // > 0: report TFLOP/s instead of GB/s
+  double ceiling = 51;  // TFLOP/s the matmul is measured against
 };
 
 int64_t elements(const std::vector<int64_t>& shape) {
@@ -45,6 +51,17 @@ int64_t elements(const std::vector<int64_t>& shape) {
 std::string shapeText(const std::vector<Operand>& operands) {
   std::string text;
   for (const Operand& o : operands) text += formatShape(google::protobuf::RepeatedField<int64_t>(o.shape.begin(), o.shape.end())) + " ";
+  return text;
+}
+
+// "matmul bf16 a^T": the kernel and the attributes that tell its cases apart.
+std::string label(const BenchCase& c) {
+  std::string text = c.kernel;
+  for (const plan::Attribute& a : c.attributes) {
+    if (a.name() == "precision") text += " " + a.s();
+    if (a.name() == "transpose_a" && a.i()) text += " a^T";
+    if (a.name() == "transpose_b" && a.i()) text += " b^T";
+  }
   return text;
 }
 
@@ -69,8 +86,18 @@ void run(Backend& backend, const BenchCase& c) {
       std::uniform_int_distribution<int64_t> pick(0, o.indexLimit - 1);
       for (int64_t k = 0; k < n; ++k) { const int64_t v = pick(rng); std::memcpy(&data[8 * k], &v, 8); }
     } else {
+      // Random floats for the first 2^20 elements, repeated after that (the
+      // timings do not depend on the values; the large matmul inputs would
+      // take seconds to draw).
+      const size_t size = dtypeSize(o.dtype), drawn = std::min<size_t>(static_cast<size_t>(n), size_t{1} << 20);
       std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
-      for (int64_t k = 0; k < n; ++k) { const float v = pick(rng); std::memcpy(&data[4 * k], &v, 4); }
+      for (size_t k = 0; k < drawn; ++k) {
+        const float v = pick(rng);
+        if (o.dtype == plan::BF16) { const uint16_t h = floatToBf16(v); std::memcpy(&data[2 * k], &h, 2); }
+        else std::memcpy(&data[4 * k], &v, 4);
+      }
+      for (size_t at = drawn * size; at < data.size(); at += drawn * size)
+        std::memcpy(&data[at], data.data(), std::min(drawn * size, data.size() - at));
     }
     backend.write(plan.tensors(static_cast<int>(i)), data.data(), data.size());
     bytes += static_cast<double>(data.size());
@@ -85,10 +112,10 @@ void run(Backend& backend, const BenchCase& c) {
   backend.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kLaunches;
   if (c.flops > 0)
-    std::printf("%-20s %-44s %9.1f us %8.1f TFLOP/s (%3.0f%% of 51)\n", c.kernel.c_str(), shapeText(c.inputs).c_str(),
-                seconds * 1e6, c.flops / seconds / 1e12, 100 * c.flops / seconds / 51e12);
+    std::printf("%-20s %-44s %9.1f us %8.1f TFLOP/s (%3.0f%% of %.0f)\n", label(c).c_str(), shapeText(c.inputs).c_str(),
+                seconds * 1e6, c.flops / seconds / 1e12, 100 * c.flops / seconds / (c.ceiling * 1e12), c.ceiling);
   else
-    std::printf("%-20s %-44s %9.1f us %8.0f GB/s    (%3.0f%% of 4200)\n", c.kernel.c_str(), shapeText(c.inputs).c_str(),
+    std::printf("%-20s %-44s %9.1f us %8.0f GB/s    (%3.0f%% of 4200)\n", label(c).c_str(), shapeText(c.inputs).c_str(),
                 seconds * 1e6, bytes / seconds / 1e9, 100 * bytes / seconds / 4.2e12);
 }
 
@@ -101,7 +128,7 @@ int main() {
   using megatrain::plan::F32;
   using megatrain::plan::I64;
   const int64_t tokens = 8 * 2048, hidden = 2048, inter = 5632, vocab = 32000;
-  const std::vector<BenchCase> cases = {
+  std::vector<BenchCase> cases = {
       {"add", {{{tokens, hidden}}, {{hidden}}}, {{{tokens, hidden}}}},
       {"mul", {{{tokens, hidden}}, {{tokens, hidden}}}, {{{tokens, hidden}}}},
       {"sigmoid", {{{tokens, inter}}}, {{{tokens, inter}}}},
@@ -126,6 +153,30 @@ int main() {
       {"matmul", {{{128, 512, 128}}, {{128, 512, 128}}}, {{{128, 512, 512}}}, {intAttr("transpose_b", 1)},
        2.0 * 128 * 512 * 512 * 128},
   };
+  // Matmuls at each precision: the Llama-1.36B products at 16384 tokens.
+  struct Product {
+    int64_t in, out;  // x [tokens, in] W [in, out]
+  };
+  const Product products[] = {{hidden, hidden}, {hidden, inter}, {inter, hidden}, {hidden, vocab}};
+  struct PrecisionCase {
+    const char* name;
+    megatrain::plan::DType operands;
+    double ceiling;
+  };
+  const PrecisionCase precisions[] = {{"fp32", F32, 51}, {"tf32", F32, 395}, {"bf16", megatrain::plan::BF16, 777}};
+  for (const PrecisionCase& p : precisions)
+    for (const Product& w : products) {
+      const double flops = 2.0 * tokens * w.in * w.out;
+      const auto dt = p.operands;
+      const auto precision = stringAttr("precision", p.name);
+      // forward y = x W; backward dx = dy W^T and dW = x^T dy
+      cases.push_back({"matmul", {{{tokens, w.in}, dt}, {{w.in, w.out}, dt}}, {{{tokens, w.out}}}, {precision}, flops,
+                       p.ceiling});
+      cases.push_back({"matmul", {{{tokens, w.out}, dt}, {{w.in, w.out}, dt}}, {{{tokens, w.in}}},
+                       {precision, intAttr("transpose_b", 1)}, flops, p.ceiling});
+      cases.push_back({"matmul", {{{tokens, w.in}, dt}, {{tokens, w.out}, dt}}, {{{w.in, w.out}}},
+                       {precision, intAttr("transpose_a", 1)}, flops, p.ceiling});
+    }
   try {
     std::unique_ptr<Backend> backend = makeCudaBackend();
     std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
