@@ -2,7 +2,8 @@
 //
 // adamwUpdate (megatrain/runtime/AdamW.h) is the entry point; it picks the best
 // path this CPU supports and the default chunking. These let a test force each
-// path and chunk count; every combination gives bitwise the same result.
+// path and chunk count; every combination gives bitwise the same result (f32
+// in f32 arithmetic, f64 in double; see adamw.cpp).
 #pragma once
 
 #include <cstddef>
@@ -21,9 +22,12 @@ bool adamwIsaSupported(AdamWIsa isa);
 // The path adamwUpdate takes: AVX-512F, else AVX2, else scalar.
 AdamWIsa adamwBestIsa();
 // The number of chunks adamwUpdate splits `count` elements into: 1 below
-// kAdamWParallelMin elements, else up to hostThreadCount(), each at least
-// kAdamWParallelMin / 2 elements.
+// kAdamWParallelMin elements, else up to kAdamWChunksPerThread *
+// hostThreadCount(), each at least kAdamWParallelMin / 2 elements. Several
+// chunks per thread, claimed dynamically, keep every thread busy to the end
+// when one of them runs slower (another process on its core).
 constexpr size_t kAdamWParallelMin = size_t(64) << 10;
+constexpr unsigned kAdamWChunksPerThread = 4;
 unsigned adamwDefaultChunks(size_t count);
 
 // adamwUpdate with the path and chunk count given: `count` split into `chunks`

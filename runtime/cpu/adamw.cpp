@@ -1,21 +1,33 @@
-// adamw.cpp - the host AdamW update, element by element in double.
+// adamw.cpp - the host AdamW update: f32 tensors in f32 lanes, f64 tensors in double.
 //
-//   param = param - lr * weight_decay * param
+// torch.optim.AdamW (decoupled weight decay, bias correction), per element:
+//
 //   m     = beta1 * m + (1 - beta1) * grad
 //   v     = beta2 * v + (1 - beta2) * grad^2
-//   param = param - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+//   param = param * (1 - lr * weight_decay)
+//           - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 //
-// Three paths compute it: a scalar loop, AVX2 (4 double lanes) and AVX-512F
-// (8 double lanes), picked at run time by what the CPU supports. The vector
-// paths do the scalar loop's operations in the same order on each lane (f32
-// widened to double and rounded back; add, sub, mul, div and sqrt are
+// f32 tensors are computed in f32, as torch's fused CPU AdamW computes f32
+// parameters: the per-call constants (1 - lr * wd, lr / (1 - beta1^t),
+// 1 / sqrt(1 - beta2^t), ...) are computed once in double and rounded to f32,
+// so each element costs one square root and one division. f64 tensors keep the
+// double loop of the first version (three divisions and a square root).
+//
+// Three paths compute each: a scalar loop, AVX2 and AVX-512F, picked at run
+// time by what the CPU supports. The vector paths do the scalar loop's
+// operations in the same order on each lane (add, sub, mul, div and sqrt are
 // correctly rounded in both, and the runtime is built with -ffp-contract=off),
-// so every path gives bitwise the scalar result. Large tensors are split into
-// contiguous chunks over the host thread pool (HostThreads.h).
+// so every path gives bitwise the scalar result. The optional bf16 compute copy
+// of an f32 parameter is written in the same pass, rounded to nearest even with
+// integer operations that match floatToBf16 (DType.h) bit for bit, NaN
+// included, with non-temporal stores (the copy is only written, never read
+// here). Large tensors are split into contiguous chunks over the host thread
+// pool (HostThreads.h).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -28,8 +40,8 @@
 namespace megatrain::runtime {
 namespace {
 
-// Every constant the loops use, computed once per call exactly as the
-// per-element expressions would compute it.
+// ---- f64: every constant the loops use, computed once per call exactly as
+// the per-element expressions would compute it ----
 struct Coefficients {
   double lr, beta1, beta2, eps;
   double oneMinusBeta1, oneMinusBeta2;  // 1.0 - beta1, 1.0 - beta2
@@ -51,48 +63,126 @@ Coefficients coefficients(const plan::AdamW& h, int64_t t) {
   return c;
 }
 
-// The reference: each element in double, m and v stored in T before the
-// parameter update reads them back.
-template <typename T>
-void adamwScalar(T* param, const T* grad, T* m, T* v, size_t count, const Coefficients& c) {
+// ---- f32: the per-call constants, computed in double and rounded once ----
+struct CoefficientsF32 {
+  float beta1, oneMinusBeta1;  // beta1, 1 - beta1
+  float beta2, oneMinusBeta2;  // beta2, 1 - beta2
+  float decay;                 // 1 - lr * weight_decay
+  float stepSize;              // lr / (1 - beta1^t)
+  float invSqrtCorrection2;    // 1 / sqrt(1 - beta2^t)
+  float eps;
+};
+
+CoefficientsF32 coefficientsF32(const Coefficients& c, double weightDecay) {
+  CoefficientsF32 f;
+  f.beta1 = static_cast<float>(c.beta1);
+  f.oneMinusBeta1 = static_cast<float>(c.oneMinusBeta1);
+  f.beta2 = static_cast<float>(c.beta2);
+  f.oneMinusBeta2 = static_cast<float>(c.oneMinusBeta2);
+  f.decay = static_cast<float>(1.0 - c.lr * weightDecay);
+  f.stepSize = static_cast<float>(c.lr / c.correction1);
+  f.invSqrtCorrection2 = static_cast<float>(1.0 / std::sqrt(c.correction2));
+  f.eps = static_cast<float>(c.eps);
+  return f;
+}
+
+// The f64 reference: each element in double.
+void adamwScalar(double* param, const double* grad, double* m, double* v, size_t count, const Coefficients& c) {
   for (size_t i = 0; i < count; ++i) {
     const double g = grad[i];
-    m[i] = static_cast<T>(c.beta1 * static_cast<double>(m[i]) + c.oneMinusBeta1 * g);
-    v[i] = static_cast<T>(c.beta2 * static_cast<double>(v[i]) + c.oneMinusBeta2 * g * g);
-    const double mHat = static_cast<double>(m[i]) / c.correction1;
-    const double vHat = static_cast<double>(v[i]) / c.correction2;
-    double p = static_cast<double>(param[i]);
+    m[i] = c.beta1 * m[i] + c.oneMinusBeta1 * g;
+    v[i] = c.beta2 * v[i] + c.oneMinusBeta2 * g * g;
+    const double mHat = m[i] / c.correction1;
+    const double vHat = v[i] / c.correction2;
+    double p = param[i];
     p = p - c.lrWeightDecay * p;
-    param[i] = static_cast<T>(p - c.lr * mHat / (std::sqrt(vHat) + c.eps));
+    param[i] = p - c.lr * mHat / (std::sqrt(vHat) + c.eps);
   }
 }
 
-// ---- AVX2: 4 elements per iteration, in double lanes ----
-
-template <typename T>
-__attribute__((target("avx2"))) inline __m256d loadAvx2(const T* from) {
-  if constexpr (std::is_same_v<T, float>)
-    return _mm256_cvtps_pd(_mm_loadu_ps(from));
-  else
-    return _mm256_loadu_pd(from);
-}
-
-// Stores x rounded to T and returns the stored value widened back to double.
-template <typename T>
-__attribute__((target("avx2"))) inline __m256d storeAvx2(T* to, __m256d x) {
-  if constexpr (std::is_same_v<T, float>) {
-    const __m128 rounded = _mm256_cvtpd_ps(x);
-    _mm_storeu_ps(to, rounded);
-    return _mm256_cvtps_pd(rounded);
-  } else {
-    _mm256_storeu_pd(to, x);
-    return x;
+// The f32 reference: each element in f32, in this order of operations. The
+// vector paths follow it lane by lane.
+void adamwScalarF32(float* param, const float* grad, float* m, float* v, size_t count, const CoefficientsF32& c,
+                    uint16_t* copy) {
+  for (size_t i = 0; i < count; ++i) {
+    const float g = grad[i];
+    const float mNew = c.beta1 * m[i] + c.oneMinusBeta1 * g;
+    const float vNew = c.beta2 * v[i] + (c.oneMinusBeta2 * g) * g;
+    m[i] = mNew;
+    v[i] = vNew;
+    const float denominator = std::sqrt(vNew) * c.invSqrtCorrection2 + c.eps;
+    const float p = param[i] * c.decay - (c.stepSize * mNew) / denominator;
+    param[i] = p;
+    if (copy) copy[i] = floatToBf16(p);
   }
 }
 
-template <typename T>
-__attribute__((target("avx2"))) void adamwAvx2(T* param, const T* grad, T* m, T* v, size_t count,
-                                               const Coefficients& c) {
+// How many leading elements to run through the scalar loop so that copy + that
+// is `bytes`-aligned (for non-temporal stores); 0 when it never can be (an odd
+// address) or there is no copy.
+size_t copyPeel(const uint16_t* copy, size_t count, size_t bytes) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(copy);
+  if (copy == nullptr || address % 2 != 0) return 0;
+  return std::min(count, (bytes - address % bytes) % bytes / 2);
+}
+
+// ---- AVX2: 8 f32 lanes, or 4 double lanes ----
+
+// floatToBf16 on 8 lanes: the rounded upper halves, packed to 8 uint16.
+__attribute__((target("avx2"))) inline __m128i bf16Avx2(__m256 x) {
+  const __m256i word = _mm256_castps_si256(x);
+  const __m256i upper = _mm256_srli_epi32(word, 16);
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(word, _mm256_set1_epi32(0x7FFF)),
+                                         _mm256_and_si256(upper, _mm256_set1_epi32(1))),
+                        16);
+  // A NaN: exponent all ones and a nonzero mantissa, i.e. |word| > 0x7F800000
+  // (a signed compare is right: |word| < 2^31).
+  const __m256i magnitude = _mm256_and_si256(word, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i isNan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7F800000));
+  const __m256i quiet = _mm256_or_si256(upper, _mm256_set1_epi32(0x0040));
+  const __m256i bits = _mm256_blendv_epi8(rounded, quiet, isNan);
+  // Every lane is below 0x10000, so the unsigned saturation never applies.
+  return _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+}
+
+template <bool kCopy>
+__attribute__((target("avx2"))) void adamwAvx2F32(float* param, const float* grad, float* m, float* v, size_t count,
+                                                  const CoefficientsF32& c, uint16_t* copy) {
+  const size_t peel = kCopy ? copyPeel(copy, count, 16) : 0;
+  adamwScalarF32(param, grad, m, v, peel, c, kCopy ? copy : nullptr);
+  const bool stream = kCopy && reinterpret_cast<uintptr_t>(copy + peel) % 16 == 0;
+  const __m256 beta1 = _mm256_set1_ps(c.beta1), oneMinusBeta1 = _mm256_set1_ps(c.oneMinusBeta1);
+  const __m256 beta2 = _mm256_set1_ps(c.beta2), oneMinusBeta2 = _mm256_set1_ps(c.oneMinusBeta2);
+  const __m256 decay = _mm256_set1_ps(c.decay), stepSize = _mm256_set1_ps(c.stepSize);
+  const __m256 invSqrtCorrection2 = _mm256_set1_ps(c.invSqrtCorrection2), eps = _mm256_set1_ps(c.eps);
+  const size_t vectorEnd = peel + (count - peel) / 8 * 8;
+  for (size_t i = peel; i < vectorEnd; i += 8) {
+    const __m256 g = _mm256_loadu_ps(grad + i);
+    const __m256 mNew = _mm256_add_ps(_mm256_mul_ps(beta1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(oneMinusBeta1, g));
+    const __m256 vNew =
+        _mm256_add_ps(_mm256_mul_ps(beta2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(oneMinusBeta2, g), g));
+    _mm256_storeu_ps(m + i, mNew);
+    _mm256_storeu_ps(v + i, vNew);
+    const __m256 denominator = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vNew), invSqrtCorrection2), eps);
+    const __m256 p = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(param + i), decay),
+                                   _mm256_div_ps(_mm256_mul_ps(stepSize, mNew), denominator));
+    _mm256_storeu_ps(param + i, p);
+    if constexpr (kCopy) {
+      const __m128i bits = bf16Avx2(p);
+      if (stream)
+        _mm_stream_si128(reinterpret_cast<__m128i*>(copy + i), bits);
+      else
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(copy + i), bits);
+    }
+  }
+  if (stream) _mm_sfence();  // the streamed copy is visible before the task counts as done
+  adamwScalarF32(param + vectorEnd, grad + vectorEnd, m + vectorEnd, v + vectorEnd, count - vectorEnd, c,
+                 kCopy ? copy + vectorEnd : nullptr);
+}
+
+__attribute__((target("avx2"))) void adamwAvx2F64(double* param, const double* grad, double* m, double* v,
+                                                  size_t count, const Coefficients& c) {
   const __m256d beta1 = _mm256_set1_pd(c.beta1), beta2 = _mm256_set1_pd(c.beta2);
   const __m256d oneMinusBeta1 = _mm256_set1_pd(c.oneMinusBeta1);
   const __m256d oneMinusBeta2 = _mm256_set1_pd(c.oneMinusBeta2);
@@ -102,50 +192,82 @@ __attribute__((target("avx2"))) void adamwAvx2(T* param, const T* grad, T* m, T*
   const __m256d lr = _mm256_set1_pd(c.lr), eps = _mm256_set1_pd(c.eps);
   const size_t vectorEnd = count - count % 4;
   for (size_t i = 0; i < vectorEnd; i += 4) {
-    const __m256d g = loadAvx2(grad + i);
-    const __m256d mNew = _mm256_add_pd(_mm256_mul_pd(beta1, loadAvx2(m + i)), _mm256_mul_pd(oneMinusBeta1, g));
-    const __m256d vNew =
-        _mm256_add_pd(_mm256_mul_pd(beta2, loadAvx2(v + i)), _mm256_mul_pd(_mm256_mul_pd(oneMinusBeta2, g), g));
-    const __m256d mHat = _mm256_div_pd(storeAvx2(m + i, mNew), correction1);
-    const __m256d vHat = _mm256_div_pd(storeAvx2(v + i, vNew), correction2);
-    __m256d p = loadAvx2(param + i);
+    const __m256d g = _mm256_loadu_pd(grad + i);
+    const __m256d mNew =
+        _mm256_add_pd(_mm256_mul_pd(beta1, _mm256_loadu_pd(m + i)), _mm256_mul_pd(oneMinusBeta1, g));
+    const __m256d vNew = _mm256_add_pd(_mm256_mul_pd(beta2, _mm256_loadu_pd(v + i)),
+                                       _mm256_mul_pd(_mm256_mul_pd(oneMinusBeta2, g), g));
+    _mm256_storeu_pd(m + i, mNew);
+    _mm256_storeu_pd(v + i, vNew);
+    const __m256d mHat = _mm256_div_pd(mNew, correction1);
+    const __m256d vHat = _mm256_div_pd(vNew, correction2);
+    __m256d p = _mm256_loadu_pd(param + i);
     p = _mm256_sub_pd(p, _mm256_mul_pd(lrWeightDecay, p));
     const __m256d step = _mm256_div_pd(_mm256_mul_pd(lr, mHat), _mm256_add_pd(_mm256_sqrt_pd(vHat), eps));
-    storeAvx2(param + i, _mm256_sub_pd(p, step));
+    _mm256_storeu_pd(param + i, _mm256_sub_pd(p, step));
   }
   adamwScalar(param + vectorEnd, grad + vectorEnd, m + vectorEnd, v + vectorEnd, count - vectorEnd, c);
 }
 
-// ---- AVX-512F: 8 elements per iteration, in double lanes ----
+// ---- AVX-512F: 16 f32 lanes, or 8 double lanes ----
 
 // GCC 12's conversion intrinsics start from _mm512_undefined_*(), which it
 // then reports as maybe uninitialized; the values are fully written.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-template <typename T>
-__attribute__((target("avx512f"))) inline __m512d loadAvx512(const T* from) {
-  if constexpr (std::is_same_v<T, float>)
-    return _mm512_cvtps_pd(_mm256_loadu_ps(from));
-  else
-    return _mm512_loadu_pd(from);
+// floatToBf16 on 16 lanes, packed to 16 uint16 (vpmovdw truncates; every lane
+// is below 0x10000).
+__attribute__((target("avx512f"))) inline __m256i bf16Avx512(__m512 x) {
+  const __m512i word = _mm512_castps_si512(x);
+  const __m512i upper = _mm512_srli_epi32(word, 16);
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(word, _mm512_set1_epi32(0x7FFF)),
+                                         _mm512_and_si512(upper, _mm512_set1_epi32(1))),
+                        16);
+  const __m512i magnitude = _mm512_and_si512(word, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 isNan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
+  const __m512i bits = _mm512_mask_or_epi32(rounded, isNan, upper, _mm512_set1_epi32(0x0040));
+  return _mm512_cvtepi32_epi16(bits);
 }
 
-template <typename T>
-__attribute__((target("avx512f"))) inline __m512d storeAvx512(T* to, __m512d x) {
-  if constexpr (std::is_same_v<T, float>) {
-    const __m256 rounded = _mm512_cvtpd_ps(x);
-    _mm256_storeu_ps(to, rounded);
-    return _mm512_cvtps_pd(rounded);
-  } else {
-    _mm512_storeu_pd(to, x);
-    return x;
+template <bool kCopy>
+__attribute__((target("avx512f"))) void adamwAvx512F32(float* param, const float* grad, float* m, float* v,
+                                                       size_t count, const CoefficientsF32& c, uint16_t* copy) {
+  const size_t peel = kCopy ? copyPeel(copy, count, 32) : 0;
+  adamwScalarF32(param, grad, m, v, peel, c, kCopy ? copy : nullptr);
+  const bool stream = kCopy && reinterpret_cast<uintptr_t>(copy + peel) % 32 == 0;
+  const __m512 beta1 = _mm512_set1_ps(c.beta1), oneMinusBeta1 = _mm512_set1_ps(c.oneMinusBeta1);
+  const __m512 beta2 = _mm512_set1_ps(c.beta2), oneMinusBeta2 = _mm512_set1_ps(c.oneMinusBeta2);
+  const __m512 decay = _mm512_set1_ps(c.decay), stepSize = _mm512_set1_ps(c.stepSize);
+  const __m512 invSqrtCorrection2 = _mm512_set1_ps(c.invSqrtCorrection2), eps = _mm512_set1_ps(c.eps);
+  const size_t vectorEnd = peel + (count - peel) / 16 * 16;
+  for (size_t i = peel; i < vectorEnd; i += 16) {
+    const __m512 g = _mm512_loadu_ps(grad + i);
+    const __m512 mNew = _mm512_add_ps(_mm512_mul_ps(beta1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(oneMinusBeta1, g));
+    const __m512 vNew =
+        _mm512_add_ps(_mm512_mul_ps(beta2, _mm512_loadu_ps(v + i)), _mm512_mul_ps(_mm512_mul_ps(oneMinusBeta2, g), g));
+    _mm512_storeu_ps(m + i, mNew);
+    _mm512_storeu_ps(v + i, vNew);
+    const __m512 denominator = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vNew), invSqrtCorrection2), eps);
+    const __m512 p = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(param + i), decay),
+                                   _mm512_div_ps(_mm512_mul_ps(stepSize, mNew), denominator));
+    _mm512_storeu_ps(param + i, p);
+    if constexpr (kCopy) {
+      const __m256i bits = bf16Avx512(p);
+      if (stream)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(copy + i), bits);
+      else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(copy + i), bits);
+    }
   }
+  if (stream) _mm_sfence();
+  adamwScalarF32(param + vectorEnd, grad + vectorEnd, m + vectorEnd, v + vectorEnd, count - vectorEnd, c,
+                 kCopy ? copy + vectorEnd : nullptr);
 }
 
-template <typename T>
-__attribute__((target("avx512f"))) void adamwAvx512(T* param, const T* grad, T* m, T* v, size_t count,
-                                                    const Coefficients& c) {
+__attribute__((target("avx512f"))) void adamwAvx512F64(double* param, const double* grad, double* m, double* v,
+                                                       size_t count, const Coefficients& c) {
   const __m512d beta1 = _mm512_set1_pd(c.beta1), beta2 = _mm512_set1_pd(c.beta2);
   const __m512d oneMinusBeta1 = _mm512_set1_pd(c.oneMinusBeta1);
   const __m512d oneMinusBeta2 = _mm512_set1_pd(c.oneMinusBeta2);
@@ -155,46 +277,57 @@ __attribute__((target("avx512f"))) void adamwAvx512(T* param, const T* grad, T* 
   const __m512d lr = _mm512_set1_pd(c.lr), eps = _mm512_set1_pd(c.eps);
   const size_t vectorEnd = count - count % 8;
   for (size_t i = 0; i < vectorEnd; i += 8) {
-    const __m512d g = loadAvx512(grad + i);
-    const __m512d mNew = _mm512_add_pd(_mm512_mul_pd(beta1, loadAvx512(m + i)), _mm512_mul_pd(oneMinusBeta1, g));
-    const __m512d vNew =
-        _mm512_add_pd(_mm512_mul_pd(beta2, loadAvx512(v + i)), _mm512_mul_pd(_mm512_mul_pd(oneMinusBeta2, g), g));
-    const __m512d mHat = _mm512_div_pd(storeAvx512(m + i, mNew), correction1);
-    const __m512d vHat = _mm512_div_pd(storeAvx512(v + i, vNew), correction2);
-    __m512d p = loadAvx512(param + i);
+    const __m512d g = _mm512_loadu_pd(grad + i);
+    const __m512d mNew =
+        _mm512_add_pd(_mm512_mul_pd(beta1, _mm512_loadu_pd(m + i)), _mm512_mul_pd(oneMinusBeta1, g));
+    const __m512d vNew = _mm512_add_pd(_mm512_mul_pd(beta2, _mm512_loadu_pd(v + i)),
+                                       _mm512_mul_pd(_mm512_mul_pd(oneMinusBeta2, g), g));
+    _mm512_storeu_pd(m + i, mNew);
+    _mm512_storeu_pd(v + i, vNew);
+    const __m512d mHat = _mm512_div_pd(mNew, correction1);
+    const __m512d vHat = _mm512_div_pd(vNew, correction2);
+    __m512d p = _mm512_loadu_pd(param + i);
     p = _mm512_sub_pd(p, _mm512_mul_pd(lrWeightDecay, p));
     const __m512d step = _mm512_div_pd(_mm512_mul_pd(lr, mHat), _mm512_add_pd(_mm512_sqrt_pd(vHat), eps));
-    storeAvx512(param + i, _mm512_sub_pd(p, step));
+    _mm512_storeu_pd(param + i, _mm512_sub_pd(p, step));
   }
   adamwScalar(param + vectorEnd, grad + vectorEnd, m + vectorEnd, v + vectorEnd, count - vectorEnd, c);
 }
 
 #pragma GCC diagnostic pop
 
-template <typename T>
-void adamwRange(AdamWIsa isa, T* param, const T* grad, T* m, T* v, size_t count, const Coefficients& c) {
+void adamwRangeF32(AdamWIsa isa, float* param, const float* grad, float* m, float* v, size_t count,
+                   const CoefficientsF32& c, uint16_t* copy) {
   switch (isa) {
-    case AdamWIsa::kAvx512: return adamwAvx512(param, grad, m, v, count, c);
-    case AdamWIsa::kAvx2: return adamwAvx2(param, grad, m, v, count, c);
+    case AdamWIsa::kAvx512:
+      return copy ? adamwAvx512F32<true>(param, grad, m, v, count, c, copy)
+                  : adamwAvx512F32<false>(param, grad, m, v, count, c, nullptr);
+    case AdamWIsa::kAvx2:
+      return copy ? adamwAvx2F32<true>(param, grad, m, v, count, c, copy)
+                  : adamwAvx2F32<false>(param, grad, m, v, count, c, nullptr);
+    case AdamWIsa::kScalar: return adamwScalarF32(param, grad, m, v, count, c, copy);
+  }
+}
+
+void adamwRangeF64(AdamWIsa isa, double* param, const double* grad, double* m, double* v, size_t count,
+                   const Coefficients& c) {
+  switch (isa) {
+    case AdamWIsa::kAvx512: return adamwAvx512F64(param, grad, m, v, count, c);
+    case AdamWIsa::kAvx2: return adamwAvx2F64(param, grad, m, v, count, c);
     case AdamWIsa::kScalar: return adamwScalar(param, grad, m, v, count, c);
   }
 }
 
 // Splits [0, count) into `chunks` contiguous pieces on 16-element boundaries
-// and runs each as a host-pool task.
-template <typename T>
-void adamwChunked(AdamWIsa isa, unsigned chunks, T* param, const T* grad, T* m, T* v, size_t count,
-                  const Coefficients& c, uint16_t* bf16Copy) {
+// and runs each as a host-pool task: run(begin, end).
+template <typename Run>
+void forEachChunk(unsigned chunks, size_t count, const Run& run) {
   constexpr size_t kAlign = 16;
   const size_t blocks = (count + kAlign - 1) / kAlign;
   hostParallelFor(chunks, [&](unsigned chunk) {
     const size_t begin = std::min(count, blocks * chunk / chunks * kAlign);
     const size_t end = std::min(count, blocks * (chunk + 1) / chunks * kAlign);
-    if (begin >= end) return;
-    adamwRange(isa, param + begin, grad + begin, m + begin, v + begin, end - begin, c);
-    if constexpr (std::is_same_v<T, float>)
-      if (bf16Copy)
-        for (size_t i = begin; i < end; ++i) bf16Copy[i] = floatToBf16(param[i]);
+    if (begin < end) run(begin, end);
   });
 }
 
@@ -228,7 +361,7 @@ AdamWIsa adamwBestIsa() {
 unsigned adamwDefaultChunks(size_t count) {
   if (count < kAdamWParallelMin) return 1;
   const size_t bySize = count / (kAdamWParallelMin / 2);
-  return static_cast<unsigned>(std::min<size_t>(hostThreadCount(), bySize));
+  return static_cast<unsigned>(std::min<size_t>(size_t(hostThreadCount()) * kAdamWChunksPerThread, bySize));
 }
 
 void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* param, const void* grad, void* m,
@@ -239,14 +372,27 @@ void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* par
   const Coefficients c = coefficients(hyper, t);
   if (bf16Copy && dtype != plan::F32)
     throw Error(std::string("adamw: a bf16 compute copy needs f32 masters, got ") + dtypeName(dtype));
-  if (dtype == plan::F32)
-    adamwChunked(isa, chunks, static_cast<float*>(param), static_cast<const float*>(grad), static_cast<float*>(m),
-                 static_cast<float*>(v), count, c, bf16Copy);
-  else if (dtype == plan::F64)
-    adamwChunked(isa, chunks, static_cast<double*>(param), static_cast<const double*>(grad),
-                 static_cast<double*>(m), static_cast<double*>(v), count, c, nullptr);
-  else
+  if (dtype == plan::F32) {
+    const CoefficientsF32 f = coefficientsF32(c, hyper.weight_decay());
+    float* p = static_cast<float*>(param);
+    const float* g = static_cast<const float*>(grad);
+    float* m32 = static_cast<float*>(m);
+    float* v32 = static_cast<float*>(v);
+    forEachChunk(chunks, count, [&](size_t begin, size_t end) {
+      adamwRangeF32(isa, p + begin, g + begin, m32 + begin, v32 + begin, end - begin, f,
+                    bf16Copy ? bf16Copy + begin : nullptr);
+    });
+  } else if (dtype == plan::F64) {
+    double* p = static_cast<double*>(param);
+    const double* g = static_cast<const double*>(grad);
+    double* m64 = static_cast<double*>(m);
+    double* v64 = static_cast<double*>(v);
+    forEachChunk(chunks, count, [&](size_t begin, size_t end) {
+      adamwRangeF64(isa, p + begin, g + begin, m64 + begin, v64 + begin, end - begin, c);
+    });
+  } else {
     throw Error(std::string("adamw: dtype ") + dtypeName(dtype) + " is not supported (f32 or f64)");
+  }
 }
 
 void adamwUpdate(plan::DType dtype, void* param, const void* grad, void* m, void* v, size_t count,

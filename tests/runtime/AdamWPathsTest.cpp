@@ -12,30 +12,52 @@
 
 #include "cpu/AdamWPaths.h"
 #include "megatrain/runtime/AdamW.h"
+#include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::testing {
 namespace {
 
-// A copy of the host AdamW's scalar loop as it was before the vector and
-// threaded paths: each element in double, m and v rounded to T before the
-// parameter update reads them.
-template <typename T>
-void referenceAdamW(T* param, const T* grad, T* m, T* v, size_t count, const plan::AdamW& h, int64_t t) {
+// A copy of the host AdamW's f64 scalar loop: each element in double.
+void referenceAdamW(double* param, const double* grad, double* m, double* v, size_t count, const plan::AdamW& h,
+                    int64_t t) {
   const double lr = h.lr(), beta1 = h.beta1(), beta2 = h.beta2(), eps = h.eps();
   const double weightDecay = h.weight_decay();
   const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(t));
   const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(t));
   for (size_t i = 0; i < count; ++i) {
     const double g = grad[i];
-    m[i] = static_cast<T>(beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * g);
-    v[i] = static_cast<T>(beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * g * g);
-    const double mHat = static_cast<double>(m[i]) / correction1;
-    const double vHat = static_cast<double>(v[i]) / correction2;
-    double p = static_cast<double>(param[i]);
+    m[i] = beta1 * m[i] + (1.0 - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
+    const double mHat = m[i] / correction1;
+    const double vHat = v[i] / correction2;
+    double p = param[i];
     p = p - lr * weightDecay * p;
-    param[i] = static_cast<T>(p - lr * mHat / (std::sqrt(vHat) + eps));
+    param[i] = p - lr * mHat / (std::sqrt(vHat) + eps);
+  }
+}
+
+// A copy of the host AdamW's f32 scalar loop: the per-call constants in double
+// rounded to f32, then each element in f32, in this order; the copy (when
+// given) is floatToBf16 of the updated parameter.
+void referenceAdamW(float* param, const float* grad, float* m, float* v, size_t count, const plan::AdamW& h,
+                    int64_t t, uint16_t* copy = nullptr) {
+  const double correction1 = 1.0 - std::pow(h.beta1(), static_cast<double>(t));
+  const double correction2 = 1.0 - std::pow(h.beta2(), static_cast<double>(t));
+  const float beta1 = static_cast<float>(h.beta1()), oneMinusBeta1 = static_cast<float>(1.0 - h.beta1());
+  const float beta2 = static_cast<float>(h.beta2()), oneMinusBeta2 = static_cast<float>(1.0 - h.beta2());
+  const float decay = static_cast<float>(1.0 - h.lr() * h.weight_decay());
+  const float stepSize = static_cast<float>(h.lr() / correction1);
+  const float invSqrtCorrection2 = static_cast<float>(1.0 / std::sqrt(correction2));
+  const float eps = static_cast<float>(h.eps());
+  for (size_t i = 0; i < count; ++i) {
+    const float g = grad[i];
+    m[i] = beta1 * m[i] + oneMinusBeta1 * g;
+    v[i] = beta2 * v[i] + (oneMinusBeta2 * g) * g;
+    const float denominator = std::sqrt(v[i]) * invSqrtCorrection2 + eps;
+    param[i] = param[i] * decay - (stepSize * m[i]) / denominator;
+    if (copy) copy[i] = floatToBf16(param[i]);
   }
 }
 
@@ -91,24 +113,51 @@ void expectBitwiseEqual(const std::vector<T>& actual, const std::vector<T>& expe
 
 // Several steps of adamwUpdateWith(isa, chunks) and of the reference on the
 // same fresh random data (new gradients each step), compared bitwise after each.
+// The tensors start `offset` elements into their buffers (misaligned starts);
+// with `withCopy` (f32) the bf16 copy starts `copyOffset` elements into its own,
+// and must be floatToBf16 of the updated parameter.
 template <typename T>
-void checkPath(AdamWIsa isa, unsigned chunks, size_t count, const plan::AdamW& h, uint32_t seed) {
+void checkPath(AdamWIsa isa, unsigned chunks, size_t count, const plan::AdamW& h, uint32_t seed, size_t offset = 0,
+               bool withCopy = false, size_t copyOffset = 0) {
   std::mt19937 rng(seed);
-  std::vector<T> param = randomValues<T>(count, rng, false);
-  std::vector<T> m = randomValues<T>(count, rng, false);
-  std::vector<T> v = randomValues<T>(count, rng, true);
-  std::vector<T> refParam = param, refM = m, refV = v;
+  std::vector<T> paramBuffer = randomValues<T>(count + offset, rng, false);
+  std::vector<T> mBuffer = randomValues<T>(count + offset, rng, false);
+  std::vector<T> vBuffer = randomValues<T>(count + offset, rng, true);
+  std::vector<uint16_t> copyBuffer(count + copyOffset, 0xABCD);
+  T* param = paramBuffer.data() + offset;
+  T* m = mBuffer.data() + offset;
+  T* v = vBuffer.data() + offset;
+  uint16_t* copy = withCopy ? copyBuffer.data() + copyOffset : nullptr;
+  std::vector<T> refParam(param, param + count), refM(m, m + count), refV(v, v + count);
+  std::vector<uint16_t> refCopy(count, 0);
   const T firstParam = count > 0 ? param[0] : T(0);
   for (int64_t t = 1; t <= 4; ++t) {
-    const std::vector<T> grad = randomValues<T>(count, rng, false);
-    adamwUpdateWith(isa, chunks, dtypeOf<T>(), param.data(), grad.data(), m.data(), v.data(), count, h, t);
-    referenceAdamW(refParam.data(), grad.data(), refM.data(), refV.data(), count, h, t);
+    std::vector<T> gradBuffer = randomValues<T>(count + offset, rng, false);
+    const T* grad = gradBuffer.data() + offset;
+    adamwUpdateWith(isa, chunks, dtypeOf<T>(), param, grad, m, v, count, h, t, copy);
+    if constexpr (std::is_same_v<T, float>)
+      referenceAdamW(refParam.data(), grad, refM.data(), refV.data(), count, h, t, withCopy ? refCopy.data() : nullptr);
+    else
+      referenceAdamW(refParam.data(), grad, refM.data(), refV.data(), count, h, t);
     const std::string where = std::string(adamwIsaName(isa)) + ", " + std::to_string(chunks) + " chunks, " +
-                              std::to_string(count) + " elements, t " + std::to_string(t);
-    expectBitwiseEqual(param, refParam, "param", where);
-    expectBitwiseEqual(m, refM, "m", where);
-    expectBitwiseEqual(v, refV, "v", where);
+                              std::to_string(count) + " elements at offset " + std::to_string(offset) + ", t " +
+                              std::to_string(t) +
+                              (withCopy ? ", bf16 copy at offset " + std::to_string(copyOffset) : std::string());
+    expectBitwiseEqual(std::vector<T>(param, param + count), refParam, "param", where);
+    expectBitwiseEqual(std::vector<T>(m, m + count), refM, "m", where);
+    expectBitwiseEqual(std::vector<T>(v, v + count), refV, "v", where);
+    if (withCopy) {
+      expectBitwiseEqual(std::vector<uint16_t>(copy, copy + count), refCopy, "bf16 copy", where);
+      for (size_t i = 0; i < count; ++i)
+        if (copy[i] != floatToBf16(static_cast<float>(param[i]))) {
+          ADD_FAILURE() << "copy[" << i << "] is not floatToBf16(param) (" << where << ")";
+          break;
+        }
+    }
+    if (::testing::Test::HasFailure()) return;
   }
+  // Nothing outside [0, count) of the copy's buffer was written.
+  for (size_t i = 0; i < copyOffset; ++i) EXPECT_EQ(copyBuffer[i], 0xABCD);
   // The update did something: the parameters moved.
   if (count > 0) {
     EXPECT_NE(param[0], firstParam);
@@ -129,7 +178,14 @@ void checkIsa(AdamWIsa isa) {
   for (size_t count : kCounts)
     for (unsigned chunks : kChunks) {
       checkPath<T>(isa, chunks, count, hyperA(), ++seed);
-      checkPath<T>(isa, chunks, count, hyperB(), ++seed);
+      checkPath<T>(isa, chunks, count, hyperB(), ++seed, 3);
+      if constexpr (std::is_same_v<T, float>) {
+        // With the bf16 copy: aligned, and starting mid-vector (the copy's
+        // non-temporal stores need a peeled head).
+        checkPath<T>(isa, chunks, count, hyperA(), ++seed, 0, true, 0);
+        checkPath<T>(isa, chunks, count, hyperB(), ++seed, 1, true, 5);
+      }
+      if (::testing::Test::HasFailure()) return;
     }
 }
 
@@ -147,15 +203,22 @@ void checkEntryPoint(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<T> param = randomValues<T>(count, rng, false), m(count, 0), v(count, 0);
   std::vector<T> refParam = param, refM = m, refV = v;
+  std::vector<uint16_t> copy(count), refCopy(count);
+  constexpr bool kF32 = std::is_same_v<T, float>;
   const plan::AdamW h = hyperA();
   for (int64_t t = 1; t <= 3; ++t) {
     const std::vector<T> grad = randomValues<T>(count, rng, false);
-    adamwUpdate(dtypeOf<T>(), param.data(), grad.data(), m.data(), v.data(), count, h, t);
-    referenceAdamW(refParam.data(), grad.data(), refM.data(), refV.data(), count, h, t);
+    adamwUpdate(dtypeOf<T>(), param.data(), grad.data(), m.data(), v.data(), count, h, t,
+                kF32 ? copy.data() : nullptr);
+    if constexpr (kF32)
+      referenceAdamW(refParam.data(), grad.data(), refM.data(), refV.data(), count, h, t, refCopy.data());
+    else
+      referenceAdamW(refParam.data(), grad.data(), refM.data(), refV.data(), count, h, t);
     const std::string where = "adamwUpdate, " + std::to_string(count) + " elements, t " + std::to_string(t);
     expectBitwiseEqual(param, refParam, "param", where);
     expectBitwiseEqual(m, refM, "m", where);
     expectBitwiseEqual(v, refV, "v", where);
+    if (kF32) expectBitwiseEqual(copy, refCopy, "bf16 copy", where);
   }
 }
 
@@ -166,10 +229,102 @@ TEST(AdamWPaths, EntryPointF32) {
 TEST(AdamWPaths, EntryPointF64) { checkEntryPoint<double>(kAdamWParallelMin * 2 + 5, 9); }
 
 TEST(AdamWPaths, DefaultChunks) {
+  const unsigned most = hostThreadCount() * kAdamWChunksPerThread;
   EXPECT_EQ(adamwDefaultChunks(0), 1u);
   EXPECT_EQ(adamwDefaultChunks(kAdamWParallelMin - 1), 1u);
-  EXPECT_EQ(adamwDefaultChunks(kAdamWParallelMin), std::min(2u, hostThreadCount()));
-  EXPECT_EQ(adamwDefaultChunks(size_t(1) << 30), hostThreadCount());
+  EXPECT_EQ(adamwDefaultChunks(kAdamWParallelMin), std::min(2u, most));
+  EXPECT_EQ(adamwDefaultChunks(kAdamWParallelMin * 3), std::min(6u, most));
+  EXPECT_EQ(adamwDefaultChunks(size_t(1) << 30), most);
+}
+
+// The bf16 copy's rounding on every path, on chosen bit patterns: with no
+// weight decay and zero gradient and moments the update leaves each parameter
+// as it is (p * 1 - 0 / eps; a signaling NaN comes back quiet), so the copy is
+// floatToBf16 of the pattern: ties to even, carries into the exponent, overflow
+// to infinity, NaNs of every payload and sign, zeros, subnormals.
+TEST(AdamWPaths, Bf16CopyRoundsLikeFloatToBf16) {
+  std::vector<uint32_t> patterns = {
+      0x00000000u, 0x80000000u, 0x00000001u, 0x80008000u, 0x00018000u, 0x00008000u, 0x3F800000u,
+      0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu, 0xBF808000u, 0xBF818000u, 0x3FFF8000u,
+      0x7F7F8000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7F800001u, 0x7FBFFFFFu,
+      0x7FC00000u, 0xFFC00001u, 0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F80FFFFu, 0x007FFFFFu};
+  std::mt19937 rng(23);
+  for (int i = 0; i < 4000; ++i) patterns.push_back(static_cast<uint32_t>(rng()));
+  // Random low halves under chosen upper halves: every rounding case at many exponents.
+  for (int i = 0; i < 2000; ++i)
+    patterns.push_back((static_cast<uint32_t>(rng()) & 0xFFFF0000u) | (i % 3 == 0 ? 0x8000u : rng() & 0xFFFFu));
+  const size_t count = patterns.size();
+  plan::AdamW h = hyperA();
+  h.set_weight_decay(0);
+  for (AdamWIsa isa : {AdamWIsa::kScalar, AdamWIsa::kAvx2, AdamWIsa::kAvx512}) {
+    if (!adamwIsaSupported(isa)) continue;
+    for (size_t copyOffset : {0, 3}) {
+      std::vector<float> param(count), grad(count, 0), m(count, 0), v(count, 0);
+      std::memcpy(param.data(), patterns.data(), count * 4);
+      std::vector<uint16_t> copyBuffer(count + copyOffset);
+      adamwUpdateWith(isa, 3, plan::F32, param.data(), grad.data(), m.data(), v.data(), count, h, 1,
+                      copyBuffer.data() + copyOffset);
+      for (size_t i = 0; i < count; ++i) {
+        float original;
+        std::memcpy(&original, &patterns[i], 4);
+        uint32_t after;
+        std::memcpy(&after, &param[i], 4);
+        // A NaN comes back quiet (its payload otherwise kept); any other value unchanged.
+        const bool nan = std::isnan(original);
+        ASSERT_EQ(after, nan ? patterns[i] | 0x00400000u : patterns[i]) << adamwIsaName(isa) << " pattern " << i;
+        ASSERT_EQ(copyBuffer[copyOffset + i], floatToBf16(param[i]))
+            << adamwIsaName(isa) << " pattern 0x" << std::hex << patterns[i];
+      }
+    }
+  }
+  // floatToBf16 itself on a few of them: ties to even, overflow, NaN kept.
+  EXPECT_EQ(floatToBf16(1.00390625f), 0x3F80);  // 0x3F808000: a tie, to the even 0x3F80
+  EXPECT_EQ(floatToBf16(1.01171875f), 0x3F82);  // 0x3F818000: a tie, to the even 0x3F82
+  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(std::nanf("")))));
+}
+
+// The f32 scalar loop (which every path matches bitwise) against the formula
+// evaluated in double from the same inputs, over one step: each result within
+// a few f32 roundings of the exact one. Per element, with u = 2^-24: m within
+// 4u of |beta1 m| + |(1 - beta1) g| (two products and a sum, constants rounded
+// to f32), v within 6u of v (all terms positive), and the parameter within
+// 8u (|p (1 - lr wd)| + |update|) plus what m's error moves the update by.
+TEST(AdamWPaths, ScalarF32IsTheFormulaWithinF32Rounding) {
+  const double u = std::ldexp(1.0, -24);
+  uint32_t seed = 900;
+  for (const plan::AdamW& h : {hyperA(), hyperB()})
+    for (int64_t t : {1, 2, 7, 1000}) {
+      std::mt19937 rng(++seed);
+      const size_t count = 5000;
+      std::vector<float> param = randomValues<float>(count, rng, false);
+      std::vector<float> m = randomValues<float>(count, rng, false);
+      std::vector<float> v = randomValues<float>(count, rng, true);
+      const std::vector<float> grad = randomValues<float>(count, rng, false);
+      const std::vector<float> param0 = param, m0 = m, v0 = v;
+      adamwUpdateWith(AdamWIsa::kScalar, 1, plan::F32, param.data(), grad.data(), m.data(), v.data(), count, h, t);
+      const double correction1 = 1.0 - std::pow(h.beta1(), static_cast<double>(t));
+      const double correction2 = 1.0 - std::pow(h.beta2(), static_cast<double>(t));
+      double worst = 0;  // the largest error as a fraction of its bound
+      for (size_t i = 0; i < count; ++i) {
+        const double g = grad[i], p0 = param0[i];
+        const double mExact = h.beta1() * m0[i] + (1.0 - h.beta1()) * g;
+        const double vExact = h.beta2() * v0[i] + (1.0 - h.beta2()) * g * g;
+        const double denominator = std::sqrt(vExact / correction2) + h.eps();
+        const double update = h.lr() * (mExact / correction1) / denominator;
+        const double decayed = p0 * (1.0 - h.lr() * h.weight_decay());
+        const double pExact = decayed - update;
+        const double mBound = 4 * u * (std::abs(h.beta1() * m0[i]) + std::abs((1.0 - h.beta1()) * g));
+        const double vBound = 6 * u * vExact;
+        const double pBound =
+            8 * u * (std::abs(decayed) + std::abs(update)) + h.lr() / correction1 / denominator * mBound;
+        ASSERT_LE(std::abs(m[i] - mExact), mBound) << "m[" << i << "], t " << t;
+        ASSERT_LE(std::abs(v[i] - vExact), vBound) << "v[" << i << "], t " << t;
+        ASSERT_LE(std::abs(param[i] - pExact), pBound) << "param[" << i << "], t " << t;
+        worst = std::max(worst, std::abs(param[i] - pExact) / pBound);
+      }
+      // The bound is not so loose that anything would pass: some element uses a good part of it.
+      EXPECT_GT(worst, 0.02) << "t " << t;
+    }
 }
 
 TEST(AdamWPaths, BestIsaIsSupported) {

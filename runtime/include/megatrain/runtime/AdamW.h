@@ -9,9 +9,10 @@
 namespace megatrain::runtime {
 
 // One AdamW step over `count` elements of dtype F32 or F64, in place on param,
-// m and v; t is the 1-based optimizer step. Each element is computed in double
-// and stored back in the tensor dtype; m and v are rounded to that dtype
-// before the parameter update reads them, so the stored state is the state.
+// m and v; t is the 1-based optimizer step. F32 elements are computed in f32
+// (as torch's fused CPU AdamW does for f32 parameters; per-call constants in
+// double, rounded to f32 once), F64 elements in double; the stored m and v are
+// the ones the parameter update reads (docs/runtime.md, "Host AdamW").
 // Error on another dtype or t < 1.
 //
 // bf16Copy, when given (F32 only), receives the updated parameter rounded to
