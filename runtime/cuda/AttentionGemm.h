@@ -19,6 +19,12 @@ namespace megatrain::runtime::cuda {
 // prepare() allocates it once with the other kernels' scratch.
 inline constexpr size_t kAttentionWorkspaceBytes = size_t{512} << 20;
 
+// The budget the chunking plans for: kAttentionWorkspaceBytes, or a smaller
+// MEGATRAIN_ATTENTION_WORKSPACE (bytes) from the environment, read at every
+// plan (prepare's scratch request and each launch). Tests set it to reach
+// the many-chunk and row-slice paths at small shapes.
+size_t attentionWorkspaceBudget();
+
 // Causal row blocks: the products of a block of this many query rows stop at
 // the last key the block's last row sees, so about half the fully masked
 // score tiles are never computed.

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -320,11 +321,19 @@ AttentionPrecision attentionPrecision(const Launch& launch) {
   fail(launch, "precision '" + std::string(p) + "' is not fp32, tf32 or bf16");
 }
 
+size_t attentionWorkspaceBudget() {
+  if (const char* text = std::getenv("MEGATRAIN_ATTENTION_WORKSPACE")) {
+    const unsigned long long bytes = std::strtoull(text, nullptr, 10);
+    if (bytes > 0 && bytes < kAttentionWorkspaceBytes) return static_cast<size_t>(bytes);
+  }
+  return kAttentionWorkspaceBytes;
+}
+
 AttentionChunking attentionGemmPlan(const AttentionShape& s, AttentionPrecision precision, bool backward) {
   AttentionChunking plan;
   const int64_t heads = s.batch * s.kvHeads;
   if (heads <= 0 || s.qHeads <= 0 || s.sq <= 0 || s.skv <= 0 || s.d <= 0 || s.qHeads % s.kvHeads != 0) return plan;
-  const size_t budget = kAttentionWorkspaceBytes;
+  const size_t budget = attentionWorkspaceBudget();
   const int64_t group = s.group();
   auto bytes = [&](int64_t h, int64_t rows) { return layout(h * group * rows, h, s, precision, backward).bytes; };
   if (bytes(1, s.sq) <= budget) {

@@ -8,6 +8,7 @@
 // Shapes: tokens 8 x 2048, hidden 2048, heads 16 x 128, intermediate 5632,
 // vocab 32000 (the loss rows shortened to 4 x 1024 to keep inputs small).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -34,6 +35,7 @@ struct BenchCase {
   std::vector<Operand> inputs, outputs;
   std::vector<plan::Attribute> attributes;
   double flops = 0;  // > 0: report TFLOP/s instead of GB/s
+  double peakTflops = 51;  // what TFLOP/s are compared with (the precision's matmul rate)
 };
 
 int64_t elements(const std::vector<int64_t>& shape) {
@@ -85,8 +87,9 @@ void run(Backend& backend, const BenchCase& c) {
   backend.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kLaunches;
   if (c.flops > 0)
-    std::printf("%-20s %-44s %9.1f us %8.1f TFLOP/s (%3.0f%% of 51)\n", c.kernel.c_str(), shapeText(c.inputs).c_str(),
-                seconds * 1e6, c.flops / seconds / 1e12, 100 * c.flops / seconds / 51e12);
+    std::printf("%-20s %-44s %9.1f us %8.1f TFLOP/s (%3.0f%% of %.0f)\n", c.kernel.c_str(),
+                shapeText(c.inputs).c_str(), seconds * 1e6, c.flops / seconds / 1e12,
+                100 * c.flops / seconds / (c.peakTflops * 1e12), c.peakTflops);
   else
     std::printf("%-20s %-44s %9.1f us %8.0f GB/s    (%3.0f%% of 4200)\n", c.kernel.c_str(), shapeText(c.inputs).c_str(),
                 seconds * 1e6, bytes / seconds / 1e9, 100 * bytes / seconds / 4.2e12);
@@ -126,10 +129,31 @@ int main() {
       {"matmul", {{{128, 512, 128}}, {{128, 512, 128}}}, {{{128, 512, 512}}}, {intAttr("transpose_b", 1)},
        2.0 * 128 * 512 * 512 * 128},
   };
+  // ---- attention at the benchmark shape (B 8, H 16, S = T = 2048, D 128,
+  // causal), forward and backward per precision: effective TFLOP/s of
+  // 4 B H S T D (forward; 2.5x that backward), halved for causal, against
+  // the precision's matmul rate (docs: /work/shared/DEVICE.md) ----
+  std::vector<BenchCase> attentionCases;
+  {
+    const int64_t b = 8, h = 16, s = 2048, d = 128;
+    const double forwardFlops = 4.0 * b * h * s * s * d / 2;
+    const std::pair<const char*, double> precisions[] = {{"fp32", 51}, {"tf32", 395}, {"bf16", 777}};
+    for (const auto& [name, peak] : precisions) {
+      const std::vector<megatrain::plan::Attribute> attrs = {floatAttr("scale", 1.0 / std::sqrt(double(d))),
+                                                             intAttr("causal", 1), stringAttr("precision", name)};
+      const Operand q{{b, h, s, d}}, lse{{b, h, s}};
+      attentionCases.push_back({"attention", {q, q, q}, {q, lse}, attrs, forwardFlops, peak});
+      attentionCases.push_back({"attention_grad", {q, q, q, q, lse, q}, {q, q, q}, attrs, 2.5 * forwardFlops, peak});
+    }
+  }
   try {
     std::unique_ptr<Backend> backend = makeCudaBackend();
     std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
     for (const BenchCase& c : cases) run(*backend, c);
+    for (const BenchCase& c : attentionCases) {
+      std::printf("precision %s\n", c.attributes.back().s().c_str());
+      run(*backend, c);
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "gpu_kernel_bench: error: %s\n", e.what());
     return 1;
