@@ -216,6 +216,7 @@ size_t gemmScratch(const Launch& launch, bool backward) {
   if (launch.in[0].dtype != DType::F32 || q.rank != 4 || k.rank != 4) return 0;
   AttentionShape s;
   s.batch = q[0], s.qHeads = q[1], s.kvHeads = k[1], s.sq = q[2], s.skv = k[2], s.d = q[3];
+  s.causal = launch.attrs.getInt("causal", 0) != 0;  // causal row slices are whole row blocks
   if (s.kvHeads <= 0 || s.qHeads % s.kvHeads != 0) return 0;
   return attentionGemmPlan(s, attentionPrecision(launch), backward).bytes;
 }

@@ -339,7 +339,8 @@ AttentionChunking attentionGemmPlan(const AttentionShape& s, AttentionPrecision 
   if (bytes(1, s.sq) <= budget) {
     // Whole groups: as many kv heads as fit (alignment adds < kBuffers * kAlign).
     const size_t perHead = bytes(1, s.sq);
-    int64_t h = std::clamp<int64_t>(static_cast<int64_t>((budget - kBuffers * kAlign) / perHead), 1, heads);
+    const size_t usable = budget > kBuffers * kAlign ? budget - kBuffers * kAlign : perHead;
+    int64_t h = std::clamp<int64_t>(static_cast<int64_t>(usable / perHead), 1, heads);
     while (h > 1 && bytes(h, s.sq) > budget) --h;
     plan.heads = h;
     plan.rows = s.sq;

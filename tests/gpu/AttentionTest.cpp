@@ -145,10 +145,12 @@ TEST_F(AttentionGemm, WorkspaceStaysWithinItsBound) {
   for (const PrecisionBound& p : kPrecisions)
     for (const AttentionCase& c : cases) {
       const cuda::AttentionShape s = shapeOf(c);
-      std::vector<cuda::Attribute> attrs(1);
+      std::vector<cuda::Attribute> attrs(2);
       attrs[0].name = "precision";
       attrs[0].kind = cuda::Attribute::Kind::String;
       attrs[0].s = p.name;
+      attrs[1].name = "causal";
+      attrs[1].i = c.causal ? 1 : 0;
       cuda::Launch launch;
       launch.attrs = cuda::Attributes(&attrs, "attention");
       launch.numIn = 6;
