@@ -14,6 +14,11 @@
 //             queries that see it, dv_j += p_ij dy_i and
 //             dk_j += scale p_ij (dy_i . v_j - delta_i) q_i.
 // The S x S probabilities are never stored.
+// F32 operands take the tensor-core path of attention_gemm.cu instead
+// (AttentionGemm.h) whenever its workspace plan fits; this kernel stays for
+// F64 and for what that path does not take (an empty q or k, a key row too
+// long for its workspace).
+#include "AttentionGemm.h"
 #include "DeviceMath.cuh"
 
 namespace megatrain::runtime::cuda {
@@ -192,6 +197,32 @@ Dims checkAttention(const Launch& launch) {
   return d;
 }
 
+AttentionShape gemmShape(const Dims& d) {
+  AttentionShape s;
+  s.batch = d.batch, s.qHeads = d.qHeads, s.kvHeads = d.kvHeads, s.sq = d.sq, s.skv = d.skv, s.d = d.d;
+  s.scale = d.scale;
+  s.causal = d.causal;
+  return s;
+}
+
+bool gemmPathTakes(const Launch& launch, const Dims& d, bool backward) {
+  return attentionGemmPlan(gemmShape(d), attentionPrecision(launch), backward).bytes > 0;
+}
+
+// The scratch of the GEMM path for F32 operands of a shape it takes, else 0
+// (the shape is checked at launch, so a bad one asks for nothing here).
+size_t gemmScratch(const Launch& launch, bool backward) {
+  const Shape &q = launch.in[0].shape, &k = launch.in[1].shape;
+  if (launch.in[0].dtype != DType::F32 || q.rank != 4 || k.rank != 4) return 0;
+  AttentionShape s;
+  s.batch = q[0], s.qHeads = q[1], s.kvHeads = k[1], s.sq = q[2], s.skv = k[2], s.d = q[3];
+  s.causal = launch.attrs.getInt("causal", 0) != 0;  // causal row slices are whole row blocks
+  if (s.kvHeads <= 0 || s.qHeads % s.kvHeads != 0) return 0;
+  return attentionGemmPlan(s, attentionPrecision(launch), backward).bytes;
+}
+
+size_t attentionScratch(const Launch& launch) { return gemmScratch(launch, false); }
+
 void attention(const Launch& launch) {
   const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const Dims d = checkAttention(launch);
@@ -199,6 +230,10 @@ void attention(const Launch& launch) {
   requireShape(launch, launch.out[1], lseShape(d), "lse");
   const int64_t rows = d.batch * d.qHeads * d.sq;
   if (rows == 0 || d.d == 0) return;
+  if (dtype == DType::F32 && gemmPathTakes(launch, d, false)) {
+    attentionGemmForward(launch, gemmShape(d));
+    return;
+  }
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     attentionKernel<T><<<gridFor(launch, rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(
@@ -225,6 +260,10 @@ void attentionGrad(const Launch& launch) {
   const Dims d = checkAttentionGrad(launch);
   const int64_t rows = d.batch * d.qHeads * d.sq, keys = d.batch * d.kvHeads * d.skv;
   if (d.d == 0) return;
+  if (dtype == DType::F32 && gemmPathTakes(launch, d, true)) {
+    attentionGemmBackward(launch, gemmShape(d));
+    return;
+  }
   const DeviceContext& device = *launch.device;
   if (static_cast<size_t>(rows) * sizeof(double) > device.scratchBytes)
     fail(launch, "scratch too small (prepare sized it for another shape)");
@@ -247,6 +286,7 @@ void attentionGrad(const Launch& launch) {
 }
 
 size_t attentionGradScratch(const Launch& launch) {
+  if (const size_t bytes = gemmScratch(launch, true)) return bytes;
   const Shape& q = launch.in[0].shape;
   return static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);
 }
@@ -254,7 +294,7 @@ size_t attentionGradScratch(const Launch& launch) {
 }  // namespace
 
 void addAttentionKernels(KernelTable& table) {
-  table.add("attention", 3, 2, attention);
+  table.add("attention", 3, 2, attention, attentionScratch);
   table.add("attention_grad", 6, 3, attentionGrad, attentionGradScratch);
 }
 

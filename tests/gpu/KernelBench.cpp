@@ -13,6 +13,7 @@
 // each precision: f32 operands in fp32 and in tf32, bf16 operands into f32.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -177,10 +178,32 @@ int main() {
       cases.push_back({"matmul", {{{tokens, w.in}, dt}, {{tokens, w.out}, dt}}, {{{w.in, w.out}}},
                        {precision, intAttr("transpose_a", 1)}, flops, p.ceiling});
     }
+
+  // ---- attention at the benchmark shape (B 8, H 16, S = T = 2048, D 128,
+  // causal), forward and backward per precision: effective TFLOP/s of
+  // 4 B H S T D (forward; 2.5x that backward), halved for causal, against
+  // the precision's matmul rate (docs: /work/shared/DEVICE.md) ----
+  std::vector<BenchCase> attentionCases;
+  {
+    const int64_t b = 8, h = 16, s = 2048, d = 128;
+    const double forwardFlops = 4.0 * b * h * s * s * d / 2;
+    const std::pair<const char*, double> precisions[] = {{"fp32", 51}, {"tf32", 395}, {"bf16", 777}};
+    for (const auto& [name, peak] : precisions) {
+      const std::vector<megatrain::plan::Attribute> attrs = {floatAttr("scale", 1.0 / std::sqrt(double(d))),
+                                                             intAttr("causal", 1), stringAttr("precision", name)};
+      const Operand q{{b, h, s, d}}, lse{{b, h, s}};
+      attentionCases.push_back({"attention", {q, q, q}, {q, lse}, attrs, forwardFlops, peak});
+      attentionCases.push_back({"attention_grad", {q, q, q, q, lse, q}, {q, q, q}, attrs, 2.5 * forwardFlops, peak});
+    }
+  }
   try {
     std::unique_ptr<Backend> backend = makeCudaBackend();
     std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
     for (const BenchCase& c : cases) run(*backend, c);
+    for (const BenchCase& c : attentionCases) {
+      std::printf("precision %s\n", c.attributes.back().s().c_str());
+      run(*backend, c);
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "gpu_kernel_bench: error: %s\n", e.what());
     return 1;

@@ -347,3 +347,48 @@ TEST(Simulate, WritesTheHeader) {
 
 } // namespace
 } // namespace megatrain
+
+// ---- attention priced as the CUDA backend's GEMM path: GEMM FLOPs at the
+// precision's rate plus the row passes over the f32 scores at HBM bandwidth ----
+namespace megatrain {
+namespace {
+
+KernelDesc attentionDesc(const char *name, int64_t s, int64_t t, bool causal) {
+  KernelDesc kernel;
+  kernel.kernel = name;
+  TensorShape q{{2, 4, s, 64}}, kv{{2, 2, t, 64}}, lse{{2, 4, s}};
+  kernel.inputs = {q, kv, kv};
+  if (kernel.kernel == "attention_grad")
+    kernel.inputs.insert(kernel.inputs.end(), {q, lse, q});
+  kernel.intAttrs["causal"] = causal ? 1 : 0;
+  return kernel;
+}
+
+TEST(OpCost, AttentionIsGemmsPlusRowPasses) {
+  DeviceProfile profile = testProfile();
+  profile.matmulTf32 = 4e12;
+  profile.matmulBf16 = 8e12;
+  const double full = 2.0 * 2.0 * (2 * 4) * 1024.0 * 1024.0 * 64; // S and PV, every score
+  KernelCost forward = estimateKernel(attentionDesc("attention", 1024, 1024, false), profile);
+  EXPECT_DOUBLE_EQ(forward.flops, full);
+  // Causal rows in blocks of 512: the first block stops at key 512, the second at 1024.
+  KernelCost causal = estimateKernel(attentionDesc("attention", 1024, 1024, true), profile);
+  EXPECT_DOUBLE_EQ(causal.flops, 0.75 * full);
+  KernelCost backward = estimateKernel(attentionDesc("attention_grad", 1024, 1024, true), profile);
+  EXPECT_DOUBLE_EQ(backward.flops, 2.5 * causal.flops);
+  // The row passes move more bytes than the operands: far above a roofline of q, k, v, y, lse.
+  double operands = 4.0 * (2 * 2 * 2 * 1024 * 64 + 2 * 2 * 4 * 1024 * 64 + 2 * 4 * 1024);
+  EXPECT_GT(forward.bytes, 10 * operands);
+  for (const KernelCost &cost : {forward, causal, backward})
+    EXPECT_DOUBLE_EQ(cost.seconds, cost.flops / profile.matmulFp32 + cost.bytes / profile.hbmBytesPerS +
+                                       profile.launchS);
+  // Cheaper precisions: faster GEMMs and (bf16) half-size probabilities.
+  KernelCost tf32 = estimateKernel(attentionDesc("attention", 1024, 1024, true), profile, Precision::TF32);
+  KernelCost bf16 = estimateKernel(attentionDesc("attention", 1024, 1024, true), profile, Precision::BF16);
+  EXPECT_LT(tf32.seconds, causal.seconds);
+  EXPECT_LT(bf16.seconds, tf32.seconds);
+  EXPECT_LT(bf16.bytes, causal.bytes);
+}
+
+} // namespace
+} // namespace megatrain

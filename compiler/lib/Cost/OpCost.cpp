@@ -34,23 +34,52 @@ double matmulFlops(const KernelDesc &kernel) {
     return 2.0 * static_cast<double>(kernel.outputs[0].elements()) *
            static_cast<double>(k);
   }
-  // Fused attention: q [B, Hq, S, D] against k, v [B, Hkv, S, D]: two
-  // products of B*Hq*S*S*D multiply-adds each, half of them under a causal
-  // mask. The backward does five such products (recomputing the scores).
-  bool forward = name == "attention";
-  bool backward = name == "attention_grad";
-  if ((forward || backward) && !kernel.inputs.empty()) {
-    const TensorShape &q = kernel.inputs[0];
-    if (q.dims.size() != 4)
-      return 0;
-    double products = forward ? 2.0 : 5.0;
-    double flops = products * 2.0 * static_cast<double>(q.elements()) *
-                   static_cast<double>(q.dims[2]);
-    if (attr(kernel, "causal", 1))
-      flops *= 0.5;
-    return flops;
-  }
   return 0;
+}
+
+/// Attention as the CUDA backend runs it on f32 tensors
+/// (runtime/cuda/attention_gemm.cu): cuBLAS GEMMs at the precision's rate over
+/// the score matrix, plus row kernels that pass over the f32 scores in HBM.
+/// q [B, Hq, S, D], k [B, Hkv, T, D]. Forward: S = QK^T and Y = PV; backward:
+/// S, dP = dY V^T, dV, dQ, dK (five products). Causal rows run in blocks of
+/// kAttentionRowBlock whose products stop at the block's last visible key.
+/// Per computed score element the workspace traffic is, forward, S written
+/// and read, P written and read (4 bytes each, 2 for bf16's P); backward, S
+/// and dP written and read, P and dS written, P read once and dS twice (bf16:
+/// P and dS as 2 bytes); under bf16 the f32 operands are also read and written
+/// as bf16 copies (6 bytes per element).
+constexpr int64_t kAttentionRowBlock = 512; // runtime/cuda/AttentionGemm.h
+
+struct AttentionWork {
+  double flops = 0;
+  double workspaceBytes = 0;
+};
+
+bool attentionWork(const KernelDesc &kernel, Precision precision, AttentionWork &work) {
+  bool forward = kernel.kernel == "attention";
+  bool backward = kernel.kernel == "attention_grad";
+  if (!(forward || backward) || kernel.inputs.size() < 2)
+    return false;
+  const TensorShape &q = kernel.inputs[0], &k = kernel.inputs[1];
+  if (q.dims.size() != 4 || k.dims.size() != 4)
+    return false;
+  int64_t s = std::max<int64_t>(q.dims[2], 0), t = std::max<int64_t>(k.dims[2], 0);
+  double perRow = static_cast<double>(t) * static_cast<double>(s); // computed scores per head
+  if (attr(kernel, "causal", 1)) {
+    perRow = 0;
+    for (int64_t a = 0; a < s; a += kAttentionRowBlock) {
+      int64_t end = std::min(a + kAttentionRowBlock, s);
+      perRow += static_cast<double>(end - a) * static_cast<double>(std::min(end, t));
+    }
+  }
+  double scores = static_cast<double>(q.dims[0] * q.dims[1]) * perRow;
+  double d = static_cast<double>(q.dims[3]);
+  bool bf16 = precision == Precision::BF16;
+  work.flops = (forward ? 2.0 : 5.0) * 2.0 * scores * d;
+  work.workspaceBytes = scores * (forward ? (bf16 ? 12.0 : 16.0) : (bf16 ? 26.0 : 36.0));
+  if (bf16)
+    work.workspaceBytes += 6.0 * static_cast<double>((forward ? 1 : 2) * q.elements() + 2 * k.elements());
+  return true;
 }
 
 } // namespace
@@ -62,6 +91,14 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
     cost.bytes += static_cast<double>(input.bytes());
   for (const TensorShape &output : kernel.outputs)
     cost.bytes += static_cast<double>(output.bytes());
+  AttentionWork attention;
+  if (attentionWork(kernel, precision, attention)) {
+    // GEMMs and row passes run one after another, not overlapped.
+    cost.flops = attention.flops;
+    cost.bytes += attention.workspaceBytes;
+    cost.seconds = cost.flops / profile.matmulRate(precision) + cost.bytes / profile.hbmBytesPerS + profile.launchS;
+    return cost;
+  }
   cost.flops = matmulFlops(kernel);
   double arithmetic = cost.flops / profile.matmulRate(precision);
   double memory = cost.bytes / profile.hbmBytesPerS;
