@@ -1,21 +1,28 @@
-// CudaBackend.cpp - the CUDA backend: pools in device and pinned host memory, kernel steps resolved once, one stream.
+// CudaBackend.cpp - the CUDA backend: pools in device and pinned host memory, kernel steps resolved once, a CUDA stream per plan stream.
 #include "CudaBackend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "CudaKernel.h"
 #include "MatmulPlanner.h"
+#include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Format.h"
 
 namespace megatrain::runtime {
 namespace {
@@ -40,6 +47,30 @@ struct Pool {
   std::byte* base = nullptr;  // device address (DEVICE) or pinned host address (HOST_PINNED)
   plan::Tier tier = plan::TIER_UNSPECIFIED;
   size_t bytes = 0;
+};
+
+class CudaBackend;
+
+// A host task enqueued on its stream with cudaLaunchHostFunc: filled when the
+// step is issued, read by the host function when the stream reaches it. One
+// slot per plan step; a step is issued at most once per training step, and
+// every training step ends with a full synchronize, so a slot is never
+// rewritten while its function may still run.
+struct HostTaskSlot {
+  enum class Kind { AdamW, Accumulate, ReadLoss } kind = Kind::AdamW;
+  CudaBackend* backend = nullptr;
+  uint32_t step = 0;
+  plan::DType dtype = plan::DTYPE_UNSPECIFIED;
+  std::byte* a = nullptr;  // AdamW: param; Accumulate: acc; ReadLoss: readout
+  std::byte* b = nullptr;  // AdamW: grad; Accumulate: addend
+  std::byte* m = nullptr;
+  std::byte* v = nullptr;
+  uint16_t* compute = nullptr;
+  size_t count = 0;
+  plan::AdamW hyper;
+  int64_t t = 0;
+  double* loss = nullptr;
+  bool traced = false;
 };
 
 std::vector<cuda::Attribute> copyAttributes(const plan::Kernel& kernel) {
@@ -68,7 +99,7 @@ std::vector<cuda::Attribute> copyAttributes(const plan::Kernel& kernel) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device);
+  CudaBackend(int device, const CudaOptions& options);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
@@ -81,27 +112,56 @@ class CudaBackend final : public Backend {
                 const plan::Tensor* compute) override;
   void recordEvent(const std::string& event, const std::string& stream) override;
   void waitEvent(const std::string& event, const std::string& stream) override;
-  void synchronize() override { drain(); }
+  void synchronize() override;
   void poison(const plan::Tensor& tensor) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
   std::byte* hostData(const plan::Tensor& tensor) override;
   std::optional<DeviceMemory> deviceMemory() const override;
 
+  void setCurrentStep(uint32_t step) override { currentStep_ = step; }
+  void runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) override;
+  void readLoss(const plan::Tensor& readout, double* loss) override;
+  bool poisonsDeadTensors() const override { return poison_; }
+  void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
+  bool canTraceSteps() const override { return true; }
+  void beginStepTrace() override;
+  std::vector<StepSpan> endStepTrace() override;
+  std::optional<DeviceMemoryReport> memoryReport() const override;
+
+  // The host function of every host task (cudaLaunchHostFunc): runs the slot's
+  // task, catching what it throws. No CUDA call in here.
+  static void CUDART_CB runHostTask(void* slot);
+
  private:
+  static constexpr uint32_t kNoStep = std::numeric_limits<uint32_t>::max();
+
   const Pool& poolOf(const plan::Tensor& tensor) const;
   std::byte* address(const plan::Tensor& tensor) const { return poolOf(tensor).base + tensor.buffer().offset(); }
   bool onDevice(const plan::Tensor& tensor) const { return poolOf(tensor).tier == plan::DEVICE; }
-  // The CUDA stream a plan stream runs on. Every plan stream maps to the
-  // compute stream today; the tiering work gives h2d/d2h their own.
-  cudaStream_t streamFor(const std::string& stream) const { return compute_; }
+  // The CUDA stream a plan stream runs on (all of them the compute stream
+  // with MEGATRAIN_CUDA_SYNC=1, or before prepare()).
+  cudaStream_t streamFor(const std::string& stream) const;
+  // The stream of the step being issued (the compute stream outside a step).
+  cudaStream_t currentStream() const;
   cuda::Operand operand(const plan::Tensor& tensor) const;
-  // Waits for the stream, then reports any bad data a kernel flagged.
+  // Waits for every stream, then reports a host task's failure or any bad
+  // data a kernel flagged.
   void drain() const;
   void releasePlanMemory();
+  // Fills the current step's host task slot and enqueues it on the step's stream.
+  HostTaskSlot& hostSlot(HostTaskSlot::Kind kind);
+  void enqueueHostTask(HostTaskSlot& slot);
+  // Timing events around a kernel or copy step when tracing.
+  void traceBegin(cudaStream_t stream);
+  void traceEnd(cudaStream_t stream);
+  void hostFailed(uint32_t step, const std::string& what);
+  double hostSeconds() const;
+  uint64_t deviceUsedBytes() const;
 
   int device_ = 0;
   bool syncEveryKernel_ = false;
+  bool poison_ = false;
   cudaStream_t compute_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublasWorkspace_ = nullptr;
@@ -115,9 +175,31 @@ class CudaBackend final : public Backend {
   std::vector<PreparedKernel> kernels_;  // [steps]; entry == nullptr for other steps
   std::unordered_map<std::string, cudaEvent_t> events_;
   std::unique_ptr<cuda::MatmulPlanner> matmul_;  // made by the first prepare(); its algorithm cache outlives plans
+  // One CUDA stream per plan stream; the kernels' stream is compute_.
+  std::unordered_map<std::string, cudaStream_t> streams_;
+  std::vector<cudaStream_t> ownStreams_;  // created here, destroyed with the backend
+  std::vector<HostTaskSlot> hostSlots_;   // [steps]
+  HostTaskSlot looseSlot_;                // a host task called outside a plan step
+  uint32_t currentStep_ = kNoStep;
+
+  // A host task that threw: the first failure, reported by the next drain().
+  mutable std::mutex hostErrorMutex_;
+  mutable std::string hostError_;
+  mutable std::atomic<bool> hostFailed_{false};
+
+  // Tracing (only while a traced step runs; no timing event exists otherwise).
+  bool tracing_ = false;
+  cudaEvent_t traceOrigin_ = nullptr;
+  std::vector<cudaEvent_t> traceStart_, traceEnd_;  // [steps], created on the first trace
+  std::vector<StepSpan> spans_;                      // [steps]; host tasks write theirs
+  std::vector<bool> timed_;                          // [steps]: device events recorded this trace
+  std::chrono::steady_clock::time_point hostOrigin_;
+
+  // Memory report.
+  uint64_t totalBytes_ = 0, contextBytes_ = 0, beforePrepare_ = 0, afterPrepare_ = 0;
 };
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(device) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0)
@@ -127,6 +209,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     throw Error("cuda backend: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
                 " found)");
   MT_CUDA_CHECK(cudaSetDevice(device));
+  MT_CUDA_CHECK(cudaFree(nullptr));  // makes the context now, so that the memory report sees it
   MT_CUDA_CHECK(cudaDeviceGetAttribute(&context_.smCount, cudaDevAttrMultiProcessorCount, device));
   MT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   MT_CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -135,6 +218,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   // so that F32 results stay within 1e-5 of the CPU reference.
   MT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   MT_CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+  // The context and cuBLAS's own state: in use before this backend allocates anything.
+  contextBytes_ = deviceUsedBytes();
   // A workspace of our own, so cuBLAS allocates nothing while the steps run
   // (cublasSetStream resets it, hence after).
   MT_CUDA_CHECK(cudaMalloc(&cublasWorkspace_, kCublasWorkspaceBytes));
@@ -146,15 +231,24 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   context_.cublas = cublas_;
   for (const auto& [name, entry] : cuda::cudaKernels().entries())
     signatures_[name] = KernelSignature{entry.inputs, entry.outputs};
-  const char* sync = std::getenv("MEGATRAIN_CUDA_SYNC");
-  syncEveryKernel_ = sync && std::strcmp(sync, "0") != 0 && *sync;
+  auto flag = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value && *value && std::strcmp(value, "0") != 0;
+  };
+  syncEveryKernel_ = flag("MEGATRAIN_CUDA_SYNC");
+  poison_ = options.poison || flag("MEGATRAIN_POISON");
 }
 
 // Frees everything, checking nothing: a destructor must not throw, and an
 // earlier error has already been reported.
 CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamSynchronize(compute_);
+  for (cudaStream_t stream : ownStreams_) cudaStreamSynchronize(stream);
   releasePlanMemory();
+  for (cudaEvent_t event : traceStart_) cudaEventDestroy(event);
+  for (cudaEvent_t event : traceEnd_) cudaEventDestroy(event);
+  if (traceOrigin_) cudaEventDestroy(traceOrigin_);
+  for (cudaStream_t stream : ownStreams_) cudaStreamDestroy(stream);
   if (badData_) cudaFreeHost(badData_);
   if (cublasWorkspace_) cudaFree(cublasWorkspace_);
   if (cublas_) cublasDestroy(cublas_);
@@ -175,6 +269,8 @@ void CudaBackend::releasePlanMemory() {
   context_.scratch = nullptr;
   context_.scratchBytes = 0;
   kernels_.clear();
+  hostSlots_.clear();
+  streams_.clear();  // the CUDA streams stay in ownStreams_ for the next plan
   plan_ = nullptr;
 }
 
@@ -206,10 +302,73 @@ cuda::Operand CudaBackend::operand(const plan::Tensor& tensor) const {
   return result;
 }
 
+cudaStream_t CudaBackend::streamFor(const std::string& stream) const {
+  auto it = streams_.find(stream);
+  return it == streams_.end() ? compute_ : it->second;
+}
+
+cudaStream_t CudaBackend::currentStream() const {
+  if (currentStep_ == kNoStep || !plan_ || currentStep_ >= static_cast<uint32_t>(plan_->steps_size())) return compute_;
+  return streamFor(plan_->steps(static_cast<int>(currentStep_)).stream());
+}
+
+uint64_t CudaBackend::deviceUsedBytes() const {
+  size_t free = 0, total = 0;
+  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
 void CudaBackend::prepare(const plan::Plan& plan) {
   drain();
   releasePlanMemory();
+  {
+    size_t free = 0, total = 0;
+    MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    totalBytes_ = total;
+    beforePrepare_ = total - free;
+  }
+
+  // The device arena must fit the budget the plan was compiled for.
+  uint64_t arena = 0;
+  for (const plan::Pool& source : plan.pools())
+    if (source.tier() == plan::DEVICE) arena += source.size_bytes();
+  const uint64_t budget = plan.header().device_budget_bytes();
+  if (budget > 0 && arena > budget)
+    throw Error("cuda backend: the plan's device pools take " + formatBytes(arena) + " (" + std::to_string(arena) +
+                " bytes), more than its device budget of " + formatBytes(budget) + " (" + std::to_string(budget) +
+                " bytes)");
   plan_ = &plan;
+
+  // Streams: the kernels' plan stream runs on compute_ (cuBLAS is bound to
+  // it), every other plan stream on a CUDA stream of its own, made once and
+  // kept for later plans.
+  std::string kernelStream;
+  for (const plan::Step& step : plan.steps()) {
+    if (step.op_case() != plan::Step::kKernel) continue;
+    if (kernelStream.empty()) kernelStream = step.stream();
+    if (step.stream() != kernelStream)
+      throw Error("cuda backend: step " + std::to_string(step.index()) + " runs a kernel on stream '" +
+                  step.stream() + "', but kernels run on one stream ('" + kernelStream + "')");
+  }
+  if (!syncEveryKernel_) {
+    size_t next = 0;
+    auto give = [&](const std::string& name) {
+      if (name.empty() || streams_.count(name)) return;
+      if (name == kernelStream) {
+        streams_[name] = compute_;
+        return;
+      }
+      if (next == ownStreams_.size()) {
+        cudaStream_t stream = nullptr;
+        MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        ownStreams_.push_back(stream);
+      }
+      streams_[name] = ownStreams_[next++];
+    };
+    if (!kernelStream.empty()) give(kernelStream);
+    for (const std::string& name : plan.streams()) give(name);
+    for (const plan::Step& step : plan.steps()) give(step.stream());
+  }
 
   for (const plan::Pool& source : plan.pools()) {
     Pool pool;
@@ -231,6 +390,7 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   }
 
   kernels_.assign(static_cast<size_t>(plan.steps_size()), PreparedKernel{});
+  hostSlots_.assign(static_cast<size_t>(plan.steps_size()), HostTaskSlot{});
   size_t scratch = 0;
   for (int i = 0; i < plan.steps_size(); ++i) {
     const plan::Step& step = plan.steps(i);
@@ -278,9 +438,27 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   }
   // ---- end cuBLASLt ----
   context_.scratchBytes = (scratch + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+  if (context_.scratchBytes + kCublasWorkspaceBytes + cuda::MatmulPlanner::kWorkspaceBytes > kCudaFixedWorkspaceBytes)
+    throw Error("cuda backend: the kernels' scratch (" + formatBytes(context_.scratchBytes) +
+                ") and the cuBLAS and cuBLASLt workspaces (" +
+                formatBytes(kCublasWorkspaceBytes + cuda::MatmulPlanner::kWorkspaceBytes) +
+                ") exceed the fixed workspace of " + formatBytes(kCudaFixedWorkspaceBytes) +
+                " allowed beyond the device budget");
   if (context_.scratchBytes) MT_CUDA_CHECK(cudaMalloc(&scratch_, context_.scratchBytes));
   context_.scratch = scratch_;
   drain();
+  afterPrepare_ = deviceUsedBytes();
+}
+
+void CudaBackend::traceBegin(cudaStream_t stream) {
+  if (!tracing_ || currentStep_ >= timed_.size()) return;
+  MT_CUDA_CHECK(cudaEventRecord(traceStart_[currentStep_], stream));
+}
+
+void CudaBackend::traceEnd(cudaStream_t stream) {
+  if (!tracing_ || currentStep_ >= timed_.size()) return;
+  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[currentStep_], stream));
+  timed_[currentStep_] = true;
 }
 
 void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
@@ -288,15 +466,81 @@ void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
   if (src.buffer().size_bytes() != bytes)
     throw Error("cuda backend: copy from '" + src.name() + "' (" + std::to_string(src.buffer().size_bytes()) +
                 " bytes) to '" + dst.name() + "' (" + std::to_string(bytes) + " bytes)");
-  cuda::copyBytes(address(dst), address(src), bytes, compute_);
+  const cudaStream_t stream = currentStream();
+  traceBegin(stream);
+  cuda::copyBytes(address(dst), address(src), bytes, stream);
+  traceEnd(stream);
+  if (syncEveryKernel_) drain();
 }
 
 void CudaBackend::launchKernel(uint32_t step) {
   if (step >= kernels_.size() || !kernels_[step].entry)
     throw Error("cuda backend: step " + std::to_string(step) + " is not a prepared kernel");
   const PreparedKernel& prepared = kernels_[step];
+  traceBegin(compute_);
   prepared.entry->launch(prepared.launch);
+  traceEnd(compute_);
   if (syncEveryKernel_) drain();
+}
+
+HostTaskSlot& CudaBackend::hostSlot(HostTaskSlot::Kind kind) {
+  if (!plan_) throw Error("cuda backend: prepare() was not called");
+  // Outside a plan step (a direct call): one slot, run at once by enqueueHostTask.
+  HostTaskSlot& slot = currentStep_ < hostSlots_.size() ? hostSlots_[currentStep_] : looseSlot_;
+  slot = HostTaskSlot{};
+  slot.kind = kind;
+  slot.backend = this;
+  slot.step = currentStep_;
+  slot.traced = tracing_;
+  return slot;
+}
+
+void CudaBackend::enqueueHostTask(HostTaskSlot& slot) {
+  if (&slot == &looseSlot_) {
+    drain();
+    runHostTask(&slot);
+    drain();  // reports what it threw
+    return;
+  }
+  MT_CUDA_CHECK(cudaLaunchHostFunc(currentStream(), &CudaBackend::runHostTask, &slot));
+  if (syncEveryKernel_) drain();
+}
+
+double CudaBackend::hostSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - hostOrigin_).count();
+}
+
+void CudaBackend::hostFailed(uint32_t step, const std::string& what) {
+  std::lock_guard<std::mutex> lock(hostErrorMutex_);
+  if (hostFailed_.load()) return;  // the first failure is the one to report
+  hostError_ = "cuda backend: step " + std::to_string(step) + " (host task): " + what;
+  hostFailed_.store(true);
+}
+
+void CUDART_CB CudaBackend::runHostTask(void* opaque) {
+  HostTaskSlot& slot = *static_cast<HostTaskSlot*>(opaque);
+  CudaBackend& self = *slot.backend;
+  // After a failure the host state is suspect: skip until it is reported.
+  if (self.hostFailed_.load()) return;
+  const double start = slot.traced ? self.hostSeconds() : 0;
+  try {
+    switch (slot.kind) {
+      case HostTaskSlot::Kind::AdamW:
+        adamwUpdate(slot.dtype, slot.a, slot.b, slot.m, slot.v, slot.count, slot.hyper, slot.t, slot.compute);
+        break;
+      case HostTaskSlot::Kind::Accumulate:
+        accumulate(slot.dtype, slot.a, slot.b, slot.count);
+        break;
+      case HostTaskSlot::Kind::ReadLoss:
+        *slot.loss = scalarAsDouble(slot.a, slot.dtype);
+        break;
+    }
+  } catch (const std::exception& e) {
+    self.hostFailed(slot.step, e.what());
+  } catch (...) {
+    self.hostFailed(slot.step, "unknown exception");
+  }
+  if (slot.traced && slot.step < self.spans_.size()) self.spans_[slot.step] = StepSpan{start, self.hostSeconds()};
 }
 
 void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
@@ -305,10 +549,43 @@ void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, 
   for (const plan::Tensor* tensor : {&param, &grad, &m, &v, compute})
     if (tensor && onDevice(*tensor))
       throw Error("cuda backend: AdamW operand '" + tensor->name() + "' is in device memory; it runs on the host");
-  drain();  // the gradient's device-to-host copy must have landed
-  adamwUpdate(param.dtype(), address(param), address(grad), address(m), address(v),
-              static_cast<size_t>(elementCount(param.shape())), hyper, t,
-              compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr);
+  // In stream order: the plan's waits before this step make the gradient's
+  // device-to-host copy land first.
+  HostTaskSlot& slot = hostSlot(HostTaskSlot::Kind::AdamW);
+  slot.dtype = param.dtype();
+  slot.a = address(param);
+  slot.b = address(grad);
+  slot.m = address(m);
+  slot.v = address(v);
+  slot.compute = compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr;
+  slot.count = static_cast<size_t>(elementCount(param.shape()));
+  slot.hyper = hyper;
+  slot.t = t;
+  enqueueHostTask(slot);
+}
+
+void CudaBackend::runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) {
+  for (const plan::Tensor* tensor : {&acc, &addend})
+    if (onDevice(*tensor))
+      throw Error("cuda backend: ACCUMULATE operand '" + tensor->name() + "' is in device memory; it runs on the host");
+  if (acc.dtype() != addend.dtype() || elementCount(acc.shape()) != elementCount(addend.shape()))
+    throw Error("cuda backend: ACCUMULATE of '" + addend.name() + "' into '" + acc.name() +
+                "': dtypes or element counts differ");
+  HostTaskSlot& slot = hostSlot(HostTaskSlot::Kind::Accumulate);
+  slot.dtype = acc.dtype();
+  slot.a = address(acc);
+  slot.b = address(addend);
+  slot.count = static_cast<size_t>(elementCount(acc.shape()));
+  enqueueHostTask(slot);
+}
+
+void CudaBackend::readLoss(const plan::Tensor& readout, double* loss) {
+  if (onDevice(readout)) throw Error("cuda backend: loss readout '" + readout.name() + "' is in device memory");
+  HostTaskSlot& slot = hostSlot(HostTaskSlot::Kind::ReadLoss);
+  slot.dtype = readout.dtype();
+  slot.a = address(readout);
+  slot.loss = loss;
+  enqueueHostTask(slot);
 }
 
 void CudaBackend::recordEvent(const std::string& event, const std::string& stream) {
@@ -323,8 +600,24 @@ void CudaBackend::waitEvent(const std::string& event, const std::string& stream)
   MT_CUDA_CHECK(cudaStreamWaitEvent(streamFor(stream), it->second, 0));
 }
 
+void CudaBackend::synchronize() {
+  currentStep_ = kNoStep;
+  drain();
+}
+
 void CudaBackend::drain() const {
   MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  for (cudaStream_t stream : ownStreams_) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (hostFailed_.load()) {
+    std::string what;
+    {
+      std::lock_guard<std::mutex> lock(hostErrorMutex_);
+      what = hostError_;
+      hostError_.clear();
+      hostFailed_.store(false);
+    }
+    throw Error(what);
+  }
   const int flagged = *static_cast<volatile int*>(badData_);
   if (flagged == 0) return;
   *badData_ = 0;
@@ -342,7 +635,19 @@ void CudaBackend::poison(const plan::Tensor& tensor) {
   // 0xFF bytes: NaN in every float dtype, -1 or 255 in the integer ones.
   const size_t bytes = tensor.buffer().size_bytes();
   if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, compute_));
+    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, currentStream()));
+  } else {
+    drain();
+    std::memset(address(tensor), 0xFF, bytes);
+  }
+}
+
+void CudaBackend::poisonOnStream(const plan::Tensor& tensor, const std::string& stream) {
+  // In the order of the stream that last used the tensor: a later reuse of
+  // its bytes waits (through the plan's events) for that use, and so for this.
+  const size_t bytes = tensor.buffer().size_bytes();
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, streamFor(stream)));
   } else {
     drain();
     std::memset(address(tensor), 0xFF, bytes);
@@ -353,11 +658,11 @@ void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t si
   if (size != tensor.buffer().size_bytes())
     throw Error("tensor '" + tensor.name() + "': writing " + std::to_string(size) + " bytes into " +
                 std::to_string(tensor.buffer().size_bytes()));
+  drain();  // work in flight on any stream may still read or write these bytes
   if (onDevice(tensor)) {
     MT_CUDA_CHECK(cudaMemcpyAsync(address(tensor), bytes, size, cudaMemcpyHostToDevice, compute_));
     drain();  // the caller's bytes may be reused as soon as this returns
   } else {
-    drain();  // a copy in flight may still read or write these bytes
     std::memcpy(address(tensor), bytes, size);
   }
 }
@@ -366,14 +671,18 @@ void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) con
   if (size != tensor.buffer().size_bytes())
     throw Error("tensor '" + tensor.name() + "': reading " + std::to_string(size) + " bytes from " +
                 std::to_string(tensor.buffer().size_bytes()));
-  if (onDevice(tensor)) MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
   drain();
-  if (!onDevice(tensor)) std::memcpy(bytes, address(tensor), size);
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
+    drain();
+  } else {
+    std::memcpy(bytes, address(tensor), size);
+  }
 }
 
 std::byte* CudaBackend::hostData(const plan::Tensor& tensor) {
   if (onDevice(tensor)) throw Error("cuda backend: tensor '" + tensor.name() + "' is in device memory");
-  drain();  // a copy in flight may still read or write these bytes
+  drain();  // a copy or host task in flight may still read or write these bytes
   return address(tensor);
 }
 
@@ -383,8 +692,65 @@ std::optional<DeviceMemory> CudaBackend::deviceMemory() const {
   return DeviceMemory{free, total};
 }
 
+void CudaBackend::beginStepTrace() {
+  if (!plan_) throw Error("cuda backend: prepare() was not called");
+  drain();
+  const size_t steps = static_cast<size_t>(plan_->steps_size());
+  if (!traceOrigin_) MT_CUDA_CHECK(cudaEventCreate(&traceOrigin_));
+  while (traceStart_.size() < steps) {
+    cudaEvent_t start = nullptr, end = nullptr;
+    MT_CUDA_CHECK(cudaEventCreate(&start));
+    traceStart_.push_back(start);
+    MT_CUDA_CHECK(cudaEventCreate(&end));
+    traceEnd_.push_back(end);
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  spans_.assign(steps, StepSpan{nan, nan});
+  timed_.assign(steps, false);
+  // The device is idle: the origin event completes at once, and the host
+  // clock read right after it is the same instant (to a few microseconds).
+  MT_CUDA_CHECK(cudaEventRecord(traceOrigin_, compute_));
+  MT_CUDA_CHECK(cudaEventSynchronize(traceOrigin_));
+  hostOrigin_ = std::chrono::steady_clock::now();
+  tracing_ = true;
+}
+
+std::vector<StepSpan> CudaBackend::endStepTrace() {
+  if (!tracing_) return {};
+  tracing_ = false;
+  drain();
+  for (size_t s = 0; s < timed_.size(); ++s) {
+    if (!timed_[s]) continue;
+    float startMs = 0, endMs = 0;
+    MT_CUDA_CHECK(cudaEventElapsedTime(&startMs, traceOrigin_, traceStart_[s]));
+    MT_CUDA_CHECK(cudaEventElapsedTime(&endMs, traceOrigin_, traceEnd_[s]));
+    spans_[s] = StepSpan{startMs * 1e-3, endMs * 1e-3};
+  }
+  return spans_;
+}
+
+std::optional<DeviceMemoryReport> CudaBackend::memoryReport() const {
+  if (!plan_) return std::nullopt;
+  DeviceMemoryReport report;
+  report.totalBytes = totalBytes_;
+  report.contextBytes = contextBytes_;
+  report.beforePrepare = beforePrepare_;
+  report.afterPrepare = afterPrepare_;
+  for (const Pool& pool : pools_)
+    if (pool.tier == plan::DEVICE) report.arenaBytes += pool.bytes;
+  report.scratchBytes = context_.scratchBytes;
+  report.workspaceBytes = kCublasWorkspaceBytes + cuda::MatmulPlanner::kWorkspaceBytes;
+  report.budgetBytes = plan_->header().device_budget_bytes();
+  report.fixedWorkspaceBytes = kCudaFixedWorkspaceBytes;
+  return report;
+}
+
 }  // namespace
 
-std::unique_ptr<Backend> makeCudaBackend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> makeCudaBackend(int device) { return std::make_unique<CudaBackend>(device, CudaOptions{}); }
+
+std::unique_ptr<Backend> makeCudaBackend(int device, const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(device, options);
+}
 
 }  // namespace megatrain::runtime

@@ -1,28 +1,46 @@
-// CudaBackend.h - the CUDA backend's factory: one device arena, pinned host pools, kernels on one stream.
+// CudaBackend.h - the CUDA backend's factory: device arena, pinned host pools, a CUDA stream per plan stream.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "megatrain/runtime/Backend.h"
 
 namespace megatrain::runtime {
 
+// Device memory the backend may use beyond the plan's device budget: the
+// kernels' shared scratch (attention's GEMM path asks for at most 512 MiB of
+// it), the cuBLAS workspace (32 MiB, f64 matmuls) and the cuBLASLt workspace
+// (64 MiB) together. prepare() fails when they need more, or when the plan's
+// device pools exceed its budget (Header.device_budget_bytes, when set).
+constexpr uint64_t kCudaFixedWorkspaceBytes = uint64_t{1} << 30;
+
+struct CudaOptions {
+  // Poison each dead DEVICE tensor (0xFF bytes, a memset) after its last use,
+  // on that use's stream. Off by default (a memset per tensor per step); also
+  // on with MEGATRAIN_POISON=1 in the environment.
+  bool poison = false;
+};
+
 // A backend on CUDA device `device` (0 unless several GPUs are present).
 //
 // prepare() makes one cudaMalloc per DEVICE pool and one cudaHostAlloc per
 // HOST_PINNED pool (both filled with 0xFF bytes, NaN as any float, so that a
 // read before the first write shows up), plus the kernels' shared scratch and
-// cuBLAS's workspace; nothing is allocated after that. Kernels, copies and
-// poisoning run on one compute stream in plan order: the plan has no events
-// between streams yet, so this is correct by construction (events are real
-// cudaEvents on the stream each plan stream maps to, today all the compute
-// stream). AdamW runs on the host over the pinned pools after the stream
-// drains (runtime/cpu/adamw.cpp's adamwUpdate). A kernel that meets bad data
-// (an index or label out of range) flags it on the device; the next
-// synchronize(), read() or AdamW reports it as an Error naming the step.
-// Every CUDA and cuBLAS call is checked; failures are Errors with file and line.
-// MEGATRAIN_CUDA_SYNC=1 in the environment synchronizes after every kernel,
-// so that an asynchronous fault is reported at the step that caused it.
+// cuBLAS's workspace; nothing is allocated after that. Each plan stream runs
+// on a CUDA stream of its own (non-blocking, made once): kernels on the
+// compute stream, copies and poisoning on their step's stream, and the host
+// tasks (AdamW, ACCUMULATE, READ_LOSS) enqueued on theirs with
+// cudaLaunchHostFunc, so the plan's record/wait steps are cudaEventRecord /
+// cudaStreamWaitEvent one for one and nothing on the host waits for the device
+// within a training step. A host task that throws, or a kernel that meets bad
+// data (an index or label out of range), is reported by the next
+// synchronize(), read() or hostData() as an Error naming the step. Every CUDA
+// and cuBLAS call is checked; failures are Errors with file and line.
+// MEGATRAIN_CUDA_SYNC=1 in the environment runs every plan stream on one CUDA
+// stream and synchronizes after every kernel, copy and host task, so that an
+// asynchronous fault is reported at the step that caused it.
 std::unique_ptr<Backend> makeCudaBackend(int device = 0);
+std::unique_ptr<Backend> makeCudaBackend(int device, const CudaOptions& options);
 
 }  // namespace megatrain::runtime

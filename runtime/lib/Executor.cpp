@@ -249,20 +249,12 @@ void Executor::runOneStep(const plan::Step& step, double& loss) {
         backend_->runAdamW(operand(0), operand(1), operand(2), operand(3), hyper_, step_,
                            task.tensors_size() > 4 ? &operand(4) : nullptr);
       } else if (task.kind() == plan::HostTask::ACCUMULATE) {
-        // Micro-batches: on the host on every backend (hostData waits for the
-        // copy that filled the addend), so cpu and cuda give the same bits.
-        const plan::Tensor& acc = operand(0);
-        const plan::Tensor& addend = operand(1);
-        std::byte* accBytes = backend_->hostData(acc);
-        const std::byte* addendBytes = backend_->hostData(addend);
-        accumulate(acc.dtype(), accBytes, addendBytes, static_cast<size_t>(elementCount(acc.shape())));
+        // Micro-batches: on the host on every backend, in the host queue's
+        // order, so cpu and cuda give the same bits.
+        backend_->runAccumulate(operand(0), operand(1));
       } else {
-        // READ_LOSS: the readout is host memory; wait for the copy that fills it.
-        backend_->synchronize();
-        const plan::Tensor& readout = operand(0);
-        std::byte bytes[8];
-        backend_->read(readout, bytes, readout.buffer().size_bytes());
-        loss = loadElement(bytes, readout.dtype(), 0);
+        // READ_LOSS: the readout is host memory, read once the copy that fills it is done.
+        backend_->readLoss(operand(0), &loss);
       }
       break;
     }
@@ -296,6 +288,12 @@ StepResult Executor::runStep(const StepOptions& options) {
     backend_->write(plan_.tensors(static_cast<int>(input.tensor)), input.bytes.data(),
                     input.bytes.size());
 
+  if (options.trace) {
+    if (!backend_->canTraceSteps())
+      throw Error("the " + backend_->name() + " backend cannot time a step (tracing needs cuda)");
+    backend_->beginStepTrace();
+  }
+  const bool poison = backend_->poisonsDeadTensors();
   hyper_.set_lr(options.lr ? *options.lr : plan_.header().optimizer().lr());
   StepResult result;
   result.loss = std::numeric_limits<double>::quiet_NaN();
@@ -306,15 +304,18 @@ StepResult Executor::runStep(const StepOptions& options) {
     const bool deferred = clipping && step.op_case() == plan::Step::kHostTask &&
                           step.host_task().kind() == plan::HostTask::ADAMW;
     try {
+      backend_->setCurrentStep(step.index());
       if (!deferred) runOneStep(step, result.loss);
       if (deferred && step.index() == lastAdamw) result.gradNorm = clipAndUpdate(*options.clipGradNorm);
     } catch (const Error& e) {
       throw Error(describeStep(step) + ": " + e.what());
     }
-    for (size_t k = poisonStart_[step.index()]; k < poisonStart_[step.index() + 1]; ++k)
-      backend_->poison(plan_.tensors(static_cast<int>(poisonAfter_[k])));
+    if (poison)
+      for (size_t k = poisonStart_[step.index()]; k < poisonStart_[step.index() + 1]; ++k)
+        backend_->poisonOnStream(plan_.tensors(static_cast<int>(poisonAfter_[k])), step.stream());
   }
   backend_->synchronize();
+  if (options.trace) result.trace = backend_->endStepTrace();
   return result;
 }
 
@@ -361,7 +362,10 @@ double Executor::clipAndUpdate(double maxNorm) {
       else scaleInPlace<double>(backend_->hostData(grad), count, coef);
     }
   double unused = 0;
-  for (uint32_t index : adamwSteps_) runOneStep(plan_.steps(static_cast<int>(index)), unused);
+  for (uint32_t index : adamwSteps_) {
+    backend_->setCurrentStep(index);
+    runOneStep(plan_.steps(static_cast<int>(index)), unused);
+  }
   return norm;
 }
 

@@ -217,7 +217,7 @@ std::string memoryPlotText(const PoolTimeline& memory, double stepSeconds, uint6
 }
 
 std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& names,
-                        const PoolTimeline* deviceMemory) {
+                        const PoolTimeline* deviceMemory, const std::vector<StepSpan>* measured) {
   std::map<std::string, int> threads;
   for (const std::string& stream : plan.streams())
     threads.emplace(stream, static_cast<int>(threads.size()) + 1);
@@ -232,7 +232,7 @@ std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& 
 
   std::vector<std::string> events;
   events.push_back(R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":)" +
-                   jsonString("megatrain plan (predicted)") + "}}");
+                   jsonString(measured ? "megatrain run (measured)" : "megatrain plan (predicted)") + "}}");
   for (const auto& [stream, tid] : threads) {
     events.push_back(R"({"name":"thread_name","ph":"M","pid":1,"tid":)" + std::to_string(tid) +
                      R"(,"args":{"name":)" + jsonString(stream) + "}}");
@@ -260,7 +260,15 @@ std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& 
       default:
         break;
     }
-    const double start = step.predicted_start_s(), end = step.predicted_end_s();
+    double start = step.predicted_start_s(), end = step.predicted_end_s();
+    if (measured) {
+      // Measured: only the steps that were timed, at their measured times.
+      if (static_cast<size_t>(s) >= measured->size()) continue;
+      const StepSpan& span = (*measured)[static_cast<size_t>(s)];
+      if (!std::isfinite(span.start) || !std::isfinite(span.end)) continue;
+      start = span.start;
+      end = span.end;
+    }
     const bool instant = step.has_record() || (step.has_wait() && !(end > start));
     std::string event = "{\"name\":" + jsonString(static_cast<size_t>(s) < names.size() ? names[static_cast<size_t>(s)] : "") +
                         ",\"cat\":\"" + category + "\",\"ph\":\"" + (instant ? "i" : "X") +
@@ -273,6 +281,9 @@ std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& 
     event += ",\"args\":{\"step\":" + std::to_string(s) + ",\"bytes\":" + std::to_string(bytes);
     if (!step.source_op().empty()) event += ",\"source_op\":" + jsonString(step.source_op());
     if (step.recompute()) event += ",\"recompute\":true";
+    if (measured)
+      event += ",\"predicted_start_us\":" + us(step.predicted_start_s()) +
+               ",\"predicted_end_us\":" + us(step.predicted_end_s());
     events.push_back(event + "}}");
   }
   if (deviceMemory)

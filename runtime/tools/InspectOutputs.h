@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "megatrain/plan/plan.pb.h"
+#include "megatrain/runtime/Backend.h"
 #include "megatrain/runtime/PlanTimeline.h"
 
 namespace megatrain::runtime::tools {
@@ -24,7 +25,13 @@ std::string memoryPlotText(const PoolTimeline& memory, double stepSeconds, uint6
 // metadata), a complete ("X") event per kernel, copy and host task and per wait that
 // blocks, instant events for records, and a counter of device bytes. `names[i]` names
 // step i; times are microseconds.
+//
+// With `measured` (one span per step, seconds from the step's start, NaN for
+// a step not timed: megatrain-run --trace), the same tracks and names hold the
+// measured schedule instead: an event per timed step at its measured time,
+// with the plan's predicted start and end in args (predicted_start_us,
+// predicted_end_us), so measured and predicted traces open side by side.
 std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& names,
-                        const PoolTimeline* deviceMemory);
+                        const PoolTimeline* deviceMemory, const std::vector<StepSpan>* measured = nullptr);
 
 }  // namespace megatrain::runtime::tools

@@ -287,6 +287,8 @@ int TrainingSession::run() {
     }
   } restore{oldInt, oldTerm};
 
+  // Step times, device memory and --trace (RunReport.h).
+  RunReport measurements(plan, s.executor.backend(), s.setup.report, s.startStep + 1, s.setup.steps);
   StepOptions stepOptions;
   stepOptions.clipGradNorm = s.options.clipGradNorm;
   const auto runStart = std::chrono::steady_clock::now();
@@ -300,8 +302,10 @@ int TrainingSession::run() {
       }
     }
     stepOptions.lr = s.schedule.at(step);
+    stepOptions.trace = measurements.traceThisStep(step);
     const StepResult result = s.executor.runStep(stepOptions);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    measurements.afterStep(step, seconds, result.trace);
     const double spent = elapsed();
     progress.step(step, result, seconds, spent);
     if (s.metrics)
@@ -328,6 +332,7 @@ int TrainingSession::run() {
   }
   if (s.writer && s.lastSaved != s.setup.steps) s.save(s.setup.steps, progress);
   progress.summary(s.setup.steps, elapsed());
+  measurements.finish(s.setup.quiet);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "RunReport.h"
 #include "ToolArgs.h"
 #include "megatrain/runtime/LrSchedule.h"
 #include "megatrain/runtime/PlanStats.h"
@@ -48,6 +49,7 @@ struct TrainingSetup {
   std::string metrics;
   bool quiet = false;
   PlanStats stats;
+  RunReportOptions report;  // --trace, --trace-step, --report (RunReport.h)
 };
 
 // Set up before the summary is printed, run after: construction loads the

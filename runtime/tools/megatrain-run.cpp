@@ -77,6 +77,16 @@ options:
                            after the last step, write graph output NAME as that
                            step's forward computed it (the plan must keep it:
                            megatrain-compile --keep-output NAME; repeatable)
+  --poison                 on cuda, fill each dead device tensor with NaN after its last
+                           use (a memset per tensor per step; always on for cpu; also
+                           MEGATRAIN_POISON=1)
+  --trace FILE.json        time every kernel, copy and host task of one step on the
+                           device (cuda) and write Chrome trace events with the tracks
+                           of megatrain-inspect --trace and the predicted times in args;
+                           print measured against predicted step and stream busy times
+  --trace-step N           the step --trace times (default: the last)
+  --report FILE.json       after the run, write the median step time (after the first),
+                           the plan's predicted step time and the device memory report
   --quiet                  print only the final summary
   --help                   show this help
 )";
@@ -92,6 +102,7 @@ struct Options {
   bool quiet = false;
   bool help = false;
   RunExports exports;
+  RunReportOptions report;
 };
 
 Options parseOptions(int argc, char** argv) {
@@ -119,6 +130,7 @@ Options parseOptions(int argc, char** argv) {
     } else if (arg == "--quiet") {
       options.quiet = true;
     } else if (parseRunExportFlag(arg, args, options.exports)) {
+    } else if (parseRunReportFlag(arg, args, options.report)) {
     } else if (arg.rfind("-", 0) == 0) {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (options.plan.empty()) {
@@ -133,10 +145,12 @@ Options parseOptions(int argc, char** argv) {
   return options;
 }
 
-std::unique_ptr<Backend> makeBackend(const std::string& name) {
+std::unique_ptr<Backend> makeBackend(const std::string& name, bool poison) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
 #ifdef MEGATRAIN_WITH_CUDA
-  if (name == "cuda") return makeCudaBackend();
+  CudaOptions cuda;
+  cuda.poison = poison;
+  if (name == "cuda") return makeCudaBackend(0, cuda);
 #else
   if (name == "cuda") throw Error("the CUDA backend is not built into this binary");
 #endif
@@ -174,7 +188,7 @@ int run(int argc, char** argv) {
   }
 
   plan::Plan plan = loadPlan(options.plan);
-  std::unique_ptr<Backend> backend = makeBackend(options.backend);
+  std::unique_ptr<Backend> backend = makeBackend(options.backend, options.report.poison);
   validatePlan(plan, *backend, options.plan);
   const PlanStats stats = computePlanStats(plan);
   const std::string backendName = backend->name();
@@ -190,6 +204,7 @@ int run(int argc, char** argv) {
   setup.metrics = options.metrics;
   setup.quiet = options.quiet;
   setup.stats = stats;
+  setup.report = options.report;
   // Loads the weights, or the newest checkpoint of --resume.
   TrainingSession training(executor, setup, options.training);
 

@@ -1,5 +1,7 @@
 // ExecutorTest.cpp - whole training plans on the CPU and CUDA backends side by side: losses, parameters, poisoning.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -138,6 +140,12 @@ const Model kClassifier{
     },
     {"W1", "b1", "g", "beta", "W2", "b2"}};
 
+CudaOptions poisoning() {
+  CudaOptions options;
+  options.poison = true;
+  return options;
+}
+
 class CudaExecutor : public ::testing::Test {
  protected:
   CudaExecutor() : seed_(testSeed()), dir_(makeTempDir()) {}
@@ -156,7 +164,7 @@ class CudaExecutor : public ::testing::Test {
   void compare(const Model& model, plan::DType dt, double tol) {
     SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
     auto cpu = executor(model, dt, std::make_unique<CpuBackend>());
-    auto cuda = executor(model, dt, makeCudaBackend());
+    auto cuda = executor(model, dt, makeCudaBackend(0, poisoning()));
     for (int step = 1; step <= 10; ++step) {
       const double expected = cpu->runStep(), actual = cuda->runStep();
       ASSERT_TRUE(std::isfinite(actual)) << "step " << step;
@@ -201,12 +209,176 @@ TEST_F(CudaExecutor, RunsAreBitwiseReproducible) {
 
 // Every DEVICE tensor whose last_use_step has passed reads as NaN, host tensors persist.
 TEST_F(CudaExecutor, DeadTensorsArePoisoned) {
-  auto cuda = executor(kClassifier, plan::F32, makeCudaBackend());
+  auto cuda = executor(kClassifier, plan::F32, makeCudaBackend(0, poisoning()));
   cuda->runStep();
   for (const char* dead : {"h", "a", "zb", "dzb", "dW1", "loss", "dev:W1"})
     for (double value : cuda->readTensor(dead)) ASSERT_TRUE(std::isnan(value)) << dead;
   for (const char* live : {"W1", "grad:W1", "adam_v:W2"})
     for (double value : cuda->readTensor(live)) ASSERT_FALSE(std::isnan(value)) << live;
+}
+
+
+// ---- Streams, the host queue, opt-in poisoning, step traces, the memory report ----
+
+// A cuda backend on real streams, or with MEGATRAIN_CUDA_SYNC=1 (every plan stream on
+// one CUDA stream, synchronized after every step): the plan's order, serialized.
+std::unique_ptr<Backend> cudaBackend(bool serialized, bool poison) {
+  if (serialized) ::setenv("MEGATRAIN_CUDA_SYNC", "1", 1);
+  CudaOptions options;
+  options.poison = poison;
+  std::unique_ptr<Backend> backend = makeCudaBackend(0, options);
+  ::unsetenv("MEGATRAIN_CUDA_SYNC");
+  return backend;
+}
+
+// The plan's events order every conflicting access (the verifier proves it on load), so
+// running the streams concurrently changes no bit: losses and parameters equal the
+// serialized run's, with poisoning on (a missing order would read NaN).
+TEST_F(CudaExecutor, StreamsGiveTheSerializedBits) {
+  for (const Model* model : {&kLinear, &kTokens, &kClassifier}) {
+    for (plan::DType dt : {plan::F32, plan::F64}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
+      auto streams = executor(*model, dt, cudaBackend(false, true));
+      auto serial = executor(*model, dt, cudaBackend(true, false));
+      for (int step = 1; step <= 10; ++step) {
+        const double a = streams->runStep(), b = serial->runStep();
+        ASSERT_TRUE(std::isfinite(a)) << "step " << step;
+        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << step << ": " << a << " vs " << b;
+      }
+      for (const std::string& name : model->parameters)
+        for (const std::string& tensor : {name, "adam_m:" + name, "adam_v:" + name})
+          EXPECT_EQ(streams->readBytes(tensor), serial->readBytes(tensor)) << tensor;
+    }
+  }
+}
+
+TEST_F(CudaExecutor, PoisoningIsOptIn) {
+  auto cuda = executor(kClassifier, plan::F32, cudaBackend(false, false));
+  EXPECT_FALSE(cuda->backend().poisonsDeadTensors());
+  cuda->runStep();
+  // Dead, but not overwritten: the values of the step's forward.
+  for (const char* dead : {"h", "a", "zb"})
+    for (double value : cuda->readTensor(dead)) ASSERT_TRUE(std::isfinite(value)) << dead;
+}
+
+// A traced step: a span for every kernel, copy and host task, none for records and
+// waits; the spans of one stream follow each other in plan order.
+TEST_F(CudaExecutor, TraceTimesEveryKernelCopyAndHostTask) {
+  auto cuda = executor(kClassifier, plan::F32, cudaBackend(false, true));
+  cuda->runStep();
+  StepOptions options;
+  options.trace = true;
+  const StepResult result = cuda->runStep(options);
+  ASSERT_TRUE(std::isfinite(result.loss));
+  const plan::Plan& plan = cuda->plan();
+  ASSERT_EQ(result.trace.size(), static_cast<size_t>(plan.steps_size()));
+  std::map<std::string, double> streamEnd;
+  for (int s = 0; s < plan.steps_size(); ++s) {
+    const plan::Step& step = plan.steps(s);
+    const StepSpan& span = result.trace[static_cast<size_t>(s)];
+    if (step.has_record() || step.has_wait()) {
+      EXPECT_TRUE(std::isnan(span.start) && std::isnan(span.end)) << "step " << s;
+      continue;
+    }
+    ASSERT_TRUE(std::isfinite(span.start) && std::isfinite(span.end)) << "step " << s;
+    EXPECT_GE(span.start, -1e-4) << "step " << s;  // the host clock is aligned to a few microseconds
+    EXPECT_GE(span.end, span.start) << "step " << s;
+    EXPECT_LT(span.end, 10.0) << "step " << s;
+    EXPECT_GE(span.start + 1e-4, streamEnd[step.stream()]) << "step " << s << " on " << step.stream();
+    streamEnd[step.stream()] = span.end;
+  }
+  // Without --trace: no spans.
+  EXPECT_TRUE(cuda->runStep(StepOptions{}).trace.empty());
+}
+
+// The host queue runs AdamW while the compute stream multiplies: nothing orders them,
+// so their measured spans overlap.
+TEST_F(CudaExecutor, HostTasksOverlapCompute) {
+  PlanBuilder b;
+  constexpr int64_t n = 2048, params = int64_t{1} << 23;
+  const uint32_t w = b.tensor("W", {params}, plan::F32, plan::PARAMETER);
+  const uint32_t g = b.tensor("grad:W", {params}, plan::F32, plan::GRADIENT);
+  const uint32_t m = b.tensor("adam_m:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
+  const uint32_t v = b.tensor("adam_v:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
+  const uint32_t x = b.tensor("x", {n, n}, plan::F32, plan::INPUT);
+  const uint32_t readout = b.tensor("loss_readout", {}, plan::F32, plan::LOSS_READOUT);
+  b.adamw(w, g, m, v);  // on the host queue, first: nothing before it
+  uint32_t y = x;
+  for (int i = 0; i < 24; ++i) {
+    const uint32_t next = b.tensor("y" + std::to_string(i), {n, n}, plan::F32, plan::ACTIVATION);
+    b.kernel("matmul", {y, x}, {next});
+    y = next;
+  }
+  const uint32_t loss = b.tensor("loss", {}, plan::F32, plan::LOSS);
+  b.kernel("reduce_mean", {y}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});
+  b.record("loss_ready", "compute");
+  b.wait("loss_ready", "d2h");
+  b.copy(loss, readout, "d2h");
+  b.record("readout_ready", "d2h");
+  b.wait("readout_ready", "host");
+  b.readLoss(readout);
+  Executor cuda(b.build(), cudaBackend(false, false));
+  std::mt19937 rng(seed_);
+  writeModel(dir_ + "/big.onnx", {{"W", randomTensor({params}, plan::F32, rng)}});
+  cuda.loadWeights(OnnxWeights(dir_ + "/big.onnx"));
+  cuda.setInput("x", toArray(randomTensor({n, n}, plan::F32, rng, -0.02, 0.02)));
+  std::vector<float> grad(static_cast<size_t>(params));
+  for (float& value : grad) value = std::uniform_real_distribution<float>(-1, 1)(rng);
+  cuda.writeBytes("grad:W", grad.data(), grad.size() * sizeof(float));
+  cuda.runStep();  // warm-up: cuBLAS, the host threads
+  StepOptions options;
+  options.trace = true;
+  const StepResult result = cuda.runStep(options);
+  const plan::Plan& plan = cuda.plan();
+  StepSpan adamw{}, compute{1e30, -1e30};
+  for (int s = 0; s < plan.steps_size(); ++s) {
+    const StepSpan& span = result.trace[static_cast<size_t>(s)];
+    if (plan.steps(s).has_host_task() && plan.steps(s).host_task().kind() == plan::HostTask::ADAMW) adamw = span;
+    if (plan.steps(s).has_kernel()) {
+      compute.start = std::min(compute.start, span.start);
+      compute.end = std::max(compute.end, span.end);
+    }
+  }
+  ASSERT_GT(adamw.end, adamw.start);
+  ASSERT_GT(compute.end, compute.start);
+  const double overlap = std::min(adamw.end, compute.end) - std::max(adamw.start, compute.start);
+  EXPECT_GT(overlap, 0) << "AdamW [" << adamw.start << ", " << adamw.end << "] s, kernels [" << compute.start
+                        << ", " << compute.end << "] s";
+}
+
+// prepare() measures what it takes: the arena, scratch and workspace within the
+// plan's budget plus the fixed workspace, and an arena over the budget is refused.
+TEST_F(CudaExecutor, MemoryReportIsWithinBudgetAndWorkspace) {
+  plan::Plan plan = classifierPlan(plan::F32);
+  uint64_t arena = 0;
+  for (const plan::Pool& pool : plan.pools())
+    if (pool.tier() == plan::DEVICE) arena += pool.size_bytes();
+  ASSERT_GT(arena, 0u);
+  plan.mutable_header()->set_device_budget_bytes(arena);
+  Executor cuda(plan, cudaBackend(false, false));
+  const std::optional<DeviceMemoryReport> report = cuda.backend().memoryReport();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->arenaBytes, arena);
+  EXPECT_EQ(report->budgetBytes, arena);
+  EXPECT_EQ(report->fixedWorkspaceBytes, kCudaFixedWorkspaceBytes);
+  EXPECT_GT(report->workspaceBytes, 0u);
+  EXPECT_GT(report->totalBytes, report->afterPrepare);
+  EXPECT_GT(report->contextBytes, 0u);
+  EXPECT_LE(report->arenaBytes + report->scratchBytes + report->workspaceBytes,
+            report->budgetBytes + report->fixedWorkspaceBytes);
+  // What prepare() took from the device: the arena and scratch, rounded up by the allocator.
+  EXPECT_GE(report->afterPrepare, report->beforePrepare + report->arenaBytes);
+  EXPECT_LE(report->afterPrepare - report->contextBytes,
+            report->budgetBytes + report->fixedWorkspaceBytes + (uint64_t{16} << 20));
+
+  // Refused on load (the verifier) or by prepare(), naming the budget.
+  plan.mutable_header()->set_device_budget_bytes(arena - 1);
+  try {
+    Executor over(plan, cudaBackend(false, false));
+    FAIL() << "an arena over the budget was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

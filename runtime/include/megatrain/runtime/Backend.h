@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "megatrain/plan/plan.pb.h"
 
@@ -24,6 +25,36 @@ struct DeviceMemory {
   uint64_t free = 0;
   uint64_t total = 0;
 };
+
+// ---- Measured schedule and device memory (docs/runtime.md, "Trace and memory report") ----
+
+// When one plan step ran, in seconds from the start of the traced training
+// step (after its inputs were written); NaN for a step that was not timed
+// (records, waits).
+struct StepSpan {
+  double start = 0;
+  double end = 0;
+};
+
+// What a device backend uses of device memory, in bytes. `contextBytes` is
+// what the device had in use when the backend started, before any allocation
+// of its own (the CUDA context and cuBLAS, plus whatever other processes
+// hold); `beforePrepare` / `afterPrepare` are the device's used bytes (total
+// - free) around prepare(); the arena, scratch and workspace are what the
+// backend allocated; `budgetBytes` is the plan's device budget (0: none) and
+// `fixedWorkspaceBytes` the allowance for scratch and workspaces beyond it.
+struct DeviceMemoryReport {
+  uint64_t totalBytes = 0;
+  uint64_t contextBytes = 0;
+  uint64_t beforePrepare = 0;
+  uint64_t afterPrepare = 0;
+  uint64_t arenaBytes = 0;
+  uint64_t scratchBytes = 0;
+  uint64_t workspaceBytes = 0;
+  uint64_t budgetBytes = 0;
+  uint64_t fixedWorkspaceBytes = 0;
+};
+// ---- end of measured schedule and device memory ----
 
 // A backend executes one plan's steps over memory it owns. Tensors are
 // addressed by their plan entry (pool, offset, size), never by raw pointer, so
@@ -81,6 +112,45 @@ class Backend {
   // The device's free and total memory, for preflight checks and progress;
   // nullopt for a backend whose "device" pools are host memory (cpu).
   virtual std::optional<DeviceMemory> deviceMemory() const { return std::nullopt; }
+
+  // ---- Host tasks in stream order, poisoning, tracing, memory report ----
+  // A backend with queues (cuda) runs these in the order of the plan's step
+  // stream; the defaults wait for launched work and run at once.
+
+  // The plan step the following calls belong to (the executor says so before
+  // each step); for error messages and the trace.
+  virtual void setCurrentStep(uint32_t step) {}
+
+  // The ACCUMULATE host task: acc += addend on the host (Accumulate.h), both
+  // HOST_PINNED tensors. Default: synchronize(), then add.
+  virtual void runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend);
+
+  // The READ_LOSS host task: *loss = element 0 of the readout (a host tensor)
+  // as a double, once the work before it is done. *loss must stay valid until
+  // the next synchronize(). Default: synchronize(), then read.
+  virtual void readLoss(const plan::Tensor& readout, double* loss);
+
+  // Whether the executor poisons dead DEVICE tensors (always on cpu; opt-in on cuda).
+  virtual bool poisonsDeadTensors() const { return true; }
+
+  // Poisons `tensor` after the last step that uses it, which ran on plan
+  // stream `stream`. Default: poison(tensor).
+  virtual void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) { poison(tensor); }
+
+  // Measured timing of one training step: whether this backend can, then
+  // beginStepTrace() once the step's inputs are written and endStepTrace()
+  // after its final synchronize(), which returns one span per plan step.
+  virtual bool canTraceSteps() const { return false; }
+  virtual void beginStepTrace() {}
+  virtual std::vector<StepSpan> endStepTrace() { return {}; }
+
+  // Device memory the backend holds after prepare(); nullopt on cpu.
+  virtual std::optional<DeviceMemoryReport> memoryReport() const { return std::nullopt; }
+  // ---- end of host tasks in stream order, poisoning, tracing, memory report ----
 };
+
+// Element 0 of a host tensor's bytes as a double (floating and integer
+// dtypes; NaN for others).
+double scalarAsDouble(const std::byte* bytes, plan::DType dtype);
 
 }  // namespace megatrain::runtime

@@ -26,12 +26,17 @@ struct StepOptions {
   // coef = max_norm / (norm + 1e-6); if coef < 1 every gradient is scaled by it
   // (in place, rounded to its dtype) before any AdamW update. Unset: no clipping.
   std::optional<double> clipGradNorm;
+  // Time every step of this training step on the device (Backend::beginStepTrace);
+  // the spans come back in StepResult::trace.
+  bool trace = false;
 };
 
 struct StepResult {
   double loss = 0;
   double lr = 0;        // the AdamW lr the step used
   double gradNorm = 0;  // the global gradient norm before clipping; NaN without clipping
+  // With StepOptions::trace: one measured span per plan step (Backend::endStepTrace).
+  std::vector<StepSpan> trace;
 };
 
 // Owns the plan and the backend. Construction validates the plan, allocates
@@ -60,7 +65,8 @@ class Executor {
   void setInput(const std::string& name, const HostArray& array);
 
   // Runs one training step: writes the staged inputs, executes every step,
-  // poisons each DEVICE tensor after its last_use_step, and returns the loss
+  // poisons each DEVICE tensor after its last_use_step (when the backend
+  // poisons, Backend::poisonsDeadTensors), and returns the loss
   // the READ_LOSS task read. Errors name the step.
   double runStep();
 

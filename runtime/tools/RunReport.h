@@ -1,0 +1,85 @@
+// RunReport.h - megatrain-run's measurements: median step time against the plan's prediction,
+// the device memory report, and --trace (one step's measured schedule as Chrome trace JSON).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ToolArgs.h"
+#include "megatrain/plan/plan.pb.h"
+#include "megatrain/runtime/Backend.h"
+
+namespace megatrain::runtime::tools {
+
+// The flags of this file (docs/runtime.md lists them).
+struct RunReportOptions {
+  std::string trace;                 // --trace FILE.json
+  std::optional<int64_t> traceStep;  // --trace-step N (default: the last step)
+  bool poison = false;               // --poison (cuda; always on for cpu)
+  std::string report;                // --report FILE.json
+};
+
+// Takes `arg` (and its value from `args`) if it is one of the flags above.
+bool parseRunReportFlag(const std::string& arg, ArgReader& args, RunReportOptions& options);
+
+// One measured step against the plan's prediction.
+struct TraceSummary {
+  double measuredStepS = 0;   // the latest measured end
+  double predictedStepS = 0;  // Header.predicted_step_s
+  struct Stream {
+    std::string name;
+    double measuredBusyS = 0;   // summed durations of its timed kernels, copies and host tasks
+    double predictedBusyS = 0;  // the same steps' predicted durations
+  };
+  std::vector<Stream> streams;  // in plan.streams order, then any other step stream
+  struct Step {
+    uint32_t index = 0;
+    std::string name;
+    double measuredS = 0;
+    double predictedS = 0;
+  };
+  std::vector<Step> slowest;  // up to 5, by measured - predicted, largest first
+};
+
+// Summarizes `spans` (one per plan step, NaN where not timed); names label the steps.
+TraceSummary summarizeTrace(const plan::Plan& plan, const std::vector<StepSpan>& spans,
+                            const std::vector<std::string>& names);
+std::string formatTraceSummary(const TraceSummary& summary);
+
+// The median of the step times after the first (warm-up); the one time when
+// there is only one; 0 when there are none.
+double medianStepTime(const std::vector<double>& seconds);
+
+// The device memory report as text lines and as a JSON object's members
+// (no braces); `peakUsed` (0: unknown) is the device's used bytes after the first step.
+std::string formatMemoryReport(const DeviceMemoryReport& report, uint64_t peakUsed);
+std::string memoryReportJson(const DeviceMemoryReport& report, uint64_t peakUsed);
+
+// What megatrain-run measures over a run. Not thread-safe; one per run.
+class RunReport {
+ public:
+  RunReport(const plan::Plan& plan, Backend& backend, const RunReportOptions& options, int64_t firstStep,
+            int64_t lastStep);
+
+  // Whether step `step` is the one to trace.
+  bool traceThisStep(int64_t step) const { return !options_.trace.empty() && step == traceStep_; }
+  // After each step: its wall time and, for the traced step, its spans.
+  void afterStep(int64_t step, double seconds, const std::vector<StepSpan>& trace);
+  // After the run: prints the summary lines and writes --trace and --report.
+  void finish(bool quiet);
+
+ private:
+  const plan::Plan& plan_;
+  Backend& backend_;
+  RunReportOptions options_;
+  int64_t firstStep_ = 1;
+  int64_t traceStep_ = 0;
+  std::vector<double> seconds_;
+  uint64_t peakUsed_ = 0;
+  std::vector<StepSpan> trace_;
+  bool traced_ = false;
+};
+
+}  // namespace megatrain::runtime::tools
