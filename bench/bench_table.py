@@ -176,6 +176,11 @@ def setting_table(out, setting, warmup, params):
             json.dump(mt, f, indent=2)
             f.write("\n")
     notes += [f"megatrain: {n}" for n in mt["notes"]]
+    try:
+        with open(os.path.join(folder, "precision-note.txt")) as f:
+            notes.append("megatrain-compile: " + f.read().strip().removeprefix("note: "))
+    except OSError:
+        pass
     if not mt.get("median_step_s"):
         notes.append(f"megatrain: no step times in {folder} (megatrain.jsonl / megatrain.log)")
 

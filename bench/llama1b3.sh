@@ -205,7 +205,7 @@ if [[ ${SKIP_PEERS:-0} != 1 ]]; then
       status=$?
       watch_stop
       if [[ $status == 0 ]]; then
-        phase_end ok "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(f"median {r["median_step_s"]:.3f} s, {r["tokens_per_s"]:,.0f} tokens/s, peak {(r["peak_reserved_bytes"] or 0)/2**30:.1f} GiB reserved")' "$OUT/$s/pytorch-$mode.json")"
+        phase_end ok "$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("median %.3f s, %s tokens/s, peak %.1f GiB reserved" % (r["median_step_s"], format(round(r["tokens_per_s"]), ","), (r["peak_reserved_bytes"] or 0) / 2**30))' "$OUT/$s/pytorch-$mode.json")"
       else
         tail -15 "$OUT/$s/pytorch-$mode.log"
         phase_end FAIL "exit $status$([[ $status == 124 ]] && echo " after $PEER_TIMEOUT s (PEER_TIMEOUT)") ($OUT/$s/pytorch-$mode.log)"
