@@ -146,7 +146,7 @@ compile() {  # setting
     fi
   fi
   python3 bench/plan_header.py "$plan" > "$OUT/$s/plan.json" || return 1
-  "$BIN/megatrain-inspect" "$plan" --max-steps 0 > "$OUT/$s/inspect.txt" 2>&1 || true
+  "$BIN/megatrain-inspect" "$plan" --max-steps 1 > "$OUT/$s/inspect.txt" 2>&1 || true
 }
 if [[ ${SKIP_COMPILE:-0} != 1 ]]; then
   phase_start "compile ${SETTINGS}"
