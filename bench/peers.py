@@ -121,6 +121,7 @@ def setup_distributed():
     import socket
     import torch
     import torch.distributed as dist
+    torch.cuda.set_device(0)
     if not dist.is_initialized():
         with socket.socket() as s:  # a free port for the one-rank rendezvous
             s.bind(("127.0.0.1", 0))
@@ -128,7 +129,6 @@ def setup_distributed():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(port))
         dist.init_process_group(backend="cpu:gloo,cuda:nccl", rank=0, world_size=1)
-    torch.cuda.set_device(0)
     from torch.distributed.device_mesh import init_device_mesh
     return init_device_mesh("cuda", (1,))
 
@@ -140,11 +140,23 @@ def prepare(args):
     dev = args.device
     torch.backends.cuda.matmul.allow_tf32 = args.precision != "fp32"
     torch.backends.cudnn.allow_tf32 = args.precision != "fp32"
-    adamw = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay,
-                 fused=True)
+    adamw = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
+
+    def make_optimizer(params):
+        # torch's fused AdamW (on the GPU, or on the CPU for the offloaded states); the
+        # result says which kind ran, should this torch refuse the fused one.
+        params = list(params)
+        try:
+            optimizer = torch.optim.AdamW(params, fused=True, **adamw)
+            optimizer.kind = "fused"
+        except (RuntimeError, ValueError) as error:
+            print(f"peers.py: fused AdamW refused ({error}); using foreach", file=sys.stderr)
+            optimizer = torch.optim.AdamW(params, foreach=True, **adamw)
+            optimizer.kind = "foreach"
+        return optimizer
     model = build_model(args, dev)
     if args.mode == "gpu":
-        optimizer = torch.optim.AdamW(model.parameters(), **adamw)
+        optimizer = make_optimizer(model.parameters())
         autocast = (lambda: torch.autocast(dev, dtype=torch.bfloat16)) if args.precision == "bf16" \
             else contextlib.nullcontext
         return model, optimizer, autocast
@@ -157,7 +169,7 @@ def prepare(args):
         fully_shard(layer, **policy)
     fully_shard(model, **policy)  # the embeddings, final norm and lm_head
     # The sharded parameters now live in pinned host memory; so does the AdamW state.
-    optimizer = torch.optim.AdamW(model.parameters(), **adamw)
+    optimizer = make_optimizer(model.parameters())
     return model, optimizer, contextlib.nullcontext
 
 
@@ -207,6 +219,7 @@ def train(args):
         "system": "pytorch-" + args.mode,
         "mode": args.mode,
         "precision": args.precision,
+        "optimizer": "AdamW " + optimizer.kind + (" (host)" if args.mode == "fsdp2-offload" else ""),
         "params": params,
         "tokens_per_step": tokens_per_step,
         "microbatches": args.microbatches,
