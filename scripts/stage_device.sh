@@ -38,7 +38,7 @@ mkdir -p "$STAGE/bin"
 for t in "${TARGETS[@]}"; do strip -o "$STAGE/bin/$t" "$BUILD_DIR/bin/$t"; done
 
 # The compiler must not need LLVM or MLIR there.
-allowed='^(linux-vdso|ld-linux|libc|libstdc\+\+|libm|libgcc_s|libprotobuf|libz|libpthread|libdl|librt)\.'
+allowed='^(linux-vdso|ld-linux-x86-64|ld-linux-aarch64|libc|libstdc\+\+|libm|libgcc_s|libprotobuf|libz|libpthread|libdl|librt)\.'
 extra=$(ldd "$STAGE/bin/megatrain-compile" | awk '{ print $1 }' | sed 's|.*/||' | grep -vE "$allowed" || true)
 if [[ -n $extra ]]; then
   echo "stage_device.sh: megatrain-compile needs libraries the GPU machine lacks: $extra" >&2
