@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# tests/bench/harness_test.sh BIN SRC - bench/plan_header.py, make_tokens.py and bench_table.py
+# on a real plan and a real CPU run of the tiny transformer (no torch needed):
+#   - plan_header.py reads the same predicted step time, pools and budget as megatrain-inspect;
+#   - make_tokens.py writes ids below the vocabulary with a sidecar megatrain-run accepts;
+#   - bench_table.py's megatrain row is the median of the measured steps after warm-up,
+#     tokens/s and 6PT TFLOP/s follow from it, and a peer's speed-up is the tokens/s ratio.
+set -euo pipefail
+BIN=$1
+SRC=$2
+cd "$SRC"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+mkdir -p "$out/16k"
+
+"$BIN/megatrain-compile" frontends/models/tiny_transformer.onnx -o "$tmp/tt.plan" --shape input_ids=8x64 \
+  --device-memory 64MiB --lr 3e-3 > /dev/null
+python3 bench/plan_header.py "$tmp/tt.plan" > "$out/16k/plan.json"
+"$BIN/megatrain-inspect" "$tmp/tt.plan" --max-steps 1 > "$tmp/inspect.txt"
+python3 - "$out/16k/plan.json" "$tmp/inspect.txt" <<'PY'
+import json, re, sys
+h = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+m = re.search(r"predicted step\s+([\d.]+) (s|ms|us):", text)
+assert m, "inspect printed no predicted step"
+scale = {"s": 1, "ms": 1e-3, "us": 1e-6}[m.group(2)]
+want = float(m.group(1)) * scale
+digits = len(m.group(1).split(".")[1]) if "." in m.group(1) else 0
+tolerance = 0.51 * 10 ** -digits * scale  # half a unit of the last digit inspect printed
+assert h["predicted_step_s"] > 0 and abs(h["predicted_step_s"] - want) <= tolerance, (h["predicted_step_s"], want)
+assert h["device_budget_bytes"] == 64 << 20, h["device_budget_bytes"]
+assert "64.00 MiB" in text or "64.0 MiB" in text
+# every pool inspect lists: id, name, size
+listed = re.findall(r"^\s+(?:pools)?\s+(\d+) '([^']+)' (\S+) ", text, re.M)
+assert listed and len(listed) == len(h["pools"]), (listed, h["pools"])
+for (pid, name, tier), pool in zip(listed, h["pools"]):
+    assert int(pid) == pool["id"] and name == pool["name"], (pid, name, pool)
+assert h["device_pool_bytes"] > 0 and h["tokens_per_step"] == 8 * 64
+print("plan_header.py agrees with megatrain-inspect:", h["predicted_step_s"], "s,", len(h["pools"]), "pools")
+PY
+
+python3 bench/make_tokens.py --vocab 256 --tokens 20000 --out "$tmp/tokens.bin" > /dev/null
+python3 - "$tmp/tokens.bin" <<'PY'
+import array, json, sys
+a = array.array("H"); a.frombytes(open(sys.argv[1], "rb").read())
+meta = json.load(open(sys.argv[1] + ".json"))
+assert len(a) == 20000 == meta["tokens"] and meta["vocab"] == 256 and meta["dtype"] == "uint16"
+assert max(a) < 256 and len(set(a)) > 200, "ids must cover the vocabulary"
+PY
+"$BIN/megatrain-run" "$tmp/tt.plan" --weights frontends/models/tiny_transformer.onnx --data "$tmp/tokens.bin" \
+  --steps 6 --metrics "$out/16k/megatrain.jsonl" --log-every 1 > "$out/16k/megatrain.log"
+# A peer result in peers.py's format, as a peer 1.5 times slower than megatrain's median.
+python3 - "$out/16k" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/megatrain.jsonl")]
+median = statistics.median([r["step_time_s"] for r in rows][2:])
+peer = {"median_step_s": 1.5 * median, "tokens_per_step": 512, "tokens_per_s": 512 / (1.5 * median),
+        "params": 1000, "peak_allocated_bytes": 3 << 30, "peak_reserved_bytes": 4 << 30}
+open(sys.argv[1] + "/pytorch-gpu.json", "w").write(json.dumps(peer) + "\n")
+PY
+python3 bench/bench_table.py "$out" --settings 16k --warmup 2 > "$tmp/table.md"
+python3 - "$out/16k" "$tmp/table.md" <<'PY'
+import json, re, statistics, sys
+folder, table = sys.argv[1], open(sys.argv[2]).read()
+rows = [json.loads(l) for l in open(folder + "/megatrain.jsonl")]
+times = [r["step_time_s"] for r in rows]
+median = statistics.median(times[2:])
+mt = json.load(open(folder + "/megatrain.json"))
+assert mt["steps"] == 6 and abs(mt["median_step_s"] - median) < 1e-12, (mt, median)
+assert abs(mt["tokens_per_s"] - 512 / median) < 1e-6 * mt["tokens_per_s"]
+assert abs(mt["model_tflops"] - 6 * 1000 * 512 / median / 1e12) < 1e-9
+assert mt["device_bytes"] > 0 and mt["predicted_step_s"] > 0
+line = next(l for l in table.splitlines() if l.startswith("| megatrain"))
+assert f"{median:.3f} s" in line and f"{512 / median:,.0f}" in line, line
+peer = next(l for l in table.splitlines() if l.startswith("| PyTorch, all on GPU"))
+assert peer.rstrip().endswith("| 1.50x |"), peer
+assert "3.0 GiB allocated, 4.0 GiB reserved" in peer, peer
+assert re.search(r"measured / predicted = [\d.]+", table), table
+assert "pytorch-fsdp2-offload: no result" in table
+print("bench_table.py: megatrain row and speed-up as computed here")
+PY
+echo "bench harness: PASS"
