@@ -205,7 +205,7 @@ uint32_t PlanBuilder::tensor(const std::string& name, const std::vector<int64_t>
   t->set_last_use_step(-1);
   const bool host = role == plan::PARAMETER || role == plan::GRADIENT ||
                     role == plan::OPTIMIZER_STATE || role == plan::LOSS_READOUT ||
-                    role == plan::OUTPUT_READOUT;
+                    role == plan::OUTPUT_READOUT || role == plan::PARAMETER_COMPUTE;
   const uint32_t pool = host ? 1 : 0;
   int64_t elements = 1;
   for (int64_t d : shape) elements *= d;
