@@ -79,7 +79,58 @@ struct Precision : megatrain::impl::PrecisionBase<Precision> {
       return;
     }
     castMatmulOperands(func, mark);
+    hoistCastsToParams(func);
     foldParamCasts(func);
+  }
+
+  /// A value an mt.param reaches through transposes and reshapes only.
+  static bool fromParam(Value value) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return false;
+    if (isa<mt::ParamOp>(def))
+      return true;
+    return isa<mt::TransposeOp, mt::ReshapeOp>(def) && fromParam(def->getOperand(0));
+  }
+
+  /// A cast to bf16 of a transpose or reshape (its only use) of a parameter
+  /// casts the parameter instead and moves the layout op to bf16: the same
+  /// elements move, and the parameter becomes a bf16 fetch (an exported
+  /// `x @ W^T` reads W through a transpose).
+  void hoistCastsToParams(func::FuncOp func) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      SmallVector<mt::CastOp> casts;
+      func.walk([&](mt::CastOp cast) {
+        if (isCastToBf16(cast))
+          casts.push_back(cast);
+      });
+      for (mt::CastOp castOp : casts) {
+        Operation *layout = castOp.getX().getDefiningOp();
+        if (!layout || !isa<mt::TransposeOp, mt::ReshapeOp>(layout) ||
+            !layout->getResult(0).hasOneUse())
+          continue;
+        Value source = layout->getOperand(0);
+        if (!isF32(source) || !fromParam(source))
+          continue;
+        OpBuilder b(layout);
+        b.setInsertionPointAfterValue(source);
+        auto sourceType = cast<RankedTensorType>(source.getType());
+        Value bf16 = b.create<mt::CastOp>(
+            castOp.getLoc(), RankedTensorType::get(sourceType.getShape(), b.getBF16Type()),
+            source);
+        b.setInsertionPoint(layout);
+        Operation *moved = b.clone(*layout);
+        moved->setOperand(0, bf16);
+        auto resultType = cast<RankedTensorType>(layout->getResult(0).getType());
+        moved->getResult(0).setType(
+            RankedTensorType::get(resultType.getShape(), b.getBF16Type()));
+        castOp.getResult().replaceAllUsesWith(moved->getResult(0));
+        castOp.erase();
+        layout->erase();
+        changed = true;
+      }
+    }
   }
 
   /// bf16: every f32 matmul reads bf16 casts of its operands.

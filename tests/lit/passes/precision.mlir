@@ -77,3 +77,23 @@ func.func @attention() {
   mt.loss %l : tensor<f32>
   return
 }
+
+// -----
+
+// A weight read through a transpose (an exported x @ W^T): the cast moves
+// above the transpose, which then moves bf16, and the fetch becomes bf16.
+// BF16-LABEL: func.func @transposed_weight
+// BF16:         %[[W:.*]] = mt.param {mt.master_element = f32, name = "w", trainable = true} : tensor<4x8xbf16>
+// BF16-NEXT:    %[[T:.*]] = mt.transpose %[[W]] {perm = array<i64: 1, 0>} : (tensor<4x8xbf16>) -> tensor<8x4xbf16>
+// BF16:         mt.matmul %{{.*}}, %[[T]] {precision = "bf16"} : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xf32>
+// TF32-LABEL: func.func @transposed_weight
+// TF32:         mt.transpose {{.*}} -> tensor<8x4xf32>
+func.func @transposed_weight() {
+  %x = mt.input {name = "x"} : tensor<2x8xf32>
+  %w = mt.param {name = "w", trainable = true} : tensor<4x8xf32>
+  %t = mt.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %y = mt.matmul %x, %t : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %l = mt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  mt.loss %l : tensor<f32>
+  return
+}
