@@ -318,13 +318,17 @@ double Planner::seconds(mlir::Operation *op) const {
     kernel.inputs.push_back(shapeOf(operand));
   for (mlir::Value result : op->getResults())
     kernel.outputs.push_back(shapeOf(result));
+  Precision rate = Precision::FP32;
   for (mlir::NamedAttribute attr : op->getAttrs()) {
     if (auto flag = mlir::dyn_cast<mlir::BoolAttr>(attr.getValue()))
       kernel.intAttrs[attr.getName().str()] = flag.getValue();
     else if (auto number = mlir::dyn_cast<mlir::IntegerAttr>(attr.getValue()))
       kernel.intAttrs[attr.getName().str()] = number.getInt();
+    else if (auto text = mlir::dyn_cast<mlir::StringAttr>(attr.getValue());
+             text && attr.getName() == "precision")
+      rate = precisionNamed(text.str());  // mt-precision's tf32 or bf16
   }
-  return estimateKernel(kernel, profile).seconds;
+  return estimateKernel(kernel, profile, rate).seconds;
 }
 
 uint64_t Planner::peakBytes(int64_t *where) const {

@@ -73,6 +73,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
                            EmitStage upTo) {
   if (upTo == EmitStage::Mt || upTo == EmitStage::Training)
     return;
+  // The compute precision of products, on the whole training step (forward,
+  // backward, updates) before the schedule orders it.
+  PrecisionOptions precision;
+  precision.precision = options.precision;
+  pm.addNestedPass<mlir::func::FuncOp>(createPrecision(precision));
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)

@@ -1,10 +1,15 @@
-// cast.cpp - cast: element type conversion among f32, f64, i64 and bool.
+// cast.cpp - cast: element type conversion among f32, f64, i64 and bool, and
+// between bf16 and f32 or f64.
 //
 // Conversions are spelled out rather than left to static_cast where C++
 // leaves them undefined: a float becomes i64 by truncation toward zero,
 // saturated to the i64 range, with NaN giving 0; anything becomes bool as
 // x != 0 (NaN is true); a bool byte reads as 1 when nonzero. The CUDA twin
 // (cast.cu) computes the same.
+//
+// bf16 converts only to and from f32 and f64. To bf16 rounds to nearest, ties
+// to even (floatToBf16, DType.h); an f64 is first rounded to f32, so f64 ->
+// bf16 can round twice (the CUDA twin does the same). From bf16 is exact.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -51,11 +56,37 @@ void dispatchCastable(const KernelArgs& args, plan::DType dtype, F&& f) {
   }
 }
 
+// y = x converted between bf16 (raw bits) and f32 or f64; false when neither
+// side is bf16.
+bool castBf16(const KernelArgs& args, const Operand& x, const Operand& y, int64_t n) {
+  if (x.dtype != plan::BF16 && y.dtype != plan::BF16) return false;
+  const plan::DType other = x.dtype == plan::BF16 ? y.dtype : x.dtype;
+  if (other != plan::F32 && other != plan::F64 && other != plan::BF16)
+    fail(args, std::string("bf16 casts only to and from f32 and f64, not ") + dtypeName(other));
+  if (x.dtype == plan::BF16 && y.dtype == plan::BF16) {
+    std::memcpy(y.data, x.data, static_cast<size_t>(n) * 2);
+  } else if (x.dtype == plan::BF16) {
+    const uint16_t* src = x.as<const uint16_t>();
+    if (y.dtype == plan::F32)
+      for (int64_t i = 0; i < n; ++i) y.as<float>()[i] = bf16ToFloat(src[i]);
+    else
+      for (int64_t i = 0; i < n; ++i) y.as<double>()[i] = static_cast<double>(bf16ToFloat(src[i]));
+  } else {
+    uint16_t* dst = y.as<uint16_t>();
+    if (x.dtype == plan::F32)
+      for (int64_t i = 0; i < n; ++i) dst[i] = floatToBf16(x.as<const float>()[i]);
+    else
+      for (int64_t i = 0; i < n; ++i) dst[i] = floatToBf16(static_cast<float>(x.as<const double>()[i]));
+  }
+  return true;
+}
+
 // y = x converted to y's dtype; same shape.
 void cast(const KernelArgs& args) {
   const Operand &x = args.in[0], &y = args.out[0];
   requireShape(args, y, x.shape, "output");
   const int64_t n = x.shape.elements();
+  if (castBf16(args, x, y, n)) return;
   dispatchCastable(args, x.dtype, [&](auto fromTag) {
     using From = decltype(fromTag);
     dispatchCastable(args, y.dtype, [&](auto toTag) {

@@ -3,7 +3,16 @@
 // y[..., m, n] = sum_k A[..., m, k] B[..., k, n], with A = a or a^T and B = b or
 // b^T on the last two dims. Every output sums over k in increasing order in
 // double, whichever loop order is used, so results are bitwise reproducible.
+//
+// Mixed precision: a and b may both be BF16 with an F32 y (the bf16 plans of
+// --precision bf16): each operand is widened to double, accumulated in double
+// as above and rounded once to f32. The attribute precision ("tf32", "bf16")
+// is read by the CUDA kernel only; on the CPU every product is exact.
+#include <string>
+#include <string_view>
+
 #include "CpuKernel.h"
+#include "megatrain/runtime/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
@@ -45,11 +54,17 @@ MatmulDims checkMatmul(const KernelArgs& args) {
   return d;
 }
 
-template <typename T>
+// A bf16 element (raw bits) read as a number.
+struct Bf16 {
+  uint16_t bits;
+  explicit operator double() const { return static_cast<double>(bf16ToFloat(bits)); }
+};
+
+template <typename T, typename Y = T>
 void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
   const T* a = args.in[0].as<const T>();
   const T* b = args.in[1].as<const T>();
-  T* y = args.out[0].as<T>();
+  Y* y = args.out[0].as<Y>();
   const int64_t m = d.m, n = d.n, k = d.k;
   // Element strides of A (m, k) and B (k, n) within one matrix.
   const int64_t sam = d.transA ? 1 : k, sak = d.transA ? m : 1;
@@ -67,17 +82,17 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
   walk(d.batch, batchA, batchB, [&](int64_t batch, int64_t offA, int64_t offB) {
     const T* pa = a + offA;
     const T* pb = b + offB;
-    T* py = y + batch * m * n;
+    Y* py = y + batch * m * n;
     if (sbn == 1) {
       // Rows of B are contiguous: stream them into a row of accumulators.
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) acc[j] = 0;
         for (int64_t p = 0; p < k; ++p) {
-          const double av = pa[i * sam + p * sak];
+          const double av = static_cast<double>(pa[i * sam + p * sak]);
           const T* row = pb + p * sbk;
           for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<double>(row[j]);
         }
-        for (int64_t j = 0; j < n; ++j) py[i * n + j] = static_cast<T>(acc[j]);
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] = static_cast<Y>(acc[j]);
       }
     } else {
       // B is transposed: each output is a dot product of two k-vectors.
@@ -86,13 +101,24 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
           double sum = 0;
           for (int64_t p = 0; p < k; ++p)
             sum += static_cast<double>(pa[i * sam + p * sak]) * static_cast<double>(pb[j * sbn + p * sbk]);
-          py[i * n + j] = static_cast<T>(sum);
+          py[i * n + j] = static_cast<Y>(sum);
         }
     }
   });
 }
 
 void matmul(const KernelArgs& args) {
+  const std::string_view precision = args.attrs.getString("precision", "fp32");
+  if (precision != "fp32" && precision != "tf32" && precision != "bf16")
+    fail(args, "precision must be fp32, tf32 or bf16, got '" + std::string(precision) + "'");
+  if (args.in[0].dtype == plan::BF16 || args.in[1].dtype == plan::BF16) {
+    requireDType(args, args.in[0], plan::BF16, "a");
+    requireDType(args, args.in[1], plan::BF16, "b");
+    requireDType(args, args.out[0], plan::F32, "output");
+    const MatmulDims d = checkMatmul(args);
+    matmulImpl<Bf16, float>(args, d);
+    return;
+  }
   const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
   const MatmulDims d = checkMatmul(args);
   dispatchFloating(dtype, [&](auto tag) { matmulImpl<decltype(tag)>(args, d); });

@@ -38,6 +38,7 @@ double loadElement(const std::byte* bytes, plan::DType dtype, size_t i) {
     case plan::F32: { float v; std::memcpy(&v, bytes + 4 * i, 4); return v; }
     case plan::F64: { double v; std::memcpy(&v, bytes + 8 * i, 8); return v; }
     case plan::I64: { int64_t v; std::memcpy(&v, bytes + 8 * i, 8); return static_cast<double>(v); }
+    case plan::BF16: { uint16_t v; std::memcpy(&v, bytes + 2 * i, 2); return bf16ToFloat(v); }
     case plan::I32: { int32_t v; std::memcpy(&v, bytes + 4 * i, 4); return v; }
     case plan::U8:
     case plan::BOOL: return static_cast<double>(static_cast<uint8_t>(bytes[i]));
@@ -49,6 +50,7 @@ void storeElement(std::byte* bytes, plan::DType dtype, size_t i, double value) {
   switch (dtype) {
     case plan::F32: { float v = static_cast<float>(value); std::memcpy(bytes + 4 * i, &v, 4); break; }
     case plan::F64: std::memcpy(bytes + 8 * i, &value, 8); break;
+    case plan::BF16: { uint16_t v = floatToBf16(static_cast<float>(value)); std::memcpy(bytes + 2 * i, &v, 2); break; }
     case plan::I64: { int64_t v = static_cast<int64_t>(value); std::memcpy(bytes + 8 * i, &v, 8); break; }
     case plan::I32: { int32_t v = static_cast<int32_t>(value); std::memcpy(bytes + 4 * i, &v, 4); break; }
     case plan::U8:
@@ -58,7 +60,7 @@ void storeElement(std::byte* bytes, plan::DType dtype, size_t i, double value) {
 }
 
 void requireConvertible(const plan::Tensor& tensor) {
-  if (tensor.dtype() == plan::BF16 || tensor.dtype() == plan::F16)
+  if (tensor.dtype() == plan::F16)
     throw Error("tensor '" + tensor.name() + "' is " + dtypeName(tensor.dtype()) +
                 ", which has no host conversion yet");
 }
@@ -104,6 +106,25 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
       adamwSteps_.push_back(step.index());
   hyper_ = plan_.header().optimizer();
   checkClippingIsSafe();
+
+  // Compute copies name their master by source (validated).
+  std::unordered_map<std::string, uint32_t> masters;
+  for (const plan::Tensor& tensor : plan_.tensors())
+    if (tensor.role() == plan::PARAMETER) masters.emplace(tensor.source(), tensor.id());
+  for (const plan::Tensor& tensor : plan_.tensors())
+    if (tensor.role() == plan::PARAMETER_COMPUTE) computeCopies_.emplace_back(masters.at(tensor.source()), tensor.id());
+}
+
+void Executor::refreshComputeCopies() {
+  backend_->synchronize();
+  for (auto [masterId, copyId] : computeCopies_) {
+    const plan::Tensor& master = plan_.tensors(static_cast<int>(masterId));
+    const plan::Tensor& copy = plan_.tensors(static_cast<int>(copyId));
+    const float* from = reinterpret_cast<const float*>(backend_->hostData(master));
+    uint16_t* to = reinterpret_cast<uint16_t*>(backend_->hostData(copy));
+    const size_t count = static_cast<size_t>(elementCount(master.shape()));
+    for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
+  }
 }
 
 void Executor::checkClippingIsSafe() {
@@ -161,6 +182,7 @@ void Executor::loadWeights(const OnnxWeights& weights) {
       backend_->write(tensor, bytes.data(), bytes.size());
     }
   }
+  refreshComputeCopies();
   step_ = 0;
   weightsLoaded_ = true;
 }
@@ -267,6 +289,7 @@ double Executor::runStep() { return runStep(StepOptions{}).loss; }
 
 void Executor::restoreOptimizerStep(int64_t t) {
   if (t < 0) throw Error("optimizer step count must be >= 0, got " + std::to_string(t));
+  refreshComputeCopies();
   step_ = t;
   weightsLoaded_ = true;
 }
@@ -389,6 +412,7 @@ void Executor::writeTensor(const std::string& name, const std::vector<double>& v
   std::vector<std::byte> bytes(t.buffer().size_bytes());
   for (size_t i = 0; i < count; ++i) storeElement(bytes.data(), t.dtype(), i, values[i]);
   backend_->write(t, bytes.data(), bytes.size());
+  if (t.role() == plan::PARAMETER) refreshComputeCopies();
 }
 
 std::vector<std::byte> Executor::readBytes(const std::string& name) const {
@@ -400,7 +424,9 @@ std::vector<std::byte> Executor::readBytes(const std::string& name) const {
 }
 
 void Executor::writeBytes(const std::string& name, const void* bytes, size_t size) {
-  backend_->write(tensor(name), bytes, size);
+  const plan::Tensor& t = tensor(name);
+  backend_->write(t, bytes, size);
+  if (t.role() == plan::PARAMETER) refreshComputeCopies();
 }
 
 }  // namespace megatrain::runtime

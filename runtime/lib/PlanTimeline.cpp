@@ -23,7 +23,7 @@ void stepReadsWrites(const plan::Step& step, std::vector<uint32_t>& reads,
       const plan::HostTask& task = step.host_task();
       reads.assign(task.tensors().begin(), task.tensors().end());
       if (task.kind() == plan::HostTask::ADAMW) {
-        // param, grad, m, v: the update rewrites all but the gradient.
+        // param, grad, m, v [, compute copy]: the update rewrites all but the gradient.
         for (int i = 0; i < task.tensors_size(); ++i)
           if (i != 1) writes.push_back(task.tensors(i));
       } else if (task.kind() == plan::HostTask::ACCUMULATE && task.tensors_size() > 0) {
@@ -39,6 +39,7 @@ void stepReadsWrites(const plan::Step& step, std::vector<uint32_t>& reads,
 bool isPersistentRole(plan::Role role) {
   switch (role) {
     case plan::PARAMETER:
+    case plan::PARAMETER_COMPUTE:
     case plan::GRADIENT:
     case plan::OPTIMIZER_STATE:
     case plan::CONSTANT:

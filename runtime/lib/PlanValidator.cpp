@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "megatrain/runtime/Backend.h"
@@ -29,6 +30,7 @@ class PlanValidator {
     checkPools();
     checkStreams();
     for (int i = 0; i < plan_.tensors_size(); ++i) checkTensor(i);
+    checkComputeCopies();
     collectRecordedEvents();
     for (int i = 0; i < plan_.steps_size(); ++i) checkStep(i);
     checkHeader();
@@ -128,6 +130,12 @@ class PlanValidator {
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
+    if (tensor.role() == plan::PARAMETER_COMPUTE) {
+      if (pool.tier() == plan::DEVICE)
+        fail(name + ": PARAMETER_COMPUTE is in a DEVICE pool, compute copies live in host memory");
+      if (tensor.dtype() != plan::BF16)
+        fail(name + ": PARAMETER_COMPUTE dtype " + dtypeName(tensor.dtype()) + " (expected bf16)");
+    }
     if (tensor.role() == plan::PARAMETER) {
       if (tensor.source().empty()) fail(name + ": PARAMETER without a source initializer");
       if (tensor.dtype() != plan::F32 && tensor.dtype() != plan::F64)
@@ -214,10 +222,47 @@ class PlanValidator {
       fail(stepLabel(index) + ": " + tensorLabel(id) + " is in a DEVICE pool, host tasks need host memory");
   }
 
+  // `compute` is a bf16 copy of the f32 parameter `master`, same shape.
+  void checkComputeCopy(int index, uint32_t compute, uint32_t master) const {
+    const plan::Tensor& copy = plan_.tensors(static_cast<int>(compute));
+    const plan::Tensor& param = plan_.tensors(static_cast<int>(master));
+    if (param.dtype() != plan::F32 || copy.dtype() != plan::BF16)
+      fail(stepLabel(index) + ": " + tensorLabel(compute) + " is " + dtypeName(copy.dtype()) +
+           " for a " + dtypeName(param.dtype()) + " parameter; a compute copy is bf16 of an f32 master");
+    if (!std::equal(copy.shape().begin(), copy.shape().end(), param.shape().begin(), param.shape().end()))
+      fail(stepLabel(index) + ": " + tensorLabel(compute) + " has shape " + formatShape(copy.shape()) +
+           ", its parameter " + formatShape(param.shape()));
+    if (copy.source() != param.source())
+      fail(stepLabel(index) + ": " + tensorLabel(compute) + " is the compute copy of '" + copy.source() +
+           "', not of " + tensorLabel(master));
+  }
+
+  // Every PARAMETER_COMPUTE names (source) an f32 PARAMETER of its shape:
+  // the master the runtime fills it from.
+  void checkComputeCopies() const {
+    std::unordered_map<std::string, int> masters;
+    for (int i = 0; i < plan_.tensors_size(); ++i)
+      if (plan_.tensors(i).role() == plan::PARAMETER) masters.emplace(plan_.tensors(i).source(), i);
+    for (int i = 0; i < plan_.tensors_size(); ++i) {
+      const plan::Tensor& copy = plan_.tensors(i);
+      if (copy.role() != plan::PARAMETER_COMPUTE) continue;
+      auto master = masters.find(copy.source());
+      if (master == masters.end())
+        fail(tensorLabel(static_cast<uint32_t>(i)) + ": PARAMETER_COMPUTE of '" + copy.source() +
+             "', which is no PARAMETER's source");
+      const plan::Tensor& param = plan_.tensors(master->second);
+      if (param.dtype() != plan::F32 ||
+          !std::equal(copy.shape().begin(), copy.shape().end(), param.shape().begin(), param.shape().end()))
+        fail(tensorLabel(static_cast<uint32_t>(i)) + ": PARAMETER_COMPUTE " + formatShape(copy.shape()) +
+             " of the " + formatShape(param.shape()) + " " + dtypeName(param.dtype()) + " parameter " +
+             tensorLabel(static_cast<uint32_t>(master->second)) + " (needs an f32 master of its shape)");
+    }
+  }
+
   void checkHostTask(int index, const plan::HostTask& task) {
     if (task.kind() == plan::HostTask::ADAMW) {
-      if (task.tensors_size() != 4)
-        fail(stepLabel(index) + ": ADAMW takes 4 tensors (param, grad, m, v), got " +
+      if (task.tensors_size() != 4 && task.tensors_size() != 5)
+        fail(stepLabel(index) + ": ADAMW takes 4 or 5 tensors (param, grad, m, v [, compute copy]), got " +
              std::to_string(task.tensors_size()));
       const plan::Role roles[4] = {plan::PARAMETER, plan::GRADIENT, plan::OPTIMIZER_STATE,
                                    plan::OPTIMIZER_STATE};
@@ -233,6 +278,11 @@ class PlanValidator {
                formatShape(other.shape()) + " " + dtypeName(other.dtype()) +
                ") does not match the parameter (" + formatShape(param.shape()) + " " +
                dtypeName(param.dtype()) + ")");
+      }
+      // The bf16 compute copy of an f32 master, rewritten by the update.
+      if (task.tensors_size() == 5) {
+        checkHostOperand(index, task.tensors(4), plan::PARAMETER_COMPUTE);
+        checkComputeCopy(index, task.tensors(4), task.tensors(0));
       }
       hasAdamW_ = true;
     } else if (task.kind() == plan::HostTask::READ_LOSS) {
@@ -278,6 +328,9 @@ class PlanValidator {
         (readout.dtype() != plan::F32 && readout.dtype() != plan::F64))
       fail("header: loss_tensor " + tensorLabel(loss) + " must be one f32 or f64 element");
     if (!hasReadLoss_) fail("the plan has no READ_LOSS host task: the loss is never read");
+    const std::string& precision = header.precision();
+    if (!precision.empty() && precision != "fp32" && precision != "tf32" && precision != "bf16")
+      fail("header: precision '" + precision + "' (expected fp32, tf32 or bf16)");
 
     if (!header.token_input().empty()) {
       const plan::Tensor* input = nullptr;

@@ -11,14 +11,15 @@
 //    when a precedes b in plan order and b's clock has reached a's own entry.
 // 2. Accesses. Per step, the tensors read and written (kernel: inputs /
 //    outputs; copy: src / dst; ADAMW: reads grad, reads and writes param, m,
-//    v; READ_LOSS: reads its tensor; ACCUMULATE: reads addend, reads and
+//    v, writes the optional compute copy; READ_LOSS: reads its tensor; ACCUMULATE: reads addend, reads and
 //    writes acc). Per tensor and stream, the steps that touch it, in order.
 // 3. Reads: the latest earlier writer of the tensor happens before the read.
 //    Writes: on every stream, the latest earlier access of every tensor whose
 //    bytes overlap the written one (itself included) happens before it.
 // 4. Lifetimes in plan order: from the writer (step 0 for tensors the runtime
 //    writes) to the last access or last_use_step, whichever is later; the
-//    whole step for PARAMETER, GRADIENT, OPTIMIZER_STATE, CONSTANT and the
+//    whole step for PARAMETER, PARAMETER_COMPUTE, GRADIENT, OPTIMIZER_STATE,
+//    CONSTANT and the
 //    readouts. Two tensors alive together must not share bytes; a read after
 //    last_use_step reads poisoned bytes.
 // 5. Budget: every DEVICE pool and the peak of live device bytes against
@@ -34,12 +35,13 @@ namespace {
 
 bool runtimeWritten(plan::Role role) {
   return role == plan::INPUT || role == plan::CONSTANT || role == plan::PARAMETER ||
-         role == plan::GRADIENT || role == plan::OPTIMIZER_STATE;
+         role == plan::GRADIENT || role == plan::OPTIMIZER_STATE || role == plan::PARAMETER_COMPUTE;
 }
 
 bool persistent(plan::Role role) {
   return role == plan::PARAMETER || role == plan::GRADIENT || role == plan::OPTIMIZER_STATE ||
-         role == plan::CONSTANT || role == plan::LOSS_READOUT || role == plan::OUTPUT_READOUT;
+         role == plan::CONSTANT || role == plan::LOSS_READOUT || role == plan::OUTPUT_READOUT ||
+         role == plan::PARAMETER_COMPUTE;
 }
 
 class ScheduleVerifier {
@@ -158,7 +160,7 @@ class ScheduleVerifier {
         const plan::HostTask& task = step.host_task();
         const int n = task.tensors_size();
         switch (task.kind()) {
-          case plan::HostTask::ADAMW:  // param, grad, m, v
+          case plan::HostTask::ADAMW:  // param, grad, m, v [, compute copy]
             for (int i = 0; i < n; ++i) read(task.tensors(i));
             for (int i = 0; i < n; ++i)
               if (i != 1) write(task.tensors(i));

@@ -92,6 +92,7 @@ void printHeader(const plan::Plan& plan) {
   if (h.microbatches()) row("microbatches", std::to_string(h.microbatches()));
   if (h.device_budget_bytes()) row("budget", formatBytes(h.device_budget_bytes()) + " of device memory");
   row("tiering", h.tiering_policy());
+  row("precision", h.precision().empty() ? std::string("fp32") : h.precision());
 }
 
 void printSummary(const plan::Plan& plan, const PlanStats& stats) {

@@ -19,7 +19,7 @@ python3 -c "import numpy, onnx, onnxruntime" 2>/dev/null || {
 
 python3 "$SRC/frontends/python/make_corpus.py" --out "$TMP/corpus.bin" >/dev/null
 "$BIN/megatrain-compile" "$TINY" -o "$TMP/tiny.plan" --shape input_ids=8x64 \
-  --loss next-token-ce --keep-output logits --lr 3e-3 >/dev/null
+  --loss next-token-ce --keep-output logits --lr 3e-3 --precision fp32 >/dev/null
 
 # Train, and write the trained weights both ways.
 "$BIN/megatrain-run" "$TMP/tiny.plan" --weights "$TINY" --data "$TMP/corpus.bin" --steps "$STEPS" \

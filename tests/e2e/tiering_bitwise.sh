@@ -4,7 +4,9 @@
 # budget the planner reaches, trains 20 steps on the CPU backend to bitwise-identical losses
 # and weights. A fraction below that smallest budget must fail with the error that names it
 # (a model whose single largest op needs more than the fraction cannot fit it).
-# usage: tiering_bitwise.sh BIN SRC MODEL   (MODEL: demo, or a tests/models/llm/*.onnx stem)
+# Every model compiles in exact fp32 (--precision fp32) except demo_bf16, the demo under
+# --precision bf16: bf16 fetches from the host compute copies must not change the math either.
+# usage: tiering_bitwise.sh BIN SRC MODEL   (MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem)
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -14,14 +16,16 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP"
 fail() { echo "FAIL: $*"; exit 1; }
 
-if [[ $MODEL == demo ]]; then
+if [[ $MODEL == demo || $MODEL == demo_bf16 ]]; then
   ONNX=$SRC/frontends/models/tiny_transformer.onnx
-  COMPILE=(--shape input_ids=4x64 --loss next-token-ce --lr 3e-3)
+  PRECISION=fp32
+  [[ $MODEL == demo_bf16 ]] && PRECISION=bf16
+  COMPILE=(--shape input_ids=4x64 --loss next-token-ce --lr 3e-3 --precision "$PRECISION")
   python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
   FEED=(--data corpus.bin)
 else
   ONNX=$SRC/tests/models/llm/$MODEL.onnx
-  COMPILE=()
+  COMPILE=(--precision fp32)
   FEED=(--input "input_ids=$SRC/tests/models/llm/input_ids.npy")
 fi
 

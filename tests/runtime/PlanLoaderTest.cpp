@@ -67,9 +67,9 @@ TEST(PlanLoader, ChecksTheFormatVersion) {
   plan.mutable_header()->set_format_major(2);
   EXPECT_EQ(parseError(plan.SerializeAsString()), "t.plan: format version 2.0, this runtime reads 1.x");
   plan.mutable_header()->set_format_major(1);
-  plan.mutable_header()->set_format_minor(3);
+  plan.mutable_header()->set_format_minor(4);
   EXPECT_EQ(parseError(plan.SerializeAsString()),
-            "t.plan: format version 1.3, this runtime reads 1.2 at most (update the runtime)");
+            "t.plan: format version 1.4, this runtime reads 1.3 at most (update the runtime)");
 }
 
 TEST(PlanValidator, BufferOutsideItsPool) {

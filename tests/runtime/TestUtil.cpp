@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
 
 namespace megatrain::runtime::testing {
@@ -56,6 +57,7 @@ HostTensor randomTensor(const std::vector<int64_t>& shape, plan::DType dtype, st
   for (double& v : t.values) {
     v = dist(rng);
     if (dtype == plan::F32) v = static_cast<float>(v);
+    if (dtype == plan::BF16) v = bf16ToFloat(floatToBf16(static_cast<float>(v)));
   }
   return t;
 }
@@ -89,6 +91,7 @@ namespace {
 
 size_t sizeOf(plan::DType dtype) {
   if (dtype == plan::BOOL) return 1;
+  if (dtype == plan::BF16) return 2;
   return dtype == plan::F32 || dtype == plan::I32 ? 4 : 8;
 }
 
@@ -101,6 +104,7 @@ void store(std::byte* p, const HostTensor& t) {
       case plan::I64: { int64_t n = static_cast<int64_t>(v); std::memcpy(p + 8 * i, &n, 8); break; }
       case plan::I32: { int32_t n = static_cast<int32_t>(v); std::memcpy(p + 4 * i, &n, 4); break; }
       case plan::BOOL: p[i] = std::byte{v != 0 ? uint8_t{1} : uint8_t{0}}; break;
+      case plan::BF16: { uint16_t b = floatToBf16(static_cast<float>(v)); std::memcpy(p + 2 * i, &b, 2); break; }
       default: break;
     }
   }
@@ -115,6 +119,7 @@ void load(const std::byte* p, HostTensor& t) {
       case plan::I64: { int64_t n; std::memcpy(&n, p + 8 * i, 8); t.values[i] = static_cast<double>(n); break; }
       case plan::I32: { int32_t n; std::memcpy(&n, p + 4 * i, 4); t.values[i] = n; break; }
       case plan::BOOL: t.values[i] = static_cast<double>(std::to_integer<uint8_t>(p[i])); break;
+      case plan::BF16: { uint16_t b; std::memcpy(&b, p + 2 * i, 2); t.values[i] = bf16ToFloat(b); break; }
       default: break;
     }
   }
@@ -200,7 +205,7 @@ uint32_t PlanBuilder::tensor(const std::string& name, const std::vector<int64_t>
   t->set_last_use_step(-1);
   const bool host = role == plan::PARAMETER || role == plan::GRADIENT ||
                     role == plan::OPTIMIZER_STATE || role == plan::LOSS_READOUT ||
-                    role == plan::OUTPUT_READOUT;
+                    role == plan::OUTPUT_READOUT || role == plan::PARAMETER_COMPUTE;
   const uint32_t pool = host ? 1 : 0;
   int64_t elements = 1;
   for (int64_t d : shape) elements *= d;

@@ -38,13 +38,16 @@ struct PipelineOptions {
   // mt-microbatch: gradients of this many micro-batches per update (1: the
   // pass does not run).
   int64_t microbatches = 1;
+  // mt-precision: "fp32" | "tf32" | "bf16" (megatrain-compile's default is
+  // bf16; the pass's own default, kept here, is fp32).
+  std::string precision = "fp32";
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
 enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
-  Scheduled, // + mt-schedule, mt-liveness
+  Scheduled, // + mt-precision, mt-schedule, mt-liveness
   Planned,   // + mt-tier, mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan
 };

@@ -106,6 +106,16 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
   return cost;
 }
 
+Precision precisionNamed(const std::string &name, Precision fallback) {
+  if (name == "tf32")
+    return Precision::TF32;
+  if (name == "bf16")
+    return Precision::BF16;
+  if (name == "fp32")
+    return Precision::FP32;
+  return fallback;
+}
+
 double transferSeconds(uint64_t bytes, Link link, const DeviceProfile &profile) {
   double rate = link == Link::HostToDevice ? profile.h2dBytesPerS : profile.d2hBytesPerS;
   return static_cast<double>(bytes) / rate + profile.launchS;

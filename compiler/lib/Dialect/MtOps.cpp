@@ -254,6 +254,29 @@ LogicalResult CastOp::verify() {
     return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
                                         << " must be the input's "
                                         << shapeStr(shapeOf(getX()));
+  // bf16 converts to and from f32 and f64 only.
+  Type from = cast<RankedTensorType>(getX().getType()).getElementType();
+  Type to = cast<RankedTensorType>(getResult().getType()).getElementType();
+  auto floating = [](Type t) { return t.isF32() || t.isF64() || t.isBF16(); };
+  if ((from.isBF16() || to.isBF16()) && !(floating(from) && floating(to)))
+    return emitOpError("bf16 casts only to and from f32 and f64, not ")
+           << (from.isBF16() ? to : from);
+  return success();
+}
+
+/// The discardable compute precision attribute (mt-precision), when
+/// present, names one.
+static LogicalResult verifyPrecision(Operation *op) {
+  Attribute attr = op->getAttr("precision");
+  if (!attr)
+    return success();
+  auto precision = dyn_cast<StringAttr>(attr);
+  if (!precision)
+    return op->emitOpError("precision must be a string");
+  if (precision.getValue() != "fp32" &&
+      precision.getValue() != "tf32" && precision.getValue() != "bf16")
+    return op->emitOpError("precision must be fp32, tf32 or bf16, got '")
+           << precision.getValue() << "'";
   return success();
 }
 
@@ -267,7 +290,16 @@ LogicalResult MatMulOp::verify() {
   if (ArrayRef<int64_t>(*shape) != shapeOf(getResult()))
     return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
                                         << ", expected " << shapeStr(*shape);
-  return success();
+  // One element type, or two bf16 operands accumulated into f32.
+  Type a = cast<RankedTensorType>(getA().getType()).getElementType();
+  Type b = cast<RankedTensorType>(getB().getType()).getElementType();
+  Type y = cast<RankedTensorType>(getResult().getType()).getElementType();
+  if (a != b)
+    return emitOpError("operands have element types ") << a << " and " << b;
+  if (y != a && !(a.isBF16() && y.isF32()))
+    return emitOpError("result element type ")
+           << y << " with " << a << " operands (only bf16 operands may give f32)";
+  return verifyPrecision(*this);
 }
 
 LogicalResult SoftmaxOp::verify() {
@@ -419,7 +451,7 @@ LogicalResult AttentionOp::verify() {
   if (getCausal() && q[2] > k[2])
     return emitOpError("causal attention needs Sq <= Skv, got ")
            << q[2] << " and " << k[2];
-  return success();
+  return verifyPrecision(*this);
 }
 
 LogicalResult RotaryOp::verify() {

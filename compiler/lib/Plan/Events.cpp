@@ -23,10 +23,11 @@
 //
 // Reads and writes per step: a kernel reads its inputs and writes its
 // outputs; a copy reads src and writes dst; ADAMW (param, grad, m, v) reads
-// grad and reads and writes the other three; READ_LOSS reads its tensor;
+// grad and reads and writes the other three, and writes its optional fifth
+// tensor (the bf16 compute copy); READ_LOSS reads its tensor;
 // ACCUMULATE (acc, addend) reads addend and reads and writes acc. Tensors the
-// runtime writes before the step (INPUT, CONSTANT, PARAMETER, GRADIENT,
-// OPTIMIZER_STATE) need no event for that write: it happens before every step.
+// runtime writes before the step (INPUT, CONSTANT, PARAMETER,
+// PARAMETER_COMPUTE, GRADIENT, OPTIMIZER_STATE) need no event for that write: it happens before every step.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/Events.h"
@@ -72,6 +73,11 @@ StepAccess accessOf(const pb::Step &step) {
     if (task.kind() == pb::HostTask::ADAMW && task.tensors_size() == 4) {
       access.reads = {tensor(0), tensor(1), tensor(2), tensor(3)};
       access.writes = {tensor(0), tensor(2), tensor(3)};
+    } else if (task.kind() == pb::HostTask::ADAMW && task.tensors_size() == 5) {
+      // The bf16 compute copy: written from the updated master, so it waits
+      // for the h2d copies that fetch it (WAR).
+      access.reads = {tensor(0), tensor(1), tensor(2), tensor(3)};
+      access.writes = {tensor(0), tensor(2), tensor(3), tensor(4)};
     } else if (task.kind() == pb::HostTask::READ_LOSS) {
       access.reads.assign(task.tensors().begin(), task.tensors().end());
     } else if (task.kind() == pb::HostTask::ACCUMULATE && task.tensors_size() == 2) {

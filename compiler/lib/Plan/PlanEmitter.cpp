@@ -6,7 +6,12 @@
 // translates, and checks that what it translates is consistent.
 //
 //   mt.param      PARAMETER (host master, once per name) + `copy` on h2d into a
-//                 PARAMETER_COPY `dev:<name>` in the arena, once per op
+//                 PARAMETER_COPY `dev:<name>` in the arena, once per op. A
+//                 bf16 mt.param with mt.master_element = f32 (mt-precision)
+//                 has an f32 master and a host bf16 PARAMETER_COMPUTE
+//                 `compute:<name>` (once per name) that the copy reads; the
+//                 parameter's ADAMW rewrites it (5th tensor); the plan is
+//                 then format minor 3
 //   mt.input      INPUT in the arena, no step (the runtime writes it)
 //   mt.constant   CONSTANT in the arena with its bytes, no step, never dies
 //   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
@@ -14,7 +19,8 @@
 //   mt.output x   `copy` d2h of x into the host OUTPUT_READOUT `output:<name>`
 //                 (the plan is then format minor 1)
 //   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
-//                 (param, grad, adam_m:<param>, adam_v:<param>) on host
+//                 (param, grad, adam_m:<param>, adam_v:<param> [,
+//                 compute:<param>]) on host
 //   mt.param_grad nothing (mt-adamw consumes it; one left over has no effect)
 //   mt.grad_part  micro-batch k's gradient part (mt-microbatch): k = 0 `copy`
 //                 d2h into host `grad:<param>`; k >= 1 `copy` d2h into the
@@ -132,6 +138,15 @@ uint64_t dtypeBytes(pb::DType dtype) {
   }
 }
 
+/// The type of a parameter's host master: the mt.param's own, or for a
+/// compute-type fetch its shape with mt.master_element (mt-precision).
+mlir::Type masterTypeOf(mt::ParamOp param) {
+  auto element = param->getAttrOfType<mlir::TypeAttr>(mt::attr::kMasterElement);
+  if (!element)
+    return param.getType();
+  return mlir::cast<mlir::RankedTensorType>(param.getType()).clone(element.getValue());
+}
+
 /// What emission needs to remember about an arena tensor beyond the proto.
 struct ArenaTensor {
   uint32_t id;
@@ -196,6 +211,8 @@ private:
   llvm::StringSet<> names;
   llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
   std::map<std::string, uint32_t> parameterMasters;
+  // Host bf16 compute copies (PARAMETER_COMPUTE), per parameter name.
+  std::map<std::string, uint32_t> computeCopies;
   std::map<std::string, mt::AdamWOp> updates;
   std::vector<ArenaTensor> arena;
   llvm::DenseMap<uint32_t, size_t> arenaIndex;   // tensor id -> arena entry
@@ -306,16 +323,21 @@ mlir::FailureOr<uint32_t> PlanBuilder::tensorOf(mlir::Operation *user,
 mlir::LogicalResult
 PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
   // Masters come first in the tensor table and the host pool, one per
-  // initializer name even when several mt.param ops read it.
+  // initializer name even when several mt.param ops read it; then the
+  // compute copies of the names fetched in another type (mt-precision).
   std::map<std::string, mt::ParamOp> seen;
+  std::vector<mt::ParamOp> computeFetches;
   for (mlir::Operation *op : ops) {
     auto param = mlir::dyn_cast<mt::ParamOp>(op);
     if (!param)
       continue;
     std::string name = param.getName().str();
+    mlir::Type masterType = masterTypeOf(param);
+    if (masterType != param.getType())
+      computeFetches.push_back(param);
     auto [it, inserted] = seen.emplace(name, param);
     if (!inserted) {
-      if (it->second.getType() != param.getType() ||
+      if (masterTypeOf(it->second) != masterType ||
           it->second.getTrainable() != param.getTrainable())
         return param.emitError("mt.param '")
                << name << "' disagrees in type or trainability with another "
@@ -323,7 +345,7 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
       continue;
     }
     mlir::FailureOr<uint32_t> id =
-        addTensor(op, name, param.getType(), pb::PARAMETER);
+        addTensor(op, name, masterType, pb::PARAMETER);
     if (mlir::failed(id))
       return mlir::failure();
     pb::Tensor *tensor = plan.mutable_tensors(*id);
@@ -331,6 +353,25 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     tensor->set_trainable(param.getTrainable());
     placeOnHost(*id);
     parameterMasters[name] = *id;
+  }
+  for (mt::ParamOp param : computeFetches) {
+    std::string name = param.getName().str();
+    auto type = mlir::cast<mlir::RankedTensorType>(param.getType());
+    mlir::Type master = mlir::getElementTypeOrSelf(masterTypeOf(param));
+    if (!type.getElementType().isBF16() || !master.isF32())
+      return param.emitError("mt.param '")
+             << name << "' fetches " << type.getElementType() << " from an "
+             << master << " master; the plan has bf16 compute copies of f32 "
+                          "masters only";
+    if (computeCopies.count(name))
+      continue;
+    mlir::FailureOr<uint32_t> id =
+        addTensor(param, "compute:" + name, type, pb::PARAMETER_COMPUTE);
+    if (mlir::failed(id))
+      return mlir::failure();
+    plan.mutable_tensors(*id)->set_source(name);
+    placeOnHost(*id);
+    computeCopies[name] = *id;
   }
   return mlir::success();
 }
@@ -402,6 +443,13 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
       return op->emitError("attribute '")
              << attrName.getValue() << "' has no plan encoding: " << *value;
     }
+  }
+  // The compute precision mt-precision put on matmul and attention steps
+  // (a discardable attribute).
+  if (auto precision = op->getAttrOfType<mlir::StringAttr>("precision")) {
+    pb::Attribute *attr = kernel->add_attributes();
+    attr->set_name("precision");
+    attr->set_s(precision.str());
   }
   return mlir::success();
 }
@@ -538,6 +586,9 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   task->set_kind(pb::HostTask::ADAMW);
   for (uint32_t id : {master->second, *hostGrad, *m, *v})
     task->add_tensors(id);
+  // The update also rewrites the bf16 copy the device fetches.
+  if (auto compute = computeCopies.find(param); compute != computeCopies.end())
+    task->add_tensors(compute->second);
   return mlir::success();
 }
 
@@ -697,7 +748,9 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
     if (mlir::failed(copy))
       return mlir::failure();
     pb::Step &step = addStep(kHostToDevice, op, opStep);
-    step.mutable_copy()->set_src(parameterMasters.at(name));
+    bool compute = masterTypeOf(param) != param.getType();
+    step.mutable_copy()->set_src(compute ? computeCopies.at(name)
+                                         : parameterMasters.at(name));
     step.mutable_copy()->set_dst(*copy);
     return placeInArena(op, 0, *copy, opStep, step.index());
   }
@@ -912,6 +965,14 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   // ACCUMULATE is a minor 2 host task.
   if (accumulates && header->format_minor() < 2)
     header->set_format_minor(2);
+  // The compute precision (mt-precision; fp32 when it did not run). A plan
+  // in another precision, or with compute copies, is minor 3.
+  std::string precision = "fp32";
+  if (auto attr = func->getAttrOfType<mlir::StringAttr>(mt::attr::kPrecision))
+    precision = attr.str();
+  header->set_precision(precision);
+  if ((precision != "fp32" || !computeCopies.empty()) && header->format_minor() < 3)
+    header->set_format_minor(3);
   if (mlir::failed(setLastUses()) || mlir::failed(setTokenInput(*loss)))
     return mlir::failure();
   setPredictedPeaks();

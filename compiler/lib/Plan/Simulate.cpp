@@ -105,10 +105,16 @@ double Simulator::kernelSeconds(const pb::Kernel &kernel) const {
     desc.inputs.push_back(shapeOf(plan.tensors(static_cast<int>(id))));
   for (uint32_t id : kernel.outputs())
     desc.outputs.push_back(shapeOf(plan.tensors(static_cast<int>(id))));
-  for (const pb::Attribute &attribute : kernel.attributes())
+  // A matmul or attention step names its precision (mt-precision); the
+  // others run at the simulation's.
+  Precision rate = precision;
+  for (const pb::Attribute &attribute : kernel.attributes()) {
     if (attribute.value_case() == pb::Attribute::kI)
       desc.intAttrs[attribute.name()] = attribute.i();
-  return estimateKernel(desc, profile, precision).seconds;
+    else if (attribute.name() == "precision" && attribute.value_case() == pb::Attribute::kS)
+      rate = precisionNamed(attribute.s(), precision);
+  }
+  return estimateKernel(desc, profile, rate).seconds;
 }
 
 double Simulator::copySeconds(const pb::Copy &copy) {

@@ -83,6 +83,11 @@ Output:
                            after that stage; plan (default): write the binary
                            plan; plan-text: print the plan as protobuf text
   --no-memory-reuse        give every device value its own bytes
+Precision (docs/compiler.md):
+  --precision P            bf16 (default): matmul operands in bf16, fp32
+                           accumulation, parameters fetched from a host bf16
+                           copy; tf32: fp32 data, TF32 matmul and attention
+                           products; fp32: exact fp32 everywhere
 Device memory (docs/tiering.md):
   --device-memory SIZE     device arena budget: 24GiB, 16000MB, 8GB, bytes
                            (default: none). Values are kept, offloaded to
@@ -110,6 +115,7 @@ Examples:
 }
 
 struct CompileArgs {
+  CompileArgs() { pipeline.precision = "bf16"; }
   std::string model;
   std::string output;
   std::string emit = "plan";
@@ -198,7 +204,8 @@ CompileArgs parseArgs(int argc, char **argv) {
                                     "beta2", "eps", "weight-decay", "trainable",
                                     "frozen", "emit", "keep-output",
                                     "device-memory", "tiering-policy",
-                                    "device-profile", "microbatches"};
+                                    "device-profile", "microbatches",
+                                    "precision"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -217,6 +224,10 @@ CompileArgs parseArgs(int argc, char **argv) {
       if (value != "auto" && value != "keep" && value != "checkpoint" && value != "offload")
         fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + value + "'");
       args.pipeline.tieringPolicy = value;
+    } else if (flag == "precision") {
+      if (value != "fp32" && value != "tf32" && value != "bf16")
+        fail("--precision expects fp32, tf32 or bf16, got '" + value + "'");
+      args.pipeline.precision = value;
     } else if (flag == "device-profile") {
       std::string error;
       if (!megatrain::loadDeviceProfile(value, args.profile, error))
@@ -503,8 +514,9 @@ int main(int argc, char **argv) {
       megatrain::emitPlan(*module, emitOptions);
   if (mlir::failed(plan))
     return 1;
-  // Fills the steps' predicted times and the header's predictions; the CPU and
-  // CUDA backends compute in fp32 (no TF32).
+  // Fills the steps' predicted times and the header's predictions. A matmul
+  // or attention step runs at the rate of its `precision` attribute (tf32,
+  // bf16); one without runs in exact fp32.
   megatrain::simulatePlan(*plan, args.profile, megatrain::Precision::FP32);
   // The runtime proves every plan it loads the same way; a plan that fails
   // here is the compiler's bug, and is not written.

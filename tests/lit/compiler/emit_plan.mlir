@@ -1,5 +1,5 @@
-// RUN: megatrain-compile %s --emit=plan-text -o - | FileCheck %s
-// RUN: megatrain-compile %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
+// RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
 
 // Plan emission from a training step written by hand (the form --emit=training
 // prints): a .mlir input is scheduled, planned and emitted. The schedule, with

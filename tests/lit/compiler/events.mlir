@@ -1,5 +1,5 @@
-// RUN: megatrain-compile %s --emit=plan-text -o - | FileCheck %s
-// RUN: megatrain-compile %models/mlp.onnx --shape x=32x16,labels=32 --emit=plan-text -o - \
+// RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 %models/mlp.onnx --shape x=32x16,labels=32 --emit=plan-text -o - \
 // RUN:   | FileCheck %s --check-prefix=MLP
 
 // Emission ends with insertEvents: every dependency between steps on two

@@ -134,7 +134,7 @@ func.func @cast_shape(%x: tensor<4xf32>) {
 // -----
 
 func.func @cast_types(%x: tensor<4xi32>) {
-  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 64-bit float or 64-bit signless integer or 1-bit signless integer values}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 64-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values}}
   %y = mt.cast %x : (tensor<4xi32>) -> tensor<4xf32>
   return
 }

@@ -46,6 +46,10 @@ struct KernelCost {
 KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile,
                           Precision precision = Precision::FP32);
 
+/// The Precision a kernel's `precision` attribute names ("tf32", "bf16");
+/// `fallback` for anything else (absent, "fp32").
+Precision precisionNamed(const std::string &name, Precision fallback = Precision::FP32);
+
 enum class Link { HostToDevice, DeviceToHost };
 
 /// Seconds to move `bytes` over one link alone.

@@ -61,6 +61,11 @@ inline constexpr llvm::StringLiteral kRecompute = "mt.recompute";
 /// policy, f64 predicted step seconds of the IR model.
 inline constexpr llvm::StringLiteral kDeviceBudget = "mt.device_budget";
 inline constexpr llvm::StringLiteral kTieringPolicy = "mt.tiering_policy";
+/// string on the function, set by mt-precision: "fp32", "tf32" or "bf16".
+inline constexpr llvm::StringLiteral kPrecision = "mt.precision";
+/// type on an mt.param of a compute type (bf16), set by mt-precision: the
+/// element type of the parameter's host master (f32).
+inline constexpr llvm::StringLiteral kMasterElement = "mt.master_element";
 } // namespace attr
 
 } // namespace megatrain::mt

@@ -161,8 +161,16 @@ def Mt_MatMulOp : Mt_Op<"matmul", [Pure, Differentiable]> {
     last two dims swapped when `transpose_a`), likewise B. Batch dims
     broadcast; either operand may be rank 2.
 
+    a and b have one element type; y has it too, except that two bf16
+    operands may give an f32 y (products accumulated in fp32, the bf16
+    plans of mt-precision). The discardable string attribute `precision`
+    ("fp32", "tf32" or "bf16"; absent: fp32), set by mt-precision and
+    emitted into the plan, is the arithmetic the device may use: "tf32"
+    lets f32 products run on TF32 tensor cores.
+
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : (tensor<8x16x32xf32>, tensor<64x32xf32>) -> tensor<8x16x64xf32>
+    %z = mt.matmul %xb, %wb {precision = "bf16"} : (tensor<8x32xbf16>, tensor<32x64xbf16>) -> tensor<8x64xf32>
     ```
   }];
   let arguments = (ins Mt_Tensor:$a, Mt_Tensor:$b,
@@ -459,14 +467,15 @@ def Mt_SliceGradOp : Mt_Op<"slice_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Mt_CastTensor : RankedTensorOf<[F32, F64, I64, I1]>;
+def Mt_CastTensor : RankedTensorOf<[F32, F64, BF16, I64, I1]>;
 
 def Mt_CastOp : Mt_Op<"cast", [Pure, Differentiable]> {
   let summary = "element type conversion among f32, f64, i64 and i1";
   let description = [{
     The result type carries the target. Floats become i64 by truncation
     toward zero, anything becomes i1 as `x != 0` (NaN is true), i1 becomes
-    0 or 1. Only float-to-float casts pass a gradient (cast back).
+    0 or 1. Only float-to-float casts pass a gradient (cast back). bf16
+    converts only to and from f32 and f64 (round to nearest even).
 
     ```mlir
     %y = mt.cast %x : (tensor<4x8xf32>) -> tensor<4x8xf64>
@@ -584,6 +593,9 @@ def Mt_AttentionOp : Mt_Op<"attention", [Pure, Differentiable]> {
     from query i when j > i (upper-left aligned). The second result is the
     per-row logsumexp of the masked, scaled scores [B, Hq, Sq], which the
     gradient uses to recompute the probabilities instead of storing them.
+    The discardable `precision` attribute ("fp32", "tf32", "bf16"; absent:
+    fp32; also on attention_grad) is the arithmetic the device may use for
+    the products inside; operands stay f32.
 
     ```mlir
     %y, %lse = mt.attention %q, %k, %v {scale = 0.25 : f64, causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)

@@ -20,7 +20,9 @@ namespace megatrain {
 /// emitter's step-order estimate) and device_profile; format_minor becomes 2
 /// (at least). Costs:
 ///  - kernel: estimateKernel on the plan tensors' shapes and dtypes and the
-///    kernel's integer attributes, at `precision`;
+///    kernel's integer attributes, at the rate its `precision` attribute
+///    names (tf32, bf16: matmul and attention steps of mt-precision), else at
+///    `precision`;
 ///  - copy: transferSeconds over h2d or d2h by the tiers of the two pools; a
 ///    copy within one tier moves its bytes over the HBM (device) or host
 ///    memory rate;

@@ -247,4 +247,34 @@ def Microbatch : Pass<"mt-microbatch", "mlir::func::FuncOp"> {
 
 // End of micro-batches.
 
+//===----------------------------------------------------------------------===//
+// Compute precision (megatrain-compile --precision, first of the planning
+// passes)
+//===----------------------------------------------------------------------===//
+
+def Precision : Pass<"mt-precision", "mlir::func::FuncOp"> {
+  let summary = "Choose the compute precision of matrix products and attention";
+  let description = [{
+    On a training step (after mt-autodiff, mt-microbatch and mt-adamw),
+    before mt-schedule. Sets `mt.precision` on the function to the option.
+    fp32 changes nothing else (exact fp32, no TF32). tf32 puts
+    `precision = "tf32"` on every f32 mt.matmul, mt.attention and
+    mt.attention_grad. bf16 casts the operands of every f32 mt.matmul to bf16
+    (one mt.cast per distinct value, right after its definition), keeps the
+    f32 result (fp32 accumulation) and marks the matmul `precision = "bf16"`;
+    mt.attention and mt.attention_grad keep f32 operands and get
+    `precision = "bf16"`. An f32 mt.param whose every use is a cast to bf16
+    becomes a bf16 mt.param (the cast folds away) with `mt.master_element =
+    f32`: plan emission fetches it from the parameter's host bf16 copy.
+    Gradients and updates stay f32.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32 | tf32 | bf16">,
+  ];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+// End of compute precision.
+
 #endif // MEGATRAIN_PASSES_TD

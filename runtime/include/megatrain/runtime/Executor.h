@@ -82,7 +82,13 @@ class Executor {
 
   // For resuming: the PARAMETER and OPTIMIZER_STATE tensors were written
   // from a checkpoint (instead of loadWeights) after `t` optimizer steps.
+  // Also refills the compute copies from the restored masters.
   void restoreOptimizerStep(int64_t t);
+
+  // Rewrites every PARAMETER_COMPUTE tensor (the bf16 copy of an f32
+  // PARAMETER, --precision bf16) from its master with floatToBf16.
+  // loadWeights, restoreOptimizerStep and a write to a PARAMETER call it.
+  void refreshComputeCopies();
 
   const plan::Tensor& tensor(const std::string& name) const;
   bool hasTensor(const std::string& name) const { return byName_.count(name) != 0; }
@@ -121,6 +127,8 @@ class Executor {
   std::string clippingConflict_;      // why clipping would change the math; empty if it would not
   int64_t step_ = 0;
   bool weightsLoaded_ = false;
+  // (master PARAMETER, its PARAMETER_COMPUTE copy), by tensor id.
+  std::vector<std::pair<uint32_t, uint32_t>> computeCopies_;
 };
 
 }  // namespace megatrain::runtime
