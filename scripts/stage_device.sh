@@ -79,3 +79,15 @@ on the GPU machine (carrying $STAGE):
   BIN=$STAGE/bin PLAN=$STAGE/tt.plan DATA=$STAGE/fortunes.bin STEPS=30 bash bench/device.sh
   OUT=\$OUT bash bench/llama1b3.sh      # BIN defaults to $STAGE/bin
 EOF
+
+# Plans for tests/gpu/streams_runs.sh: the demo with no budget, about half its arena and the
+# smallest budget the planner reaches (offload and prefetch on the h2d/d2h streams).
+mkdir -p "$STAGE/streams"
+cp frontends/models/tiny_transformer.onnx "$STAGE/streams/model.onnx"
+cp "$STAGE/fortunes.bin" "$STAGE/streams/corpus.bin"
+for budget in none 1100000 803328; do
+  "$STAGE/bin/megatrain-compile" "$STAGE/streams/model.onnx" -o "$STAGE/streams/demo-$budget.plan" \
+    --shape input_ids=4x64 --loss next-token-ce --lr 3e-3 --precision fp32 \
+    $([[ $budget != none ]] && echo --device-memory $budget) > /dev/null
+done
+echo "staged $STAGE/streams: $(ls "$STAGE/streams" | tr '\n' ' ')"
