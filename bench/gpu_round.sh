@@ -26,6 +26,7 @@ if [[ ${TESTS:-1} == 1 && -d build-gpu/streams ]]; then
   echo "streams_runs.sh done at +$(( $(date +%s) - start )) s (exit ${PIPESTATUS[0]})"
 fi
 if [[ ${ADAMW:-1} == 1 ]]; then
+  "$BIN/runtime_adamw_tests" --gtest_brief=1 > "$OUT/adamw_tests.log" 2>&1 || status=1
   bash bench/adamw_vs_torch.sh > "$OUT/adamw.log" 2>&1 || status=1
   echo "adamw_vs_torch.sh done at +$(( $(date +%s) - start )) s"
 fi
@@ -36,6 +37,7 @@ fi
 echo
 [[ -f $OUT/device.log ]] && { echo "== GPU tests (bench/device.sh)"; sed -n '/^== bench\/device.sh/,$p' "$OUT/device.log"; }
 [[ -f $OUT/streams.log ]] && { echo "== streams (tests/gpu/streams_runs.sh)"; tail -12 "$OUT/streams.log"; }
+[[ -f $OUT/adamw_tests.log ]] && { echo "== runtime_adamw_tests"; tail -3 "$OUT/adamw_tests.log"; }
 [[ -f $OUT/adamw.log ]] && { echo "== host AdamW vs torch"; tail -8 "$OUT/adamw.log"; }
 [[ -f $OUT/llama1b3.log ]] && { echo "== 1.36B Llama vs PyTorch peers"; tail -40 "$OUT/llama1b3.log"; }
 exit $status

@@ -22,7 +22,7 @@ STAGE=${STAGE:-build-gpu}
 LIMIT_MIB=${LIMIT_MIB:-60}
 JOBS=${JOBS:-$(nproc)}
 TARGETS=(megatrain-compile megatrain-run megatrain-inspect megatrain-profile
-         gpu_kernel_tests gpu_executor_tests gpu_kernel_bench runtime_adamw_bench)
+         gpu_kernel_tests gpu_executor_tests gpu_kernel_bench runtime_adamw_bench runtime_adamw_tests)
 
 if [[ ! -f $BUILD_DIR/build.ninja ]] || ! grep -q '^MEGATRAIN_STATIC_MLIR:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRAIN_STATIC_MLIR=ON
