@@ -30,6 +30,8 @@
 #              from an earlier run in OUT still make the table); PEERS=gpu or fsdp2-offload
 #              runs one peer only; REEXPORT=1 exports again even when WORK has the model
 #   MT_TIMEOUT / PEER_TIMEOUT  seconds one megatrain-run / one peer may take (default 200 / 180)
+#   TRACE      1 (default): megatrain-run --trace of the last step into OUT/<setting>/
+#              trace-measured.json.gz beside megatrain-inspect's trace-predicted.json.gz
 #   SMOKE=1    the whole flow at a tiny config on the CPU (megatrain-run --backend cpu, the
 #              all-on-GPU peer's loop on the CPU): checks the harness where there is no GPU
 # Exit status: 0 when every phase that ran succeeded.
@@ -173,9 +175,18 @@ if [[ ${SKIP_MEGATRAIN:-0} != 1 ]]; then
     if [[ ! -f $plan ]]; then phase_end FAIL "no plan $plan"; continue; fi
     rm -f "$OUT/$s/megatrain.jsonl"
     watch_start "$OUT/$s/smi-megatrain.txt"
+    trace=()
+    [[ ${TRACE:-1} == 1 && $BACKEND == cuda ]] && trace=(--trace "$OUT/$s/trace-measured.json")
     timeout "$MT_TIMEOUT" "$BIN/megatrain-run" "$plan" --weights "$MODEL" --data "$TOKENS" --steps "$STEPS" \
-      --backend "$BACKEND" --metrics "$OUT/$s/megatrain.jsonl" --log-every 1 > "$OUT/$s/megatrain.log" 2>&1
+      --backend "$BACKEND" --metrics "$OUT/$s/megatrain.jsonl" --log-every 1 "${trace[@]}" > "$OUT/$s/megatrain.log" 2>&1
     status=$?
+    if [[ ${#trace[@]} -gt 0 && -x $BIN/megatrain-inspect ]]; then
+      "$BIN/megatrain-inspect" "$plan" --trace "$OUT/$s/trace-predicted.json" > "$OUT/$s/inspect.txt" 2>&1
+      gzip -f "$OUT/$s/trace-measured.json" "$OUT/$s/trace-predicted.json" 2>/dev/null
+      python3 bench/trace_breakdown.py "$OUT/$s/trace-measured.json.gz" > "$OUT/$s/trace-breakdown.txt" 2>&1
+      cat "$OUT/$s/trace-breakdown.txt"
+      sed -n '/^trace/,/^$/p' "$OUT/$s/megatrain.log" | head -30
+    fi
     watch_stop
     grep -vE '^step ' "$OUT/$s/megatrain.log" | tail -8
     grep -E '^step ' "$OUT/$s/megatrain.log" | tail -2
