@@ -325,9 +325,26 @@ std::optional<Traced> trace(Value operand, Accept accept, Expected expected) {
 // The mask
 //===----------------------------------------------------------------------===//
 
+/// The value `mask` repeats along leading dims: through mt.broadcast_to ops
+/// that keep the last two dims (the constant folder leaves a broadcast of a
+/// large mask unfolded, e.g. [1, 1, S, S] to [B, 1, S, S] at S = 2048), with
+/// each op passed collected in `through`.
+Value peelMaskBroadcasts(Value mask, llvm::SmallVectorImpl<Operation *> &through) {
+  while (auto b = mask.getDefiningOp<mt::BroadcastToOp>()) {
+    llvm::ArrayRef<int64_t> in = shapeOf(b.getX()), out = shapeOf(mask);
+    if (in.size() < 2 || out.size() < 2 || in.take_back(2) != out.take_back(2))
+      break;
+    through.push_back(b);
+    mask = b.getX();
+  }
+  return mask;
+}
+
 /// True if the constant `mask`, broadcast against scores [.., Sq, Skv], is 0
 /// where j <= i and effectively -inf elsewhere, for every leading index.
 bool isCausalMask(Value mask, llvm::ArrayRef<int64_t> scores) {
+  llvm::SmallVector<Operation *> through;
+  mask = peelMaskBroadcasts(mask, through);
   auto c = mask.getDefiningOp<mt::ConstantOp>();
   if (!c)
     return false;
@@ -412,7 +429,10 @@ bool fuse(mt::SoftmaxOp softmax) {
   if (scores.getType() != probs.getType())
     return false;
   matched.insert(add);
-  matched.insert(mask.getDefiningOp());
+  llvm::SmallVector<Operation *> broadcasts;
+  Value maskConstant = peelMaskBroadcasts(mask, broadcasts);
+  matched.insert(broadcasts.begin(), broadcasts.end());
+  matched.insert(maskConstant.getDefiningOp());
 
   // 3. Scalings of the scores, then q k^T.
   double scale = 1.0;

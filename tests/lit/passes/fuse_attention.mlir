@@ -164,3 +164,44 @@ func.func @k_layout_mismatch(%q: tensor<1x4x4x16xf32>, %k: tensor<1x4x4x16xf32>,
   %y = mt.matmul %p, %v : (tensor<1x4x4x4xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x16xf32>
   return %y : tensor<1x4x4x16xf32>
 }
+
+// -----
+
+// At long sequences the constant folder leaves the broadcast of the mask
+// over the batch unfolded (Llama at seq 2048: [1, 1, S, S] -> [B, 1, S, S]);
+// the mask is still the constant behind it, and the broadcast goes with it.
+// CHECK-LABEL: func.func @mask_through_broadcast
+// CHECK-NEXT:    %[[Y:.*]], %{{.*}} = mt.attention %arg0, %arg1, %arg2 {causal = true, scale = 2.500000e-01 : f64}
+// CHECK-NOT:     mt.broadcast_to
+// CHECK-NOT:     mt.softmax
+// CHECK:         return %[[Y]]
+func.func @mask_through_broadcast(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x4x16xf32>, %v: tensor<2x4x4x16xf32>) -> tensor<2x4x4x16xf32> {
+  %s = mt.constant {value = dense<2.500000e-01> : tensor<f32>} : tensor<f32>
+  %m = mt.constant {value = dense<[[[[0.000000e+00, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.000000e+00, 0.000000e+00, -3.40282347E+38, -3.40282347E+38], [0.000000e+00, 0.000000e+00, 0.000000e+00, -3.40282347E+38], [0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]]]]> : tensor<1x1x4x4xf32>} : tensor<1x1x4x4xf32>
+  %kt = mt.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x4x16xf32>) -> tensor<2x4x16x4xf32>
+  %qs = mt.mul %q, %s : (tensor<2x4x4x16xf32>, tensor<f32>) -> tensor<2x4x4x16xf32>
+  %sc = mt.matmul %qs, %kt : (tensor<2x4x4x16xf32>, tensor<2x4x16x4xf32>) -> tensor<2x4x4x4xf32>
+  %mb = mt.broadcast_to %m : (tensor<1x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+  %a = mt.add %sc, %mb : (tensor<2x4x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %p = mt.softmax %a {axis = 3 : i64} : tensor<2x4x4x4xf32>
+  %y = mt.matmul %p, %v : (tensor<2x4x4x4xf32>, tensor<2x4x4x16xf32>) -> tensor<2x4x4x16xf32>
+  return %y : tensor<2x4x4x16xf32>
+}
+
+// -----
+
+// A broadcast that stretches the mask's own rows is not a causal mask over
+// the scores: left alone.
+// CHECK-LABEL: func.func @mask_rows_broadcast
+// CHECK-NOT:     mt.attention
+// CHECK:         mt.softmax
+func.func @mask_rows_broadcast(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x4x16xf32>, %v: tensor<2x4x4x16xf32>) -> tensor<2x4x4x16xf32> {
+  %m = mt.constant {value = dense<[[[[0.000000e+00, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38]]]]> : tensor<1x1x1x4xf32>} : tensor<1x1x1x4xf32>
+  %kt = mt.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x4x16xf32>) -> tensor<2x4x16x4xf32>
+  %sc = mt.matmul %q, %kt : (tensor<2x4x4x16xf32>, tensor<2x4x16x4xf32>) -> tensor<2x4x4x4xf32>
+  %mb = mt.broadcast_to %m : (tensor<1x1x1x4xf32>) -> tensor<2x1x4x4xf32>
+  %a = mt.add %sc, %mb : (tensor<2x4x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %p = mt.softmax %a {axis = 3 : i64} : tensor<2x4x4x4xf32>
+  %y = mt.matmul %p, %v : (tensor<2x4x4x4xf32>, tensor<2x4x4x16xf32>) -> tensor<2x4x4x16xf32>
+  return %y : tensor<2x4x4x16xf32>
+}
