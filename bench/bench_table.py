@@ -37,7 +37,8 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
          "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 SIZE = r"(\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|B)\b"
 PEERS = [("pytorch-gpu", "PyTorch, all on GPU (bf16 autocast, fused AdamW, SDPA)"),
-         ("pytorch-fsdp2-offload", "PyTorch FSDP2 + CPUOffloadPolicy (bf16 params)")]
+         ("pytorch-fsdp2-offload", "PyTorch FSDP2 + CPUOffloadPolicy (bf16 params, fused CPU AdamW)"),
+         ("pytorch-fsdp2-offload-default", "PyTorch FSDP2 + CPUOffloadPolicy (bf16 params, default CPU AdamW)")]
 SETTINGS = {"16k": 1, "64k": 4}
 
 

@@ -27,7 +27,9 @@
 #              PEER_WARMUP of them not timed, default 2)
 #   LR BETA1 BETA2 EPS WEIGHT_DECAY  AdamW, the same for all (default 1e-4 0.9 0.999 1e-8 0.01)
 #   SKIP_EXPORT=1 SKIP_COMPILE=1 SKIP_MEGATRAIN=1 SKIP_PEERS=1  skip a phase (its results
-#              from an earlier run in OUT still make the table); PEERS=gpu or fsdp2-offload
+#              from an earlier run in OUT still make the table); PEERS: a comma list of
+#              gpu, fsdp2-offload (fused CPU AdamW), fsdp2-offload-default (torch's default
+#              CPU AdamW, as a plain torch.optim.AdamW(params)); default all three
 #              runs one peer only; REEXPORT=1 exports again even when WORK has the model
 #   MT_TIMEOUT / PEER_TIMEOUT  seconds one megatrain-run / one peer may take (default 200 / 180)
 #   TRACE      1 (default): megatrain-run --trace of the last step into OUT/<setting>/
@@ -49,7 +51,7 @@ WARMUP=${WARMUP:-2}
 PEER_STEPS=${PEER_STEPS:-8}
 FSDP_STEPS=${FSDP_STEPS:-5}
 PEER_WARMUP=${PEER_WARMUP:-2}
-PEERS=${PEERS:-gpu,fsdp2-offload}
+PEERS=${PEERS:-gpu,fsdp2-offload,fsdp2-offload-default}
 LR=${LR:-1e-4} BETA1=${BETA1:-0.9} BETA2=${BETA2:-0.999} EPS=${EPS:-1e-8} WEIGHT_DECAY=${WEIGHT_DECAY:-0.01}
 MT_TIMEOUT=${MT_TIMEOUT:-200}
 PEER_TIMEOUT=${PEER_TIMEOUT:-180}
@@ -205,7 +207,7 @@ if [[ ${SKIP_PEERS:-0} != 1 ]]; then
     n=$(microbatches "$s")
     for mode in "${peer_modes[@]}"; do
       steps=$PEER_STEPS
-      [[ $mode == fsdp2-offload ]] && steps=$FSDP_STEPS
+      [[ $mode == fsdp2-offload* ]] && steps=$FSDP_STEPS
       phase_start "pytorch $mode $s ($steps steps)"
       rm -f "$OUT/$s/pytorch-$mode.json"
       watch_start "$OUT/$s/smi-pytorch-$mode.txt"

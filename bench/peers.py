@@ -36,7 +36,9 @@ LLAMA_1B3 = dict(hidden=2048, layers=24, heads=16, intermediate=5632, vocab=3200
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=["gpu", "fsdp2-offload"], required=True)
+    p.add_argument("--mode", choices=["gpu", "fsdp2-offload", "fsdp2-offload-default"], required=True,
+                   help="fsdp2-offload-default: FSDP2 with CPU offload and torch's default "
+                        "(not fused) AdamW on the host, as a plain torch.optim.AdamW(params) runs")
     p.add_argument("--hidden", type=int, default=LLAMA_1B3["hidden"])
     p.add_argument("--layers", type=int, default=LLAMA_1B3["layers"])
     p.add_argument("--heads", type=int, default=LLAMA_1B3["heads"])
@@ -146,6 +148,10 @@ def prepare(args):
         # torch's fused AdamW (on the GPU, or on the CPU for the offloaded states); the
         # result says which kind ran, should this torch refuse the fused one.
         params = list(params)
+        if args.mode == "fsdp2-offload-default":
+            optimizer = torch.optim.AdamW(params, **adamw)
+            optimizer.kind = "default (foreach/for-loop)"
+            return optimizer
         try:
             optimizer = torch.optim.AdamW(params, fused=True, **adamw)
             optimizer.kind = "fused"
