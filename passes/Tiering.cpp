@@ -528,8 +528,11 @@ void Planner::priceCandidates(int64_t p, std::vector<Candidate> &out) const {
       continue;
     }
     // Offload after the def (once; a later gap reuses the host copy) and
-    // prefetch before b.
-    {
+    // prefetch before b. An input is live from position 0 (the runtime
+    // writes it before the step) but its mt.input may sit later (a
+    // micro-batch's input_ids@k): an offload after it frees nothing at a
+    // peak before it, and a prefetch there would precede the offload.
+    if (position.lookup(def) < p) {
       auto [k, exposed] = placeFetch(p + 1, static_cast<int64_t>(order.size()), b, transfer);
       if (k >= 0) {
         bool hasHostCopy = llvm::any_of(value.value.getUsers(), [](mlir::Operation *user) {
