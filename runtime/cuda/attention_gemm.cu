@@ -5,10 +5,10 @@
 // of their groups) by `rows` query rows, and every product is one
 // strided-batched GEMM over the chunk's kv heads; k and v are never copied
 // per query head. Per chunk, in the scratch workspace:
-//   forward   S = scale Q K^T (f32); a block per row takes the max and the
+//   forward   S = scale Q K^T (f32); a warp per row takes the max and the
 //             sum of exp over the visible keys, writes lse and
 //             P = exp(S - lse) (0 where masked); Y = P V.
-//   backward  S = scale Q K^T and dP = dY V^T; a block per row computes
+//   backward  S = scale Q K^T and dP = dY V^T; a warp per row computes
 //             delta = dy . y, P = exp(S - lse) from the saved lse and
 //             dS = P (dP - delta); then dV += P^T dY, dQ = scale dS K,
 //             dK += scale dS^T Q. A GEMM's inner dimension over the group's
@@ -23,7 +23,11 @@
 // CUBLAS_COMPUTE_32F, tf32 in CUBLAS_COMPUTE_32F_FAST_TF32, bf16 with the
 // chunk's q, k, v (and dy) rounded to bf16 in the workspace, P and dS written
 // as bf16 by the row kernels, fp32 accumulation and f32 results. Softmax
-// statistics are f32 per element with the block's sums in double.
+// statistics are f32 per lane with the warp's sums in double.
+// Traffic: the row kernels read each score once (a row of up to
+// kCachedKeys keys is held in registers between its statistics and its P;
+// masked keys are never read) as 16-byte loads, and write P (and dS) as 8-
+// or 16-byte stores; the bf16 copies of q, k, v, dy move 8 elements a thread.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -103,72 +107,221 @@ struct RowMap {
   }
 };
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);  // lo in the low half
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// 8 f32 at src (16-byte aligned) as 8 bf16 at dst (16-byte aligned): two 16-byte loads, one store.
+__device__ __forceinline__ void eightToBf16(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst) {
+  const float4 a = reinterpret_cast<const float4*>(src)[0], b = reinterpret_cast<const float4*>(src)[1];
+  *reinterpret_cast<uint4*>(dst) =
+      make_uint4(packBf16(a.x, a.y), packBf16(a.z, a.w), packBf16(b.x, b.y), packBf16(b.z, b.w));
+}
+
+// dst[e] = bf16(src[e]), e < n; kVector: 8 a thread (src, dst 16-byte aligned, n % 8 == 0).
+template <bool kVector>
 __global__ void toBf16Kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, int64_t n) {
-  for (int64_t e = globalThread(); e < n; e += gridThreads()) dst[e] = __float2bfloat16_rn(src[e]);
-}
-
-// dst [chunk rows, d] <- the chunk's rows of src [B * Hq * Sq, d].
-__global__ void rowsToBf16Kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, RowMap map,
-                                 int64_t count, int64_t d) {
-  for (int64_t e = globalThread(); e < count * d; e += gridThreads())
-    dst[e] = __float2bfloat16_rn(src[map.global(e / d) * d + e % d]);
-}
-
-// A block per chunk row: lse = logsumexp of the visible scores, P = exp(S - lse).
-template <bool kBf16>
-__global__ void softmaxRowsKernel(float* __restrict__ scores, __nv_bfloat16* __restrict__ pb,
-                                  float* __restrict__ lse, RowMap map, int64_t count) {
-  __shared__ double shared[32];
-  for (int64_t x = blockIdx.x; x < count; x += gridDim.x) {
-    int64_t visible, computed;
-    map.extent(x, visible, computed);
-    float* row = scores + x * map.skv;
-    float top = -INFINITY, sum = 0;
-    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
-      const float s = row[j];
-      if (s > top) {
-        sum = sum * expf(top - s) + 1.0f;
-        top = s;
-      } else {
-        sum += expf(s - top);
-      }
-    }
-    const double rowTop = blockMax(top, shared);
-    const double total = blockSum(top == -INFINITY ? 0.0 : sum * exp(static_cast<double>(top) - rowTop), shared);
-    const float rowLse = static_cast<float>(rowTop + log(total));
-    for (int64_t j = threadIdx.x; j < computed; j += blockDim.x) {
-      const float p = j < visible ? expf(row[j] - rowLse) : 0.0f;
-      if constexpr (kBf16) pb[x * map.skv + j] = __float2bfloat16_rn(p);
-      else row[j] = p;
-    }
-    if (threadIdx.x == 0) lse[map.global(x)] = rowLse;
+  if constexpr (kVector) {
+    for (int64_t e = globalThread() * 8; e < n; e += gridThreads() * 8) eightToBf16(src + e, dst + e);
+  } else {
+    for (int64_t e = globalThread(); e < n; e += gridThreads()) dst[e] = __float2bfloat16_rn(src[e]);
   }
 }
 
-// A block per chunk row: delta = dy . y, P = exp(S - lse), dS = P (dP - delta).
+// dst [chunk rows, d] <- the chunk's rows of src [B * Hq * Sq, d]; kVector:
+// 8 elements a thread (d % 8 == 0, src and dst 16-byte aligned), so the row
+// map's divisions run once per 8.
+template <bool kVector>
+__global__ void rowsToBf16Kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, RowMap map,
+                                 int64_t count, int64_t d) {
+  if constexpr (kVector) {
+    const int64_t perRow = d / 8;
+    for (int64_t e = globalThread(); e < count * perRow; e += gridThreads()) {
+      const int64_t x = e / perRow, c = (e % perRow) * 8;
+      eightToBf16(src + map.global(x) * d + c, dst + x * d + c);
+    }
+  } else {
+    for (int64_t e = globalThread(); e < count * d; e += gridThreads())
+      dst[e] = __float2bfloat16_rn(src[map.global(e / d) * d + e % d]);
+  }
+}
+
+// The row kernels give each chunk row a warp (no block-wide barriers per
+// row; 8 rows in flight per block) and read the scores as float4 when the row pitch skv is a multiple
+// of 4 (the workspace buffers are 256-byte aligned, so every row is then
+// 16-byte aligned). The scores of key j sit in lane (j / 4) % 32's slot
+// j / 128. Per lane statistics are f32; the warp combines them in double.
+constexpr int kRowWarps = kThreads / 32;
+
+// Four scores of a row from j (j % 4 == 0), -inf past `visible`.
+__device__ __forceinline__ float4 visibleFour(const float* row, int64_t j, int64_t visible) {
+  float4 v = *reinterpret_cast<const float4*>(row + j);
+  if (j + 4 > visible) {
+    v.x = j < visible ? v.x : -INFINITY;
+    v.y = j + 1 < visible ? v.y : -INFINITY;
+    v.z = j + 2 < visible ? v.z : -INFINITY;
+    v.w = -INFINITY;  // j + 3 >= visible
+  }
+  return v;
+}
+
+// Folds s into the running (top, sum) of exp(s - top).
+__device__ __forceinline__ void online(float s, float& top, float& sum) {
+  if (s > top) {
+    sum = sum * expf(top - s) + 1.0f;
+    top = s;
+  } else if (s != -INFINITY) {
+    sum += expf(s - top);
+  }
+}
+
+// The row's log-sum-exp from every lane's (top, sum).
+__device__ __forceinline__ float warpLse(float top, float sum) {
+  const double rowTop = warpMax(top);
+  const double total = warpSum(top == -INFINITY ? 0.0 : sum * exp(static_cast<double>(top) - rowTop));
+  return static_cast<float>(rowTop + log(total));
+}
+
+// P for key j of a row: exp(s - lse), 0 where masked.
+__device__ __forceinline__ float prob(float s, int64_t j, int64_t visible, float rowLse) {
+  return j < visible ? expf(s - rowLse) : 0.0f;
+}
+
+// Writes P for keys j .. j+3 (j % 4 == 0): bf16 as one 8-byte store, or f32 in place as one 16-byte store.
 template <bool kBf16>
-__global__ void gradRowsKernel(float* __restrict__ scores, float* __restrict__ dp, __nv_bfloat16* __restrict__ pb,
-                               __nv_bfloat16* __restrict__ dsb, const float* __restrict__ y,
-                               const float* __restrict__ dy, const float* __restrict__ lse, RowMap map,
-                               int64_t count, int64_t d) {
-  __shared__ double shared[32];
-  for (int64_t x = blockIdx.x; x < count; x += gridDim.x) {
+__device__ __forceinline__ void storeFour(float* srow, __nv_bfloat16* prow, int64_t j, float4 p) {
+  if constexpr (kBf16) *reinterpret_cast<uint2*>(prow + j) = make_uint2(packBf16(p.x, p.y), packBf16(p.z, p.w));
+  else *reinterpret_cast<float4*>(srow + j) = p;
+}
+
+// A warp per chunk row: lse = logsumexp of the visible scores, P = exp(S - lse).
+// kSlots > 0 (skv % 4 == 0 and skv <= 128 kSlots): the row's visible
+// scores are read once, into registers, then P written; kSlots == 0: any
+// row, element by element, the scores read twice (a running max and sum).
+template <bool kBf16, int kSlots>
+__global__ void __launch_bounds__(kThreads, 2) softmaxRowsKernel(float* __restrict__ scores,
+                                                              __nv_bfloat16* __restrict__ pb,
+                                                              float* __restrict__ lse, RowMap map, int64_t count) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t x = globalThread() / 32; x < count; x += gridThreads() / 32) {
+    int64_t visible, computed;
+    map.extent(x, visible, computed);
+    float* row = scores + x * map.skv;
+    __nv_bfloat16* prow = pb + x * map.skv;
+    float top = -INFINITY, sum = 0;
+    if constexpr (kSlots > 0) {
+      // The max first, then the sum of exp(s - max): independent exps, no rescaling.
+      float4 cache[kSlots];
+#pragma unroll
+      for (int t = 0; t < kSlots; ++t) {
+        const int64_t j = (static_cast<int64_t>(t) * 32 + lane) * 4;
+        cache[t] = j < visible ? visibleFour(row, j, visible) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        top = fmaxf(top, fmaxf(fmaxf(cache[t].x, cache[t].y), fmaxf(cache[t].z, cache[t].w)));
+      }
+      const float rowTop = static_cast<float>(warpMax(top));  // finite: key 0 is visible
+#pragma unroll
+      for (int t = 0; t < kSlots; ++t)
+        sum += (expf(cache[t].x - rowTop) + expf(cache[t].y - rowTop)) +
+               (expf(cache[t].z - rowTop) + expf(cache[t].w - rowTop));  // exp(-inf) = 0
+      const float rowLse = static_cast<float>(static_cast<double>(rowTop) + log(warpSum(sum)));
+      const int64_t whole = computed / 4 * 4;
+#pragma unroll
+      for (int t = 0; t < kSlots; ++t) {
+        const int64_t j = (static_cast<int64_t>(t) * 32 + lane) * 4;
+        const float4 c = cache[t];
+        const float4 p = make_float4(prob(c.x, j, visible, rowLse), prob(c.y, j + 1, visible, rowLse),
+                                     prob(c.z, j + 2, visible, rowLse), prob(c.w, j + 3, visible, rowLse));
+        if (j < whole) {
+          storeFour<kBf16>(row, prow, j, p);
+        } else if (j < computed) {  // the row's last, partial four (computed % 4 keys)
+#pragma unroll
+          for (int u = 0; u < 3; ++u) {
+            if (j + u >= computed) break;
+            const float pu = u == 0 ? p.x : u == 1 ? p.y : p.z;
+            if constexpr (kBf16) prow[j + u] = __float2bfloat16_rn(pu);
+            else row[j + u] = pu;
+          }
+        }
+      }
+      if (lane == 0) lse[map.global(x)] = rowLse;
+    } else {
+      for (int64_t j = lane; j < visible; j += 32) online(row[j], top, sum);
+      const float rowLse = warpLse(top, sum);
+      for (int64_t j = lane; j < computed; j += 32) {
+        const float p = j < visible ? expf(row[j] - rowLse) : 0.0f;
+        if constexpr (kBf16) prow[j] = __float2bfloat16_rn(p);
+        else row[j] = p;
+      }
+      if (lane == 0) lse[map.global(x)] = rowLse;
+    }
+  }
+}
+
+// A warp per chunk row: delta = dy . y, P = exp(S - lse), dS = P (dP - delta).
+// kVector: skv % 4 == 0, d % 4 == 0 and y, dy 16-byte aligned: every
+// operand moves as 16-byte (f32) and 8-byte (bf16) accesses.
+template <bool kBf16, bool kVector>
+__global__ void __launch_bounds__(kThreads) gradRowsKernel(float* __restrict__ scores, float* __restrict__ dp,
+                                                           __nv_bfloat16* __restrict__ pb,
+                                                           __nv_bfloat16* __restrict__ dsb,
+                                                           const float* __restrict__ y, const float* __restrict__ dy,
+                                                           const float* __restrict__ lse, RowMap map, int64_t count,
+                                                           int64_t d) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t x = globalThread() / 32; x < count; x += gridThreads() / 32) {
     const int64_t g = map.global(x);
     double partial = 0;
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x)
-      partial += static_cast<double>(dy[g * d + c]) * static_cast<double>(y[g * d + c]);
-    const double delta = blockSum(partial, shared);
+    if constexpr (kVector) {
+      for (int64_t c = lane * 4; c < d; c += 128) {
+        const float4 a = *reinterpret_cast<const float4*>(dy + g * d + c);
+        const float4 b = *reinterpret_cast<const float4*>(y + g * d + c);
+        partial += static_cast<double>(a.x) * b.x + static_cast<double>(a.y) * b.y +
+                   static_cast<double>(a.z) * b.z + static_cast<double>(a.w) * b.w;
+      }
+    } else {
+      for (int64_t c = lane; c < d; c += 32)
+        partial += static_cast<double>(dy[g * d + c]) * static_cast<double>(y[g * d + c]);
+    }
+    const double delta = warpSum(partial);
     const float rowLse = lse[g];
     int64_t visible, computed;
     map.extent(x, visible, computed);
     float* srow = scores + x * map.skv;
     float* dprow = dp + x * map.skv;
-    for (int64_t j = threadIdx.x; j < computed; j += blockDim.x) {
+    __nv_bfloat16* prow = pb + x * map.skv;
+    __nv_bfloat16* dsrow = dsb + x * map.skv;
+    auto grad = [&](float p, float dpj) { return static_cast<float>(p * (static_cast<double>(dpj) - delta)); };
+    int64_t from = 0;
+    if constexpr (kVector) {
+      const int64_t whole = computed / 4 * 4;
+      for (int64_t j = lane * 4; j < whole; j += 128) {
+        float4 p = make_float4(0, 0, 0, 0);
+        if (j < visible) {  // fully masked fours are zeros: their scores are never read
+          const float4 sv = *reinterpret_cast<const float4*>(srow + j);
+          p = make_float4(prob(sv.x, j, visible, rowLse), prob(sv.y, j + 1, visible, rowLse),
+                          prob(sv.z, j + 2, visible, rowLse), prob(sv.w, j + 3, visible, rowLse));
+        }
+        const float4 dv = *reinterpret_cast<const float4*>(dprow + j);
+        const float4 ds = make_float4(grad(p.x, dv.x), grad(p.y, dv.y), grad(p.z, dv.z), grad(p.w, dv.w));
+        if constexpr (kBf16) {
+          *reinterpret_cast<uint2*>(prow + j) = make_uint2(packBf16(p.x, p.y), packBf16(p.z, p.w));
+          *reinterpret_cast<uint2*>(dsrow + j) = make_uint2(packBf16(ds.x, ds.y), packBf16(ds.z, ds.w));
+        } else {
+          *reinterpret_cast<float4*>(srow + j) = p;
+          *reinterpret_cast<float4*>(dprow + j) = ds;
+        }
+      }
+      from = whole;
+    }
+    for (int64_t j = from + lane; j < computed; j += 32) {
       const float p = j < visible ? expf(srow[j] - rowLse) : 0.0f;
-      const float ds = static_cast<float>(p * (static_cast<double>(dprow[j]) - delta));
+      const float ds = grad(p, dprow[j]);
       if constexpr (kBf16) {
-        pb[x * map.skv + j] = __float2bfloat16_rn(p);
-        dsb[x * map.skv + j] = __float2bfloat16_rn(ds);
+        prow[j] = __float2bfloat16_rn(p);
+        dsrow[j] = __float2bfloat16_rn(ds);
       } else {
         srow[j] = p;
         dprow[j] = ds;
@@ -265,15 +418,25 @@ struct Chunk {
 
 void convertKeys(const Launch& launch, const float* src, void* dst, const Chunk& c) {
   const int64_t n = c.heads * c.s->skv * c.s->d;
-  toBf16Kernel<<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-      src + c.h0 * c.s->skv * c.s->d, static_cast<__nv_bfloat16*>(dst), n);
+  const float* from = src + c.h0 * c.s->skv * c.s->d;
+  __nv_bfloat16* to = static_cast<__nv_bfloat16*>(dst);
+  if (n % 8 == 0 && aligned16(from) && aligned16(to))
+    toBf16Kernel<true><<<gridFor(launch, n / 8, kThreads), kThreads, 0, launch.device->stream>>>(from, to, n);
+  else
+    toBf16Kernel<false><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(from, to, n);
   MT_CHECK_LAUNCH(launch);
 }
 
 void convertRows(const Launch& launch, const float* src, void* dst, const Chunk& c) {
   const int64_t n = c.count() * c.s->d;
-  rowsToBf16Kernel<<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-      src, static_cast<__nv_bfloat16*>(dst), c.map(), c.count(), c.s->d);
+  __nv_bfloat16* to = static_cast<__nv_bfloat16*>(dst);
+  cudaStream_t stream = launch.device->stream;
+  if (c.s->d % 8 == 0 && aligned16(src) && aligned16(to))
+    rowsToBf16Kernel<true><<<gridFor(launch, n / 8, kThreads), kThreads, 0, stream>>>(src, to, c.map(), c.count(),
+                                                                                     c.s->d);
+  else
+    rowsToBf16Kernel<false><<<gridFor(launch, n, kThreads), kThreads, 0, stream>>>(src, to, c.map(), c.count(),
+                                                                                  c.s->d);
   MT_CHECK_LAUNCH(launch);
 }
 
@@ -306,9 +469,44 @@ void forEachChunk(const AttentionShape& s, const Prepared& p, F&& f) {
               p.precision == AttentionPrecision::Bf16});
 }
 
+// Blocks for `count` rows, a warp each.
 unsigned rowGrid(const Launch& launch, int64_t count) {
   const int64_t most = static_cast<int64_t>(launch.device->smCount) * 8;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(count, most)));
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min((count + kRowWarps - 1) / kRowWarps, most)));
+}
+
+// Score rows of this many keys or fewer stay in registers in the softmax (16 float4 a lane).
+constexpr int kCachedSlots = 16;
+constexpr int64_t kCachedKeys = int64_t{kCachedSlots} * 128;
+
+template <bool kBf16>
+void launchSoftmaxRows(const Launch& launch, float* scores, void* pb, float* lse, const Chunk& c) {
+  const unsigned grid = rowGrid(launch, c.count());
+  __nv_bfloat16* p = static_cast<__nv_bfloat16*>(pb);
+  cudaStream_t stream = launch.device->stream;
+  const bool vector = c.s->skv % 4 == 0 && aligned16(scores) && (!kBf16 || aligned16(p));
+  if (vector && c.s->skv <= kCachedKeys)
+    softmaxRowsKernel<kBf16, kCachedSlots><<<grid, kThreads, 0, stream>>>(scores, p, lse, c.map(), c.count());
+  else
+    softmaxRowsKernel<kBf16, 0><<<grid, kThreads, 0, stream>>>(scores, p, lse, c.map(), c.count());
+  MT_CHECK_LAUNCH(launch);
+}
+
+template <bool kBf16>
+void launchGradRows(const Launch& launch, float* scores, float* dp, void* pb, void* dsb, const float* y,
+                    const float* dy, const float* lse, const Chunk& c) {
+  const unsigned grid = rowGrid(launch, c.count());
+  __nv_bfloat16 *p = static_cast<__nv_bfloat16*>(pb), *ds = static_cast<__nv_bfloat16*>(dsb);
+  cudaStream_t stream = launch.device->stream;
+  const bool vector = c.s->skv % 4 == 0 && c.s->d % 4 == 0 && aligned16(scores) && aligned16(dp) && aligned16(y) &&
+                      aligned16(dy) && (!kBf16 || (aligned16(p) && aligned16(ds)));
+  if (vector)
+    gradRowsKernel<kBf16, true><<<grid, kThreads, 0, stream>>>(scores, dp, p, ds, y, dy, lse, c.map(), c.count(),
+                                                              c.s->d);
+  else
+    gradRowsKernel<kBf16, false><<<grid, kThreads, 0, stream>>>(scores, dp, p, ds, y, dy, lse, c.map(), c.count(),
+                                                               c.s->d);
+  MT_CHECK_LAUNCH(launch);
 }
 
 }  // namespace
@@ -371,7 +569,6 @@ void attentionGemmForward(const Launch& launch, const AttentionShape& s) {
   float* scores = reinterpret_cast<float*>(p.base + p.w.scores);
   void *pb = p.base + p.w.pb, *qb = p.base + p.w.qb, *kb = p.base + p.w.kb, *vb = p.base + p.w.vb;
   const int64_t T = s.skv, D = s.d;
-  cudaStream_t stream = launch.device->stream;
   forEachChunk(s, p, [&](const Chunk& c) {
     if (bf16) {
       if (c.i0 == 0) {
@@ -391,13 +588,8 @@ void attentionGemmForward(const Launch& launch, const AttentionShape& s) {
       g.count = c.heads;
       gemm(launch, p.precision, g);
     }
-    const unsigned grid = rowGrid(launch, c.count());
-    if (bf16)
-      softmaxRowsKernel<true><<<grid, kThreads, 0, stream>>>(scores, static_cast<__nv_bfloat16*>(pb), lse, c.map(),
-                                                            c.count());
-    else
-      softmaxRowsKernel<false><<<grid, kThreads, 0, stream>>>(scores, nullptr, lse, c.map(), c.count());
-    MT_CHECK_LAUNCH(launch);
+    if (bf16) launchSoftmaxRows<true>(launch, scores, pb, lse, c);
+    else launchSoftmaxRows<false>(launch, scores, nullptr, lse, c);
     for (const RowBlock& b : blocks) {
       Gemm g;  // Y = P V
       g.m = b.m, g.n = D, g.k = b.keys;
@@ -453,15 +645,8 @@ void attentionGemmBackward(const Launch& launch, const AttentionShape& s) {
       g.c = dp + c.chunkRow(b) * T;
       gemm(launch, p.precision, g);
     }
-    const unsigned grid = rowGrid(launch, c.count());
-    if (bf16)
-      gradRowsKernel<true><<<grid, kThreads, 0, stream>>>(scores, dp, static_cast<__nv_bfloat16*>(pb),
-                                                         static_cast<__nv_bfloat16*>(dsb), y, dy, lse, c.map(),
-                                                         c.count(), D);
-    else
-      gradRowsKernel<false><<<grid, kThreads, 0, stream>>>(scores, dp, nullptr, nullptr, y, dy, lse, c.map(),
-                                                          c.count(), D);
-    MT_CHECK_LAUNCH(launch);
+    if (bf16) launchGradRows<true>(launch, scores, dp, pb, dsb, y, dy, lse, c);
+    else launchGradRows<false>(launch, scores, dp, nullptr, nullptr, y, dy, lse, c);
     auto chunkMatrix = [&](float* f32, void* copy, const RowBlock& b) -> const void* {
       if (bf16) return static_cast<const __nv_bfloat16*>(copy) + c.chunkRow(b) * T;
       return f32 + c.chunkRow(b) * T;

@@ -63,6 +63,8 @@ std::string label(const BenchCase& c) {
     if (a.name() == "transpose_a" && a.i()) text += " a^T";
     if (a.name() == "transpose_b" && a.i()) text += " b^T";
   }
+  if (c.kernel == "cast" && !c.inputs.empty() && !c.outputs.empty())
+    text += std::string(" ") + plan::DType_Name(c.inputs[0].dtype) + "->" + plan::DType_Name(c.outputs[0].dtype);
   return text;
 }
 
@@ -148,6 +150,10 @@ int main() {
       {"gather_grad", {{{8, 2048}, I64, vocab}, {{8, 2048, hidden}}}, {{{vocab, hidden}}}, {intAttr("axis", 0)}},
       {"next_token_ce", {{{4, 1024, vocab}}, {{4, 1024}, I64, vocab}}, {{{}}}},
       {"next_token_ce_grad", {{{4, 1024, vocab}}, {{4, 1024}, I64, vocab}, {{}}}, {{{4, 1024, vocab}}}},
+      // the bf16 casts of a step: activations and weights down, gradients up
+      {"cast", {Operand{{tokens, hidden}}}, {Operand{{tokens, hidden}, megatrain::plan::BF16}}},
+      {"cast", {Operand{{hidden, inter}}}, {Operand{{hidden, inter}, megatrain::plan::BF16}}},
+      {"cast", {Operand{{tokens, hidden}, megatrain::plan::BF16}}, {Operand{{tokens, hidden}}}},
       {"matmul", {{{tokens, hidden}}, {{hidden, hidden}}}, {{{tokens, hidden}}}, {}, 2.0 * tokens * hidden * hidden},
       {"matmul", {{{tokens, hidden}}, {{tokens, inter}}}, {{{hidden, inter}}}, {intAttr("transpose_a", 1)},
        2.0 * tokens * hidden * inter},
