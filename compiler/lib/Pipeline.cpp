@@ -78,6 +78,10 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   PrecisionOptions precision;
   precision.precision = options.precision;
   pm.addNestedPass<mlir::func::FuncOp>(createPrecision(precision));
+  // Transposes of the last two dims into the matmul flags, after the casts
+  // of mt-precision have been hoisted above the weights' transposes.
+  if (options.foldTranspose)
+    pm.addNestedPass<mlir::func::FuncOp>(createFoldTranspose());
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)

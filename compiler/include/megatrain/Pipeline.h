@@ -41,13 +41,16 @@ struct PipelineOptions {
   // mt-precision: "fp32" | "tf32" | "bf16" (megatrain-compile's default is
   // bf16; the pass's own default, kept here, is fp32).
   std::string precision = "fp32";
+  // mt-fold-transpose (after mt-precision): off with megatrain-compile
+  // --no-fold-transpose.
+  bool foldTranspose = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
 enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
-  Scheduled, // + mt-precision, mt-schedule, mt-liveness
+  Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
   Planned,   // + mt-tier, mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan
 };

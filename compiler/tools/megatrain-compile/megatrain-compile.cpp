@@ -100,6 +100,8 @@ Device memory (docs/tiering.md):
   --no-fusion              keep the imported ops as they are (no RMSNorm,
                            LayerNorm, SiLU, SwiGLU, GELU, attention, rotary
                            embedding or next-token cross-entropy fusion)
+  --no-fold-transpose      keep the transposes that feed or read matmuls
+                           (no mt-fold-transpose)
   --help                   this text
 
 Examples:
@@ -186,6 +188,10 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (arg == "--no-fusion") {
       args.pipeline.fusion = false;
+      continue;
+    }
+    if (arg == "--no-fold-transpose") {
+      args.pipeline.foldTranspose = false;
       continue;
     }
     if (arg == "-" || !arg.starts_with("-")) {

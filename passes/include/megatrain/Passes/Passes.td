@@ -277,4 +277,26 @@ def Precision : Pass<"mt-precision", "mlir::func::FuncOp"> {
 
 // End of compute precision.
 
+//===----------------------------------------------------------------------===//
+// Transposes folded into matrix products (after mt-precision)
+//===----------------------------------------------------------------------===//
+
+def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
+  let summary = "Fold transposes of the last two dims into mt.matmul's transpose flags";
+  let description = [{
+    A matmul operand that is an `mt.transpose` swapping only the last two
+    dims (perm [0, .., n-3, n-1, n-2]) becomes the transpose's input with the
+    matmul's `transpose_a` / `transpose_b` toggled. Such a transpose of a
+    matmul result that is the result's only user becomes the product of the
+    swapped operands, (A B)^T = B^T A^T: `matmul(b, a)` with `transpose_a =
+    !transpose_b` and `transpose_b = !transpose_a` (other attributes, such
+    as `precision`, kept). Transposes left without users are erased. The
+    same elements are multiplied and summed in the same order, so results
+    do not change; the device reads the layouts for free (cuBLASLt).
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+// End of transpose folding.
+
 #endif // MEGATRAIN_PASSES_TD
