@@ -65,6 +65,8 @@ const MatmulShape kShapes[] = {
     {{4, 5, 7}, {4, 7, 3}, false, false},        // equal batches
     {{2, 4, 5, 7}, {7, 3}, false, false},        // rank-2 b: folded into one taller product
     {{2, 4, 7, 5}, {7, 3}, true, false},         // rank-2 b, transposed a: stride-0 batch
+    {{2, 4, 5, 7}, {3, 7}, false, true},         // x W^T with W as stored (mt-fold-transpose)
+    {{2, 4, 5, 7}, {2, 4, 3, 5}, true, true},    // both transposed, equal batches
     {{5, 7}, {3, 7, 6}, false, false},           // rank-2 a: stride-0 batch
     {{2, 1, 5, 7}, {1, 3, 7, 4}, false, false},  // both broadcast: batch walked on the host
     {{3, 1, 6, 5}, {3, 4, 6, 2}, true, false},   // a broadcast over an inner batch dim
