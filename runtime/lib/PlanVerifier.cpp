@@ -24,6 +24,11 @@
 //    last_use_step reads poisoned bytes.
 // 5. Budget: every DEVICE pool and the peak of live device bytes against
 //    header.device_budget_bytes (0: no budget).
+// 6. Poisoning: a DEVICE tensor (not a CONSTANT) dies at its last_use_step;
+//    the runtime may poison its bytes on that step's stream right after it.
+//    That poison is a write: every access of the tensor on another stream
+//    happens before the step, and every later write of overlapping bytes
+//    happens after it (it counts as an access of the tensor there).
 #include "megatrain/runtime/PlanVerifier.h"
 
 #include <algorithm>
@@ -56,6 +61,7 @@ class ScheduleVerifier {
       for (int t : reads_[s]) checkRead(s, t);
       for (int t : writes_[s]) checkWrite(s, t);
     }
+    checkPoisoning();
     computeLifetimes();
     checkSharing();
     checkBudget();
@@ -181,10 +187,22 @@ class ScheduleVerifier {
     }
     writers_.assign(tensors_, {});
     touches_.assign(static_cast<size_t>(tensors_) * streamCount_, {});
+    // The DEVICE tensors poisoned right after each step (their last_use_step).
+    poisoned_.assign(steps_, {});
+    for (int t = 0; t < tensors_; ++t) {
+      const plan::Tensor& tensor = plan_.tensors(t);
+      const int64_t last = tensor.last_use_step();
+      const uint32_t pool = tensor.buffer().pool();
+      if (last >= 0 && last < steps_ && tensor.role() != plan::CONSTANT &&
+          pool < static_cast<uint32_t>(plan_.pools_size()) &&
+          plan_.pools(static_cast<int>(pool)).tier() == plan::DEVICE)
+        poisoned_[static_cast<size_t>(last)].push_back(t);
+    }
     for (int s = 0; s < steps_; ++s) {
       for (int t : writes_[s]) writers_[t].push_back(s);
       std::vector<int> touched = reads_[s];
       touched.insert(touched.end(), writes_[s].begin(), writes_[s].end());
+      touched.insert(touched.end(), poisoned_[s].begin(), poisoned_[s].end());
       std::sort(touched.begin(), touched.end());
       touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
       for (int t : touched) touches_[static_cast<size_t>(t) * streamCount_ + stream_[s]].push_back(s);
@@ -245,11 +263,32 @@ class ScheduleVerifier {
         if (earlier < 0 || happensBefore(earlier, s)) continue;
         const bool wrote = std::find(writes_[earlier].begin(), writes_[earlier].end(), t) !=
                            writes_[earlier].end();
+        const bool read = std::find(reads_[earlier].begin(), reads_[earlier].end(), t) != reads_[earlier].end();
         fail(label(s) + ": writes " + name(u) + (t == u ? "" : " over bytes of " + name(t)) + " " +
-             (wrote ? "written" : "read") + " by " + brief(earlier) + " with no event ordering them");
+             (wrote ? "written" : read ? "read" : "poisoned after its last use") + " by " + brief(earlier) +
+             " with no event ordering them");
         return;  // one line per written tensor
       }
     }
+  }
+
+  // A dying DEVICE tensor is poisoned (a write of its bytes) on the stream of
+  // its last_use_step, right after that step: every access on another stream
+  // must happen before that step, or the poison may overwrite the bytes
+  // before (or while) that access reads them. (A later write of the bytes
+  // must happen after the poison: checkWrite, through touches_.)
+  void checkPoisoning() {
+    for (int l = 0; l < steps_; ++l)
+      for (int t : poisoned_[l])
+      for (size_t y = 0; y < streamCount_; ++y) {
+        if (y == stream_[l]) continue;
+        const int earlier = latestBefore(touches_[static_cast<size_t>(t) * streamCount_ + y], l);
+        if (earlier < 0 || happensBefore(earlier, l)) continue;
+        const bool wrote = std::find(writes_[earlier].begin(), writes_[earlier].end(), t) != writes_[earlier].end();
+        fail(label(l) + ": poisons " + name(t) + " after its last use, but " + brief(earlier) + " " +
+             (wrote ? "writes" : "reads") + " it with no event ordering them");
+        break;  // one line per tensor
+      }
   }
 
   void computeLifetimes() {
@@ -360,6 +399,7 @@ class ScheduleVerifier {
   std::vector<size_t> stream_;                   // per step
   std::vector<std::vector<uint32_t>> clock_;     // per step
   std::vector<std::vector<int>> reads_, writes_;  // per step
+  std::vector<std::vector<int>> poisoned_;       // per step: DEVICE tensors whose last_use_step it is
   std::vector<std::vector<int>> writers_;        // per tensor, ascending steps
   std::vector<std::vector<int>> touches_;        // per tensor x stream, ascending steps
   std::vector<std::vector<int>> overlapping_;    // per tensor

@@ -56,7 +56,10 @@ TEST(PlanVerifier, MissingWait) {
             (Failures{"step 2 (compute, kernel matmul): reads 'dev:W' written by step 0 (h2d) with no "
                       "event ordering them",
                       "step 22 (host, host_task ADAMW): writes 'W' read by step 0 (h2d) with no event "
-                      "ordering them"}));
+                      "ordering them",
+                      // dev:W dies at step 2: its poison may land before the copy does.
+                      "step 2 (compute, kernel matmul): poisons 'dev:W' after its last use, but step 0 "
+                      "(h2d) writes it with no event ordering them"}));
 }
 
 // (b) sq put on y's bytes while y is still needed (read at step 15).
@@ -156,6 +159,52 @@ TEST(PlanVerifier, ReadAfterLastUse) {
                      "are dead"});
 }
 
+// A dead DEVICE tensor is poisoned on the stream of its last_use_step right
+// after that step (the CUDA backend's --poison): with 'loss' dying at compute's
+// step 12, the poison may overwrite it before d2h's copy of it (step 8) reads
+// it, since nothing orders d2h before compute there.
+TEST(PlanVerifier, PoisonBeforeAnotherStreamsRead) {
+  plan::Plan plan = linearPlan(plan::F32);
+  tensorNamed(plan, "loss").set_last_use_step(12);
+  EXPECT_EQ(verifySchedule(plan),
+            Failures{"step 12 (compute, kernel fill): poisons 'loss' after its last use, but step 8 (d2h) "
+                     "reads it with no event ordering them"});
+}
+
+// The poison is a write at last_use_step, which may lie after the tensor's last
+// access: a later tensor in the same bytes must wait for that step, not only for
+// the last access. Here 'sq' (last read at step 5) dies at step 12, and an h2d
+// copy into its bytes waits only for step 5 (loss_ready).
+TEST(PlanVerifier, ReuseBeforeThePoison) {
+  plan::Plan plan = linearPlan(plan::F32);
+  plan::Tensor& sq = tensorNamed(plan, "sq");
+  sq.set_last_use_step(12);
+  plan::Tensor reuse = tensorNamed(plan, "dev:W");
+  reuse.set_name("dev:W2");
+  reuse.set_id(static_cast<uint32_t>(plan.tensors_size()));
+  reuse.mutable_buffer()->set_offset(tensorNamed(plan, "sq").buffer().offset());
+  const uint32_t x = tensorNamed(plan, "x").id();  // written by the runtime before every step
+  const uint32_t index = static_cast<uint32_t>(plan.steps_size());
+  reuse.set_last_use_step(index + 1);
+  tensorNamed(plan, "x").set_last_use_step(-1);  // the copy source lives on, unpoisoned
+  *plan.add_tensors() = reuse;
+  plan::Step* wait = plan.add_steps();
+  wait->set_index(index);
+  wait->set_stream("h2d");
+  wait->mutable_wait()->set_event("loss_ready");
+  plan::Step* copy = plan.add_steps();
+  copy->set_index(index + 1);
+  copy->set_stream("h2d");
+  copy->mutable_copy()->set_src(x);
+  copy->mutable_copy()->set_dst(reuse.id());
+  EXPECT_EQ(verifySchedule(plan),
+            Failures{"step " + std::to_string(index + 1) + " (h2d, copy): writes 'dev:W2' over bytes of 'sq' "
+                     "poisoned after its last use by step 12 (compute) with no event ordering them"});
+  // Waiting for an event recorded after step 12 (dw_ready, after step 17) orders it.
+  plan.mutable_steps(static_cast<int>(index))->mutable_wait()->set_event("dw_ready");
+  EXPECT_EQ(verifySchedule(plan), Failures{});
+}
+
 // A read of a tensor no step writes (and the runtime does not either).
 TEST(PlanVerifier, ReadOfATensorNothingWrites) {
   plan::Plan plan = linearPlan(plan::F32);
@@ -177,7 +226,7 @@ TEST(PlanVerifier, RunsWhenAPlanIsValidated) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
                  "t.plan: plan verifier: step 2 (compute, kernel matmul): reads 'dev:W' written by step 0 "
-                 "(h2d) with no event ordering them (and 1 more)");
+                 "(h2d) with no event ordering them (and 2 more)");
   }
 }
 

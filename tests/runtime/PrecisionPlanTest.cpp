@@ -187,7 +187,9 @@ TEST(PrecisionPlan, VerifierWantsTheUpdateOrderedAfterTheFetchOfTheCopy) {
   EXPECT_EQ(verifySchedule(plan),
             (std::vector<std::string>{
                 "step 3 (compute, kernel matmul): reads 'dev:W' written by step 0 (h2d) with no event ordering them",
-                "step 21 (host, host_task ADAMW): writes 'compute:W' read by step 0 (h2d) with no event ordering them"}));
+                "step 21 (host, host_task ADAMW): writes 'compute:W' read by step 0 (h2d) with no event ordering them",
+                "step 3 (compute, kernel matmul): poisons 'dev:W' after its last use, but step 0 (h2d) writes it "
+                "with no event ordering them"}));
 }
 
 }  // namespace

@@ -15,7 +15,12 @@
 //
 // A step's dependencies are, on every other stream: the latest write of any
 // tensor overlapping one it reads (RAW), and the latest read or write of any
-// tensor overlapping one it writes (WAR, WAW). A dependency whose clock value
+// tensor overlapping one it writes (WAR, WAW); at a DEVICE tensor's
+// last_use_step, also the latest read or write of that tensor (its death:
+// the runtime may poison the bytes on the step's stream right after it),
+// and that death counts as a write of the tensor at that step, so a later
+// tensor that reuses its bytes waits for the poison too (a last_use_step may
+// lie after the tensor's last access). A dependency whose clock value
 // the step's stream already knows is implied and dropped; of the rest, one
 // implied by another (through that one's clock) is dropped too. Each that is
 // left gets a `record` right after the earlier step (one per step, shared by
@@ -168,6 +173,19 @@ std::size_t insertEvents(pb::Plan &plan) {
   std::vector<std::vector<int>> stepOn(streams);
   std::map<std::string, Clock> recorded; // events already in the plan
 
+  // dyingAt[step]: the DEVICE tensors (CONSTANTs never die) whose
+  // last_use_step it is.
+  std::vector<std::vector<uint32_t>> dyingAt(static_cast<size_t>(stepCount));
+  for (uint32_t id = 0; id < tensorCount; ++id) {
+    const pb::Tensor &tensor = plan.tensors(id);
+    const int64_t last = tensor.last_use_step();
+    const uint32_t pool = tensor.buffer().pool();
+    if (last >= 0 && last < stepCount && tensor.role() != pb::CONSTANT &&
+        pool < static_cast<uint32_t>(plan.pools_size()) &&
+        plan.pools(static_cast<int>(pool)).tier() == pb::DEVICE)
+      dyingAt[static_cast<size_t>(last)].push_back(id);
+  }
+
   std::vector<std::string> recordAfter(static_cast<size_t>(stepCount));
   std::vector<std::vector<std::string>> waitsBefore(static_cast<size_t>(stepCount));
   size_t added = 0;
@@ -203,6 +221,12 @@ std::size_t insertEvents(pb::Plan &plan) {
       require(id, false);
     for (uint32_t id : access.writes)
       require(id, true);
+    // A DEVICE tensor dies here: the runtime may poison its bytes on this
+    // stream right after this step, a write that must follow every access
+    // on the other streams (an offload's d2h copy, say).
+    for (uint32_t id : dyingAt[static_cast<size_t>(s)])
+      for (size_t y = 0; y < streams; ++y)
+        need[y] = std::max({need[y], lastRead[id * streams + y], lastWrite[id * streams + y]});
 
     std::vector<size_t> pending;
     for (size_t y = 0; y < streams; ++y)
@@ -236,6 +260,10 @@ std::size_t insertEvents(pb::Plan &plan) {
     for (uint32_t id : access.writes)
       if (id < tensorCount)
         lastWrite[id * streams + x] = current[x];
+    // The poison is a write of the dead bytes here: a later tensor that
+    // reuses them must wait for it, not only for the last access.
+    for (uint32_t id : dyingAt[static_cast<size_t>(s)])
+      lastWrite[id * streams + x] = current[x];
   }
   if (added == 0)
     return 0;

@@ -40,14 +40,15 @@ func.func @main() {
 // CHECK:       format_major: 1
 // CHECK:       generator: "megatrain-compile
 
-// The device peak is at the softmax_ce_grad (step 14): x (128 B), labels (32), the constant
-// (4), h (256), s (256), the fill (4), softmax_ce_grad's result (256) and the loss (4),
-// whose bytes mt-tier holds until its copy to the host is predicted done.
+// The device peak is at the softmax_ce_grad: x (128 B), labels (32), the constant
+// (4), h (256), s (256), the fill (4) and softmax_ce_grad's result (256). Not the loss:
+// it dies at the softmax_ce_grad, which therefore waits for its copy to the host (a dead
+// tensor may be poisoned right after its last use), so its bytes are free by then.
 // The host pool holds w, the loss, grad:w, adam_m:w and adam_v:w: 4 * 512 + 4
 // bytes live (the plan simulator counts tensor bytes, not the pool's
 // 256-byte rounding).
 // CHECK:       predicted_peak {
-// CHECK-NEXT:    peak_bytes: 940
+// CHECK-NEXT:    peak_bytes: 936
 // CHECK:       predicted_peak {
 // CHECK-NEXT:    pool: 1
 // CHECK-NEXT:    peak_bytes: 2052
@@ -77,7 +78,7 @@ func.func @main() {
 // CHECK:         last_use_step: 3
 // CHECK:       name: "%1.0:matmul"
 // CHECK:         role: ACTIVATION
-// CHECK:         last_use_step: 16
+// CHECK:         last_use_step: 17
 
 // A constant carries its little-endian bytes (2.0f = 00 00 00 40) and never dies.
 // CHECK:       name: "%const0"
@@ -86,12 +87,13 @@ func.func @main() {
 // CHECK-NEXT:    last_use_step: -1
 
 // The loss value is read by the d2h copy (step 9), not by READ_LOSS, and its
-// bytes are held until the softmax_ce_grad (step 14), when the compute after the
-// copy's issue covers the copy's predicted time (mt-tier).
+// bytes are held until the softmax_ce_grad (step 15), when the compute after the
+// copy's issue covers the copy's predicted time (mt-tier); that step waits for
+// the copy (e2, step 14), so the loss's poison follows it.
 // CHECK:       id: 8
 // CHECK-NEXT:    name: "%4.0:softmax_ce"
 // CHECK:         role: LOSS
-// CHECK:         last_use_step: 14
+// CHECK:         last_use_step: 15
 // CHECK:       id: 9
 // CHECK-NEXT:    name: "loss"
 // CHECK:         role: LOSS_READOUT
@@ -178,8 +180,8 @@ func.func @main() {
 
 // Without reuse the arena is the sum of the aligned sizes (11 x 256 + 2 x 512).
 // The predicted peak counts live bytes over predicted time; it is the same
-// 940 bytes as with reuse, where the loss's bytes are held during its copy too.
-// NOREUSE:       peak_bytes: 940
+// 936 bytes as with reuse, where the softmax_ce_grad waits for the loss's copy too.
+// NOREUSE:       peak_bytes: 936
 // NOREUSE:       name: "device"
 // NOREUSE-NEXT:  tier: DEVICE
 // NOREUSE-NEXT:  size_bytes: 3840

@@ -10,9 +10,9 @@
 //    1 h2d      record e0                 11 compute  fill (its bytes are not the
 //    2 compute  wait e0                               loss's: mt-tier holds the loss
 //    3 compute  matmul x, dev:w                       until its copy is predicted done)
-//    4 compute  softmax_ce                12 compute  softmax_ce_grad
-//    5 compute  record e1                 13 compute  wait e2 (dw reuses the loss's
-//    6 d2h      wait e1                               bytes, which the copy reads)
+//    4 compute  softmax_ce                12 compute  wait e2 (the loss dies at 13:
+//    5 compute  record e1                             its poison follows the copy)
+//    6 d2h      wait e1                   13 compute  softmax_ce_grad (dw reuses the loss's bytes)
 //    7 d2h      copy loss                 14 compute  matmul dw
 //    8 d2h      record e2                 15 compute  record e3
 //    9 host     wait e2                   16-18 d2h   wait e3, copy dw -> grad:w, record e4
@@ -80,14 +80,16 @@ func.func @main() {
 // CHECK:          kind: READ_LOSS
 
 // The fill right after the loss needs no event: the loss's bytes are held
-// while its copy runs. The matmul that reuses them later waits for e2.
+// while its copy runs. The loss dies at softmax_ce_grad, its last use (a
+// poisoning runtime overwrites its bytes right after it), so that step waits
+// for e2, the copy's read; the matmul that reuses the bytes is then ordered too.
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   kernel {
 // CHECK-NEXT:     kernel: "fill"
-// CHECK:        kernel: "softmax_ce_grad"
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   wait {
 // CHECK-NEXT:     event: "e2"
+// CHECK:        kernel: "softmax_ce_grad"
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   kernel {
 // CHECK-NEXT:     kernel: "matmul"

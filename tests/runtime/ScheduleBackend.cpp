@@ -1,0 +1,199 @@
+// ScheduleBackend.cpp - a backend that runs a plan's streams in an adversarial interleaving.
+#include "ScheduleBackend.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "megatrain/runtime/Error.h"
+
+namespace megatrain::runtime::testing {
+
+ScheduleBackend::ScheduleBackend(std::unique_ptr<Backend> inner, ScheduleOptions options)
+    : inner_(std::move(inner)), options_(std::move(options)), rng_(options_.seed) {}
+
+void ScheduleBackend::prepare(const plan::Plan& plan) {
+  drain();
+  inner_->prepare(plan);
+  plan_ = &plan;
+  streamNames_.clear();
+  queues_.clear();
+  events_.clear();
+  for (const std::string& stream : plan.streams())
+    if (!queues_.count(stream)) queues_[stream], streamNames_.push_back(stream);
+  for (const plan::Step& step : plan.steps())
+    if (!queues_.count(step.stream())) queues_[step.stream()], streamNames_.push_back(step.stream());
+}
+
+std::string ScheduleBackend::currentStream() const {
+  if (!plan_ || currentStep_ >= static_cast<uint32_t>(plan_->steps_size()))
+    throw Error("schedule backend: work issued outside a plan step");
+  return plan_->steps(static_cast<int>(currentStep_)).stream();
+}
+
+void ScheduleBackend::enqueue(const std::string& stream, Entry entry) {
+  entry.issued = nextIssue_++;
+  entry.step = currentStep_;
+  auto it = queues_.find(stream);
+  if (it == queues_.end()) {
+    streamNames_.push_back(stream);
+    it = queues_.emplace(stream, std::deque<Entry>{}).first;
+  }
+  it->second.push_back(std::move(entry));
+}
+
+void ScheduleBackend::enqueueWork(const std::string& stream, std::function<void()> work, std::string what) {
+  Entry entry;
+  entry.what = std::move(what);
+  entry.kind = Entry::Kind::Work;
+  entry.work = std::move(work);
+  enqueue(stream, std::move(entry));
+}
+
+void ScheduleBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
+  enqueueWork(currentStream(), [this, &src, &dst] { inner_->copy(src, dst); });
+}
+
+void ScheduleBackend::launchKernel(uint32_t step) {
+  enqueueWork(currentStream(), [this, step] { inner_->launchKernel(step); });
+}
+
+void ScheduleBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
+                               const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
+                               const plan::Tensor* compute) {
+  enqueueWork(currentStream(), [this, &param, &grad, &m, &v, hyper, t, compute] {
+    inner_->runAdamW(param, grad, m, v, hyper, t, compute);
+  });
+}
+
+void ScheduleBackend::runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) {
+  enqueueWork(currentStream(), [this, &acc, &addend] { inner_->runAccumulate(acc, addend); });
+}
+
+void ScheduleBackend::readLoss(const plan::Tensor& readout, double* loss) {
+  enqueueWork(currentStream(), [this, &readout, loss] { inner_->readLoss(readout, loss); });
+}
+
+void ScheduleBackend::recordEvent(const std::string& event, const std::string& stream) {
+  Entry entry;
+  entry.kind = Entry::Kind::Record;
+  entry.event = event;
+  entry.record = ++nextRecord_;
+  events_[event].latestQueued = entry.record;
+  enqueue(stream, std::move(entry));
+}
+
+void ScheduleBackend::waitEvent(const std::string& event, const std::string& stream) {
+  Entry entry;
+  entry.kind = Entry::Kind::Wait;
+  entry.event = event;
+  auto it = events_.find(event);
+  entry.record = it == events_.end() ? 0 : it->second.latestQueued;  // what cudaStreamWaitEvent sees now
+  enqueue(stream, std::move(entry));
+}
+
+void ScheduleBackend::poisonOnStream(const plan::Tensor& tensor, const std::string& stream) {
+  enqueueWork(stream, [this, &tensor] { inner_->poison(tensor); }, "poison " + tensor.name());
+}
+
+void ScheduleBackend::poison(const plan::Tensor& tensor) {
+  drain();
+  inner_->poison(tensor);
+}
+
+void ScheduleBackend::write(const plan::Tensor& tensor, const void* bytes, size_t size) {
+  drain();
+  inner_->write(tensor, bytes, size);
+}
+
+void ScheduleBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {
+  drain();
+  inner_->read(tensor, bytes, size);
+}
+
+std::byte* ScheduleBackend::hostData(const plan::Tensor& tensor) {
+  drain();
+  return inner_->hostData(tensor);
+}
+
+bool ScheduleBackend::ready(const Entry& entry) const {
+  if (entry.kind != Entry::Kind::Wait || entry.record == 0) return true;
+  auto it = events_.find(entry.event);
+  return it != events_.end() && it->second.done.count(entry.record) != 0;
+}
+
+void ScheduleBackend::drain() const {
+  std::vector<size_t> candidates;
+  for (;;) {
+    candidates.clear();
+    bool work = false;
+    for (size_t i = 0; i < streamNames_.size(); ++i) {
+      const std::deque<Entry>& queue = queues_.at(streamNames_[i]);
+      if (queue.empty()) continue;
+      work = true;
+      if (ready(queue.front())) candidates.push_back(i);
+    }
+    if (!work) return;
+    if (candidates.empty()) {
+      std::string blocked;
+      for (const std::string& name : streamNames_) {
+        const std::deque<Entry>& queue = queues_.at(name);
+        if (queue.empty()) continue;
+        blocked += (blocked.empty() ? "" : ", ") + name + " at step " + std::to_string(queue.front().step) +
+                   " (wait " + queue.front().event + ")";
+      }
+      throw Error("schedule backend: deadlock: every stream with work waits for an event that never completes: " +
+                  blocked);
+    }
+    auto front = [&](size_t i) -> const Entry& { return queues_.at(streamNames_[i]).front(); };
+    size_t pick = candidates.front();
+    switch (options_.policy) {
+      case SchedulePolicy::Random:
+        pick = candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng_)];
+        break;
+      case SchedulePolicy::Behind:
+        for (size_t i : candidates)
+          if (front(i).issued < front(pick).issued) pick = i;
+        break;
+      case SchedulePolicy::Ahead:
+        for (size_t i : candidates)
+          if (front(i).issued > front(pick).issued) pick = i;
+        break;
+      case SchedulePolicy::Starve: {
+        std::vector<size_t> others;
+        for (size_t i : candidates)
+          if (streamNames_[i] != options_.starved) others.push_back(i);
+        if (!others.empty())
+          pick = others[std::uniform_int_distribution<size_t>(0, others.size() - 1)(rng_)];
+        break;
+      }
+    }
+    std::deque<Entry>& queue = queues_.at(streamNames_[pick]);
+    Entry entry = std::move(queue.front());
+    queue.pop_front();
+    for (size_t i = 0; i < streamNames_.size(); ++i) {
+      const std::deque<Entry>& other = queues_.at(streamNames_[i]);
+      if (i != pick && !other.empty() && other.front().issued < entry.issued) {
+        ++overtaking_;
+        break;
+      }
+    }
+    ++entriesRun_;
+    switch (entry.kind) {
+      case Entry::Kind::Work:
+        inner_->setCurrentStep(entry.step);
+        try {
+          entry.work();
+        } catch (const Error& e) {
+          throw Error("schedule backend: step " + std::to_string(entry.step) + ": " + e.what());
+        }
+        break;
+      case Entry::Kind::Record:
+        events_[entry.event].done.insert(entry.record);
+        break;
+      case Entry::Kind::Wait:
+        break;
+    }
+  }
+}
+
+}  // namespace megatrain::runtime::testing

@@ -1,0 +1,198 @@
+// ScheduleSimTest.cpp - ScheduleBackend on hand-built plans: sound plans give plan order's bits
+// under every interleaving, a missing event is found.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ScheduleBackend.h"
+#include "TinyPlans.h"
+#include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/PlanVerifier.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+struct Result {
+  std::vector<double> losses;
+  std::vector<std::byte> weights, output;
+};
+
+class ScheduleSim : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    std::mt19937 rng(11);
+    writeModel(dir_ + "/linear.onnx", {{"W", randomTensor({3, 2}, plan::F64, rng)}});
+  }
+
+  Result run(const plan::Plan& plan, std::unique_ptr<Backend> backend) {
+    Executor executor(plan, std::move(backend));
+    executor.loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
+    HostArray x = HostArray::zeros(ElementType::F64, {4, 3});
+    for (int i = 0; i < 12; ++i) x.data<double>()[i] = 0.3 * i - 1.5;
+    executor.setInput("x", x);
+    Result result;
+    for (int s = 0; s < 3; ++s) result.losses.push_back(executor.runStep());
+    result.weights = executor.readBytes("W");
+    if (executor.hasTensor("output:y")) result.output = executor.readBytes("output:y");
+    return result;
+  }
+
+  static std::unique_ptr<Backend> scheduled(ScheduleOptions options) {
+    return std::make_unique<ScheduleBackend>(std::make_unique<CpuBackend>(), std::move(options));
+  }
+
+  static std::vector<ScheduleOptions> schedules() {
+    std::vector<ScheduleOptions> all;
+    for (uint64_t seed = 1; seed <= 8; ++seed) all.push_back({SchedulePolicy::Random, seed, ""});
+    all.push_back({SchedulePolicy::Behind, 0, ""});
+    all.push_back({SchedulePolicy::Ahead, 0, ""});
+    for (const char* stream : {"h2d", "compute", "d2h", "host"}) all.push_back({SchedulePolicy::Starve, 3, stream});
+    return all;
+  }
+
+  // How many schedules give other bits than plan order.
+  int differing(const plan::Plan& plan) {
+    const Result reference = run(plan, std::make_unique<CpuBackend>());
+    for (double loss : reference.losses) EXPECT_TRUE(std::isfinite(loss));
+    int count = 0;
+    for (const ScheduleOptions& options : schedules()) {
+      const Result result = run(plan, scheduled(options));
+      const bool same = std::memcmp(result.losses.data(), reference.losses.data(),
+                                    reference.losses.size() * sizeof(double)) == 0 &&
+                        result.weights == reference.weights && result.output == reference.output;
+      count += same ? 0 : 1;
+    }
+    return count;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ScheduleSim, SoundPlanGivesPlanOrderBitsUnderEverySchedule) {
+  for (bool keepOutput : {false, true}) {
+    const plan::Plan plan = linearPlan(plan::F64, keepOutput);
+    ASSERT_EQ(verifySchedule(plan), std::vector<std::string>{});
+    EXPECT_EQ(differing(plan), 0);
+  }
+}
+
+TEST_F(ScheduleSim, SchedulesLeavePlanOrder) {
+  auto* backend = new ScheduleBackend(std::make_unique<CpuBackend>(), {SchedulePolicy::Ahead, 0, ""});
+  Executor executor(linearPlan(plan::F64), std::unique_ptr<Backend>(backend));
+  executor.loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
+  executor.setInput("x", HostArray::zeros(ElementType::F64, {4, 3}));
+  executor.runStep();
+  EXPECT_GT(backend->entriesRun(), 20u);
+  EXPECT_GT(backend->entriesOvertaking(), 0u);
+}
+
+// Runs one training step of `plan` straight on `backend` (no executor, so no
+// verifier: the plan may be broken on purpose), poisoning each dead DEVICE
+// tensor after its last_use_step on that step's stream; returns W after it.
+std::vector<double> stepDirectly(const plan::Plan& plan, Backend& backend) {
+  backend.prepare(plan);
+  auto byName = [&](const std::string& name) -> const plan::Tensor& {
+    for (const plan::Tensor& t : plan.tensors())
+      if (t.name() == name) return t;
+    throw Error("no tensor " + name);
+  };
+  std::vector<double> w{0.5, -0.25, 1.0, 0.75, -1.0, 0.125}, x(12), zeros(6, 0.0);
+  for (int i = 0; i < 12; ++i) x[static_cast<size_t>(i)] = 0.2 * i - 1.0;
+  backend.write(byName("W"), w.data(), 48);
+  backend.write(byName("x"), x.data(), 96);
+  backend.write(byName("adam_m:W"), zeros.data(), 48);
+  backend.write(byName("adam_v:W"), zeros.data(), 48);
+  double loss = 0;
+  plan::AdamW hyper;
+  hyper.set_lr(0.1);
+  hyper.set_beta1(0.9);
+  hyper.set_beta2(0.999);
+  hyper.set_eps(1e-8);
+  for (const plan::Step& step : plan.steps()) {
+    backend.setCurrentStep(step.index());
+    if (step.has_kernel()) backend.launchKernel(step.index());
+    if (step.has_copy())
+      backend.copy(plan.tensors(static_cast<int>(step.copy().src())), plan.tensors(static_cast<int>(step.copy().dst())));
+    if (step.has_record()) backend.recordEvent(step.record().event(), step.stream());
+    if (step.has_wait()) backend.waitEvent(step.wait().event(), step.stream());
+    if (step.has_host_task()) {
+      auto operand = [&](int k) -> const plan::Tensor& {
+        return plan.tensors(static_cast<int>(step.host_task().tensors(k)));
+      };
+      if (step.host_task().kind() == plan::HostTask::ADAMW)
+        backend.runAdamW(operand(0), operand(1), operand(2), operand(3), hyper, 1);
+      else
+        backend.readLoss(operand(0), &loss);
+    }
+    for (const plan::Tensor& t : plan.tensors())
+      if (t.last_use_step() == static_cast<int64_t>(step.index()) && t.role() != plan::CONSTANT &&
+          plan.pools(static_cast<int>(t.buffer().pool())).tier() == plan::DEVICE)
+        backend.poisonOnStream(t, step.stream());
+  }
+  backend.synchronize();
+  std::vector<double> result(6);
+  backend.read(byName("W"), result.data(), 48);
+  return result;
+}
+
+// Without the wait that orders d2h's gradient copy after the compute step that
+// writes dW, a schedule that runs d2h early copies poison into the gradient.
+TEST_F(ScheduleSim, FindsAMissingWait) {
+  plan::Plan plan = linearPlan(plan::F64);
+  ASSERT_TRUE(plan.steps(19).has_wait());
+  ASSERT_EQ(plan.steps(19).wait().event(), "dw_ready");
+  plan.mutable_steps(19)->mutable_wait()->set_event("loss_ready");  // orders nothing new for d2h here
+  ASSERT_FALSE(verifySchedule(plan).empty());
+  CpuBackend reference;
+  const std::vector<double> expected = stepDirectly(plan, reference);
+  for (double value : expected) ASSERT_TRUE(std::isfinite(value));
+  int differing = 0;
+  for (const ScheduleOptions& options : schedules()) {
+    ScheduleBackend backend(std::make_unique<CpuBackend>(), options);
+    differing += stepDirectly(plan, backend) == expected ? 0 : 1;
+  }
+  EXPECT_GT(differing, 0);
+  // The intact plan: every schedule agrees.
+  const plan::Plan intact = linearPlan(plan::F64);
+  CpuBackend again;
+  const std::vector<double> intactExpected = stepDirectly(intact, again);
+  for (const ScheduleOptions& options : schedules()) {
+    ScheduleBackend backend(std::make_unique<CpuBackend>(), options);
+    EXPECT_EQ(stepDirectly(intact, backend), intactExpected);
+  }
+}
+
+// A wait that is queued before the record it means waits for nothing
+// (cudaStreamWaitEvent's rule): the latest record so far, here none.
+TEST_F(ScheduleSim, AWaitQueuedBeforeItsRecordWaitsForNothing) {
+  auto* backend = new ScheduleBackend(std::make_unique<CpuBackend>(), {SchedulePolicy::Starve, 1, "h2d"});
+  plan::Plan plan = linearPlan(plan::F64);
+  Executor executor(plan, std::unique_ptr<Backend>(backend));
+  executor.loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
+  executor.writeTensor("x", std::vector<double>(12, 0.5));
+  // Issue the compute wait before h2d's record: the wait is ready at once, so
+  // compute runs its matmul on the 0xFF bytes of dev:W while h2d is starved.
+  const plan::Tensor& w = plan.tensors(0);
+  const plan::Tensor& devW = plan.tensors(5);
+  ASSERT_EQ(devW.name(), "dev:W");
+  backend->setCurrentStep(2);
+  backend->waitEvent("w_ready", "compute");
+  backend->setCurrentStep(3);
+  backend->launchKernel(3);
+  backend->setCurrentStep(0);
+  backend->copy(w, devW);
+  backend->setCurrentStep(1);
+  backend->recordEvent("w_ready", "h2d");
+  backend->synchronize();
+  const std::vector<double> y = executor.readTensor("y");
+  EXPECT_TRUE(std::isnan(y[0]));
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
