@@ -187,6 +187,15 @@ private:
     auto it = std::upper_bound(boundaries.begin(), boundaries.end(), first);
     return it == boundaries.end() ? -1 : *it;
   }
+  /// With micro-batches, each micro-batch's loss is a scalar forward value
+  /// that the mean at the end of the step reads: the policies leave such
+  /// tiny values alone (freeing them saves nothing, and a rebuild would keep
+  /// its inputs live to the end).
+  bool tinyAcrossMicrobatches(const LiveValue &value) const {
+    auto type = mlir::dyn_cast<mlir::RankedTensorType>(value.value.getType());
+    return boundaries.size() > 1 && type && type.hasStaticShape() &&
+           type.getNumElements() <= 4;
+  }
   // Values that replaced an original value for its later uses.
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value, 2>> replacements;
 
@@ -742,7 +751,8 @@ void Planner::applyOffloadPolicy() {
   for (const LiveValue &value : values) {
     mlir::Operation *def = value.value.getDefiningOp();
     int64_t start = boundaryOf(value.first);
-    if (start < 0 || mlir::isa<mt::InputOp, mt::ConstantOp>(def))
+    if (start < 0 || mlir::isa<mt::InputOp, mt::ConstantOp>(def) ||
+        tinyAcrossMicrobatches(value))
       continue;
     if (value.last < start)
       continue;
@@ -803,7 +813,7 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
   for (const LiveValue &value : values) {
     mlir::Operation *def = value.value.getDefiningOp();
     int64_t start = boundaryOf(value.first);
-    if (start < 0 || value.last < start)
+    if (start < 0 || value.last < start || tinyAcrossMicrobatches(value))
       continue;
     if (mlir::isa<mt::ParamOp>(def)) {
       params.push_back(value.value);
