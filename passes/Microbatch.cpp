@@ -26,11 +26,18 @@
 // graph output) stays in micro-batch 0 only, so the readout holds
 // micro-batch 0's value.
 //
+// Every op of micro-batch k's backward that has operands (the ops after the
+// original mt.loss in block order, mt-autodiff appends them there, and the
+// scales and sinks above) carries `mt.microbatch_backward = k`, so mt-tier
+// can split forward from backward inside each micro-batch
+// (passes/Tiering.cpp).
+//
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <string>
@@ -94,10 +101,28 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
     SmallVector<mt::ParamGradOp> grads(block.getOps<mt::ParamGradOp>());
 
     // The body: every op but the loss, the gradients' sinks and the return.
+    // mt-autodiff appends the backward after the loss: the ops after it in
+    // block order are backward ops.
     SmallVector<Operation *> body;
-    for (Operation &op : block.without_terminator())
-      if (!isa<mt::LossOp, mt::ParamGradOp>(op))
+    DenseSet<Operation *> backward;
+    bool afterLoss = false;
+    for (Operation &op : block.without_terminator()) {
+      if (&op == loss.getOperation())
+        afterLoss = true;
+      if (!isa<mt::LossOp, mt::ParamGradOp>(op)) {
         body.push_back(&op);
+        if (afterLoss)
+          backward.insert(&op);
+      }
+    }
+    // Each backward op carries its micro-batch index (see
+    // mt::attr::kMicrobatchBackward); ops without operands (constants) stay
+    // unmarked so that CSE still shares them.
+    auto markBackward = [&](Operation *op, int64_t k) {
+      if (op->getNumOperands() != 0)
+        op->setAttr(mt::attr::kMicrobatchBackward,
+                    IntegerAttr::get(IntegerType::get(op->getContext(), 64), k));
+    };
 
     // Per parameter, its gradient in every micro-batch.
     SmallVector<SmallVector<Value>> parts;
@@ -114,6 +139,8 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
         if (isa<mt::OutputOp>(op))
           continue;
         Operation *clone = builder.clone(*op, mapping);
+        if (backward.contains(op))
+          markBackward(clone, k);
         if (auto input = dyn_cast<mt::InputOp>(clone))
           input.setName((input.getName() + suffix).str());
       }
@@ -121,6 +148,9 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
         parts[i].push_back(mapping.lookup(grad.getGrad()));
       lossValues.push_back(mapping.lookup(loss.getValue()));
     }
+
+    for (Operation *op : backward)
+      markBackward(op, 0);
 
     // Each part, scaled by 1/N, goes to its sink right after its definition.
     double inverse = 1.0 / static_cast<double>(count);
@@ -133,12 +163,15 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
           sink.setInsertionPointToStart(&block);
         Value scaled = sink.create<mt::ScaleOp>(grad.getLoc(), part,
                                                 sink.getF64FloatAttr(inverse));
+        Operation *sinkOp;
         if (static_cast<int64_t>(k) + 1 < count)
-          sink.create<mt::GradPartOp>(grad.getLoc(), scaled, grad.getParamAttr(),
-                                      sink.getI64IntegerAttr(k),
-                                      sink.getI64IntegerAttr(count));
+          sinkOp = sink.create<mt::GradPartOp>(grad.getLoc(), scaled, grad.getParamAttr(),
+                                               sink.getI64IntegerAttr(k),
+                                               sink.getI64IntegerAttr(count));
         else
-          sink.create<mt::ParamGradOp>(grad.getLoc(), scaled, grad.getParamAttr());
+          sinkOp = sink.create<mt::ParamGradOp>(grad.getLoc(), scaled, grad.getParamAttr());
+        markBackward(scaled.getDefiningOp(), static_cast<int64_t>(k));
+        markBackward(sinkOp, static_cast<int64_t>(k));
       }
       grad.erase();
     }

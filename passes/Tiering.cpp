@@ -178,6 +178,24 @@ private:
   std::vector<int64_t> liveBytes;
   llvm::StringMap<int64_t> updatePosition; // param name -> its mt.adamw
   int64_t backwardStart = 0;               // first position after the loss
+  // Where backward starts, per micro-batch, ascending: the first op marked
+  // mt.microbatch_backward = k for each k, or {backwardStart} without marks.
+  std::vector<int64_t> boundaries;
+  /// The backward start of the micro-batch whose forward defines a value
+  /// first live at `first`, or -1 when it is defined in the last backward.
+  int64_t boundaryOf(int64_t first) const {
+    auto it = std::upper_bound(boundaries.begin(), boundaries.end(), first);
+    return it == boundaries.end() ? -1 : *it;
+  }
+  /// With micro-batches, each micro-batch's loss is a scalar forward value
+  /// that the mean at the end of the step reads: the policies leave such
+  /// tiny values alone (freeing them saves nothing, and a rebuild would keep
+  /// its inputs live to the end).
+  bool tinyAcrossMicrobatches(const LiveValue &value) const {
+    auto type = mlir::dyn_cast<mlir::RankedTensorType>(value.value.getType());
+    return boundaries.size() > 1 && type && type.hasStaticShape() &&
+           type.getNumElements() <= 4;
+  }
   // Values that replaced an original value for its later uses.
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value, 2>> replacements;
 
@@ -255,6 +273,23 @@ void Planner::analyze() {
     if (mlir::isa<mt::LossOp>(op) && backwardStart == n)
       backwardStart = i + 1;
   }
+  // Micro-batches (mt-microbatch): each splits at its own first backward op.
+  // Ops cloned here to recompute a value are not backward ops.
+  llvm::DenseMap<int64_t, int64_t> firstBackward;
+  for (int64_t i = 0; i < n; ++i) {
+    mlir::Operation *op = order[i];
+    auto mark = op->getAttrOfType<mlir::IntegerAttr>(mt::attr::kMicrobatchBackward);
+    if (!mark || op->hasAttr(mt::attr::kRecompute))
+      continue;
+    firstBackward.try_emplace(mark.getInt(), i);
+  }
+  boundaries.clear();
+  for (const auto &entry : firstBackward)
+    boundaries.push_back(entry.second);
+  if (boundaries.empty())
+    boundaries.push_back(backwardStart);
+  llvm::sort(boundaries);
+  boundaries.erase(std::unique(boundaries.begin(), boundaries.end()), boundaries.end());
   computePrefix.assign(n + 1, 0);
   h2dPrefix.assign(n + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -715,9 +750,11 @@ void Planner::applyOffloadPolicy() {
   std::vector<mlir::Value> targets;
   for (const LiveValue &value : values) {
     mlir::Operation *def = value.value.getDefiningOp();
-    if (value.first >= backwardStart || mlir::isa<mt::InputOp, mt::ConstantOp>(def))
+    int64_t start = boundaryOf(value.first);
+    if (start < 0 || mlir::isa<mt::InputOp, mt::ConstantOp>(def) ||
+        tinyAcrossMicrobatches(value))
       continue;
-    if (value.last < backwardStart)
+    if (value.last < start)
       continue;
     if (!isFetch(def) && !recomputable(def))
       continue;
@@ -726,7 +763,8 @@ void Planner::applyOffloadPolicy() {
   for (mlir::Value target : targets) {
     analyze();
     int64_t a, b;
-    if (!live(target)->gapBefore(backwardStart, a, b))
+    int64_t start = boundaryOf(live(target)->first);
+    if (start < 0 || !live(target)->gapBefore(start, a, b))
       continue;
     mlir::Operation *def = target.getDefiningOp();
     int64_t deadline = isFetch(def) ? fetchDeadline(def) : static_cast<int64_t>(order.size());
@@ -757,7 +795,7 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
   // Layer of each forward op: the largest layer among the parameters it reads
   // and its operands' producers.
   llvm::DenseMap<mlir::Operation *, int64_t> layer;
-  for (int64_t i = 0; i < backwardStart && i < static_cast<int64_t>(order.size()); ++i) {
+  for (int64_t i = 0; i < boundaries.back() && i < static_cast<int64_t>(order.size()); ++i) {
     mlir::Operation *op = order[i];
     int64_t l = -1;
     if (auto param = mlir::dyn_cast<mt::ParamOp>(op))
@@ -774,7 +812,8 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
   std::vector<mlir::Value> params;
   for (const LiveValue &value : values) {
     mlir::Operation *def = value.value.getDefiningOp();
-    if (value.first >= backwardStart || value.last < backwardStart)
+    int64_t start = boundaryOf(value.first);
+    if (start < 0 || value.last < start || tinyAcrossMicrobatches(value))
       continue;
     if (mlir::isa<mt::ParamOp>(def)) {
       params.push_back(value.value);
@@ -788,13 +827,13 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
     bool boundary = false;
     for (mlir::Operation *user : value.value.getUsers()) {
       auto it = position.find(user);
-      if (it->second < backwardStart && layer.lookup(user) != l)
+      if (it->second < start && layer.lookup(user) != l)
         boundary = true;
     }
     if (boundary)
       continue;
     int64_t a, b;
-    if (!value.gapBefore(backwardStart, a, b))
+    if (!value.gapBefore(start, a, b))
       continue;
     rebuild.insert(value.value);
     targets.push_back({b, value.value});
@@ -803,7 +842,8 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
   for (const auto &[unused, target] : targets) {
     analyze();
     int64_t a, b;
-    if (!live(target)->gapBefore(backwardStart, a, b))
+    int64_t start = boundaryOf(live(target)->first);
+    if (start < 0 || !live(target)->gapBefore(start, a, b))
       continue;
     // An earlier rebuild may already hold it live here.
     auto it = replacements.find(target);
@@ -831,7 +871,10 @@ mlir::LogicalResult Planner::applyCheckpointPolicy() {
     analyze();
     const LiveValue *value = live(param);
     int64_t a, b;
-    if (!value || !value->gapBefore(backwardStart, a, b))
+    if (!value)
+      continue;
+    int64_t start = boundaryOf(value->first);
+    if (start < 0 || !value->gapBefore(start, a, b))
       continue;
     auto [k, exposed] = placeFetch(a + 1, fetchDeadline(param.getDefiningOp()), b, transferOf(param));
     (void)exposed;

@@ -23,11 +23,11 @@
 // TWO-NOT:      mt.loss
 // TWO:          %[[DT0:.*]] = mt.tanh_grad %[[T0]]
 // TWO-NEXT:     %[[DB0:.*]] = mt.sum_to %[[DT0]]
-// TWO-NEXT:     %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 5.000000e-01 : f64} : tensor<3xf32>
-// TWO-NEXT:     mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, param = "b"} : tensor<3xf32>
-// TWO-NEXT:     %[[DW0:.*]] = mt.matmul %[[X0]], %[[DT0]] {transpose_a = true}
-// TWO-NEXT:     %[[PW0:.*]] = mt.scale %[[DW0]] {alpha = 5.000000e-01 : f64} : tensor<2x3xf32>
-// TWO-NEXT:     mt.grad_part %[[PW0]] {count = 2 : i64, index = 0 : i64, param = "w"} : tensor<2x3xf32>
+// TWO-NEXT:     %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 0 : i64} : tensor<3xf32>
+// TWO-NEXT:     mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "b"} : tensor<3xf32>
+// TWO-NEXT:     %[[DW0:.*]] = mt.matmul %[[X0]], %[[DT0]] {{{.*}}transpose_a = true}
+// TWO-NEXT:     %[[PW0:.*]] = mt.scale %[[DW0]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 0 : i64} : tensor<2x3xf32>
+// TWO-NEXT:     mt.grad_part %[[PW0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "w"} : tensor<2x3xf32>
 // TWO-NOT:      mt.param_grad
 // TWO:          %[[X1:.*]] = mt.input {name = "x@1"} : tensor<4x2xf32>
 // TWO-NEXT:     %[[W1:.*]] = mt.param {name = "w", trainable = true}
@@ -38,11 +38,11 @@
 // TWO-NEXT:     %[[L1:.*]] = mt.reduce_sum %[[T1]]
 // TWO:          %[[DT1:.*]] = mt.tanh_grad %[[T1]]
 // TWO-NEXT:     %[[DB1:.*]] = mt.sum_to %[[DT1]]
-// TWO-NEXT:     %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 5.000000e-01 : f64} : tensor<3xf32>
-// TWO-NEXT:     mt.param_grad %[[PB1]] {param = "b"} : tensor<3xf32>
-// TWO-NEXT:     %[[DW1:.*]] = mt.matmul %[[X1]], %[[DT1]] {transpose_a = true}
-// TWO-NEXT:     %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 5.000000e-01 : f64} : tensor<2x3xf32>
-// TWO-NEXT:     mt.param_grad %[[PW1]] {param = "w"} : tensor<2x3xf32>
+// TWO-NEXT:     %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 1 : i64} : tensor<3xf32>
+// TWO-NEXT:     mt.param_grad %[[PB1]] {mt.microbatch_backward = 1 : i64, param = "b"} : tensor<3xf32>
+// TWO-NEXT:     %[[DW1:.*]] = mt.matmul %[[X1]], %[[DT1]] {{{.*}}transpose_a = true}
+// TWO-NEXT:     %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 1 : i64} : tensor<2x3xf32>
+// TWO-NEXT:     mt.param_grad %[[PW1]] {mt.microbatch_backward = 1 : i64, param = "w"} : tensor<2x3xf32>
 // TWO-NEXT:     %[[SL:.*]] = mt.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // TWO-NEXT:     %[[ML:.*]] = mt.scale %[[SL]] {alpha = 5.000000e-01 : f64} : tensor<f32>
 // TWO-NEXT:     mt.loss %[[ML]] : tensor<f32>
@@ -52,24 +52,24 @@
 // THREE:         mt.input {name = "x"}
 // THREE-NOT:     mt.param_grad
 // THREE:         %[[DB0:.*]] = mt.sum_to
-// THREE-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 0.33333333333333331 : f64}
-// THREE-NEXT:    mt.grad_part %[[PB0]] {count = 3 : i64, index = 0 : i64, param = "b"}
+// THREE-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 0 : i64}
+// THREE-NEXT:    mt.grad_part %[[PB0]] {count = 3 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "b"}
 // THREE:         mt.input {name = "x@1"}
 // THREE:         %[[DB1:.*]] = mt.sum_to
-// THREE-NEXT:    %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 0.33333333333333331 : f64}
-// THREE-NEXT:    mt.grad_part %[[PB1]] {count = 3 : i64, index = 1 : i64, param = "b"}
-// THREE-NEXT:    %[[DW1:.*]] = mt.matmul {{.*}} {transpose_a = true}
-// THREE-NEXT:    %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 0.33333333333333331 : f64}
-// THREE-NEXT:    mt.grad_part %[[PW1]] {count = 3 : i64, index = 1 : i64, param = "w"}
+// THREE-NEXT:    %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 1 : i64}
+// THREE-NEXT:    mt.grad_part %[[PB1]] {count = 3 : i64, index = 1 : i64, mt.microbatch_backward = 1 : i64, param = "b"}
+// THREE-NEXT:    %[[DW1:.*]] = mt.matmul {{.*}} {{{.*}}transpose_a = true}
+// THREE-NEXT:    %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 1 : i64}
+// THREE-NEXT:    mt.grad_part %[[PW1]] {count = 3 : i64, index = 1 : i64, mt.microbatch_backward = 1 : i64, param = "w"}
 // THREE-NOT:     mt.param_grad
 // THREE-NOT:     mt.add {{.*}} : (tensor<3xf32>, tensor<3xf32>)
 // THREE:         mt.input {name = "x@2"}
 // THREE:         %[[DB2:.*]] = mt.sum_to
-// THREE-NEXT:    %[[MB:.*]] = mt.scale %[[DB2]] {alpha = 0.33333333333333331 : f64}
-// THREE-NEXT:    mt.param_grad %[[MB]] {param = "b"}
-// THREE-NEXT:    %[[DW2:.*]] = mt.matmul {{.*}} {transpose_a = true}
-// THREE-NEXT:    %[[MW:.*]] = mt.scale %[[DW2]] {alpha = 0.33333333333333331 : f64}
-// THREE-NEXT:    mt.param_grad %[[MW]] {param = "w"}
+// THREE-NEXT:    %[[MB:.*]] = mt.scale %[[DB2]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 2 : i64}
+// THREE-NEXT:    mt.param_grad %[[MB]] {mt.microbatch_backward = 2 : i64, param = "b"}
+// THREE-NEXT:    %[[DW2:.*]] = mt.matmul {{.*}} {{{.*}}transpose_a = true}
+// THREE-NEXT:    %[[MW:.*]] = mt.scale %[[DW2]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 2 : i64}
+// THREE-NEXT:    mt.param_grad %[[MW]] {mt.microbatch_backward = 2 : i64, param = "w"}
 // THREE-NEXT:    %[[S01:.*]] = mt.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // THREE-NEXT:    %[[S012:.*]] = mt.add %[[S01]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // THREE-NEXT:    %[[ML:.*]] = mt.scale %[[S012]] {alpha = 0.33333333333333331 : f64} : tensor<f32>
@@ -92,7 +92,7 @@
 // SCHED-LABEL: func.func @step()
 // SCHED:         %[[DB0:.*]] = mt.sum_to
 // SCHED-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]]
-// SCHED-NEXT:    mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, mt.step = {{[0-9]+}} : i64, param = "b"}
+// SCHED-NEXT:    mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, mt.step = {{[0-9]+}} : i64, param = "b"}
 // SCHED:         mt.input {{.*}}name = "x@1"
 // SCHED:         %[[DB1:.*]] = mt.sum_to
 // SCHED-NEXT:    %[[PB1:.*]] = mt.scale %[[DB1]]

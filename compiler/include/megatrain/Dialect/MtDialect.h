@@ -66,6 +66,10 @@ inline constexpr llvm::StringLiteral kPrecision = "mt.precision";
 /// type on an mt.param of a compute type (bf16), set by mt-precision: the
 /// element type of the parameter's host master (f32).
 inline constexpr llvm::StringLiteral kMasterElement = "mt.master_element";
+/// i64 on the ops of micro-batch k's backward, set by mt-microbatch (with
+/// more than one micro-batch): k. mt-tier splits forward from backward per
+/// micro-batch at the first such op of each k.
+inline constexpr llvm::StringLiteral kMicrobatchBackward = "mt.microbatch_backward";
 } // namespace attr
 
 } // namespace megatrain::mt
