@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -115,6 +116,31 @@ TEST(Accumulate, RejectsOtherDtypes) {
   accumulate(plan::F64, a, b, 2);
   EXPECT_EQ(a[0], 1.5);
   EXPECT_EQ(a[1], 2.25);
+}
+
+// Large tensors are split over the host threads: every element still gets exactly the
+// serial f32 (or f64) sum, whatever the split, including a tail that is no multiple of 16.
+TEST(Accumulate, SplitOverThreadsGivesTheSerialBits) {
+  std::mt19937_64 rng(20261130);
+  std::uniform_real_distribution<double> dist(-3.0, 3.0);
+  for (size_t count : {size_t{65535}, size_t{(1u << 20) + 7}, size_t{(3u << 20) + 13}}) {
+    std::vector<float> acc(count), addend(count), expected(count);
+    std::vector<double> accD(count), addendD(count), expectedD(count);
+    for (size_t i = 0; i < count; ++i) {
+      acc[i] = static_cast<float>(dist(rng));
+      addend[i] = static_cast<float>(dist(rng) * 1e-3);
+      expected[i] = acc[i] + addend[i];
+      accD[i] = dist(rng);
+      addendD[i] = dist(rng) * 1e-9;
+      expectedD[i] = accD[i] + addendD[i];
+    }
+    accumulate(plan::F32, acc.data(), addend.data(), count);
+    accumulate(plan::F64, accD.data(), addendD.data(), count);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(acc[i], expected[i]) << "f32 element " << i << " of " << count;
+      ASSERT_EQ(accD[i], expectedD[i]) << "f64 element " << i << " of " << count;
+    }
+  }
 }
 
 }  // namespace
