@@ -318,19 +318,6 @@ void adamwRangeF64(AdamWIsa isa, double* param, const double* grad, double* m, d
   }
 }
 
-// Splits [0, count) into `chunks` contiguous pieces on 16-element boundaries
-// and runs each as a host-pool task: run(begin, end).
-template <typename Run>
-void forEachChunk(unsigned chunks, size_t count, const Run& run) {
-  constexpr size_t kAlign = 16;
-  const size_t blocks = (count + kAlign - 1) / kAlign;
-  hostParallelFor(chunks, [&](unsigned chunk) {
-    const size_t begin = std::min(count, blocks * chunk / chunks * kAlign);
-    const size_t end = std::min(count, blocks * (chunk + 1) / chunks * kAlign);
-    if (begin < end) run(begin, end);
-  });
-}
-
 }  // namespace
 
 const char* adamwIsaName(AdamWIsa isa) {
@@ -378,7 +365,7 @@ void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* par
     const float* g = static_cast<const float*>(grad);
     float* m32 = static_cast<float*>(m);
     float* v32 = static_cast<float*>(v);
-    forEachChunk(chunks, count, [&](size_t begin, size_t end) {
+    hostParallelRanges(count, chunks, [&](size_t begin, size_t end) {
       adamwRangeF32(isa, p + begin, g + begin, m32 + begin, v32 + begin, end - begin, f,
                     bf16Copy ? bf16Copy + begin : nullptr);
     });
@@ -387,7 +374,7 @@ void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* par
     const double* g = static_cast<const double*>(grad);
     double* m64 = static_cast<double*>(m);
     double* v64 = static_cast<double*>(v);
-    forEachChunk(chunks, count, [&](size_t begin, size_t end) {
+    hostParallelRanges(count, chunks, [&](size_t begin, size_t end) {
       adamwRangeF64(isa, p + begin, g + begin, m64 + begin, v64 + begin, end - begin, c);
     });
   } else {

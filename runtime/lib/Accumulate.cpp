@@ -28,12 +28,8 @@ void addInto(T* acc, const T* addend, size_t count) {
   const unsigned chunks =
       count < kParallelMin ? 1u : static_cast<unsigned>(std::min<size_t>(hostThreadCount(), count / (kParallelMin / 2)));
   if (chunks <= 1) return addRange(acc, addend, count);
-  constexpr size_t kAlign = 16;  // chunk boundaries on 64-byte lines of f32
-  const size_t blocks = (count + kAlign - 1) / kAlign;
-  hostParallelFor(chunks, [&](unsigned chunk) {
-    const size_t begin = std::min(count, blocks * chunk / chunks * kAlign);
-    const size_t end = std::min(count, blocks * (chunk + 1) / chunks * kAlign);
-    if (begin < end) addRange(acc + begin, addend + begin, end - begin);
+  hostParallelRanges(count, chunks, [&](size_t begin, size_t end) {
+    addRange(acc + begin, addend + begin, end - begin);
   });
 }
 

@@ -127,4 +127,14 @@ void hostParallelFor(unsigned tasks, const std::function<void(unsigned)>& task) 
   pool().run(tasks, task);
 }
 
+void hostParallelRanges(size_t count, unsigned chunks, const std::function<void(size_t, size_t)>& run) {
+  constexpr size_t kAlign = 16;
+  const size_t blocks = (count + kAlign - 1) / kAlign;
+  hostParallelFor(chunks, [&](unsigned chunk) {
+    const size_t begin = std::min(count, blocks * chunk / chunks * kAlign);
+    const size_t end = std::min(count, blocks * (chunk + 1) / chunks * kAlign);
+    if (begin < end) run(begin, end);
+  });
+}
+
 }  // namespace megatrain::runtime

@@ -9,23 +9,8 @@ set -euo pipefail
 BIN=$1
 SRC=$2
 MODEL=$3
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP"
-fail() { echo "FAIL: $*"; exit 1; }
-
-if [[ $MODEL == demo || $MODEL == demo_bf16 ]]; then
-  ONNX=$SRC/frontends/models/tiny_transformer.onnx
-  PRECISION=fp32
-  [[ $MODEL == demo_bf16 ]] && PRECISION=bf16
-  COMPILE=(--shape input_ids=4x64 --loss next-token-ce --lr 3e-3 --precision "$PRECISION")
-  python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
-  FEED=(--data corpus.bin)
-else
-  ONNX=$SRC/tests/models/llm/$MODEL.onnx
-  COMPILE=(--precision bf16)
-  FEED=(--input "input_ids=$SRC/tests/models/llm/input_ids.npy")
-fi
+LLM_PRECISION=bf16
+source "$(dirname "$0")/bitwise_common.sh"
 
 compile() {
   local name=$1; shift
@@ -34,14 +19,6 @@ compile() {
   "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
     return 1
   grep -c 'kernel: "transpose"' "$name.txt" || true
-}
-train() {
-  "$BIN/megatrain-run" "$1.plan" --weights "$ONNX" "${FEED[@]}" --steps 20 --quiet \
-    --metrics "$1.jsonl" --export-safetensors "$1.safetensors" >/dev/null
-  python3 -c "
-import json
-for line in open('$1.jsonl'):
-    print(repr(json.loads(line)['loss']))" > "$1.losses"
 }
 
 FOLDED=$(compile folded) || fail "compile with mt-fold-transpose"

@@ -11,23 +11,8 @@ set -euo pipefail
 BIN=$1
 SRC=$2
 MODEL=$3
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP"
-fail() { echo "FAIL: $*"; exit 1; }
-
-if [[ $MODEL == demo || $MODEL == demo_bf16 ]]; then
-  ONNX=$SRC/frontends/models/tiny_transformer.onnx
-  PRECISION=fp32
-  [[ $MODEL == demo_bf16 ]] && PRECISION=bf16
-  COMPILE=(--shape input_ids=4x64 --loss next-token-ce --lr 3e-3 --precision "$PRECISION")
-  python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
-  FEED=(--data corpus.bin)
-else
-  ONNX=$SRC/tests/models/llm/$MODEL.onnx
-  COMPILE=(--precision fp32)
-  FEED=(--input "input_ids=$SRC/tests/models/llm/input_ids.npy")
-fi
+LLM_PRECISION=fp32
+source "$(dirname "$0")/bitwise_common.sh"
 
 # compile NAME [flags]: writes NAME.plan, prints the device arena in bytes.
 compile() {
@@ -35,14 +20,6 @@ compile() {
   "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
     { cat "$name.log"; return 1; }
   sed -n 's/.*device arena .*(\([0-9]*\) bytes).*/\1/p' "$name.log"
-}
-train() {
-  "$BIN/megatrain-run" "$1.plan" --weights "$ONNX" "${FEED[@]}" --steps 20 --quiet \
-    --metrics "$1.jsonl" --export-safetensors "$1.safetensors" >/dev/null
-  python3 -c "
-import json, sys
-for line in open('$1.jsonl'):
-    print(repr(json.loads(line)['loss']))" > "$1.losses"
 }
 
 FULL=$(compile full) || fail "compile without a budget"

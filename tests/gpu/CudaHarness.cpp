@@ -1,6 +1,7 @@
 // CudaHarness.cpp - runs one-kernel plans on the CPU and CUDA backends and compares what they write.
 #include "CudaHarness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -172,6 +173,22 @@ std::string cudaError(const KernelCase& c) {
     return e.what();
   }
   return "";
+}
+
+std::vector<int64_t> matmulResult(const MatmulShape& s) {
+  const size_t ra = s.a.size(), rb = s.b.size();
+  const int64_t m = s.transA ? s.a[ra - 1] : s.a[ra - 2];
+  const int64_t n = s.transB ? s.b[rb - 2] : s.b[rb - 1];
+  const size_t batch = std::max(ra, rb) - 2;
+  std::vector<int64_t> y;
+  for (size_t i = 0; i < batch; ++i) {
+    const int64_t da = i + ra - 2 >= batch ? s.a[i + ra - 2 - batch] : 1;
+    const int64_t db = i + rb - 2 >= batch ? s.b[i + rb - 2 - batch] : 1;
+    y.push_back(std::max(da, db));
+  }
+  y.push_back(m);
+  y.push_back(n);
+  return y;
 }
 
 }  // namespace megatrain::runtime::testing

@@ -49,6 +49,14 @@ std::vector<HostTensor> runCase(Backend& backend, const plan::Plan& plan, const 
 // and 1e-12 for f64.
 ::testing::AssertionResult cudaMatchesCpu(const KernelCase& c, double tol = 0);
 
+// A matmul's operand shapes and transpose flags, and the shape of its result:
+// the broadcast batch dims, then m and n.
+struct MatmulShape {
+  std::vector<int64_t> a, b;
+  bool transA, transB;
+};
+std::vector<int64_t> matmulResult(const MatmulShape& s);
+
 // The Error message the CUDA backend gives for the case (at prepare, launch or
 // the synchronize after it), or "" if it runs cleanly.
 std::string cudaError(const KernelCase& c);

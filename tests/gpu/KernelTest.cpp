@@ -254,28 +254,6 @@ TEST_F(CudaKernels, CastEveryPairWithSpecialValues) {
 
 // ---- matmul ----
 
-struct MatmulShape {
-  Shape a, b;
-  bool transA, transB;
-};
-
-// y's shape: broadcast batch dims, then m and n.
-Shape matmulResult(const MatmulShape& s) {
-  const size_t ra = s.a.size(), rb = s.b.size();
-  const int64_t m = s.transA ? s.a[ra - 1] : s.a[ra - 2];
-  const int64_t n = s.transB ? s.b[rb - 2] : s.b[rb - 1];
-  const size_t batch = std::max(ra, rb) - 2;
-  Shape y;
-  for (size_t i = 0; i < batch; ++i) {
-    const int64_t da = i + ra - 2 >= batch ? s.a[i + ra - 2 - batch] : 1;
-    const int64_t db = i + rb - 2 >= batch ? s.b[i + rb - 2 - batch] : 1;
-    y.push_back(std::max(da, db));
-  }
-  y.push_back(m);
-  y.push_back(n);
-  return y;
-}
-
 TEST_F(CudaKernels, MatmulTransposesAndBatchBroadcasting) {
   const MatmulShape shapes[] = {
       {{5, 7}, {7, 3}, false, false},

@@ -32,28 +32,6 @@ namespace {
 using Shape = std::vector<int64_t>;
 using Bytes = std::vector<std::byte>;
 
-struct MatmulShape {
-  Shape a, b;
-  bool transA, transB;
-};
-
-// y's shape: broadcast batch dims, then m and n.
-Shape resultShape(const MatmulShape& s) {
-  const size_t ra = s.a.size(), rb = s.b.size();
-  const int64_t m = s.transA ? s.a[ra - 1] : s.a[ra - 2];
-  const int64_t n = s.transB ? s.b[rb - 2] : s.b[rb - 1];
-  const size_t batch = std::max(ra, rb) - 2;
-  Shape y;
-  for (size_t i = 0; i < batch; ++i) {
-    const int64_t da = i + ra - 2 >= batch ? s.a[i + ra - 2 - batch] : 1;
-    const int64_t db = i + rb - 2 >= batch ? s.b[i + rb - 2 - batch] : 1;
-    y.push_back(std::max(da, db));
-  }
-  y.push_back(m);
-  y.push_back(n);
-  return y;
-}
-
 // Every case matmul.cpp distinguishes, plus odd and Llama-like sizes.
 const MatmulShape kShapes[] = {
     {{5, 7}, {7, 3}, false, false},
@@ -113,7 +91,7 @@ TEST_F(CudaPrecision, MatmulEveryLayoutAtEveryPrecision) {
     for (const MatmulShape& s : kShapes) {
       KernelCase c{"matmul",
                    {uniform(s.a, p.operands), uniform(s.b, p.operands)},
-                   {{resultShape(s), plan::F32}},
+                   {{matmulResult(s), plan::F32}},
                    {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}};
       if (p.name) c.attributes.push_back(stringAttr("precision", p.name));
       EXPECT_TRUE(cudaMatchesCpu(c, p.tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";

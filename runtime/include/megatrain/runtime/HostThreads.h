@@ -1,6 +1,7 @@
 // HostThreads.h - the runtime's persistent pool of host threads for data-parallel loops (host AdamW).
 #pragma once
 
+#include <cstddef>
 #include <functional>
 
 namespace megatrain::runtime {
@@ -20,5 +21,10 @@ unsigned hostThreadCount();
 // tasks on the calling thread, in order. With one thread, or tasks <= 1,
 // everything runs on the calling thread.
 void hostParallelFor(unsigned tasks, const std::function<void(unsigned)>& task);
+
+// Splits [0, count) into `chunks` contiguous ranges whose boundaries are
+// multiples of 16 elements (a 64-byte line of f32) and runs run(begin, end) for
+// each non-empty one through hostParallelFor.
+void hostParallelRanges(size_t count, unsigned chunks, const std::function<void(size_t, size_t)>& run);
 
 }  // namespace megatrain::runtime
