@@ -38,6 +38,6 @@ echo
 [[ -f $OUT/device.log ]] && { echo "== GPU tests (bench/device.sh)"; sed -n '/^== bench\/device.sh/,$p' "$OUT/device.log"; }
 [[ -f $OUT/streams.log ]] && { echo "== streams (tests/gpu/streams_runs.sh)"; tail -12 "$OUT/streams.log"; }
 [[ -f $OUT/adamw_tests.log ]] && { echo "== runtime_adamw_tests"; tail -3 "$OUT/adamw_tests.log"; }
-[[ -f $OUT/adamw.log ]] && { echo "== host AdamW vs torch"; tail -8 "$OUT/adamw.log"; }
+[[ -f $OUT/adamw.log ]] && { echo "== host AdamW vs torch"; tail -10 "$OUT/adamw.log"; }
 [[ -f $OUT/llama1b3.log ]] && { echo "== 1.36B Llama vs PyTorch peers"; tail -40 "$OUT/llama1b3.log"; }
 exit $status

@@ -29,6 +29,9 @@ AdamWIsa adamwBestIsa();
 constexpr size_t kAdamWParallelMin = size_t(64) << 10;
 constexpr unsigned kAdamWChunksPerThread = 4;
 unsigned adamwDefaultChunks(size_t count);
+// How far ahead of the current element the vector paths prefetch each input
+// stream (see adamw.cpp).
+constexpr size_t kAdamWPrefetchBytes = 2048;
 
 // adamwUpdate with the path and chunk count given: `count` split into `chunks`
 // contiguous pieces whose boundaries are multiples of 16 elements (a 64-byte

@@ -23,6 +23,13 @@
 // included, with non-temporal stores (the copy is only written, never read
 // here). Large tensors are split into contiguous chunks over the host thread
 // pool (HostThreads.h).
+//
+// The update streams seven arrays (four read, three written) and is bound by
+// host memory bandwidth, not arithmetic. The vector paths prefetch the four
+// input streams kAdamWPrefetchBytes ahead: the hardware prefetcher stops at
+// each 4 KiB page and restarts on the next, and software prefetch keeps every
+// stream's next lines in flight across those boundaries (measured on the H200
+// host: bench/RESULTS.md).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -126,6 +133,17 @@ size_t copyPeel(const uint16_t* copy, size_t count, size_t bytes) {
   return std::min(count, (bytes - address % bytes) % bytes / 2);
 }
 
+// Prefetches the line kAdamWPrefetchBytes past element i of each input
+// stream (a prefetch never faults, so past the end is harmless).
+template <typename T>
+inline void prefetchAhead(const T* param, const T* grad, const T* m, const T* v, size_t i) {
+  constexpr size_t kAhead = kAdamWPrefetchBytes / sizeof(T);
+  _mm_prefetch(reinterpret_cast<const char*>(grad + i + kAhead), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(m + i + kAhead), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(v + i + kAhead), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(param + i + kAhead), _MM_HINT_T0);
+}
+
 // ---- AVX2: 8 f32 lanes, or 4 double lanes ----
 
 // floatToBf16 on 8 lanes: the rounded upper halves, packed to 8 uint16.
@@ -158,6 +176,7 @@ __attribute__((target("avx2"))) void adamwAvx2F32(float* param, const float* gra
   const __m256 invSqrtCorrection2 = _mm256_set1_ps(c.invSqrtCorrection2), eps = _mm256_set1_ps(c.eps);
   const size_t vectorEnd = peel + (count - peel) / 8 * 8;
   for (size_t i = peel; i < vectorEnd; i += 8) {
+    if (i % 16 == peel % 16) prefetchAhead(param, grad, m, v, i);  // once per 64-byte line
     const __m256 g = _mm256_loadu_ps(grad + i);
     const __m256 mNew = _mm256_add_ps(_mm256_mul_ps(beta1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(oneMinusBeta1, g));
     const __m256 vNew =
@@ -192,6 +211,7 @@ __attribute__((target("avx2"))) void adamwAvx2F64(double* param, const double* g
   const __m256d lr = _mm256_set1_pd(c.lr), eps = _mm256_set1_pd(c.eps);
   const size_t vectorEnd = count - count % 4;
   for (size_t i = 0; i < vectorEnd; i += 4) {
+    if (i % 8 == 0) prefetchAhead(param, grad, m, v, i);
     const __m256d g = _mm256_loadu_pd(grad + i);
     const __m256d mNew =
         _mm256_add_pd(_mm256_mul_pd(beta1, _mm256_loadu_pd(m + i)), _mm256_mul_pd(oneMinusBeta1, g));
@@ -243,6 +263,7 @@ __attribute__((target("avx512f"))) void adamwAvx512F32(float* param, const float
   const __m512 invSqrtCorrection2 = _mm512_set1_ps(c.invSqrtCorrection2), eps = _mm512_set1_ps(c.eps);
   const size_t vectorEnd = peel + (count - peel) / 16 * 16;
   for (size_t i = peel; i < vectorEnd; i += 16) {
+    prefetchAhead(param, grad, m, v, i);
     const __m512 g = _mm512_loadu_ps(grad + i);
     const __m512 mNew = _mm512_add_ps(_mm512_mul_ps(beta1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(oneMinusBeta1, g));
     const __m512 vNew =
@@ -277,6 +298,7 @@ __attribute__((target("avx512f"))) void adamwAvx512F64(double* param, const doub
   const __m512d lr = _mm512_set1_pd(c.lr), eps = _mm512_set1_pd(c.eps);
   const size_t vectorEnd = count - count % 8;
   for (size_t i = 0; i < vectorEnd; i += 8) {
+    prefetchAhead(param, grad, m, v, i);
     const __m512d g = _mm512_loadu_pd(grad + i);
     const __m512d mNew =
         _mm512_add_pd(_mm512_mul_pd(beta1, _mm512_loadu_pd(m + i)), _mm512_mul_pd(oneMinusBeta1, g));

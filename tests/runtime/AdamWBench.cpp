@@ -6,8 +6,10 @@
 //       raises it), one chunk per thread and the default chunking.
 //   runtime_adamw_bench --entry [MILLIONS] [RUNS]
 //       adamwUpdate as the runtime calls it (best path, default chunking),
-//       without and with the bf16 compute copy; prints `name value` lines
-//       (bench/adamw_vs_torch.sh reads them).
+//       without and with the bf16 compute copy, then the host's streaming
+//       ceiling for the same traffic (read p, g, m, v; write p, m, v: 28 bytes
+//       a parameter, with an add in place of the update, same chunking and
+//       threads); prints `name value` lines (bench/adamw_vs_torch.sh reads them).
 //
 // The tensors are 64-byte aligned and first touched by the pool's threads in
 // the chunks that later update them (as torch's parallel fills place its
@@ -88,6 +90,19 @@ double bestRate(size_t count, int runs, int64_t& t, const Step& step) {
   return static_cast<double>(count) / best;
 }
 
+// The same memory traffic as the update with one add per stream: what the
+// host's memory moves at most, for comparison (it changes the tensors; run it last).
+void streamCeiling(const Tensors& x) {
+  hostParallelRanges(x.count, adamwDefaultChunks(x.count), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const float g = x.grad[i];
+      x.param[i] += g;
+      x.m[i] += g;
+      x.v[i] += g;
+    }
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +121,7 @@ int main(int argc, char** argv) {
       });
       std::printf("%s %.6g\n", withCopy ? "adamw_bf16_copy_params_per_s" : "adamw_params_per_s", rate);
     }
+    std::printf("stream_ceiling_params_per_s %.6g\n", bestRate(count, runs, t, [&](int64_t) { streamCeiling(x); }));
     std::printf("adamw_isa %s\nadamw_threads %u\nadamw_chunks %u\n", adamwIsaName(adamwBestIsa()), hostThreadCount(),
                 adamwDefaultChunks(count));
     return 0;
