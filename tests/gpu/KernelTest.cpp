@@ -287,8 +287,10 @@ TEST_F(CudaKernels, ReshapeAnyDType) {
 
 TEST_F(CudaKernels, Transpose) {
   const std::pair<Shape, Shape> cases[] = {
-      {{3, 4, 5}, {2, 0, 1}}, {{64, 128}, {1, 0}}, {{2, 3, 4, 5}, {0, 2, 1, 3}}, {{2, 3, 4, 5}, {3, 2, 1, 0}}, {{7}, {0}}};
-  for (plan::DType dt : kFloatTypes)
+      {{3, 4, 5}, {2, 0, 1}}, {{64, 128}, {1, 0}}, {{2, 3, 4, 5}, {0, 2, 1, 3}}, {{2, 3, 4, 5}, {3, 2, 1, 0}}, {{7}, {0}},
+      // The innermost dim kept: copied in 16-, 8- or 4-byte vectors, by dtype and extent.
+      {{2, 6, 4, 32}, {0, 2, 1, 3}}, {{3, 5, 2, 6}, {0, 2, 1, 3}}, {{4, 3, 2, 2}, {2, 0, 1, 3}}, {{5, 9}, {0, 1}}};
+  for (plan::DType dt : {plan::F32, plan::F64, plan::BF16})  // bf16: 2-byte elements, 4-, 8- and 16-byte vectors
     for (const auto& [shape, perm] : cases) {
       Shape y;
       for (int64_t p : perm) y.push_back(shape[static_cast<size_t>(p)]);
@@ -299,8 +301,10 @@ TEST_F(CudaKernels, Transpose) {
 
 TEST_F(CudaKernels, BroadcastTo) {
   const std::pair<Shape, Shape> cases[] = {
-      {{3, 1}, {2, 3, 4}}, {{}, {5}}, {{4}, {3, 4}}, {{1, 1}, {6, 7}}, {{2, 1, 3}, {2, 5, 3}}};
-  for (plan::DType dt : kFloatTypes)
+      {{3, 1}, {2, 3, 4}}, {{}, {5}}, {{4}, {3, 4}}, {{1, 1}, {6, 7}}, {{2, 1, 3}, {2, 5, 3}},
+      // The innermost dim kept: copied in vectors.
+      {{5, 8}, {3, 5, 8}}, {{1, 4, 6}, {2, 4, 6}}, {{2, 1, 12}, {2, 3, 12}}};
+  for (plan::DType dt : {plan::F32, plan::F64, plan::BF16})
     for (const auto& [from, to] : cases) check({"broadcast_to", {uniform(from, dt)}, {{to, dt}}});
 }
 
