@@ -54,17 +54,27 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 } | tee "$OUT/machine.txt"
 
 # ---- 1. the GPU tests: every kernel against the CPU backend, then whole plans ----
-for test in gpu_kernel_tests gpu_executor_tests; do
-  if [[ ! -x $BIN/$test ]]; then row "$test" FAIL "not found in $BIN"; continue; fi
-  echo "== $test"
+# gtest_row LABEL LOG TEST [ARGS...]: runs one gtest binary and adds its row.
+gtest_row() {
+  local label=$1 log=$OUT/$2.log test=$3
+  shift 3
+  if [[ ! -x $BIN/$test ]]; then row "$label" FAIL "not found in $BIN"; return; fi
+  echo "== $label"
+  local start status passed failures
   start=$(now)
-  "$BIN/$test" --gtest_brief=1 2>&1 | tee "$OUT/$test.log"
+  "$BIN/$test" --gtest_brief=1 "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
-  passed=$(grep -oE '\[  PASSED  \] [0-9]+ tests?' "$OUT/$test.log" | grep -oE '[0-9]+' | head -1)
-  failures=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/$test.log")
-  if [[ $status == 0 ]]; then row "$test" PASS "${passed:-?} passed ($(since "$start") s)"
-  else row "$test" FAIL "$failures failed, exit $status ($(since "$start") s; $OUT/$test.log)"; fi
-done
+  passed=$(grep -oE '\[  PASSED  \] [0-9]+ tests?' "$log" | grep -oE '[0-9]+' | head -1)
+  failures=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log")
+  if [[ $status == 0 ]]; then row "$label" PASS "${passed:-?} passed ($(since "$start") s)"
+  else row "$label" FAIL "$failures failed, exit $status ($(since "$start") s; $log)"; fi
+}
+gtest_row gpu_kernel_tests gpu_kernel_tests gpu_kernel_tests
+# The strided kernels again with 32-bit index arithmetic off: the 64-bit path
+# that tensors of 2^31 elements or more take (StridedSpace::narrowBelow).
+MEGATRAIN_CUDA_WIDE_INDEX=1 gtest_row "gpu_kernel_tests, 64-bit indices" gpu_kernel_tests_wide gpu_kernel_tests \
+  --gtest_filter='CudaKernels.*'
+gtest_row gpu_executor_tests gpu_executor_tests gpu_executor_tests
 
 # ---- 1b. out-of-bounds accesses and shared-memory races, on request ----
 if [[ ${SANITIZE:-0} == 1 ]]; then

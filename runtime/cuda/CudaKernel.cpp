@@ -4,8 +4,18 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace megatrain::runtime::cuda {
+
+bool wideIndicesForced() {
+  static const bool forced = [] {
+    const char* value = std::getenv("MEGATRAIN_CUDA_WIDE_INDEX");
+    return value != nullptr && std::string(value) == "1";
+  }();
+  return forced;
+}
 
 size_t dtypeBytes(DType dtype) {
   switch (dtype) {

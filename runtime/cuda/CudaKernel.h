@@ -213,10 +213,42 @@ struct StridedSpace {
   int rank = 0;
   int64_t dims[kMaxRank] = {};
   int64_t strides[N][kMaxRank] = {};
+  // Indices below this turn into offsets in 32-bit arithmetic (a 64-bit
+  // division is many instructions on the GPU): set by coalesce() to the
+  // element count when that and every table's largest offset are below 2^31
+  // and no stride is negative; 0 (always 64-bit) otherwise.
+  int64_t narrowBelow = 0;
 };
 
+// MEGATRAIN_CUDA_WIDE_INDEX=1: every space takes the 64-bit path, which the
+// GPU tests run too (bench/device.sh). Read once.
+bool wideIndicesForced();
+
+// Sets space.narrowBelow (see StridedSpace).
+template <int N>
+void markNarrow(StridedSpace<N>& space) {
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  if (wideIndicesForced()) return void(space.narrowBelow = 0);
+  int64_t elements = 1;
+  for (int d = 0; d < space.rank; ++d) {
+    if (space.dims[d] < 0 || space.dims[d] >= kLimit) return void(space.narrowBelow = 0);
+    elements *= space.dims[d];
+    if (elements >= kLimit) return void(space.narrowBelow = 0);
+  }
+  for (int t = 0; t < N; ++t) {
+    int64_t largest = 0;
+    for (int d = 0; d < space.rank; ++d) {
+      if (space.strides[t][d] < 0 || space.strides[t][d] >= kLimit) return void(space.narrowBelow = 0);
+      largest += (space.dims[d] - 1) * space.strides[t][d];
+      if (largest >= kLimit) return void(space.narrowBelow = 0);
+    }
+  }
+  space.narrowBelow = elements;
+}
+
 // Drops dims of extent 1 and merges neighbours that every table walks
-// contiguously, so most spaces end at rank 1 or 2 (fewer divisions per element).
+// contiguously, so most spaces end at rank 1 or 2 (fewer divisions per
+// element), and marks whether 32-bit index arithmetic covers it.
 template <int N>
 void coalesce(StridedSpace<N>& space) {
   StridedSpace<N> out;
@@ -234,6 +266,7 @@ void coalesce(StridedSpace<N>& space) {
       ++out.rank;
     }
   }
+  markNarrow(out);
   space = out;
 }
 

@@ -21,24 +21,37 @@ __device__ __forceinline__ int64_t gridThreads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-// The N element offsets of linear index i of `space` (innermost dim last).
-template <int N>
-__device__ __forceinline__ void stridedOffsets(const StridedSpace<N>& space, int64_t i,
-                                               int64_t (&offsets)[N]) {
+// stridedOffsets in index type I (uint32_t when the space is narrow, else int64_t).
+template <typename I, int N>
+__device__ __forceinline__ void stridedOffsetsIn(const StridedSpace<N>& space, I rest, int64_t (&offsets)[N]) {
+  I sum[N];
 #pragma unroll
-  for (int t = 0; t < N; ++t) offsets[t] = 0;
-  int64_t rest = i;
+  for (int t = 0; t < N; ++t) sum[t] = 0;
   // Constant indices only (unrolled, guarded by rank): the tables stay in the
   // kernel's parameter space instead of moving to local memory.
 #pragma unroll
   for (int d = kMaxRank - 1; d >= 0; --d) {
     if (d < space.rank) {
-      const int64_t index = d == 0 ? rest : rest % space.dims[d];
-      if (d > 0) rest /= space.dims[d];
+      const I dim = static_cast<I>(space.dims[d]);
+      const I index = d == 0 ? rest : rest % dim;
+      if (d > 0) rest /= dim;
 #pragma unroll
-      for (int t = 0; t < N; ++t) offsets[t] += index * space.strides[t][d];
+      for (int t = 0; t < N; ++t) sum[t] += index * static_cast<I>(space.strides[t][d]);
     }
   }
+#pragma unroll
+  for (int t = 0; t < N; ++t) offsets[t] = static_cast<int64_t>(sum[t]);
+}
+
+// The N element offsets of linear index i of `space` (innermost dim last):
+// in 32-bit arithmetic below space.narrowBelow, where every offset fits.
+template <int N>
+__device__ __forceinline__ void stridedOffsets(const StridedSpace<N>& space, int64_t i,
+                                               int64_t (&offsets)[N]) {
+  if (i < space.narrowBelow)
+    stridedOffsetsIn<uint32_t>(space, static_cast<uint32_t>(i), offsets);
+  else
+    stridedOffsetsIn<int64_t>(space, i, offsets);
 }
 
 __device__ __forceinline__ double warpSum(double v) {

@@ -21,7 +21,8 @@ __global__ void rotaryKernel(const T* __restrict__ x, const T* __restrict__ cos,
   for (int64_t i = globalThread(); i < n; i += gridThreads()) {
     int64_t at[2];
     stridedOffsets(space, i, at);
-    const bool low = i % d < half;
+    const int64_t column = i < space.narrowBelow ? static_cast<uint32_t>(i) % static_cast<uint32_t>(d) : i % d;
+    const bool low = column < half;
     const int64_t partner = low ? i + half : i - half;
     const double sign = low ? -1.0 : 1.0;
     double rotated;

@@ -67,6 +67,7 @@ void launchStridedCopy(const Launch& launch, StridedSpace<1> space) {
     const int64_t lanes = static_cast<int64_t>(vector / bytes);
     space.dims[space.rank - 1] /= lanes;
     for (int d = 0; d + 1 < space.rank; ++d) space.strides[0][d] /= lanes;
+    markNarrow(space);
     n /= lanes;
   }
   const unsigned blocks = gridFor(launch, n, kThreads);
