@@ -12,7 +12,10 @@ namespace megatrain::runtime::cuda {
 bool wideIndicesForced() {
   static const bool forced = [] {
     const char* value = std::getenv("MEGATRAIN_CUDA_WIDE_INDEX");
-    return value != nullptr && std::string(value) == "1";
+    const std::string text = value ? value : "";
+    if (text.empty() || text == "0") return false;
+    if (text == "1") return true;
+    throw Error("MEGATRAIN_CUDA_WIDE_INDEX='" + text + "' is not 0 or 1");
   }();
   return forced;
 }

@@ -221,7 +221,8 @@ struct StridedSpace {
 };
 
 // MEGATRAIN_CUDA_WIDE_INDEX=1: every space takes the 64-bit path, which the
-// GPU tests run too (bench/device.sh). Read once.
+// GPU tests run too (bench/device.sh); unset, empty or 0: off; anything else
+// is an Error. Read once.
 bool wideIndicesForced();
 
 // Sets space.narrowBelow (see StridedSpace).
