@@ -21,6 +21,12 @@ __device__ __forceinline__ int64_t gridThreads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
+// 16 bytes of T (4 f32, 2 f64), loaded and stored as one 16-byte access.
+template <typename T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+
 // stridedOffsets in index type I (uint32_t when the space is narrow, else int64_t).
 template <typename I, int N>
 __device__ __forceinline__ void stridedOffsetsIn(const StridedSpace<N>& space, I rest, int64_t (&offsets)[N]) {

@@ -1,9 +1,13 @@
 // activation.cu - the fused activations SiLU, SwiGLU and GELU (erf and tanh forms) and their gradients on the GPU.
 //
 // Grid-stride loops over operands of one shape, in T arithmetic, with the
-// expressions of the CPU twin (runtime/cpu/activation.cpp) in the same order.
+// expressions of the CPU twin (runtime/cpu/activation.cpp) in the same order:
+// a thread per 16-byte pack of every operand (4 f32 or 2 f64 elements) when
+// all are 16-byte aligned and the count is a whole number of packs, else a
+// thread per element.
 // Pointers are not __restrict__: the planner may give an output the bytes of
 // a dying input.
+#include <cstdint>
 #include <string>
 
 #include "DeviceMath.cuh"
@@ -77,31 +81,70 @@ struct GeluTanhSlope {
 
 // ---- kernels ----
 
-// y = op(x); x, y [n].
-template <typename T, typename Op>
-__global__ void mapKernel(const T* x, T* y, int64_t n, Op op) {
-  for (int64_t i = globalThread(); i < n; i += gridThreads()) y[i] = op(x[i]);
-}
+// The element functions of the launches, on an element's inputs x[In] into its outputs y[Out].
+template <typename Op>
+struct MapOf {  // y = op(x)
+  template <typename T>
+  __device__ void operator()(const T (&x)[1], T (&y)[1]) const { y[0] = Op{}(x[0]); }
+};
+template <typename Slope>
+struct SlopeOf {  // dx = dy * slope(x); inputs x, dy
+  template <typename T>
+  __device__ void operator()(const T (&x)[2], T (&y)[1]) const { y[0] = x[1] * Slope{}(x[0]); }
+};
+struct SwigluOf {  // y = silu(gate) * up; inputs gate, up
+  template <typename T>
+  __device__ void operator()(const T (&x)[2], T (&y)[1]) const { y[0] = siluOf(x[0]) * x[1]; }
+};
+struct SwigluGradOf {  // dgate = dy * up * silu'(gate), dup = dy * silu(gate); inputs gate, up, dy
+  template <typename T>
+  __device__ void operator()(const T (&x)[3], T (&y)[2]) const {
+    y[0] = x[2] * x[1] * siluSlope(x[0]);
+    y[1] = x[2] * siluOf(x[0]);
+  }
+};
 
-// dx = dy * slope(x); x, dy, dx [n].
-template <typename T, typename Slope>
-__global__ void slopeKernel(const T* x, const T* dy, T* dx, int64_t n, Slope slope) {
-  for (int64_t i = globalThread(); i < n; i += gridThreads()) dx[i] = dy[i] * slope(x[i]);
-}
+// An operand pointer per input and per output.
+template <typename T, int In, int Out>
+struct Operands {
+  const T* in[In];
+  T* out[Out];
+};
 
-// y = silu(gate) * up; gate, up, y [n].
-template <typename T>
-__global__ void swigluKernel(const T* gate, const T* up, T* y, int64_t n) {
-  for (int64_t i = globalThread(); i < n; i += gridThreads()) y[i] = siluOf(gate[i]) * up[i];
-}
-
-// dgate = dy * up * silu'(gate), dup = dy * silu(gate); all [n].
-template <typename T>
-__global__ void swigluGradKernel(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t n) {
+// f on each of the n elements, a thread per element.
+template <typename T, int In, int Out, typename F>
+__global__ void elementsKernel(Operands<T, In, Out> a, int64_t n, F f) {
   for (int64_t i = globalThread(); i < n; i += gridThreads()) {
-    const T g = gate[i], u = up[i], d = dy[i];
-    dgate[i] = d * u * siluSlope(g);
-    dup[i] = d * siluOf(g);
+    T x[In], y[Out];
+#pragma unroll
+    for (int k = 0; k < In; ++k) x[k] = a.in[k][i];
+    f(x, y);
+#pragma unroll
+    for (int k = 0; k < Out; ++k) a.out[k][i] = y[k];
+  }
+}
+
+// The same a thread per 16-byte pack: every operand 16-byte aligned, n a
+// whole number of packs. A pack's inputs are all read before its outputs are
+// written, so an output on an input's bytes stays right.
+template <typename T, int In, int Out, typename F>
+__global__ void packsKernel(Operands<T, In, Out> a, int64_t packs, F f) {
+  constexpr int kLanes = 16 / sizeof(T);
+  for (int64_t p = globalThread(); p < packs; p += gridThreads()) {
+    Pack<T> xs[In], ys[Out];
+#pragma unroll
+    for (int k = 0; k < In; ++k) xs[k] = reinterpret_cast<const Pack<T>*>(a.in[k])[p];
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) {
+      T x[In], y[Out];
+#pragma unroll
+      for (int k = 0; k < In; ++k) x[k] = xs[k].v[l];
+      f(x, y);
+#pragma unroll
+      for (int k = 0; k < Out; ++k) ys[k].v[l] = y[k];
+    }
+#pragma unroll
+    for (int k = 0; k < Out; ++k) reinterpret_cast<Pack<T>*>(a.out[k])[p] = ys[k];
   }
 }
 
@@ -127,30 +170,43 @@ bool tanhForm(const Launch& launch) {
   return false;
 }
 
-template <typename Op>
-void map(const Launch& launch) {
+// Runs f over every element of the launch's In inputs and Out outputs (one
+// shape, checked), as packs when every operand allows it.
+template <int In, int Out, typename F>
+void launchElements(const Launch& launch, F f) {
   const DType dtype = requireSameShapes(launch);
   const int64_t n = launch.in[0].shape.elements();
   if (n == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    mapKernel<T, Op><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-        launch.in[0].as<const T>(), launch.out[0].as<T>(), n, Op{});
+    Operands<T, In, Out> a;
+    bool aligned = true;
+    for (int k = 0; k < In; ++k) {
+      a.in[k] = launch.in[k].as<const T>();
+      aligned = aligned && reinterpret_cast<uintptr_t>(a.in[k]) % 16 == 0;
+    }
+    for (int k = 0; k < Out; ++k) {
+      a.out[k] = launch.out[k].as<T>();
+      aligned = aligned && reinterpret_cast<uintptr_t>(a.out[k]) % 16 == 0;
+    }
+    const int64_t lanes = static_cast<int64_t>(16 / sizeof(T));
+    const cudaStream_t stream = launch.device->stream;
+    if (aligned && n % lanes == 0)
+      packsKernel<T, In, Out, F><<<gridFor(launch, n / lanes, kThreads), kThreads, 0, stream>>>(a, n / lanes, f);
+    else
+      elementsKernel<T, In, Out, F><<<gridFor(launch, n, kThreads), kThreads, 0, stream>>>(a, n, f);
   });
   MT_CHECK_LAUNCH(launch);
 }
 
+template <typename Op>
+void map(const Launch& launch) {
+  launchElements<1, 1>(launch, MapOf<Op>{});
+}
+
 template <typename Slope>
 void slope(const Launch& launch) {
-  const DType dtype = requireSameShapes(launch);
-  const int64_t n = launch.in[0].shape.elements();
-  if (n == 0) return;
-  dispatchFloating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    slopeKernel<T, Slope><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.out[0].as<T>(), n, Slope{});
-  });
-  MT_CHECK_LAUNCH(launch);
+  launchElements<2, 1>(launch, SlopeOf<Slope>{});
 }
 
 void gelu(const Launch& launch) {
@@ -163,30 +219,9 @@ void geluGrad(const Launch& launch) {
   else slope<GeluErfSlope>(launch);
 }
 
-void swiglu(const Launch& launch) {
-  const DType dtype = requireSameShapes(launch);
-  const int64_t n = launch.in[0].shape.elements();
-  if (n == 0) return;
-  dispatchFloating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    swigluKernel<T><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.out[0].as<T>(), n);
-  });
-  MT_CHECK_LAUNCH(launch);
-}
+void swiglu(const Launch& launch) { launchElements<2, 1>(launch, SwigluOf{}); }
 
-void swigluGrad(const Launch& launch) {
-  const DType dtype = requireSameShapes(launch);
-  const int64_t n = launch.in[0].shape.elements();
-  if (n == 0) return;
-  dispatchFloating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    swigluGradKernel<T><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
-        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.in[2].as<const T>(), launch.out[0].as<T>(),
-        launch.out[1].as<T>(), n);
-  });
-  MT_CHECK_LAUNCH(launch);
-}
+void swigluGrad(const Launch& launch) { launchElements<3, 2>(launch, SwigluGradOf{}); }
 
 }  // namespace
 
