@@ -63,12 +63,7 @@ plan::Plan classifierPlan(plan::DType dt) {
   b.kernel("matmul", {a, p["W2"].dev}, {z});
   b.kernel("add", {z, p["b2"].dev}, {zb});
   b.kernel("softmax_ce", {zb, labels}, {loss}, ce);
-  b.record("loss_ready", "compute");
-  b.wait("loss_ready", "d2h");
-  b.copy(loss, readout, "d2h");
-  b.record("readout_ready", "d2h");
-  b.wait("readout_ready", "host");
-  b.readLoss(readout);
+  b.readLossThroughD2h(loss, readout);
   b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});
   b.kernel("softmax_ce_grad", {zb, labels, dloss}, {dzb}, ce);
   b.kernel("sum_to", {dzb}, {db2});
@@ -311,12 +306,7 @@ TEST_F(CudaExecutor, HostTasksOverlapCompute) {
   }
   const uint32_t loss = b.tensor("loss", {}, plan::F32, plan::LOSS);
   b.kernel("reduce_mean", {y}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});
-  b.record("loss_ready", "compute");
-  b.wait("loss_ready", "d2h");
-  b.copy(loss, readout, "d2h");
-  b.record("readout_ready", "d2h");
-  b.wait("readout_ready", "host");
-  b.readLoss(readout);
+  b.readLossThroughD2h(loss, readout);
   Executor cuda(b.build(), cudaBackend(false, false));
   std::mt19937 rng(seed_);
   writeModel(dir_ + "/big.onnx", {{"W", randomTensor({params}, plan::F32, rng)}});

@@ -38,12 +38,7 @@ plan::Plan accumulatePlan(plan::DType dtype, bool warWait) {
   b.kernel("matmul", {x, devW}, {y});                                        // 3
   b.kernel("mul", {y, y}, {sq});                                             // 4
   b.kernel("reduce_mean", {sq}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});  // 5
-  b.record("loss_ready", "compute");                                         // 6
-  b.wait("loss_ready", "d2h");                                               // 7
-  b.copy(loss, readout, "d2h");                                              // 8
-  b.record("readout_ready", "d2h");                                          // 9
-  b.wait("readout_ready", "host");                                           // 10
-  b.readLoss(readout);                                                       // 11
+  b.readLossThroughD2h(loss, readout);                                       // 6-11
   b.copy(g0, gradW, "d2h");                                                  // 12
   b.copy(g1, partW, "d2h");                                                  // 13
   b.record("part1", "d2h");                                                  // 14

@@ -2,6 +2,7 @@
 // --microbatches) and the validator's check that the token input has one copy per micro-batch.
 #include <gtest/gtest.h>
 
+#include "TestUtil.h"
 #include "TinyPlans.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Error.h"
@@ -10,16 +11,6 @@
 
 namespace megatrain::runtime::testing {
 namespace {
-
-std::string validationError(const plan::Plan& plan) {
-  CpuBackend backend;
-  try {
-    validatePlan(plan, backend, "t.plan");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Microbatch, IndexOfAnInputName) {
   EXPECT_EQ(microbatchIndex("input_ids", "input_ids"), 0);
@@ -51,11 +42,11 @@ TEST(Microbatch, InputsInMicrobatchOrder) {
 
 TEST(Microbatch, ValidatorWantsOneTokenInputCopyPerMicrobatch) {
   plan::Plan plan = tokenPlan(plan::F32);
-  EXPECT_EQ(validationError(plan), "");  // microbatches unset (0) reads as 1
+  EXPECT_EQ(planValidationError(plan), "");  // microbatches unset (0) reads as 1
   plan.mutable_header()->set_microbatches(1);
-  EXPECT_EQ(validationError(plan), "");
+  EXPECT_EQ(planValidationError(plan), "");
   plan.mutable_header()->set_microbatches(2);
-  EXPECT_EQ(validationError(plan),
+  EXPECT_EQ(planValidationError(plan),
             "t.plan: header: microbatches is 2 but the token input 'tokens' has 0 micro-batch copies "
             "(expected 1)");
 }

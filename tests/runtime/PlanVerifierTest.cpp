@@ -132,12 +132,7 @@ plan::Plan reusePlan(bool ordered) {
     b.wait("y_read", "h2d");
   }
   b.copy(w, devW, "h2d");
-  b.record("loss_ready", "compute");
-  b.wait("loss_ready", "d2h");
-  b.copy(loss, readout, "d2h");
-  b.record("readout_ready", "d2h");
-  b.wait("readout_ready", "host");
-  b.readLoss(readout);
+  b.readLossThroughD2h(loss, readout);
   plan::Plan plan = b.build();
   plan.mutable_tensors(devW)->mutable_buffer()->set_offset(plan.tensors(y).buffer().offset());
   return plan;

@@ -51,12 +51,7 @@ plan::Plan bf16LinearPlan() {
   b.kernel("matmul", {xb, devW}, {y}, {stringAttr("precision", "bf16")});     // 4
   b.kernel("mul", {y, y}, {sq});                                              // 5
   b.kernel("reduce_mean", {sq}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});  // 6
-  b.record("loss_ready", "compute");                                          // 7
-  b.wait("loss_ready", "d2h");                                                // 8
-  b.copy(loss, readout, "d2h");                                               // 9
-  b.record("readout_ready", "d2h");                                           // 10
-  b.wait("readout_ready", "host");                                            // 11
-  b.readLoss(readout);                                                        // 12
+  b.readLossThroughD2h(loss, readout);                                        // 7-12
   b.kernel("fill", {}, {dloss}, {floatAttr("value", 2.0 / 8)});               // 13
   b.kernel("broadcast_to", {dloss}, {dsq});                                   // 14
   b.kernel("mul", {dsq, y}, {dy});                                            // 15: 2 y / 8
@@ -81,13 +76,7 @@ plan::Tensor& tensorNamed(plan::Plan& plan, const std::string& name) {
 std::string validationError(const std::function<void(plan::Plan&)>& edit) {
   plan::Plan plan = bf16LinearPlan();
   edit(plan);
-  CpuBackend backend;
-  try {
-    validatePlan(plan, backend, "t.plan");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return planValidationError(plan);
 }
 
 double roundBf16(double v) { return bf16ToFloat(floatToBf16(static_cast<float>(v))); }

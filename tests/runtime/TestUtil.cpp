@@ -11,6 +11,7 @@
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/PlanLoader.h"
 
 namespace megatrain::runtime::testing {
 
@@ -275,6 +276,15 @@ uint32_t PlanBuilder::readLoss(uint32_t readout) {
   return step.index();
 }
 
+uint32_t PlanBuilder::readLossThroughD2h(uint32_t loss, uint32_t readout) {
+  record("loss_ready", "compute");
+  wait("loss_ready", "d2h");
+  copy(loss, readout, "d2h");
+  record("readout_ready", "d2h");
+  wait("readout_ready", "host");
+  return readLoss(readout);
+}
+
 plan::Plan PlanBuilder::build() {
   std::vector<int64_t> last(static_cast<size_t>(plan_.tensors_size()), -1);
   for (const plan::Step& step : plan_.steps()) {
@@ -298,6 +308,16 @@ std::string makeTempDir() {
       (std::filesystem::temp_directory_path() / "megatrain-test-XXXXXX").string();
   if (!mkdtemp(pattern.data())) throw Error("cannot create a temp dir");
   return pattern;
+}
+
+std::string planValidationError(const plan::Plan& plan) {
+  CpuBackend backend;
+  try {
+    validatePlan(plan, backend, "t.plan");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace megatrain::runtime::testing

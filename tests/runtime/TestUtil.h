@@ -54,6 +54,9 @@ std::string kernelError(const std::string& kernel, const std::vector<HostTensor>
                         const std::vector<OutputSpec>& outputs,
                         const std::vector<plan::Attribute>& attributes = {});
 
+// validatePlan's message for `plan` on a CpuBackend (file name "t.plan"), "" if it passes.
+std::string planValidationError(const plan::Plan& plan);
+
 // Builds small plans by hand: pool 0 "device" (DEVICE) and pool 1 "host"
 // (HOST_PINNED), streams compute/h2d/d2h/host. Tensors are placed one after
 // another, 64-byte aligned, in the pool their role belongs to.
@@ -71,6 +74,10 @@ class PlanBuilder {
   uint32_t wait(const std::string& event, const std::string& stream);
   uint32_t adamw(uint32_t param, uint32_t grad, uint32_t m, uint32_t v);
   uint32_t readLoss(uint32_t readout);
+  // The usual loss readout, six steps: record loss_ready on compute, wait for
+  // it on d2h, copy loss -> readout there, record readout_ready, wait for it
+  // on host, READ_LOSS. Returns the READ_LOSS step.
+  uint32_t readLossThroughD2h(uint32_t loss, uint32_t readout);
 
   // Sets last_use_step of every device tensor but the CONSTANTs to the last
   // step that reads or writes it, sizes the pools, and returns the plan.

@@ -34,12 +34,7 @@ plan::Plan linearPlan(plan::DType dtype, bool keepOutput) {
   b.kernel("matmul", {x, devW}, {y});                                        // 3
   b.kernel("mul", {y, y}, {sq});                                             // 4
   b.kernel("reduce_mean", {sq}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});  // 5
-  b.record("loss_ready", "compute");                                         // 6
-  b.wait("loss_ready", "d2h");                                               // 7
-  b.copy(loss, readout, "d2h");                                              // 8
-  b.record("readout_ready", "d2h");                                          // 9
-  b.wait("readout_ready", "host");                                           // 10
-  b.readLoss(readout);                                                       // 11
+  b.readLossThroughD2h(loss, readout);                                       // 6-11
   b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});                  // 12
   b.kernel("broadcast_to", {dloss}, {dsq});                                  // 13
   b.kernel("scale", {dsq}, {dsqMean}, {floatAttr("alpha", 1.0 / 8)});        // 14
@@ -91,12 +86,7 @@ plan::Plan tokenPlan(plan::DType dtype) {
   b.kernel("gather", {devE, tokens}, {h}, {axis0});
   b.kernel("matmul", {h, devE}, {logits}, {intAttr("transpose_b", 1)});
   b.kernel("next_token_ce", {logits, tokens}, {loss}, {intAttr("ignore_index", -100)});
-  b.record("loss_ready", "compute");
-  b.wait("loss_ready", "d2h");
-  b.copy(loss, readout, "d2h");
-  b.record("readout_ready", "d2h");
-  b.wait("readout_ready", "host");
-  b.readLoss(readout);
+  b.readLossThroughD2h(loss, readout);
   b.kernel("fill", {}, {dloss}, {floatAttr("value", 1.0)});
   b.kernel("next_token_ce_grad", {logits, tokens, dloss}, {dlogits}, {intAttr("ignore_index", -100)});
   // logits = h E^T: dE += sum_b dlogits[b]^T h[b], dh = dlogits E.
