@@ -1,149 +1,61 @@
-// CpuKernel.h - what a CPU kernel sees (operands, attributes, scratch) and the kernel registry.
+// CpuKernel.h - what a CPU kernel sees (a KernelCall plus scratch) and the CPU kernel registry.
 //
 // Every kernel is a plain function over a KernelArgs that CpuBackend resolves
 // once, at prepare time, so a launch allocates nothing: shapes live in fixed
 // arrays and any double-precision accumulator lives in the backend's scratch.
+// Shapes are checked by the kernel layer's rules (megatrain/kernels/ShapeRules.h);
+// the files of this folder hold the arithmetic.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
-#include <unordered_map>
 
-#include "megatrain/plan/plan.pb.h"
-#include "megatrain/runtime/Backend.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/kernels/KernelCall.h"
+#include "megatrain/kernels/KernelRegistry.h"
+#include "megatrain/kernels/ShapeRules.h"
 
 namespace megatrain::runtime::cpu {
 
-inline constexpr int kMaxRank = 8;
-// Operands per side; 8 fits the masks of floatingType (bits 0-7 in, 8-15 out).
-inline constexpr int kMaxOperands = 8;
+using namespace megatrain::kernels;  // the kernel layer's vocabulary: Shape, Operand, DType, rules
 
-// A static shape without heap storage.
-struct Shape {
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};
-
-  int64_t operator[](int i) const { return dims[i]; }
-  int64_t elements() const;
-  // Product of dims [from, to).
-  int64_t product(int from, int to) const;
-  bool operator==(const Shape& other) const;
-  bool operator!=(const Shape& other) const { return !(*this == other); }
-  std::string str() const;  // "[4, 3]"
-};
-
-// Row-major strides of `shape`, in elements.
-void contiguousStrides(const Shape& shape, int64_t* strides);
-
-struct Operand {
-  std::byte* data = nullptr;
-  Shape shape;
-  plan::DType dtype = plan::DTYPE_UNSPECIFIED;
-  const std::string* name = nullptr;
-
-  template <typename T>
-  T* as() const { return reinterpret_cast<T*>(data); }
-};
-
-// Typed access to a Kernel step's attributes; a missing required attribute or
-// one of the wrong kind is an Error naming the kernel.
-class Attributes {
- public:
-  Attributes() = default;
-  explicit Attributes(const plan::Kernel* kernel) : kernel_(kernel) {}
-
-  int64_t getInt(const char* name) const;
-  int64_t getInt(const char* name, int64_t fallback) const;
-  double getFloat(const char* name) const;  // an integer attribute is accepted too
-  double getFloat(const char* name, double fallback) const;
-  std::string_view getString(const char* name, std::string_view fallback) const;
-  // An `ints` attribute; an absent one reads as empty.
-  const google::protobuf::RepeatedField<int64_t>& getInts(const char* name) const;
-  bool has(const char* name) const { return find(name) != nullptr; }
-
- private:
-  const plan::Attribute* find(const char* name) const;
-  [[noreturn]] void fail(const char* name, const char* what) const;
-
-  const plan::Kernel* kernel_ = nullptr;
-};
-
-struct KernelArgs {
-  const char* kernel = "";
-  Operand in[kMaxOperands];
-  Operand out[kMaxOperands];
-  int numIn = 0;
-  int numOut = 0;
-  Attributes attrs;
+// A step as a CPU kernel reads it: the call and the backend's scratch.
+struct KernelArgs : KernelCall {
   std::byte* scratch = nullptr;  // at least scratchBytes(args) bytes, 16-byte aligned
 };
 
 using KernelFn = void (*)(const KernelArgs& args);
 using ScratchFn = size_t (*)(const KernelArgs& args);
 
-struct KernelEntry {
-  KernelSignature signature;
+struct CpuKernel {
   KernelFn run = nullptr;
   ScratchFn scratchBytes = nullptr;  // nullptr: needs none
 };
-
-class KernelRegistry {
- public:
-  void add(const char* name, int inputs, int outputs, KernelFn run, ScratchFn scratch = nullptr);
-  const KernelEntry* find(const std::string& name) const;
-
- private:
-  std::unordered_map<std::string, KernelEntry> entries_;
-};
+using CpuKernelRegistry = KernelRegistry<CpuKernel>;
 
 // Every CPU kernel, one registration function per family file.
-const KernelRegistry& cpuKernels();
-void addElementwiseKernels(KernelRegistry& registry);
-void addMatmulKernels(KernelRegistry& registry);
-void addShapeKernels(KernelRegistry& registry);
-void addReduceKernels(KernelRegistry& registry);
-void addSoftmaxKernels(KernelRegistry& registry);
-void addGatherKernels(KernelRegistry& registry);
-void addLayerNormKernels(KernelRegistry& registry);
-void addCrossEntropyKernels(KernelRegistry& registry);
-void addWhereKernels(KernelRegistry& registry);
-void addConcatSliceKernels(KernelRegistry& registry);
-void addCastKernels(KernelRegistry& registry);
-void addRmsNormKernels(KernelRegistry& registry);
-void addActivationKernels(KernelRegistry& registry);
-void addAttentionKernels(KernelRegistry& registry);
-void addRotaryKernels(KernelRegistry& registry);
+const CpuKernelRegistry& cpuKernels();
+void addElementwiseKernels(CpuKernelRegistry& registry);
+void addMatmulKernels(CpuKernelRegistry& registry);
+void addShapeKernels(CpuKernelRegistry& registry);
+void addReduceKernels(CpuKernelRegistry& registry);
+void addSoftmaxKernels(CpuKernelRegistry& registry);
+void addGatherKernels(CpuKernelRegistry& registry);
+void addLayerNormKernels(CpuKernelRegistry& registry);
+void addCrossEntropyKernels(CpuKernelRegistry& registry);
+void addWhereKernels(CpuKernelRegistry& registry);
+void addConcatSliceKernels(CpuKernelRegistry& registry);
+void addCastKernels(CpuKernelRegistry& registry);
+void addRmsNormKernels(CpuKernelRegistry& registry);
+void addActivationKernels(CpuKernelRegistry& registry);
+void addAttentionKernels(CpuKernelRegistry& registry);
+void addRotaryKernels(CpuKernelRegistry& registry);
 
 // ---- helpers shared by the kernel families ----
 
-[[noreturn]] void fail(const KernelArgs& args, const std::string& what);
-
-// The element type of the floating operands: all must be F32 or all F64.
-// `operands` lists which: bit i for in[i], bit (8 + i) for out[i].
-plan::DType floatingType(const KernelArgs& args, unsigned operands);
-inline constexpr unsigned inMask(int i) { return 1u << i; }
-inline constexpr unsigned outMask(int i) { return 1u << (8 + i); }
-
-void requireDType(const KernelArgs& args, const Operand& operand, plan::DType dtype,
-                  const char* role);
-void requireShape(const KernelArgs& args, const Operand& operand, const Shape& expected,
-                  const char* role);
-
-// Numpy broadcasting of a and b (right-aligned, 1 stretches); false if incompatible.
-bool broadcastShapes(const Shape& a, const Shape& b, Shape& result);
-
-// Strides that read `from` as if broadcast to `to` (right-aligned, 0 on
-// stretched dims); `from` must broadcast to `to`.
-void broadcastStrides(const Shape& from, const Shape& to, int64_t* strides);
-
-// Calls f(fn) with fn a float or double tag for the dtype.
-template <typename F>
-void dispatchFloating(plan::DType dtype, F&& f) {
-  if (dtype == plan::F64) f(double{});
-  else f(float{});
+// floatingType with the CPU backend named: the reference computes in f32 or f64 only.
+inline DType cpuFloatingType(const KernelCall& call, unsigned operands) {
+  return floatingType(call, operands, "the CPU backend");
 }
 
 // Visits every element of `shape` in row-major order, calling

@@ -62,25 +62,11 @@ T geluTanhSlope(T x) {
   return s + x * T(2) * s * (T(1) - s) * dInner;
 }
 
-void requireSameShapes(const KernelArgs& args) {
-  const Shape& shape = args.in[0].shape;
-  for (int i = 1; i < args.numIn; ++i) requireShape(args, args.in[i], shape, "input");
-  for (int i = 0; i < args.numOut; ++i) requireShape(args, args.out[i], shape, "output");
-}
-
 unsigned allOperands(const KernelArgs& args) {
   unsigned mask = 0;
   for (int i = 0; i < args.numIn; ++i) mask |= inMask(i);
   for (int i = 0; i < args.numOut; ++i) mask |= outMask(i);
   return mask;
-}
-
-// "none" -> false, "tanh" -> true; anything else is an error.
-bool tanhForm(const KernelArgs& args) {
-  const std::string_view form = args.attrs.getString("approximate", "");
-  if (form == "tanh") return true;
-  if (form != "none") fail(args, "approximate must be \"none\" or \"tanh\", got \"" + std::string(form) + "\"");
-  return false;
 }
 
 // f(i) for every element index i; operands share one shape.
@@ -91,8 +77,7 @@ void forEach(const KernelArgs& args, F&& f) {
 }
 
 void silu(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, allOperands(args));
-  requireSameShapes(args);
+  const DType dtype = cpuFloatingType(args, allOperands(args));
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = args.in[0].as<const T>();
@@ -102,8 +87,7 @@ void silu(const KernelArgs& args) {
 }
 
 void siluGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, allOperands(args));
-  requireSameShapes(args);
+  const DType dtype = cpuFloatingType(args, allOperands(args));
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = args.in[0].as<const T>();
@@ -114,8 +98,7 @@ void siluGrad(const KernelArgs& args) {
 }
 
 void swiglu(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, allOperands(args));
-  requireSameShapes(args);
+  const DType dtype = cpuFloatingType(args, allOperands(args));
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* gate = args.in[0].as<const T>();
@@ -127,8 +110,7 @@ void swiglu(const KernelArgs& args) {
 
 // dgate = dy * up * silu'(gate), dup = dy * silu(gate).
 void swigluGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, allOperands(args));
-  requireSameShapes(args);
+  const DType dtype = cpuFloatingType(args, allOperands(args));
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* gate = args.in[0].as<const T>();
@@ -145,9 +127,8 @@ void swigluGrad(const KernelArgs& args) {
 }
 
 void gelu(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, allOperands(args));
-  requireSameShapes(args);
-  const bool tanh = tanhForm(args);
+  const DType dtype = cpuFloatingType(args, allOperands(args));
+  const bool tanh = geluTanhForm(args);
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = args.in[0].as<const T>();
@@ -158,9 +139,8 @@ void gelu(const KernelArgs& args) {
 }
 
 void geluGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, allOperands(args));
-  requireSameShapes(args);
-  const bool tanh = tanhForm(args);
+  const DType dtype = cpuFloatingType(args, allOperands(args));
+  const bool tanh = geluTanhForm(args);
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = args.in[0].as<const T>();
@@ -173,13 +153,13 @@ void geluGrad(const KernelArgs& args) {
 
 }  // namespace
 
-void addActivationKernels(KernelRegistry& registry) {
-  registry.add("silu", 1, 1, silu);
-  registry.add("silu_grad", 2, 1, siluGrad);
-  registry.add("swiglu", 2, 1, swiglu);
-  registry.add("swiglu_grad", 3, 2, swigluGrad);
-  registry.add("gelu", 1, 1, gelu);
-  registry.add("gelu_grad", 2, 1, geluGrad);
+void addActivationKernels(CpuKernelRegistry& registry) {
+  registry.add("silu", {silu});
+  registry.add("silu_grad", {siluGrad});
+  registry.add("swiglu", {swiglu});
+  registry.add("swiglu_grad", {swigluGrad});
+  registry.add("gelu", {gelu});
+  registry.add("gelu_grad", {geluGrad});
 }
 
 }  // namespace megatrain::runtime::cpu

@@ -17,36 +17,8 @@
 namespace megatrain::runtime::cpu {
 namespace {
 
-struct Dims {
-  int64_t batch, qHeads, kvHeads, sq, skv, d;
-  double scale;
-  bool causal;
-  int64_t group() const { return qHeads / kvHeads; }
-  // Keys visible to query row i.
-  int64_t visible(int64_t i) const { return causal ? std::min(i + 1, skv) : skv; }
-};
-
-Dims checkAttention(const KernelArgs& args) {
-  const Operand &q = args.in[0], &k = args.in[1], &v = args.in[2];
-  if (q.shape.rank != 4 || k.shape.rank != 4)
-    fail(args, "q " + q.shape.str() + " and k " + k.shape.str() + " must have rank 4");
-  Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3],
-         args.attrs.getFloat("scale"), args.attrs.getInt("causal", 0) != 0};
-  if (k.shape[0] != d.batch || k.shape[3] != d.d || d.kvHeads <= 0 || d.qHeads % d.kvHeads != 0)
-    fail(args, "k " + k.shape.str() + " does not fit q " + q.shape.str() +
-                   " as [B, Hkv, Skv, D] with Hkv dividing Hq");
-  requireShape(args, v, k.shape, "v");
-  return d;
-}
-
-Shape lseShape(const Dims& d) {
-  Shape s;
-  s.rank = 3;
-  s.dims[0] = d.batch;
-  s.dims[1] = d.qHeads;
-  s.dims[2] = d.sq;
-  return s;
-}
+// Keys visible to query row i.
+int64_t visibleKeys(const AttentionDims& d, int64_t i) { return d.causal ? std::min(i + 1, d.skv) : d.skv; }
 
 template <typename T>
 double dot(const T* a, const T* b, int64_t n) {
@@ -56,7 +28,7 @@ double dot(const T* a, const T* b, int64_t n) {
 }
 
 template <typename T>
-void attentionImpl(const KernelArgs& args, const Dims& d) {
+void attentionImpl(const KernelArgs& args, const AttentionDims& d) {
   const T* q = args.in[0].as<const T>();
   const T* k = args.in[1].as<const T>();
   const T* v = args.in[2].as<const T>();
@@ -72,7 +44,7 @@ void attentionImpl(const KernelArgs& args, const Dims& d) {
       for (int64_t i = 0; i < d.sq; ++i) {
         const int64_t row = (b * d.qHeads + h) * d.sq + i;
         const T* qi = q + row * d.d;
-        const int64_t n = d.visible(i);
+        const int64_t n = visibleKeys(d, i);
         double top = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < n; ++j) {
           scores[j] = d.scale * dot(qi, kh + j * d.d, d.d);
@@ -92,7 +64,7 @@ void attentionImpl(const KernelArgs& args, const Dims& d) {
 }
 
 template <typename T>
-void attentionGradImpl(const KernelArgs& args, const Dims& d) {
+void attentionGradImpl(const KernelArgs& args, const AttentionDims& d) {
   const T* q = args.in[0].as<const T>();
   const T* k = args.in[1].as<const T>();
   const T* v = args.in[2].as<const T>();
@@ -119,7 +91,7 @@ void attentionGradImpl(const KernelArgs& args, const Dims& d) {
           const double rowLse = static_cast<double>(lse[row]);
           const double di = dot(dyi, y + row * d.d, d.d);
           std::fill(dqAcc, dqAcc + d.d, 0.0);
-          const int64_t n = d.visible(i);
+          const int64_t n = visibleKeys(d, i);
           for (int64_t j = 0; j < n; ++j) {
             const T* kj = kh + j * d.d;
             const double p = std::exp(d.scale * dot(qi, kj, d.d) - rowLse);
@@ -140,11 +112,9 @@ void attentionGradImpl(const KernelArgs& args, const Dims& d) {
 }
 
 void attention(const KernelArgs& args) {
-  const plan::DType dtype =
-      floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
-  const Dims d = checkAttention(args);
-  requireShape(args, args.out[0], args.in[0].shape, "output");
-  requireShape(args, args.out[1], lseShape(d), "lse");
+  const DType dtype =
+      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const AttentionDims d = attentionDims(args);
   dispatchFloating(dtype, [&](auto tag) { attentionImpl<decltype(tag)>(args, d); });
 }
 
@@ -153,16 +123,10 @@ size_t attentionScratch(const KernelArgs& args) {
 }
 
 void attentionGrad(const KernelArgs& args) {
-  const plan::DType dtype =
-      floatingType(args, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
+  const DType dtype =
+      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
                              outMask(0) | outMask(1) | outMask(2));
-  const Dims d = checkAttention(args);
-  requireShape(args, args.in[3], args.in[0].shape, "y");
-  requireShape(args, args.in[4], lseShape(d), "lse");
-  requireShape(args, args.in[5], args.in[0].shape, "dy");
-  requireShape(args, args.out[0], args.in[0].shape, "dq");
-  requireShape(args, args.out[1], args.in[1].shape, "dk");
-  requireShape(args, args.out[2], args.in[1].shape, "dv");
+  const AttentionDims d = attentionGradDims(args);
   dispatchFloating(dtype, [&](auto tag) { attentionGradImpl<decltype(tag)>(args, d); });
 }
 
@@ -173,9 +137,9 @@ size_t attentionGradScratch(const KernelArgs& args) {
 
 }  // namespace
 
-void addAttentionKernels(KernelRegistry& registry) {
-  registry.add("attention", 3, 2, attention, attentionScratch);
-  registry.add("attention_grad", 6, 3, attentionGrad, attentionGradScratch);
+void addAttentionKernels(CpuKernelRegistry& registry) {
+  registry.add("attention", {attention, attentionScratch});
+  registry.add("attention_grad", {attentionGrad, attentionGradScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

@@ -8,7 +8,7 @@
 // (cast.cu) computes the same.
 //
 // bf16 converts only to and from f32 and f64. To bf16 rounds to nearest, ties
-// to even (floatToBf16, DType.h); an f64 is first rounded to f32, so f64 ->
+// to even (floatToBf16, megatrain/kernels/Bf16.h); an f64 is first rounded to f32, so f64 ->
 // bf16 can round twice (the CUDA twin does the same). From bf16 is exact.
 #include <cmath>
 #include <cstring>
@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/kernels/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
@@ -46,34 +46,34 @@ To convert(From v) {
 
 // Calls f(tag) with a value of the element type of `dtype` (f32, f64, i64 or bool).
 template <typename F>
-void dispatchCastable(const KernelArgs& args, plan::DType dtype, F&& f) {
+void dispatchCastable(const KernelArgs& args, DType dtype, F&& f) {
   switch (dtype) {
-    case plan::F32: f(float{}); break;
-    case plan::F64: f(double{}); break;
-    case plan::I64: f(int64_t{}); break;
-    case plan::BOOL: f(Bool{}); break;
-    default: fail(args, std::string("cannot cast ") + dtypeName(dtype) + " (f32, f64, i64 or bool)");
+    case DType::F32: f(float{}); break;
+    case DType::F64: f(double{}); break;
+    case DType::I64: f(int64_t{}); break;
+    case DType::Bool: f(Bool{}); break;
+    default: fail(args, std::string("cannot cast ") + dtypeLabel(dtype) + " (f32, f64, i64 or bool)");
   }
 }
 
 // y = x converted between bf16 (raw bits) and f32 or f64; false when neither
 // side is bf16.
 bool castBf16(const KernelArgs& args, const Operand& x, const Operand& y, int64_t n) {
-  if (x.dtype != plan::BF16 && y.dtype != plan::BF16) return false;
-  const plan::DType other = x.dtype == plan::BF16 ? y.dtype : x.dtype;
-  if (other != plan::F32 && other != plan::F64 && other != plan::BF16)
-    fail(args, std::string("bf16 casts only to and from f32 and f64, not ") + dtypeName(other));
-  if (x.dtype == plan::BF16 && y.dtype == plan::BF16) {
+  if (x.dtype != DType::BF16 && y.dtype != DType::BF16) return false;
+  const DType other = x.dtype == DType::BF16 ? y.dtype : x.dtype;
+  if (other != DType::F32 && other != DType::F64 && other != DType::BF16)
+    fail(args, std::string("bf16 casts only to and from f32 and f64, not ") + dtypeLabel(other));
+  if (x.dtype == DType::BF16 && y.dtype == DType::BF16) {
     std::memcpy(y.data, x.data, static_cast<size_t>(n) * 2);
-  } else if (x.dtype == plan::BF16) {
+  } else if (x.dtype == DType::BF16) {
     const uint16_t* src = x.as<const uint16_t>();
-    if (y.dtype == plan::F32)
+    if (y.dtype == DType::F32)
       for (int64_t i = 0; i < n; ++i) y.as<float>()[i] = bf16ToFloat(src[i]);
     else
       for (int64_t i = 0; i < n; ++i) y.as<double>()[i] = static_cast<double>(bf16ToFloat(src[i]));
   } else {
     uint16_t* dst = y.as<uint16_t>();
-    if (x.dtype == plan::F32)
+    if (x.dtype == DType::F32)
       for (int64_t i = 0; i < n; ++i) dst[i] = floatToBf16(x.as<const float>()[i]);
     else
       for (int64_t i = 0; i < n; ++i) dst[i] = floatToBf16(static_cast<float>(x.as<const double>()[i]));
@@ -84,7 +84,6 @@ bool castBf16(const KernelArgs& args, const Operand& x, const Operand& y, int64_
 // y = x converted to y's dtype; same shape.
 void cast(const KernelArgs& args) {
   const Operand &x = args.in[0], &y = args.out[0];
-  requireShape(args, y, x.shape, "output");
   const int64_t n = x.shape.elements();
   if (castBf16(args, x, y, n)) return;
   dispatchCastable(args, x.dtype, [&](auto fromTag) {
@@ -100,6 +99,6 @@ void cast(const KernelArgs& args) {
 
 }  // namespace
 
-void addCastKernels(KernelRegistry& registry) { registry.add("cast", 1, 1, cast); }
+void addCastKernels(CpuKernelRegistry& registry) { registry.add("cast", {cast}); }
 
 }  // namespace megatrain::runtime::cpu

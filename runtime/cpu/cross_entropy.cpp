@@ -41,11 +41,6 @@ void zeroLane(T* dlogits, Lane lane, int64_t c) {
   for (int64_t i = 0; i < c; ++i) dlogits[lane.base + i * lane.stride] = T(0);
 }
 
-std::optional<int64_t> ignoreIndex(const KernelArgs& args) {
-  if (!args.attrs.has("ignore_index")) return std::nullopt;
-  return args.attrs.getInt("ignore_index");
-}
-
 // True if the lane counts; Error if its label is neither ignored nor a class.
 bool counts(const KernelArgs& args, int64_t label, std::optional<int64_t> ignore, int64_t c,
             int64_t position) {
@@ -56,36 +51,10 @@ bool counts(const KernelArgs& args, int64_t label, std::optional<int64_t> ignore
   return true;
 }
 
-void requireScalar(const KernelArgs& args, const Operand& operand, const char* role) {
-  if (operand.shape.elements() != 1)
-    fail(args, std::string(role) + " must hold one element, has shape " + operand.shape.str());
-}
-
 // ---- softmax_ce: logits [N, C, D...], labels [N, D...] ----
 
-struct CeDims {
-  int64_t n, c, inner;
-  std::optional<int64_t> ignore;
-  bool mean;
-};
-
-CeDims checkSoftmaxCe(const KernelArgs& args) {
-  const Operand &logits = args.in[0], &labels = args.in[1];
-  requireDType(args, labels, plan::I64, "labels");
-  if (logits.shape.rank < 2) fail(args, "logits must be [N, C, D...], got " + logits.shape.str());
-  Shape expected;
-  expected.dims[expected.rank++] = logits.shape[0];
-  for (int i = 2; i < logits.shape.rank; ++i) expected.dims[expected.rank++] = logits.shape[i];
-  requireShape(args, labels, expected, "labels");
-  const std::string_view reduction = args.attrs.getString("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum")
-    fail(args, "reduction '" + std::string(reduction) + "' is not supported (mean or sum)");
-  return {logits.shape[0], logits.shape[1], logits.shape.product(2, logits.shape.rank),
-          ignoreIndex(args), reduction == "mean"};
-}
-
 template <typename T>
-void softmaxCeImpl(const KernelArgs& args, const CeDims& d) {
+void softmaxCeImpl(const KernelArgs& args, const SoftmaxCeDims& d) {
   const T* logits = args.in[0].as<const T>();
   const int64_t* labels = args.in[1].as<const int64_t>();
   double total = 0;
@@ -104,7 +73,7 @@ void softmaxCeImpl(const KernelArgs& args, const CeDims& d) {
 }
 
 template <typename T>
-void softmaxCeGradImpl(const KernelArgs& args, const CeDims& d) {
+void softmaxCeGradImpl(const KernelArgs& args, const SoftmaxCeDims& d) {
   const T* logits = args.in[0].as<const T>();
   const int64_t* labels = args.in[1].as<const int64_t>();
   const double dloss = static_cast<double>(args.in[2].as<const T>()[0]);
@@ -122,38 +91,18 @@ void softmaxCeGradImpl(const KernelArgs& args, const CeDims& d) {
 }
 
 void softmaxCe(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | outMask(0));
-  const CeDims d = checkSoftmaxCe(args);
-  requireScalar(args, args.out[0], "loss");
+  const DType dtype = cpuFloatingType(args, inMask(0) | outMask(0));
+  const SoftmaxCeDims d = softmaxCeDims(args);
   dispatchFloating(dtype, [&](auto tag) { softmaxCeImpl<decltype(tag)>(args, d); });
 }
 
 void softmaxCeGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(2) | outMask(0));
-  const CeDims d = checkSoftmaxCe(args);
-  requireScalar(args, args.in[2], "dloss");
-  requireShape(args, args.out[0], args.in[0].shape, "dlogits");
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(2) | outMask(0));
+  const SoftmaxCeDims d = softmaxCeDims(args);
   dispatchFloating(dtype, [&](auto tag) { softmaxCeGradImpl<decltype(tag)>(args, d); });
 }
 
 // ---- next_token_ce: logits [B, T, V], tokens [B, T]; position t predicts tokens[b, t + 1] ----
-
-struct NextTokenDims {
-  int64_t b, t, v;
-  std::optional<int64_t> ignore;
-};
-
-NextTokenDims checkNextToken(const KernelArgs& args) {
-  const Operand &logits = args.in[0], &tokens = args.in[1];
-  requireDType(args, tokens, plan::I64, "tokens");
-  if (logits.shape.rank != 3) fail(args, "logits must be [B, T, V], got " + logits.shape.str());
-  Shape expected;
-  expected.rank = 2;
-  expected.dims[0] = logits.shape[0];
-  expected.dims[1] = logits.shape[1];
-  requireShape(args, tokens, expected, "tokens");
-  return {logits.shape[0], logits.shape[1], logits.shape[2], ignoreIndex(args)};
-}
 
 template <typename T>
 void nextTokenCeImpl(const KernelArgs& args, const NextTokenDims& d) {
@@ -196,27 +145,24 @@ void nextTokenCeGradImpl(const KernelArgs& args, const NextTokenDims& d) {
 }
 
 void nextTokenCe(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | outMask(0));
-  const NextTokenDims d = checkNextToken(args);
-  requireScalar(args, args.out[0], "loss");
+  const DType dtype = cpuFloatingType(args, inMask(0) | outMask(0));
+  const NextTokenDims d = nextTokenDims(args);
   dispatchFloating(dtype, [&](auto tag) { nextTokenCeImpl<decltype(tag)>(args, d); });
 }
 
 void nextTokenCeGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(2) | outMask(0));
-  const NextTokenDims d = checkNextToken(args);
-  requireScalar(args, args.in[2], "dloss");
-  requireShape(args, args.out[0], args.in[0].shape, "dlogits");
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(2) | outMask(0));
+  const NextTokenDims d = nextTokenDims(args);
   dispatchFloating(dtype, [&](auto tag) { nextTokenCeGradImpl<decltype(tag)>(args, d); });
 }
 
 }  // namespace
 
-void addCrossEntropyKernels(KernelRegistry& registry) {
-  registry.add("softmax_ce", 2, 1, softmaxCe);
-  registry.add("softmax_ce_grad", 3, 1, softmaxCeGrad);
-  registry.add("next_token_ce", 2, 1, nextTokenCe);
-  registry.add("next_token_ce_grad", 3, 1, nextTokenCeGrad);
+void addCrossEntropyKernels(CpuKernelRegistry& registry) {
+  registry.add("softmax_ce", {softmaxCe});
+  registry.add("softmax_ce_grad", {softmaxCeGrad});
+  registry.add("next_token_ce", {nextTokenCe});
+  registry.add("next_token_ce_grad", {nextTokenCeGrad});
 }
 
 }  // namespace megatrain::runtime::cpu

@@ -93,17 +93,12 @@ void minMaxGradImpl(const KernelArgs& args, Pick picksLhs) {
 // ---- launchers: check shapes and dtypes, then dispatch on the element type ----
 
 void fill(const KernelArgs& args) {
-  dispatchFloating(floatingType(args, outMask(0)), [&](auto tag) { fillImpl<decltype(tag)>(args); });
+  dispatchFloating(cpuFloatingType(args, outMask(0)), [&](auto tag) { fillImpl<decltype(tag)>(args); });
 }
 
 template <typename Op>
 void binary(const KernelArgs& args, Op op) {
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
-  Shape expected;
-  if (!broadcastShapes(args.in[0].shape, args.in[1].shape, expected))
-    fail(args, "shapes " + args.in[0].shape.str() + " and " + args.in[1].shape.str() +
-                   " do not broadcast");
-  requireShape(args, args.out[0], expected, "output");
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0));
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     binaryImpl<T>(args, [op](T a, T b) { return static_cast<T>(op(a, b)); });
@@ -117,59 +112,57 @@ void div(const KernelArgs& args) { binary(args, [](auto a, auto b) { return a / 
 void maxKernel(const KernelArgs& args) { binary(args, [](auto a, auto b) { return picksLhsOfMax(a, b) ? a : b; }); }
 void minKernel(const KernelArgs& args) { binary(args, [](auto a, auto b) { return picksLhsOfMin(a, b) ? a : b; }); }
 
-// Checks y (or dx) against x and dispatches; `operands` names the floating ones.
+// Checks the floating operands (`operands`) and dispatches on their dtype.
 template <typename F>
-void sameShapes(const KernelArgs& args, unsigned operands, F&& body) {
-  const plan::DType dtype = floatingType(args, operands);
-  for (int i = 0; i < args.numIn; ++i) requireShape(args, args.in[i], args.out[0].shape, "input");
-  dispatchFloating(dtype, body);
+void dispatchOperands(const KernelArgs& args, unsigned operands, F&& body) {
+  dispatchFloating(cpuFloatingType(args, operands), body);
 }
 
 void scale(const KernelArgs& args) {
   const double alpha = args.attrs.getFloat("alpha");
-  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryImpl<T>(args, [alpha](T x) { return static_cast<T>(alpha * x); });
   });
 }
 
 void relu(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryImpl<T>(args, [](T x) { return x > 0 ? x : T(0); });
   });
 }
 
 void tanhKernel(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryImpl<T>(args, [](T x) { return std::tanh(x); });
   });
 }
 
 void sigmoid(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryImpl<T>(args, [](T x) { return sigmoidOf(x); });
   });
 }
 
 void reluGrad(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryGradImpl<T>(args, [](T x, T dy) { return x > 0 ? dy : T(0); });
   });
 }
 
 void tanhGrad(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryGradImpl<T>(args, [](T y, T dy) { return dy * (T(1) - y * y); });
   });
 }
 
 void sigmoidGrad(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryGradImpl<T>(args, [](T y, T dy) { return dy * y * (T(1) - y); });
   });
@@ -180,7 +173,7 @@ void sigmoidGrad(const KernelArgs& args) {
 // y = op(x) elementwise, op written once for float and double.
 template <typename Op>
 void math(const KernelArgs& args, Op op) {
-  sameShapes(args, inMask(0) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryImpl<T>(args, [op](T x) { return static_cast<T>(op(x)); });
   });
@@ -201,7 +194,7 @@ void powfKernel(const KernelArgs& args) {
 }
 
 void erfGrad(const KernelArgs& args) {
-  sameShapes(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
+  dispatchOperands(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
     unaryGradImpl<T>(args, [](T x, T dy) { return dy * (T(kTwoOverSqrtPi) * std::exp(-(x * x))); });
   });
@@ -210,15 +203,8 @@ void erfGrad(const KernelArgs& args) {
 // max_grad, min_grad: (a, b, dy) -> (da, db), all three floating, dy the broadcast shape.
 template <bool kMax>
 void minMaxGrad(const KernelArgs& args) {
-  const plan::DType dtype =
-      floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
-  Shape expected;
-  if (!broadcastShapes(args.in[0].shape, args.in[1].shape, expected))
-    fail(args, "shapes " + args.in[0].shape.str() + " and " + args.in[1].shape.str() +
-                   " do not broadcast");
-  requireShape(args, args.in[2], expected, "dy");
-  requireShape(args, args.out[0], expected, "output");
-  requireShape(args, args.out[1], expected, "output");
+  const DType dtype =
+      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kMax) minMaxGradImpl<T>(args, [](T a, T b) { return picksLhsOfMax(a, b); });
@@ -228,9 +214,8 @@ void minMaxGrad(const KernelArgs& args) {
 
 // x (floating) -> bool, same shape: 1 where x is NaN.
 void isnanKernel(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0));
-  requireDType(args, args.out[0], plan::BOOL, "output");
-  requireShape(args, args.out[0], args.in[0].shape, "output");
+  const DType dtype = cpuFloatingType(args, inMask(0));
+  requireDType(args, args.out[0], DType::Bool, "output");
   uint8_t* y = args.out[0].as<uint8_t>();
   const int64_t n = args.out[0].shape.elements();
   dispatchFloating(dtype, [&](auto tag) {
@@ -242,34 +227,34 @@ void isnanKernel(const KernelArgs& args) {
 
 }  // namespace
 
-void addElementwiseKernels(KernelRegistry& registry) {
-  registry.add("fill", 0, 1, fill);
-  registry.add("add", 2, 1, add);
-  registry.add("sub", 2, 1, sub);
-  registry.add("mul", 2, 1, mul);
-  registry.add("div", 2, 1, div);
-  registry.add("scale", 1, 1, scale);
-  registry.add("relu", 1, 1, relu);
-  registry.add("tanh", 1, 1, tanhKernel);
-  registry.add("sigmoid", 1, 1, sigmoid);
-  registry.add("relu_grad", 2, 1, reluGrad);
-  registry.add("tanh_grad", 2, 1, tanhGrad);
-  registry.add("sigmoid_grad", 2, 1, sigmoidGrad);
-  registry.add("max", 2, 1, maxKernel);
-  registry.add("min", 2, 1, minKernel);
-  registry.add("max_grad", 3, 2, minMaxGrad<true>);
-  registry.add("min_grad", 3, 2, minMaxGrad<false>);
-  registry.add("neg", 1, 1, neg);
-  registry.add("sqrt", 1, 1, sqrtKernel);
-  registry.add("reciprocal", 1, 1, reciprocal);
-  registry.add("exp", 1, 1, expKernel);
-  registry.add("log", 1, 1, logKernel);
-  registry.add("erf", 1, 1, erfKernel);
-  registry.add("cos", 1, 1, cosKernel);
-  registry.add("sin", 1, 1, sinKernel);
-  registry.add("powf", 1, 1, powfKernel);
-  registry.add("erf_grad", 2, 1, erfGrad);
-  registry.add("isnan", 1, 1, isnanKernel);
+void addElementwiseKernels(CpuKernelRegistry& registry) {
+  registry.add("fill", {fill});
+  registry.add("add", {add});
+  registry.add("sub", {sub});
+  registry.add("mul", {mul});
+  registry.add("div", {div});
+  registry.add("scale", {scale});
+  registry.add("relu", {relu});
+  registry.add("tanh", {tanhKernel});
+  registry.add("sigmoid", {sigmoid});
+  registry.add("relu_grad", {reluGrad});
+  registry.add("tanh_grad", {tanhGrad});
+  registry.add("sigmoid_grad", {sigmoidGrad});
+  registry.add("max", {maxKernel});
+  registry.add("min", {minKernel});
+  registry.add("max_grad", {minMaxGrad<true>});
+  registry.add("min_grad", {minMaxGrad<false>});
+  registry.add("neg", {neg});
+  registry.add("sqrt", {sqrtKernel});
+  registry.add("reciprocal", {reciprocal});
+  registry.add("exp", {expKernel});
+  registry.add("log", {logKernel});
+  registry.add("erf", {erfKernel});
+  registry.add("cos", {cosKernel});
+  registry.add("sin", {sinKernel});
+  registry.add("powf", {powfKernel});
+  registry.add("erf_grad", {erfGrad});
+  registry.add("isnan", {isnanKernel});
 }
 
 }  // namespace megatrain::runtime::cpu

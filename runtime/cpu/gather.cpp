@@ -3,35 +3,9 @@
 // data is viewed as [outer, A, inner] around `axis` and y as [outer, N, inner]
 // with N the number of indices: y[o, p, q] = data[o, indices[p], q].
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
-
-struct GatherDims {
-  int64_t outer, a, inner, n;
-};
-
-// `data` is the gathered-from shape (data or ddata), `gathered` the gathered
-// shape (y or dy); checks gathered = data[:axis] + indices.shape + data[axis+1:].
-GatherDims checkGather(const KernelArgs& args, const Operand& data, const Operand& indices,
-                       const Operand& gathered, const char* gatheredRole) {
-  requireDType(args, indices, plan::I64, "indices");
-  const int64_t axis = args.attrs.getInt("axis", 0);
-  if (axis < 0 || axis >= data.shape.rank)
-    fail(args, "axis " + std::to_string(axis) + " is outside " + data.shape.str());
-  const int ax = static_cast<int>(axis);
-  Shape expected;
-  expected.rank = data.shape.rank - 1 + indices.shape.rank;
-  if (expected.rank > kMaxRank) fail(args, "result rank exceeds " + std::to_string(kMaxRank));
-  int at = 0;
-  for (int i = 0; i < ax; ++i) expected.dims[at++] = data.shape[i];
-  for (int i = 0; i < indices.shape.rank; ++i) expected.dims[at++] = indices.shape[i];
-  for (int i = ax + 1; i < data.shape.rank; ++i) expected.dims[at++] = data.shape[i];
-  requireShape(args, gathered, expected, gatheredRole);
-  return {data.shape.product(0, ax), data.shape[ax], data.shape.product(ax + 1, data.shape.rank),
-          indices.shape.elements()};
-}
 
 // indices[p] made non-negative; Error if outside [-a, a).
 int64_t normalizedIndex(const KernelArgs& args, const int64_t* indices, int64_t p, int64_t a) {
@@ -45,9 +19,9 @@ int64_t normalizedIndex(const KernelArgs& args, const int64_t* indices, int64_t 
 void gather(const KernelArgs& args) {
   const Operand &data = args.in[0], &indices = args.in[1], &y = args.out[0];
   requireDType(args, y, data.dtype, "output");
-  const GatherDims d = checkGather(args, data, indices, y, "output");
+  const GatherDims d = gatherDims(args);
   const int64_t* idx = indices.as<const int64_t>();
-  dispatchBytes(dtypeSize(data.dtype), [&](auto tag) {
+  dispatchBytes(dtypeBytes(data.dtype), [&](auto tag) {
     using E = decltype(tag);
     const E* src = data.as<const E>();
     E* dst = y.as<E>();
@@ -93,26 +67,21 @@ void gatherGradImpl(const KernelArgs& args, const GatherDims& d) {
 }
 
 void gatherGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(1) | outMask(0));
-  const GatherDims d = checkGather(args, args.out[0], args.in[0], args.in[1], "dy");
+  const DType dtype = cpuFloatingType(args, inMask(1) | outMask(0));
+  const GatherDims d = gatherGradDims(args);
   dispatchFloating(dtype, [&](auto tag) { gatherGradImpl<decltype(tag)>(args, d); });
 }
 
 size_t gatherGradScratch(const KernelArgs& args) {
-  const Shape& ddata = args.out[0].shape;
-  const int64_t axis = args.attrs.getInt("axis", 0);
-  if (axis < 0 || axis >= ddata.rank) return 0;  // the launch reports the bad axis
-  const int ax = static_cast<int>(axis);
-  const int64_t n = args.in[0].shape.elements(), a = ddata[ax];
-  const int64_t inner = ddata.product(ax + 1, ddata.rank);
-  return static_cast<size_t>(n + a + 1) * sizeof(int64_t) + static_cast<size_t>(inner) * sizeof(double);
+  const GatherDims d = gatherGradDims(args);
+  return static_cast<size_t>(d.n + d.a + 1) * sizeof(int64_t) + static_cast<size_t>(d.inner) * sizeof(double);
 }
 
 }  // namespace
 
-void addGatherKernels(KernelRegistry& registry) {
-  registry.add("gather", 2, 1, gather);
-  registry.add("gather_grad", 2, 1, gatherGrad, gatherGradScratch);
+void addGatherKernels(CpuKernelRegistry& registry) {
+  registry.add("gather", {gather});
+  registry.add("gather_grad", {gatherGrad, gatherGradScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

@@ -10,22 +10,6 @@
 namespace megatrain::runtime::cpu {
 namespace {
 
-struct Rows {
-  int64_t rows, d;
-  double epsilon;
-};
-
-Rows checkLayerNorm(const KernelArgs& args, const Operand& x, const Operand& scale) {
-  const int64_t axis = args.attrs.getInt("axis");
-  if (axis < 0 || axis >= x.shape.rank)
-    fail(args, "axis " + std::to_string(axis) + " is outside " + x.shape.str());
-  const int ax = static_cast<int>(axis);
-  Shape normalized;
-  for (int i = ax; i < x.shape.rank; ++i) normalized.dims[normalized.rank++] = x.shape[i];
-  requireShape(args, scale, normalized, "scale");
-  return {x.shape.product(0, ax), normalized.elements(), args.attrs.getFloat("epsilon", 1e-5)};
-}
-
 // Mean and rstd of one row of d elements.
 template <typename T>
 void rowStats(const T* x, int64_t d, double epsilon, double& mean, double& rstd) {
@@ -41,7 +25,7 @@ void rowStats(const T* x, int64_t d, double epsilon, double& mean, double& rstd)
 }
 
 template <typename T>
-void layerNormImpl(const KernelArgs& args, const Rows& r) {
+void layerNormImpl(const KernelArgs& args, const NormRows& r) {
   const T* x = args.in[0].as<const T>();
   const T* scale = args.in[1].as<const T>();
   const T* bias = args.in[2].as<const T>();
@@ -61,7 +45,7 @@ void layerNormImpl(const KernelArgs& args, const Rows& r) {
 // With g = dy * scale: dx = rstd * (g - mean(g) - n * mean(g * n)) per row;
 // dscale = sum over rows of dy * n; dbias = sum over rows of dy.
 template <typename T>
-void layerNormGradImpl(const KernelArgs& args, const Rows& r) {
+void layerNormGradImpl(const KernelArgs& args, const NormRows& r) {
   const T* x = args.in[0].as<const T>();
   const T* scale = args.in[1].as<const T>();
   const T* dy = args.in[2].as<const T>();
@@ -101,22 +85,15 @@ void layerNormGradImpl(const KernelArgs& args, const Rows& r) {
 }
 
 void layerNorm(const KernelArgs& args) {
-  const plan::DType dtype =
-      floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
-  const Rows r = checkLayerNorm(args, args.in[0], args.in[1]);
-  requireShape(args, args.in[2], args.in[1].shape, "bias");
-  requireShape(args, args.out[0], args.in[0].shape, "output");
+  const DType dtype =
+      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
+  const NormRows r = layerNormRows(args);
   dispatchFloating(dtype, [&](auto tag) { layerNormImpl<decltype(tag)>(args, r); });
 }
 
 void layerNormGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(
-      args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1) | outMask(2));
-  const Rows r = checkLayerNorm(args, args.in[0], args.in[1]);
-  requireShape(args, args.in[2], args.in[0].shape, "dy");
-  requireShape(args, args.out[0], args.in[0].shape, "dx");
-  requireShape(args, args.out[1], args.in[1].shape, "dscale");
-  requireShape(args, args.out[2], args.in[1].shape, "dbias");
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1) | outMask(2));
+  const NormRows r = layerNormGradRows(args);
   dispatchFloating(dtype, [&](auto tag) { layerNormGradImpl<decltype(tag)>(args, r); });
 }
 
@@ -126,9 +103,9 @@ size_t layerNormGradScratch(const KernelArgs& args) {
 
 }  // namespace
 
-void addLayerNormKernels(KernelRegistry& registry) {
-  registry.add("layer_norm", 3, 1, layerNorm);
-  registry.add("layer_norm_grad", 3, 3, layerNormGrad, layerNormGradScratch);
+void addLayerNormKernels(CpuKernelRegistry& registry) {
+  registry.add("layer_norm", {layerNorm});
+  registry.add("layer_norm_grad", {layerNormGrad, layerNormGradScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

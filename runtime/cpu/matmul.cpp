@@ -12,47 +12,10 @@
 #include <string_view>
 
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/kernels/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
-
-struct MatmulDims {
-  int64_t m, n, k;
-  bool transA, transB;
-  Shape batch;  // broadcast batch shape of y
-};
-
-Shape batchOf(const Shape& shape) {
-  Shape batch = shape;
-  batch.rank = shape.rank - 2;
-  return batch;
-}
-
-MatmulDims checkMatmul(const KernelArgs& args) {
-  const Operand &a = args.in[0], &b = args.in[1], &y = args.out[0];
-  if (a.shape.rank < 2 || b.shape.rank < 2)
-    fail(args, "operands must have rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
-  MatmulDims d;
-  d.transA = args.attrs.getInt("transpose_a", 0) != 0;
-  d.transB = args.attrs.getInt("transpose_b", 0) != 0;
-  const int64_t a0 = a.shape[a.shape.rank - 2], a1 = a.shape[a.shape.rank - 1];
-  const int64_t b0 = b.shape[b.shape.rank - 2], b1 = b.shape[b.shape.rank - 1];
-  d.m = d.transA ? a1 : a0;
-  d.k = d.transA ? a0 : a1;
-  const int64_t kb = d.transB ? b1 : b0;
-  d.n = d.transB ? b0 : b1;
-  if (d.k != kb)
-    fail(args, "inner dimensions differ: a " + a.shape.str() + (d.transA ? "^T" : "") + ", b " +
-                   b.shape.str() + (d.transB ? "^T" : ""));
-  if (!broadcastShapes(batchOf(a.shape), batchOf(b.shape), d.batch))
-    fail(args, "batch dims of " + a.shape.str() + " and " + b.shape.str() + " do not broadcast");
-  Shape expected = d.batch;
-  expected.dims[expected.rank++] = d.m;
-  expected.dims[expected.rank++] = d.n;
-  requireShape(args, y, expected, "output");
-  return d;
-}
 
 // A bf16 element (raw bits) read as a number.
 struct Bf16 {
@@ -71,8 +34,8 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
   const int64_t sbk = d.transB ? 1 : n, sbn = d.transB ? k : 1;
 
   int64_t batchA[kMaxRank], batchB[kMaxRank];
-  broadcastStrides(batchOf(args.in[0].shape), d.batch, batchA);
-  broadcastStrides(batchOf(args.in[1].shape), d.batch, batchB);
+  broadcastStrides(matmulBatchOf(args.in[0].shape), d.batch, batchA);
+  broadcastStrides(matmulBatchOf(args.in[1].shape), d.batch, batchB);
   for (int i = 0; i < d.batch.rank; ++i) {
     batchA[i] *= m * k;
     batchB[i] *= k * n;
@@ -108,19 +71,16 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
 }
 
 void matmul(const KernelArgs& args) {
-  const std::string_view precision = args.attrs.getString("precision", "fp32");
-  if (precision != "fp32" && precision != "tf32" && precision != "bf16")
-    fail(args, "precision must be fp32, tf32 or bf16, got '" + std::string(precision) + "'");
-  if (args.in[0].dtype == plan::BF16 || args.in[1].dtype == plan::BF16) {
-    requireDType(args, args.in[0], plan::BF16, "a");
-    requireDType(args, args.in[1], plan::BF16, "b");
-    requireDType(args, args.out[0], plan::F32, "output");
-    const MatmulDims d = checkMatmul(args);
+  if (args.in[0].dtype == DType::BF16 || args.in[1].dtype == DType::BF16) {
+    requireDType(args, args.in[0], DType::BF16, "a");
+    requireDType(args, args.in[1], DType::BF16, "b");
+    requireDType(args, args.out[0], DType::F32, "output");
+    const MatmulDims d = matmulDims(args);
     matmulImpl<Bf16, float>(args, d);
     return;
   }
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
-  const MatmulDims d = checkMatmul(args);
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0));
+  const MatmulDims d = matmulDims(args);
   dispatchFloating(dtype, [&](auto tag) { matmulImpl<decltype(tag)>(args, d); });
 }
 
@@ -131,8 +91,8 @@ size_t matmulScratch(const KernelArgs& args) {
 
 }  // namespace
 
-void addMatmulKernels(KernelRegistry& registry) {
-  registry.add("matmul", 2, 1, matmul, matmulScratch);
+void addMatmulKernels(CpuKernelRegistry& registry) {
+  registry.add("matmul", {matmul, matmulScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

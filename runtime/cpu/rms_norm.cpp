@@ -10,23 +10,6 @@
 namespace megatrain::runtime::cpu {
 namespace {
 
-struct Rows {
-  int64_t rows, d;
-  double epsilon;
-};
-
-Rows checkRmsNorm(const KernelArgs& args) {
-  const Operand& x = args.in[0];
-  const int64_t axis = args.attrs.getInt("axis");
-  if (axis < 0 || axis >= x.shape.rank)
-    fail(args, "axis " + std::to_string(axis) + " is outside " + x.shape.str());
-  const int ax = static_cast<int>(axis);
-  Shape normalized;
-  for (int i = ax; i < x.shape.rank; ++i) normalized.dims[normalized.rank++] = x.shape[i];
-  requireShape(args, args.in[1], normalized, "weight");
-  return {x.shape.product(0, ax), normalized.elements(), args.attrs.getFloat("epsilon")};
-}
-
 // 1/sqrt(mean(x^2) + epsilon) of one row of d elements.
 template <typename T>
 double rowRstd(const T* x, int64_t d, double epsilon) {
@@ -36,7 +19,7 @@ double rowRstd(const T* x, int64_t d, double epsilon) {
 }
 
 template <typename T>
-void rmsNormImpl(const KernelArgs& args, const Rows& r) {
+void rmsNormImpl(const KernelArgs& args, const NormRows& r) {
   const T* x = args.in[0].as<const T>();
   const T* weight = args.in[1].as<const T>();
   T* y = args.out[0].as<T>();
@@ -52,7 +35,7 @@ void rmsNormImpl(const KernelArgs& args, const Rows& r) {
 // With g = dy * weight and n = x * rstd: dx = rstd * (g - n * mean(g * n))
 // per row; dweight = sum over rows of dy * n.
 template <typename T>
-void rmsNormGradImpl(const KernelArgs& args, const Rows& r) {
+void rmsNormGradImpl(const KernelArgs& args, const NormRows& r) {
   const T* x = args.in[0].as<const T>();
   const T* weight = args.in[1].as<const T>();
   const T* dy = args.in[2].as<const T>();
@@ -83,19 +66,15 @@ void rmsNormGradImpl(const KernelArgs& args, const Rows& r) {
 }
 
 void rmsNorm(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
-  const Rows r = checkRmsNorm(args);
-  requireShape(args, args.out[0], args.in[0].shape, "output");
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0));
+  const NormRows r = rmsNormRows(args);
   dispatchFloating(dtype, [&](auto tag) { rmsNormImpl<decltype(tag)>(args, r); });
 }
 
 void rmsNormGrad(const KernelArgs& args) {
-  const plan::DType dtype =
-      floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
-  const Rows r = checkRmsNorm(args);
-  requireShape(args, args.in[2], args.in[0].shape, "dy");
-  requireShape(args, args.out[0], args.in[0].shape, "dx");
-  requireShape(args, args.out[1], args.in[1].shape, "dweight");
+  const DType dtype =
+      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const NormRows r = rmsNormGradRows(args);
   dispatchFloating(dtype, [&](auto tag) { rmsNormGradImpl<decltype(tag)>(args, r); });
 }
 
@@ -105,9 +84,9 @@ size_t rmsNormGradScratch(const KernelArgs& args) {
 
 }  // namespace
 
-void addRmsNormKernels(KernelRegistry& registry) {
-  registry.add("rms_norm", 2, 1, rmsNorm);
-  registry.add("rms_norm_grad", 3, 2, rmsNormGrad, rmsNormGradScratch);
+void addRmsNormKernels(CpuKernelRegistry& registry) {
+  registry.add("rms_norm", {rmsNorm});
+  registry.add("rms_norm_grad", {rmsNormGrad, rmsNormGradScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

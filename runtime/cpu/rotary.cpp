@@ -9,24 +9,6 @@
 namespace megatrain::runtime::cpu {
 namespace {
 
-// Checks the operands; fills the strides that read cos and sin as x's shape.
-void checkRotary(const KernelArgs& args, int64_t* cosStrides, int64_t* sinStrides) {
-  const Operand &x = args.in[0], &cos = args.in[1], &sin = args.in[2];
-  const Shape& s = x.shape;
-  if (s.rank == 0 || s[s.rank - 1] % 2 != 0)
-    fail(args, "x " + s.str() + " must have an even last dim");
-  for (const Operand* table : {&cos, &sin}) {
-    Shape joint;
-    if (table->shape.rank == 0 || table->shape[table->shape.rank - 1] != s[s.rank - 1] ||
-        !broadcastShapes(table->shape, s, joint) || joint != s)
-      fail(args, "cos and sin " + table->shape.str() + " must broadcast to " + s.str() +
-                     " and keep its last dim");
-  }
-  requireShape(args, args.out[0], s, "output");
-  broadcastStrides(cos.shape, s, cosStrides);
-  broadcastStrides(sin.shape, s, sinStrides);
-}
-
 // grad = false: out = x * cos + rotate_half(x) * sin.
 // grad = true:  out = x * cos - rotate_half(x * sin), x being dy.
 template <typename T>
@@ -53,9 +35,10 @@ void rotaryImpl(const KernelArgs& args, const int64_t* cs, const int64_t* ss, bo
 }
 
 void run(const KernelArgs& args, bool grad) {
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
   int64_t cs[kMaxRank], ss[kMaxRank];
-  checkRotary(args, cs, ss);
+  broadcastStrides(args.in[1].shape, args.in[0].shape, cs);
+  broadcastStrides(args.in[2].shape, args.in[0].shape, ss);
   dispatchFloating(dtype, [&](auto tag) { rotaryImpl<decltype(tag)>(args, cs, ss, grad); });
 }
 
@@ -64,9 +47,9 @@ void rotaryGrad(const KernelArgs& args) { run(args, true); }
 
 }  // namespace
 
-void addRotaryKernels(KernelRegistry& registry) {
-  registry.add("rotary", 3, 1, rotary);
-  registry.add("rotary_grad", 3, 1, rotaryGrad);
+void addRotaryKernels(CpuKernelRegistry& registry) {
+  registry.add("rotary", {rotary});
+  registry.add("rotary_grad", {rotaryGrad});
 }
 
 }  // namespace megatrain::runtime::cpu

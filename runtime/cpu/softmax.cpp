@@ -9,23 +9,9 @@
 namespace megatrain::runtime::cpu {
 namespace {
 
-struct Lanes {
-  int64_t outer, n, inner;
-};
-
-Lanes checkSoftmax(const KernelArgs& args) {
-  const Shape& shape = args.out[0].shape;
-  for (int i = 0; i < args.numIn; ++i) requireShape(args, args.in[i], shape, "input");
-  const int64_t axis = args.attrs.getInt("axis");
-  if (axis < 0 || axis >= shape.rank)
-    fail(args, "axis " + std::to_string(axis) + " is outside " + shape.str());
-  const int a = static_cast<int>(axis);
-  return {shape.product(0, a), shape[a], shape.product(a + 1, shape.rank)};
-}
-
 // y = exp(x - max) / sum exp(x - max) per lane.
 template <typename T>
-void softmaxImpl(const KernelArgs& args, const Lanes& l) {
+void softmaxImpl(const KernelArgs& args, const SoftmaxLanes& l) {
   const T* x = args.in[0].as<const T>();
   T* y = args.out[0].as<T>();
   for (int64_t o = 0; o < l.outer; ++o)
@@ -42,7 +28,7 @@ void softmaxImpl(const KernelArgs& args, const Lanes& l) {
 
 // dx = y * (dy - sum(dy * y)) per lane.
 template <typename T>
-void softmaxGradImpl(const KernelArgs& args, const Lanes& l) {
+void softmaxGradImpl(const KernelArgs& args, const SoftmaxLanes& l) {
   const T* y = args.in[0].as<const T>();
   const T* dy = args.in[1].as<const T>();
   T* dx = args.out[0].as<T>();
@@ -62,22 +48,22 @@ void softmaxGradImpl(const KernelArgs& args, const Lanes& l) {
 }
 
 void softmax(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | outMask(0));
-  const Lanes lanes = checkSoftmax(args);
+  const DType dtype = cpuFloatingType(args, inMask(0) | outMask(0));
+  const SoftmaxLanes lanes = softmaxLanes(args);
   dispatchFloating(dtype, [&](auto tag) { softmaxImpl<decltype(tag)>(args, lanes); });
 }
 
 void softmaxGrad(const KernelArgs& args) {
-  const plan::DType dtype = floatingType(args, inMask(0) | inMask(1) | outMask(0));
-  const Lanes lanes = checkSoftmax(args);
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0));
+  const SoftmaxLanes lanes = softmaxLanes(args);
   dispatchFloating(dtype, [&](auto tag) { softmaxGradImpl<decltype(tag)>(args, lanes); });
 }
 
 }  // namespace
 
-void addSoftmaxKernels(KernelRegistry& registry) {
-  registry.add("softmax", 1, 1, softmax);
-  registry.add("softmax_grad", 2, 1, softmaxGrad);
+void addSoftmaxKernels(CpuKernelRegistry& registry) {
+  registry.add("softmax", {softmax});
+  registry.add("softmax_grad", {softmaxGrad});
 }
 
 }  // namespace megatrain::runtime::cpu

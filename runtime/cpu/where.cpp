@@ -1,6 +1,5 @@
 // where.cpp - where: cond ? x : y, numpy broadcasting of all three operands.
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
@@ -36,20 +35,15 @@ void whereImpl(const uint8_t* cond, const E* x, const E* y, E* out, const Shape&
 // cond [bool], x, y (one dtype, any) -> out (x's dtype, the broadcast shape).
 void where(const KernelArgs& args) {
   const Operand &cond = args.in[0], &x = args.in[1], &y = args.in[2], &out = args.out[0];
-  requireDType(args, cond, plan::BOOL, "condition");
+  requireDType(args, cond, DType::Bool, "condition");
   requireDType(args, y, x.dtype, "input");
   requireDType(args, out, x.dtype, "output");
-  if (dtypeSize(x.dtype) == 0) fail(args, "input dtype is unspecified");
-  Shape xy, expected;
-  if (!broadcastShapes(x.shape, y.shape, xy) || !broadcastShapes(cond.shape, xy, expected))
-    fail(args, "shapes " + cond.shape.str() + ", " + x.shape.str() + " and " + y.shape.str() +
-                   " do not broadcast");
-  requireShape(args, out, expected, "output");
+  if (dtypeBytes(x.dtype) == 0) fail(args, "input dtype is unspecified");
   int64_t sc[kMaxRank], sx[kMaxRank], sy[kMaxRank];
   broadcastStrides(cond.shape, out.shape, sc);
   broadcastStrides(x.shape, out.shape, sx);
   broadcastStrides(y.shape, out.shape, sy);
-  dispatchBytes(dtypeSize(x.dtype), [&](auto tag) {
+  dispatchBytes(dtypeBytes(x.dtype), [&](auto tag) {
     using E = decltype(tag);
     whereImpl(cond.as<const uint8_t>(), x.as<const E>(), y.as<const E>(), out.as<E>(), out.shape, sc,
               sx, sy);
@@ -58,6 +52,6 @@ void where(const KernelArgs& args) {
 
 }  // namespace
 
-void addWhereKernels(KernelRegistry& registry) { registry.add("where", 3, 1, where); }
+void addWhereKernels(CpuKernelRegistry& registry) { registry.add("where", {where}); }
 
 }  // namespace megatrain::runtime::cpu

@@ -16,19 +16,13 @@ namespace megatrain::runtime::cuda {
 constexpr int kColumns = 32;                       // columns per block of the column sums
 constexpr int kColumnLanes = kThreads / kColumns;  // rows walked at once per column
 
-// A normalization over the last d elements of each of `rows` rows.
-struct Rows {
-  int64_t rows, d;
-  double epsilon;
-};
-
 // The column-sum grid of a normalization gradient.
 struct ColumnSplit {
   unsigned blocks, splits;
   int64_t chunk;  // rows per split
 };
 
-inline ColumnSplit planColumns(const Launch& launch, const Rows& r) {
+inline ColumnSplit planColumns(const Launch& launch, const NormRows& r) {
   ColumnSplit c;
   c.blocks = static_cast<unsigned>(std::max<int64_t>(1, (r.d + kColumns - 1) / kColumns));
   const int64_t target = static_cast<int64_t>(launch.device->smCount) * 8;

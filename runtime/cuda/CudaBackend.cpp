@@ -23,23 +23,17 @@
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Format.h"
+#include "megatrain/runtime/KernelBinding.h"
 
 namespace megatrain::runtime {
 namespace {
 
-static_assert(static_cast<int>(cuda::DType::F32) == plan::F32 && static_cast<int>(cuda::DType::F64) == plan::F64 &&
-                  static_cast<int>(cuda::DType::BF16) == plan::BF16 && static_cast<int>(cuda::DType::F16) == plan::F16 &&
-                  static_cast<int>(cuda::DType::I64) == plan::I64 && static_cast<int>(cuda::DType::I32) == plan::I32 &&
-                  static_cast<int>(cuda::DType::U8) == plan::U8 && static_cast<int>(cuda::DType::Bool) == plan::BOOL,
-              "cuda::DType numbers its types as plan.proto does");
-
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
 constexpr size_t kScratchAlignment = 256;
 
-// A kernel step resolved once: its entry, its launch and the attributes the launch reads.
+// A kernel step resolved once: its registered kernel and its launch.
 struct PreparedKernel {
-  const cuda::KernelEntry* entry = nullptr;
-  std::vector<cuda::Attribute> attributes;
+  const cuda::CudaKernelRegistry::Registered* kernel = nullptr;
   cuda::Launch launch;
 };
 
@@ -73,37 +67,13 @@ struct HostTaskSlot {
   bool traced = false;
 };
 
-std::vector<cuda::Attribute> copyAttributes(const plan::Kernel& kernel) {
-  std::vector<cuda::Attribute> result;
-  for (const plan::Attribute& source : kernel.attributes()) {
-    cuda::Attribute a;
-    a.name = source.name();
-    switch (source.value_case()) {
-      case plan::Attribute::kI: a.kind = cuda::Attribute::Kind::Int; a.i = source.i(); break;
-      case plan::Attribute::kF: a.kind = cuda::Attribute::Kind::Float; a.f = source.f(); break;
-      case plan::Attribute::kS: a.kind = cuda::Attribute::Kind::String; a.s = source.s(); break;
-      case plan::Attribute::kInts:
-        a.kind = cuda::Attribute::Kind::Ints;
-        a.ints.assign(source.ints().values().begin(), source.ints().values().end());
-        break;
-      case plan::Attribute::kFloats:
-        a.kind = cuda::Attribute::Kind::Floats;
-        a.floats.assign(source.floats().values().begin(), source.floats().values().end());
-        break;
-      default: throw Error(kernel.kernel() + ": attribute '" + source.name() + "' has no value");
-    }
-    result.push_back(std::move(a));
-  }
-  return result;
-}
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const CudaOptions& options);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
-  const KernelSignature* findKernel(const std::string& name) const override;
+  const kernels::KernelSpec* findKernel(const std::string& name) const override;
   void prepare(const plan::Plan& plan) override;
   void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void launchKernel(uint32_t step) override;
@@ -144,7 +114,8 @@ class CudaBackend final : public Backend {
   cudaStream_t streamFor(const std::string& stream) const;
   // The stream of the step being issued (the compute stream outside a step).
   cudaStream_t currentStream() const;
-  cuda::Operand operand(const plan::Tensor& tensor) const;
+  // The device address of a kernel operand (an Error for one outside the DEVICE pools).
+  void* operandAddress(const plan::Tensor& tensor) const;
   // Waits for every stream, then reports a host task's failure or any bad
   // data a kernel flagged.
   void drain() const;
@@ -167,12 +138,11 @@ class CudaBackend final : public Backend {
   void* cublasWorkspace_ = nullptr;
   int* badData_ = nullptr;  // pinned, mapped: [1], step + 1 of the first bad-data flag
   cuda::DeviceContext context_;
-  std::unordered_map<std::string, KernelSignature> signatures_;
 
   const plan::Plan* plan_ = nullptr;
   std::vector<Pool> pools_;
   void* scratch_ = nullptr;
-  std::vector<PreparedKernel> kernels_;  // [steps]; entry == nullptr for other steps
+  std::vector<PreparedKernel> kernels_;  // [steps]; kernel == nullptr for other steps
   std::unordered_map<std::string, cudaEvent_t> events_;
   std::unique_ptr<cuda::MatmulPlanner> matmul_;  // made by the first prepare(); its algorithm cache outlives plans
   // One CUDA stream per plan stream; the kernels' stream is compute_.
@@ -229,8 +199,6 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   MT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&context_.badData), badData_, 0));
   context_.stream = compute_;
   context_.cublas = cublas_;
-  for (const auto& [name, entry] : cuda::cudaKernels().entries())
-    signatures_[name] = KernelSignature{entry.inputs, entry.outputs};
   auto flag = [](const char* name) {
     const char* value = std::getenv(name);
     return value && *value && std::strcmp(value, "0") != 0;
@@ -274,9 +242,9 @@ void CudaBackend::releasePlanMemory() {
   plan_ = nullptr;
 }
 
-const KernelSignature* CudaBackend::findKernel(const std::string& name) const {
-  auto it = signatures_.find(name);
-  return it == signatures_.end() ? nullptr : &it->second;
+const kernels::KernelSpec* CudaBackend::findKernel(const std::string& name) const {
+  const cuda::CudaKernelRegistry::Registered* registered = cuda::cudaKernels().find(name);
+  return registered ? registered->spec : nullptr;
 }
 
 const Pool& CudaBackend::poolOf(const plan::Tensor& tensor) const {
@@ -287,19 +255,10 @@ const Pool& CudaBackend::poolOf(const plan::Tensor& tensor) const {
   return pools_[pool];
 }
 
-cuda::Operand CudaBackend::operand(const plan::Tensor& tensor) const {
-  if (tensor.shape_size() > cuda::kMaxRank)
-    throw Error("cuda backend: tensor '" + tensor.name() + "' has rank " + std::to_string(tensor.shape_size()) +
-                ", the CUDA kernels support at most " + std::to_string(cuda::kMaxRank));
+void* CudaBackend::operandAddress(const plan::Tensor& tensor) const {
   if (!onDevice(tensor))
     throw Error("cuda backend: kernel operand '" + tensor.name() + "' is not in a DEVICE pool");
-  cuda::Operand result;
-  result.data = address(tensor);
-  result.shape.rank = tensor.shape_size();
-  for (int i = 0; i < tensor.shape_size(); ++i) result.shape.dims[i] = tensor.shape(i);
-  result.dtype = static_cast<cuda::DType>(tensor.dtype());
-  result.name = tensor.name().c_str();
-  return result;
+  return address(tensor);
 }
 
 cudaStream_t CudaBackend::streamFor(const std::string& stream) const {
@@ -401,27 +360,17 @@ void CudaBackend::prepare(const plan::Plan& plan) {
     if (step.op_case() != plan::Step::kKernel) continue;
     const plan::Kernel& kernel = step.kernel();
     PreparedKernel& prepared = kernels_[static_cast<size_t>(i)];
-    prepared.entry = cuda::cudaKernels().find(kernel.kernel());
-    if (!prepared.entry) throw Error("cuda backend: step " + std::to_string(i) + ": unknown kernel '" + kernel.kernel() + "'");
-    if (kernel.inputs_size() > cuda::kMaxOperands || kernel.outputs_size() > cuda::kMaxOperands)
-      throw Error("cuda backend: step " + std::to_string(i) + " has too many operands");
-    prepared.attributes = copyAttributes(kernel);
+    prepared.kernel = cuda::cudaKernels().find(kernel.kernel());
+    if (!prepared.kernel) throw Error("cuda backend: step " + std::to_string(i) + ": unknown kernel '" + kernel.kernel() + "'");
     cuda::Launch& launch = prepared.launch;
-    launch.kernel = kernel.kernel().c_str();
-    launch.step = i;
-    launch.attrs = cuda::Attributes(&prepared.attributes, launch.kernel);
-    launch.device = &context_;
-    launch.numIn = kernel.inputs_size();
-    launch.numOut = kernel.outputs_size();
-    for (int k = 0; k < launch.numIn; ++k) launch.in[k] = operand(plan.tensors(static_cast<int>(kernel.inputs(k))));
-    for (int k = 0; k < launch.numOut; ++k)
-      launch.out[k] = operand(plan.tensors(static_cast<int>(kernel.outputs(k))));
-    if (prepared.entry->scratchBytes) {
-      try {
-        scratch = std::max(scratch, prepared.entry->scratchBytes(launch));
-      } catch (const Error& e) {
-        throw Error("cuda backend: step " + std::to_string(i) + ": " + e.what());
-      }
+    try {
+      bindKernelCall(plan, i, [&](const plan::Tensor& tensor) { return operandAddress(tensor); }, launch);
+      launch.device = &context_;
+      kernels::checkKernelCall(*prepared.kernel->spec, launch);
+      if (prepared.kernel->entry.scratchBytes)
+        scratch = std::max(scratch, prepared.kernel->entry.scratchBytes(launch));
+    } catch (const Error& e) {
+      throw Error("cuda backend: step " + std::to_string(i) + ": " + e.what());
     }
   }
   // ---- cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul (MatmulPlanner.h) ----
@@ -429,7 +378,7 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   context_.matmul = matmul_.get();
   matmul_->beginPlan(plan.steps_size());
   for (const PreparedKernel& prepared : kernels_) {
-    if (!prepared.entry) continue;
+    if (!prepared.kernel) continue;
     try {
       matmul_->prepare(prepared.launch);
     } catch (const Error& e) {
@@ -474,11 +423,11 @@ void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
 }
 
 void CudaBackend::launchKernel(uint32_t step) {
-  if (step >= kernels_.size() || !kernels_[step].entry)
+  if (step >= kernels_.size() || !kernels_[step].kernel)
     throw Error("cuda backend: step " + std::to_string(step) + " is not a prepared kernel");
   const PreparedKernel& prepared = kernels_[step];
   traceBegin(compute_);
-  prepared.entry->launch(prepared.launch);
+  prepared.kernel->entry.launch(prepared.launch);
   traceEnd(compute_);
   if (syncEveryKernel_) drain();
 }
@@ -623,10 +572,10 @@ void CudaBackend::drain() const {
   *badData_ = 0;
   const size_t step = static_cast<size_t>(flagged - 1);
   std::string what = "a kernel flagged bad data";
-  if (step < kernels_.size() && kernels_[step].entry) {
+  if (step < kernels_.size() && kernels_[step].kernel) {
     const PreparedKernel& prepared = kernels_[step];
     what = std::string(prepared.launch.kernel) + ": " +
-           (prepared.entry->badData ? prepared.entry->badData : "bad data");
+           (prepared.kernel->entry.badData ? prepared.kernel->entry.badData : "bad data");
   }
   throw Error("cuda backend: step " + std::to_string(step) + " (" + what + ")");
 }

@@ -1,10 +1,11 @@
-// CudaKernel.h - what a CUDA launcher sees (device operands, attributes, stream, scratch) and the kernel table.
+// CudaKernel.h - what a CUDA launcher sees (a KernelCall plus the device context) and the CUDA kernel registry.
 //
 // The .cu files include this and never the plan's protobuf headers (they would
 // add seconds of nvcc time per file): CudaBackend resolves every Kernel step
-// once, at prepare time, into a Launch, and a launcher only reads it. A
-// launcher checks shapes and dtypes, computes its grid, launches on
-// launch.device->stream and checks the launch; it allocates nothing.
+// once, at prepare time, into a Launch, and a launcher only reads it. Shapes
+// are checked by the kernel layer's rules (megatrain/kernels/ShapeRules.h); a
+// launcher checks dtypes, computes its grid, launches on launch.device->stream
+// and checks the launch; it allocates nothing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,11 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
-#include <unordered_map>
-#include <vector>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/kernels/KernelCall.h"
+#include "megatrain/kernels/KernelRegistry.h"
+#include "megatrain/kernels/ShapeRules.h"
 
 // cuBLAS's own handle type, declared as cublas_api.h declares it, so that only
 // matmul.cu and CudaBackend.cpp include cuBLAS.
@@ -24,75 +24,9 @@ typedef struct cublasContext* cublasHandle_t;
 
 namespace megatrain::runtime::cuda {
 
+using namespace megatrain::kernels;  // the kernel layer's vocabulary: Shape, Operand, DType, rules
+
 class MatmulPlanner;  // MatmulPlanner.h: cuBLASLt algorithms chosen at prepare time
-
-inline constexpr int kMaxRank = 8;
-// Operands per side; 8 fits the masks of floatingType (bits 0-7 in, 8-15 out).
-inline constexpr int kMaxOperands = 8;
-
-// The plan's element types, numbered as plan.proto numbers them (CudaBackend
-// static_asserts the correspondence).
-enum class DType : int { Unspecified = 0, F32 = 1, F64 = 2, BF16 = 3, F16 = 4, I64 = 5, I32 = 6, U8 = 7, Bool = 8 };
-size_t dtypeBytes(DType dtype);
-const char* dtypeLabel(DType dtype);
-
-// A static shape without heap storage.
-struct Shape {
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};
-
-  int64_t operator[](int i) const { return dims[i]; }
-  int64_t elements() const { return product(0, rank); }
-  int64_t product(int from, int to) const;  // of dims [from, to)
-  bool operator==(const Shape& other) const;
-  bool operator!=(const Shape& other) const { return !(*this == other); }
-  std::string str() const;  // "[4, 3]"
-};
-
-struct Operand {
-  void* data = nullptr;  // device address
-  Shape shape;
-  DType dtype = DType::Unspecified;
-  const char* name = "?";
-
-  template <typename T>
-  T* as() const { return static_cast<T*>(data); }
-};
-
-// A Kernel step's attribute, copied out of the plan at prepare time.
-struct Attribute {
-  enum class Kind { Int, Float, String, Ints, Floats };
-  std::string name;
-  Kind kind = Kind::Int;
-  int64_t i = 0;
-  double f = 0;
-  std::string s;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-};
-
-// Typed access to a step's attributes; a missing required attribute or one of
-// the wrong kind is an Error naming the kernel.
-class Attributes {
- public:
-  Attributes() = default;
-  Attributes(const std::vector<Attribute>* list, const char* kernel) : list_(list), kernel_(kernel) {}
-
-  int64_t getInt(const char* name) const;
-  int64_t getInt(const char* name, int64_t fallback) const;
-  double getFloat(const char* name) const;  // an integer attribute is accepted too
-  double getFloat(const char* name, double fallback) const;
-  std::string_view getString(const char* name, std::string_view fallback) const;
-  const std::vector<int64_t>& getInts(const char* name) const;  // absent: empty
-  bool has(const char* name) const { return find(name) != nullptr; }
-
- private:
-  const Attribute* find(const char* name) const;
-  [[noreturn]] void fail(const char* name, const char* what) const;
-
-  const std::vector<Attribute>* list_ = nullptr;
-  const char* kernel_ = "kernel";
-};
 
 // Device state shared by every launch of one backend.
 struct DeviceContext {
@@ -109,15 +43,8 @@ struct DeviceContext {
   MatmulPlanner* matmul = nullptr;
 };
 
-// One Kernel step, resolved.
-struct Launch {
-  const char* kernel = "";
-  int step = -1;
-  Operand in[kMaxOperands];
-  Operand out[kMaxOperands];
-  int numIn = 0;
-  int numOut = 0;
-  Attributes attrs;
+// One Kernel step, resolved: the call and the device it runs on.
+struct Launch : KernelCall {
   const DeviceContext* device = nullptr;
 };
 
@@ -125,47 +52,31 @@ using LaunchFn = void (*)(const Launch& launch);
 // Bytes of device scratch a launch needs (device->smCount is set, scratch not yet).
 using ScratchFn = size_t (*)(const Launch& launch);
 
-// KernelEntry::inputs of a variadic kernel (concat): one or more inputs, as
-// KernelSignature::kAnyInputs says to the plan validator.
-inline constexpr int kAnyInputs = -1;
-
-struct KernelEntry {
-  int inputs = 0;
-  int outputs = 0;
+struct CudaKernel {
   LaunchFn launch = nullptr;
   ScratchFn scratchBytes = nullptr;  // nullptr: needs none
   // What it means when this kernel flags bad data (nullptr: it never does).
   const char* badData = nullptr;
 };
-
-class KernelTable {
- public:
-  void add(const char* name, int inputs, int outputs, LaunchFn launch,
-           ScratchFn scratch = nullptr, const char* badData = nullptr);
-  const KernelEntry* find(const std::string& name) const;
-  const std::unordered_map<std::string, KernelEntry>& entries() const { return entries_; }
-
- private:
-  std::unordered_map<std::string, KernelEntry> entries_;
-};
+using CudaKernelRegistry = KernelRegistry<CudaKernel>;
 
 // Every CUDA kernel, one registration function per family file.
-const KernelTable& cudaKernels();
-void addElementwiseKernels(KernelTable& table);
-void addMatmulKernels(KernelTable& table);
-void addShapeKernels(KernelTable& table);
-void addReduceKernels(KernelTable& table);
-void addSoftmaxKernels(KernelTable& table);
-void addGatherKernels(KernelTable& table);
-void addLayerNormKernels(KernelTable& table);
-void addCrossEntropyKernels(KernelTable& table);
-void addWhereKernels(KernelTable& table);
-void addConcatSliceKernels(KernelTable& table);
-void addCastKernels(KernelTable& table);
-void addRmsNormKernels(KernelTable& table);
-void addActivationKernels(KernelTable& table);
-void addAttentionKernels(KernelTable& table);
-void addRotaryKernels(KernelTable& table);
+const CudaKernelRegistry& cudaKernels();
+void addElementwiseKernels(CudaKernelRegistry& registry);
+void addMatmulKernels(CudaKernelRegistry& registry);
+void addShapeKernels(CudaKernelRegistry& registry);
+void addReduceKernels(CudaKernelRegistry& registry);
+void addSoftmaxKernels(CudaKernelRegistry& registry);
+void addGatherKernels(CudaKernelRegistry& registry);
+void addLayerNormKernels(CudaKernelRegistry& registry);
+void addCrossEntropyKernels(CudaKernelRegistry& registry);
+void addWhereKernels(CudaKernelRegistry& registry);
+void addConcatSliceKernels(CudaKernelRegistry& registry);
+void addCastKernels(CudaKernelRegistry& registry);
+void addRmsNormKernels(CudaKernelRegistry& registry);
+void addActivationKernels(CudaKernelRegistry& registry);
+void addAttentionKernels(CudaKernelRegistry& registry);
+void addRotaryKernels(CudaKernelRegistry& registry);
 
 // ---- CUDA error checks: every call, with file and line ----
 
@@ -183,28 +94,10 @@ void checkLaunch(const Launch& launch, const char* file, int line);
 
 // ---- helpers shared by the launchers ----
 
-[[noreturn]] void fail(const Launch& launch, const std::string& what);
-
-// The element type of the floating operands: all must be F32 or all F64.
-// `operands` lists which: bit i for in[i], bit (8 + i) for out[i].
-DType floatingType(const Launch& launch, unsigned operands);
-inline constexpr unsigned inMask(int i) { return 1u << i; }
-inline constexpr unsigned outMask(int i) { return 1u << (8 + i); }
-
-void requireDType(const Launch& launch, const Operand& operand, DType dtype, const char* role);
-void requireShape(const Launch& launch, const Operand& operand, const Shape& expected,
-                  const char* role);
-// Equal byte sizes per element and a known dtype (shape kernels move any dtype).
-void requireSameDType(const Launch& launch);
-
-// Numpy broadcasting of a and b (right-aligned, 1 stretches); false if incompatible.
-bool broadcastShapes(const Shape& a, const Shape& b, Shape& result);
-// True if `small` broadcasts to `large`.
-bool broadcastsTo(const Shape& small, const Shape& large);
-// Row-major strides of `shape`, in elements.
-void contiguousStrides(const Shape& shape, int64_t* strides);
-// Strides that read `from` as if broadcast to `to` (0 on stretched dims).
-void broadcastStrides(const Shape& from, const Shape& to, int64_t* strides);
+// floatingType with the CUDA backend named.
+inline DType cudaFloatingType(const KernelCall& call, unsigned operands) {
+  return floatingType(call, operands, "the CUDA backend");
+}
 
 // An index space (dims, row-major) walked by N stride tables at once; what a
 // kernel turns a linear index into N element offsets with.
@@ -279,13 +172,6 @@ void copyBytes(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 // Blocks for a grid-stride loop over n items: enough to fill the device,
 // never more than the items need.
 unsigned gridFor(const Launch& launch, int64_t n, int threads);
-
-// Calls f(float{}) or f(double{}).
-template <typename F>
-void dispatchFloating(DType dtype, F&& f) {
-  if (dtype == DType::F64) f(double{});
-  else f(float{});
-}
 
 // Reduction shared by reduce_sum, reduce_mean and sum_to (defined in reduce.cu):
 // y[j] = (sum of x over the dims where `kept` is 1 and x is not) / divisor,

@@ -150,31 +150,19 @@ __global__ void packsKernel(Operands<T, In, Out> a, int64_t packs, F f) {
 
 // ---- launchers ----
 
-// Every operand floating, of one dtype and in[0]'s shape; returns the dtype.
-DType requireSameShapes(const Launch& launch) {
+// Every operand floating and of one dtype (the shape rule made them one shape); returns the dtype.
+DType allFloating(const Launch& launch) {
   unsigned mask = 0;
   for (int i = 0; i < launch.numIn; ++i) mask |= inMask(i);
   for (int i = 0; i < launch.numOut; ++i) mask |= outMask(i);
-  const DType dtype = floatingType(launch, mask);
-  const Shape& shape = launch.in[0].shape;
-  for (int i = 1; i < launch.numIn; ++i) requireShape(launch, launch.in[i], shape, "input");
-  for (int i = 0; i < launch.numOut; ++i) requireShape(launch, launch.out[i], shape, "output");
-  return dtype;
-}
-
-// "none" -> false, "tanh" -> true; anything else is an error.
-bool tanhForm(const Launch& launch) {
-  const std::string_view form = launch.attrs.getString("approximate", "");
-  if (form == "tanh") return true;
-  if (form != "none") fail(launch, "approximate must be \"none\" or \"tanh\", got \"" + std::string(form) + "\"");
-  return false;
+  return cudaFloatingType(launch, mask);
 }
 
 // Runs f over every element of the launch's In inputs and Out outputs (one
 // shape, checked), as packs when every operand allows it.
 template <int In, int Out, typename F>
 void launchElements(const Launch& launch, F f) {
-  const DType dtype = requireSameShapes(launch);
+  const DType dtype = allFloating(launch);
   const int64_t n = launch.in[0].shape.elements();
   if (n == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
@@ -210,12 +198,12 @@ void slope(const Launch& launch) {
 }
 
 void gelu(const Launch& launch) {
-  if (tanhForm(launch)) map<GeluTanh>(launch);
+  if (geluTanhForm(launch)) map<GeluTanh>(launch);
   else map<GeluErf>(launch);
 }
 
 void geluGrad(const Launch& launch) {
-  if (tanhForm(launch)) slope<GeluTanhSlope>(launch);
+  if (geluTanhForm(launch)) slope<GeluTanhSlope>(launch);
   else slope<GeluErfSlope>(launch);
 }
 
@@ -225,13 +213,13 @@ void swigluGrad(const Launch& launch) { launchElements<3, 2>(launch, SwigluGradO
 
 }  // namespace
 
-void addActivationKernels(KernelTable& table) {
-  table.add("silu", 1, 1, map<Silu>);
-  table.add("silu_grad", 2, 1, slope<SiluSlope>);
-  table.add("swiglu", 2, 1, swiglu);
-  table.add("swiglu_grad", 3, 2, swigluGrad);
-  table.add("gelu", 1, 1, gelu);
-  table.add("gelu_grad", 2, 1, geluGrad);
+void addActivationKernels(CudaKernelRegistry& registry) {
+  registry.add("silu", {map<Silu>});
+  registry.add("silu_grad", {slope<SiluSlope>});
+  registry.add("swiglu", {swiglu});
+  registry.add("swiglu_grad", {swigluGrad});
+  registry.add("gelu", {gelu});
+  registry.add("gelu_grad", {geluGrad});
 }
 
 }  // namespace megatrain::runtime::cuda

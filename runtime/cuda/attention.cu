@@ -27,12 +27,6 @@ namespace {
 constexpr int kPerLane = 8;                 // head-dim values per lane
 constexpr int64_t kMaxHeadDim = 32 * kPerLane;
 
-struct Dims {
-  int64_t batch, qHeads, kvHeads, sq, skv, d;
-  double scale;
-  bool causal;
-};
-
 // The head dim of `row` (length d) into registers: lane l holds c = l + 32 t.
 template <typename T>
 __device__ __forceinline__ void loadRow(const T* row, int64_t d, int lane, double (&out)[kPerLane]) {
@@ -60,7 +54,7 @@ __device__ __forceinline__ double warpDot(const double (&a)[kPerLane], const T* 
 // y [B, Hq, Sq, D], lse [B, Hq, Sq].
 template <typename T>
 __global__ void attentionKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                                T* __restrict__ y, T* __restrict__ lse, Dims dm) {
+                                T* __restrict__ y, T* __restrict__ lse, AttentionDims dm) {
   const int lane = groupMember<32>();
   const int64_t rows = dm.batch * dm.qHeads * dm.sq;
   for (int64_t row = firstGroup<32>(); row < rows; row += groupCount<32>()) {
@@ -97,7 +91,7 @@ __global__ void attentionKernel(const T* __restrict__ q, const T* __restrict__ k
 template <typename T>
 __global__ void attentionDqKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                   const T* __restrict__ y, const T* __restrict__ lse, const T* __restrict__ dy,
-                                  T* __restrict__ dq, double* __restrict__ delta, Dims dm) {
+                                  T* __restrict__ dq, double* __restrict__ delta, AttentionDims dm) {
   const int lane = groupMember<32>();
   const int64_t rows = dm.batch * dm.qHeads * dm.sq;
   for (int64_t row = firstGroup<32>(); row < rows; row += groupCount<32>()) {
@@ -135,7 +129,7 @@ template <typename T>
 __global__ void attentionDkvKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                    const T* __restrict__ lse, const T* __restrict__ dy,
                                    const double* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
-                                   Dims dm) {
+                                   AttentionDims dm) {
   const int lane = groupMember<32>();
   const int64_t keys = dm.batch * dm.kvHeads * dm.skv, group = dm.qHeads / dm.kvHeads;
   for (int64_t key = firstGroup<32>(); key < keys; key += groupCount<32>()) {
@@ -173,31 +167,14 @@ __global__ void attentionDkvKernel(const T* __restrict__ q, const T* __restrict_
 
 // ---- launchers ----
 
-Shape lseShape(const Dims& d) {
-  Shape s;
-  s.rank = 3;
-  s.dims[0] = d.batch;
-  s.dims[1] = d.qHeads;
-  s.dims[2] = d.sq;
-  return s;
-}
-
-Dims checkAttention(const Launch& launch) {
-  const Operand &q = launch.in[0], &k = launch.in[1], &v = launch.in[2];
-  if (q.shape.rank != 4 || k.shape.rank != 4)
-    fail(launch, "q " + q.shape.str() + " and k " + k.shape.str() + " must have rank 4");
-  Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3],
-         launch.attrs.getFloat("scale"), launch.attrs.getInt("causal", 0) != 0};
-  if (k.shape[0] != d.batch || k.shape[3] != d.d || d.kvHeads <= 0 || d.qHeads % d.kvHeads != 0)
-    fail(launch, "k " + k.shape.str() + " does not fit q " + q.shape.str() +
-                     " as [B, Hkv, Skv, D] with Hkv dividing Hq");
-  requireShape(launch, v, k.shape, "v");
+// The warp-per-row kernels hold a head row in registers: kPerLane values per lane.
+AttentionDims checkHeadDim(const Launch& launch, const AttentionDims& d) {
   if (d.d > kMaxHeadDim)
     fail(launch, "head dim " + std::to_string(d.d) + " exceeds " + std::to_string(kMaxHeadDim));
   return d;
 }
 
-AttentionShape gemmShape(const Dims& d) {
+AttentionShape gemmShape(const AttentionDims& d) {
   AttentionShape s;
   s.batch = d.batch, s.qHeads = d.qHeads, s.kvHeads = d.kvHeads, s.sq = d.sq, s.skv = d.skv, s.d = d.d;
   s.scale = d.scale;
@@ -205,7 +182,7 @@ AttentionShape gemmShape(const Dims& d) {
   return s;
 }
 
-bool gemmPathTakes(const Launch& launch, const Dims& d, bool backward) {
+bool gemmPathTakes(const Launch& launch, const AttentionDims& d, bool backward) {
   return attentionGemmPlan(gemmShape(d), attentionPrecision(launch), backward).bytes > 0;
 }
 
@@ -224,10 +201,8 @@ size_t gemmScratch(const Launch& launch, bool backward) {
 size_t attentionScratch(const Launch& launch) { return gemmScratch(launch, false); }
 
 void attention(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
-  const Dims d = checkAttention(launch);
-  requireShape(launch, launch.out[0], launch.in[0].shape, "output");
-  requireShape(launch, launch.out[1], lseShape(d), "lse");
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const AttentionDims d = checkHeadDim(launch, attentionDims(launch));
   const int64_t rows = d.batch * d.qHeads * d.sq;
   if (rows == 0 || d.d == 0) return;
   if (dtype == DType::F32 && gemmPathTakes(launch, d, false)) {
@@ -243,21 +218,10 @@ void attention(const Launch& launch) {
   MT_CHECK_LAUNCH(launch);
 }
 
-Dims checkAttentionGrad(const Launch& launch) {
-  const Dims d = checkAttention(launch);
-  requireShape(launch, launch.in[3], launch.in[0].shape, "y");
-  requireShape(launch, launch.in[4], lseShape(d), "lse");
-  requireShape(launch, launch.in[5], launch.in[0].shape, "dy");
-  requireShape(launch, launch.out[0], launch.in[0].shape, "dq");
-  requireShape(launch, launch.out[1], launch.in[1].shape, "dk");
-  requireShape(launch, launch.out[2], launch.in[1].shape, "dv");
-  return d;
-}
-
 void attentionGrad(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
                                                outMask(0) | outMask(1) | outMask(2));
-  const Dims d = checkAttentionGrad(launch);
+  const AttentionDims d = checkHeadDim(launch, attentionGradDims(launch));
   const int64_t rows = d.batch * d.qHeads * d.sq, keys = d.batch * d.kvHeads * d.skv;
   if (d.d == 0) return;
   if (dtype == DType::F32 && gemmPathTakes(launch, d, true)) {
@@ -293,9 +257,9 @@ size_t attentionGradScratch(const Launch& launch) {
 
 }  // namespace
 
-void addAttentionKernels(KernelTable& table) {
-  table.add("attention", 3, 2, attention, attentionScratch);
-  table.add("attention_grad", 6, 3, attentionGrad, attentionGradScratch);
+void addAttentionKernels(CudaKernelRegistry& registry) {
+  registry.add("attention", {attention, attentionScratch});
+  registry.add("attention_grad", {attentionGrad, attentionGradScratch});
 }
 
 }  // namespace megatrain::runtime::cuda

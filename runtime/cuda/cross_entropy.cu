@@ -138,57 +138,33 @@ __global__ void rowGradKernel(const T* __restrict__ logits, const int64_t* __res
 
 // ---- launchers ----
 
-void requireScalar(const Launch& launch, const Operand& operand, const char* role) {
-  if (operand.shape.elements() != 1)
-    fail(launch, std::string(role) + " must hold one element, has shape " + operand.shape.str());
-}
-
-void readIgnoreIndex(const Launch& launch, CeRows& rows) {
-  rows.hasIgnore = launch.attrs.has("ignore_index");
-  if (rows.hasIgnore) rows.ignore = launch.attrs.getInt("ignore_index");
-}
-
-CeRows checkSoftmaxCe(const Launch& launch) {
-  const Operand &logits = launch.in[0], &labels = launch.in[1];
-  requireDType(launch, labels, DType::I64, "labels");
-  if (logits.shape.rank < 2) fail(launch, "logits must be [N, C, D...], got " + logits.shape.str());
-  Shape expected;
-  expected.dims[expected.rank++] = logits.shape[0];
-  for (int i = 2; i < logits.shape.rank; ++i) expected.dims[expected.rank++] = logits.shape[i];
-  requireShape(launch, labels, expected, "labels");
-  const std::string_view reduction = launch.attrs.getString("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum")
-    fail(launch, "reduction '" + std::string(reduction) + "' is not supported (mean or sum)");
+// The device view of a loss's rows, from the kernel layer's geometry.
+CeRows softmaxCeRows(const Launch& launch) {
+  const SoftmaxCeDims d = softmaxCeDims(launch);
   CeRows rows;
-  rows.inner = logits.shape.product(2, logits.shape.rank);
-  rows.count = logits.shape[0] * rows.inner;
-  rows.classes = logits.shape[1];
-  rows.mean = reduction == "mean";
-  readIgnoreIndex(launch, rows);
+  rows.inner = d.inner;
+  rows.count = d.n * d.inner;
+  rows.classes = d.c;
+  rows.mean = d.mean;
+  rows.hasIgnore = d.ignore.has_value();
+  if (d.ignore) rows.ignore = *d.ignore;
   return rows;
 }
 
-CeRows checkNextToken(const Launch& launch) {
-  const Operand &logits = launch.in[0], &tokens = launch.in[1];
-  requireDType(launch, tokens, DType::I64, "tokens");
-  if (logits.shape.rank != 3) fail(launch, "logits must be [B, T, V], got " + logits.shape.str());
-  Shape expected;
-  expected.rank = 2;
-  expected.dims[0] = logits.shape[0];
-  expected.dims[1] = logits.shape[1];
-  requireShape(launch, tokens, expected, "tokens");
+CeRows nextTokenRows(const Launch& launch) {
+  const NextTokenDims d = nextTokenDims(launch);
   CeRows rows;
-  rows.count = logits.shape[0] * logits.shape[1];
-  rows.classes = logits.shape[2];
+  rows.count = d.b * d.t;
+  rows.classes = d.v;
   rows.shift = 1;
-  rows.period = logits.shape[1];
-  readIgnoreIndex(launch, rows);
+  rows.period = d.t;
+  rows.hasIgnore = d.ignore.has_value();
+  if (d.ignore) rows.ignore = *d.ignore;
   return rows;
 }
 
 void launchLoss(const Launch& launch, const CeRows& rows) {
-  const DType dtype = floatingType(launch, inMask(0) | outMask(0));
-  requireScalar(launch, launch.out[0], "loss");
+  const DType dtype = cudaFloatingType(launch, inMask(0) | outMask(0));
   const DeviceContext& device = *launch.device;
   if (2 * static_cast<size_t>(rows.count) * sizeof(double) > device.scratchBytes)
     fail(launch, "scratch too small (prepare sized it for another shape)");
@@ -213,9 +189,7 @@ void launchLoss(const Launch& launch, const CeRows& rows) {
 }
 
 void launchGrad(const Launch& launch, const CeRows& rows) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(2) | outMask(0));
-  requireScalar(launch, launch.in[2], "dloss");
-  requireShape(launch, launch.out[0], launch.in[0].shape, "dlogits");
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(2) | outMask(0));
   const DeviceContext& device = *launch.device;
   if (sizeof(double) > device.scratchBytes) fail(launch, "scratch too small (prepare sized it for another shape)");
   double* counted = static_cast<double*>(device.scratch);  // [1]
@@ -237,24 +211,24 @@ void launchGrad(const Launch& launch, const CeRows& rows) {
   MT_CHECK_LAUNCH(launch);
 }
 
-void softmaxCe(const Launch& launch) { launchLoss(launch, checkSoftmaxCe(launch)); }
-void softmaxCeGrad(const Launch& launch) { launchGrad(launch, checkSoftmaxCe(launch)); }
-void nextTokenCe(const Launch& launch) { launchLoss(launch, checkNextToken(launch)); }
-void nextTokenCeGrad(const Launch& launch) { launchGrad(launch, checkNextToken(launch)); }
+void softmaxCe(const Launch& launch) { launchLoss(launch, softmaxCeRows(launch)); }
+void softmaxCeGrad(const Launch& launch) { launchGrad(launch, softmaxCeRows(launch)); }
+void nextTokenCe(const Launch& launch) { launchLoss(launch, nextTokenRows(launch)); }
+void nextTokenCeGrad(const Launch& launch) { launchGrad(launch, nextTokenRows(launch)); }
 
-size_t softmaxCeScratch(const Launch& launch) { return 2 * static_cast<size_t>(checkSoftmaxCe(launch).count) * sizeof(double); }
-size_t nextTokenScratch(const Launch& launch) { return 2 * static_cast<size_t>(checkNextToken(launch).count) * sizeof(double); }
+size_t softmaxCeScratch(const Launch& launch) { return 2 * static_cast<size_t>(softmaxCeRows(launch).count) * sizeof(double); }
+size_t nextTokenScratch(const Launch& launch) { return 2 * static_cast<size_t>(nextTokenRows(launch).count) * sizeof(double); }
 size_t gradScratch(const Launch&) { return sizeof(double); }
 
 constexpr const char* kBadLabel = "a label lies outside [0, C) and is not ignore_index";
 
 }  // namespace
 
-void addCrossEntropyKernels(KernelTable& table) {
-  table.add("softmax_ce", 2, 1, softmaxCe, softmaxCeScratch, kBadLabel);
-  table.add("softmax_ce_grad", 3, 1, softmaxCeGrad, gradScratch, kBadLabel);
-  table.add("next_token_ce", 2, 1, nextTokenCe, nextTokenScratch, kBadLabel);
-  table.add("next_token_ce_grad", 3, 1, nextTokenCeGrad, gradScratch, kBadLabel);
+void addCrossEntropyKernels(CudaKernelRegistry& registry) {
+  registry.add("softmax_ce", {softmaxCe, softmaxCeScratch, kBadLabel});
+  registry.add("softmax_ce_grad", {softmaxCeGrad, gradScratch, kBadLabel});
+  registry.add("next_token_ce", {nextTokenCe, nextTokenScratch, kBadLabel});
+  registry.add("next_token_ce_grad", {nextTokenCeGrad, gradScratch, kBadLabel});
 }
 
 }  // namespace megatrain::runtime::cuda

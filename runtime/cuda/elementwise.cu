@@ -125,7 +125,7 @@ __global__ void isnanKernel(const T* x, uint8_t* y, int64_t n) {
 // ---- launchers ----
 
 void fill(const Launch& launch) {
-  const DType dtype = floatingType(launch, outMask(0));
+  const DType dtype = cudaFloatingType(launch, outMask(0));
   const double value = launch.attrs.getFloat("value");
   const Operand& y = launch.out[0];
   const int64_t n = y.shape.elements();
@@ -155,12 +155,8 @@ void launchBinary(const Launch& launch, DType dtype, StridedSpace<2> space, Op o
 // add, sub, mul, div: a, b broadcast to y.
 template <typename Op>
 void binary(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | outMask(0));
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | outMask(0));
   const Operand &a = launch.in[0], &b = launch.in[1], &y = launch.out[0];
-  Shape expected;
-  if (!broadcastShapes(a.shape, b.shape, expected))
-    fail(launch, "shapes " + a.shape.str() + " and " + b.shape.str() + " do not broadcast");
-  requireShape(launch, y, expected, "output");
   StridedSpace<2> space;
   space.rank = y.shape.rank;
   for (int d = 0; d < y.shape.rank; ++d) space.dims[d] = y.shape[d];
@@ -169,16 +165,9 @@ void binary(const Launch& launch) {
   launchBinary(launch, dtype, space, Op{});
 }
 
-// Every input has the output's shape; returns the common floating dtype.
-DType requireSameShapes(const Launch& launch, unsigned operands) {
-  const DType dtype = floatingType(launch, operands);
-  for (int i = 0; i < launch.numIn; ++i) requireShape(launch, launch.in[i], launch.out[0].shape, "input");
-  return dtype;
-}
-
 template <typename Op>
 void launchUnary(const Launch& launch, Op op) {
-  const DType dtype = requireSameShapes(launch, inMask(0) | outMask(0));
+  const DType dtype = cudaFloatingType(launch, inMask(0) | outMask(0));
   const int64_t n = launch.out[0].shape.elements();
   if (n == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
@@ -197,7 +186,7 @@ void scale(const Launch& launch) { launchUnary(launch, Scale{launch.attrs.getFlo
 // relu_grad, tanh_grad, sigmoid_grad: (v, dy) -> dx, all one shape.
 template <typename Op>
 void unaryGrad(const Launch& launch) {
-  const DType dtype = requireSameShapes(launch, inMask(0) | inMask(1) | outMask(0));
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | outMask(0));
   StridedSpace<2> space;
   space.rank = 1;
   space.dims[0] = launch.out[0].shape.elements();
@@ -208,14 +197,9 @@ void unaryGrad(const Launch& launch) {
 // max_grad, min_grad: (a, b, dy) -> (da, db) at dy's shape, the broadcast of a and b.
 template <typename Pick>
 void minMaxGrad(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const Operand &a = launch.in[0], &b = launch.in[1], &dy = launch.in[2];
-  Shape expected;
-  if (!broadcastShapes(a.shape, b.shape, expected))
-    fail(launch, "shapes " + a.shape.str() + " and " + b.shape.str() + " do not broadcast");
-  requireShape(launch, dy, expected, "dy");
-  requireShape(launch, launch.out[0], expected, "output");
-  requireShape(launch, launch.out[1], expected, "output");
+  const Shape& expected = dy.shape;  // the broadcast of a and b (minMaxGradRule)
   const int64_t n = expected.elements();
   if (n == 0) return;
   StridedSpace<2> space;
@@ -237,9 +221,8 @@ void powfKernel(const Launch& launch) { launchUnary(launch, Pow{launch.attrs.get
 
 // x (floating) -> bool of the same shape.
 void isNan(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0));
+  const DType dtype = cudaFloatingType(launch, inMask(0));
   requireDType(launch, launch.out[0], DType::Bool, "output");
-  requireShape(launch, launch.out[0], launch.in[0].shape, "output");
   const int64_t n = launch.out[0].shape.elements();
   if (n == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
@@ -252,34 +235,34 @@ void isNan(const Launch& launch) {
 
 }  // namespace
 
-void addElementwiseKernels(KernelTable& table) {
-  table.add("fill", 0, 1, fill);
-  table.add("add", 2, 1, binary<Add>);
-  table.add("sub", 2, 1, binary<Sub>);
-  table.add("mul", 2, 1, binary<Mul>);
-  table.add("div", 2, 1, binary<Div>);
-  table.add("scale", 1, 1, scale);
-  table.add("relu", 1, 1, unary<Relu>);
-  table.add("tanh", 1, 1, unary<Tanh>);
-  table.add("sigmoid", 1, 1, unary<Sigmoid>);
-  table.add("relu_grad", 2, 1, unaryGrad<ReluGrad>);
-  table.add("tanh_grad", 2, 1, unaryGrad<TanhGrad>);
-  table.add("sigmoid_grad", 2, 1, unaryGrad<SigmoidGrad>);
-  table.add("max", 2, 1, binary<Choose<PicksLhsOfMax>>);
-  table.add("min", 2, 1, binary<Choose<PicksLhsOfMin>>);
-  table.add("max_grad", 3, 2, minMaxGrad<PicksLhsOfMax>);
-  table.add("min_grad", 3, 2, minMaxGrad<PicksLhsOfMin>);
-  table.add("neg", 1, 1, unary<Neg>);
-  table.add("sqrt", 1, 1, unary<Sqrt>);
-  table.add("reciprocal", 1, 1, unary<Reciprocal>);
-  table.add("exp", 1, 1, unary<Exp>);
-  table.add("log", 1, 1, unary<Log>);
-  table.add("erf", 1, 1, unary<Erf>);
-  table.add("cos", 1, 1, unary<Cos>);
-  table.add("sin", 1, 1, unary<Sin>);
-  table.add("powf", 1, 1, powfKernel);
-  table.add("erf_grad", 2, 1, unaryGrad<ErfGrad>);
-  table.add("isnan", 1, 1, isNan);
+void addElementwiseKernels(CudaKernelRegistry& registry) {
+  registry.add("fill", {fill});
+  registry.add("add", {binary<Add>});
+  registry.add("sub", {binary<Sub>});
+  registry.add("mul", {binary<Mul>});
+  registry.add("div", {binary<Div>});
+  registry.add("scale", {scale});
+  registry.add("relu", {unary<Relu>});
+  registry.add("tanh", {unary<Tanh>});
+  registry.add("sigmoid", {unary<Sigmoid>});
+  registry.add("relu_grad", {unaryGrad<ReluGrad>});
+  registry.add("tanh_grad", {unaryGrad<TanhGrad>});
+  registry.add("sigmoid_grad", {unaryGrad<SigmoidGrad>});
+  registry.add("max", {binary<Choose<PicksLhsOfMax>>});
+  registry.add("min", {binary<Choose<PicksLhsOfMin>>});
+  registry.add("max_grad", {minMaxGrad<PicksLhsOfMax>});
+  registry.add("min_grad", {minMaxGrad<PicksLhsOfMin>});
+  registry.add("neg", {unary<Neg>});
+  registry.add("sqrt", {unary<Sqrt>});
+  registry.add("reciprocal", {unary<Reciprocal>});
+  registry.add("exp", {unary<Exp>});
+  registry.add("log", {unary<Log>});
+  registry.add("erf", {unary<Erf>});
+  registry.add("cos", {unary<Cos>});
+  registry.add("sin", {unary<Sin>});
+  registry.add("powf", {powfKernel});
+  registry.add("erf_grad", {unaryGrad<ErfGrad>});
+  registry.add("isnan", {isNan});
 }
 
 }  // namespace megatrain::runtime::cuda

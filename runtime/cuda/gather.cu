@@ -14,10 +14,6 @@
 namespace megatrain::runtime::cuda {
 namespace {
 
-struct GatherDims {
-  int64_t outer, a, inner, n;
-};
-
 __device__ __forceinline__ bool validIndex(int64_t index, int64_t a) { return index >= -a && index < a; }
 __device__ __forceinline__ int64_t rowOf(int64_t index, int64_t a) { return index < 0 ? index + a : index; }
 
@@ -105,32 +101,11 @@ __global__ void sumBucketsKernel(const T* __restrict__ dy, const int* __restrict
 
 // ---- launchers ----
 
-// `data` is the gathered-from operand (data or ddata), `gathered` the gathered
-// one (y or dy); checks gathered.shape = data[:axis] + indices.shape + data[axis+1:].
-GatherDims checkGather(const Launch& launch, const Operand& data, const Operand& indices, const Operand& gathered,
-                       const char* gatheredRole) {
-  requireDType(launch, indices, DType::I64, "indices");
-  const int64_t axis = launch.attrs.getInt("axis", 0);
-  if (axis < 0 || axis >= data.shape.rank)
-    fail(launch, "axis " + std::to_string(axis) + " is outside " + data.shape.str());
-  const int ax = static_cast<int>(axis);
-  Shape expected;
-  expected.rank = data.shape.rank - 1 + indices.shape.rank;
-  if (expected.rank > kMaxRank) fail(launch, "result rank exceeds " + std::to_string(kMaxRank));
-  int at = 0;
-  for (int i = 0; i < ax; ++i) expected.dims[at++] = data.shape[i];
-  for (int i = 0; i < indices.shape.rank; ++i) expected.dims[at++] = indices.shape[i];
-  for (int i = ax + 1; i < data.shape.rank; ++i) expected.dims[at++] = data.shape[i];
-  requireShape(launch, gathered, expected, gatheredRole);
-  return {data.shape.product(0, ax), data.shape[ax], data.shape.product(ax + 1, data.shape.rank),
-          indices.shape.elements()};
-}
-
 void gather(const Launch& launch) {
   const Operand &data = launch.in[0], &indices = launch.in[1], &y = launch.out[0];
   requireDType(launch, y, data.dtype, "output");
   if (dtypeBytes(data.dtype) == 0) fail(launch, "data dtype is unspecified");
-  const GatherDims d = checkGather(launch, data, indices, y, "output");
+  const GatherDims d = gatherDims(launch);
   const int64_t total = y.shape.elements();
   if (total == 0) return;
   const unsigned blocks = gridFor(launch, total, kThreads);
@@ -149,13 +124,13 @@ void gather(const Launch& launch) {
 size_t bucketInts(const GatherDims& d) { return static_cast<size_t>(2 * d.a + 1 + d.n); }
 
 GatherDims checkGatherGrad(const Launch& launch) {
-  const GatherDims d = checkGather(launch, launch.out[0], launch.in[0], launch.in[1], "dy");
+  const GatherDims d = gatherGradDims(launch);
   if (d.n >= INT32_MAX || d.a >= INT32_MAX) fail(launch, "more than 2^31 indices or rows");
   return d;
 }
 
 void gatherGrad(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(1) | outMask(0));
+  const DType dtype = cudaFloatingType(launch, inMask(1) | outMask(0));
   const GatherDims d = checkGatherGrad(launch);
   const Operand &indices = launch.in[0], &dy = launch.in[1], &ddata = launch.out[0];
   const int64_t total = ddata.shape.elements();
@@ -189,9 +164,9 @@ size_t gatherGradScratch(const Launch& launch) { return bucketInts(checkGatherGr
 
 }  // namespace
 
-void addGatherKernels(KernelTable& table) {
-  table.add("gather", 2, 1, gather, nullptr, "an index lies outside the gathered axis [-A, A)");
-  table.add("gather_grad", 2, 1, gatherGrad, gatherGradScratch, "an index lies outside the gathered axis [-A, A)");
+void addGatherKernels(CudaKernelRegistry& registry) {
+  registry.add("gather", {gather, nullptr, "an index lies outside the gathered axis [-A, A)"});
+  registry.add("gather_grad", {gatherGrad, gatherGradScratch, "an index lies outside the gathered axis [-A, A)"});
 }
 
 }  // namespace megatrain::runtime::cuda

@@ -17,7 +17,7 @@ namespace megatrain::runtime::cuda {
 namespace {
 
 // Scratch: stats [rows, 2] then, when split, partials [2, splits, d]; doubles.
-size_t gradScratchDoubles(const Rows& r, const ColumnSplit& c) {
+size_t gradScratchDoubles(const NormRows& r, const ColumnSplit& c) {
   return static_cast<size_t>(2 * r.rows) + (c.splits > 1 ? static_cast<size_t>(2) * c.splits * r.d : 0);
 }
 
@@ -40,7 +40,7 @@ __device__ void rowStats(const T* xr, int64_t d, double epsilon, int lane, doubl
 // y = n * scale + bias; x, y [rows, d], scale, bias [d].
 template <typename T>
 __global__ void layerNormKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                                T* __restrict__ y, Rows r) {
+                                T* __restrict__ y, NormRows r) {
   const int lane = groupMember<32>();
   for (int64_t row = firstGroup<32>(); row < r.rows; row += groupCount<32>()) {
     const T* xr = x + row * r.d;
@@ -58,7 +58,7 @@ __global__ void layerNormKernel(const T* __restrict__ x, const T* __restrict__ s
 // stats [rows, 2] = (mean, rstd). x, dy, dx [rows, d], scale [d].
 template <typename T>
 __global__ void layerNormDxKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ dy,
-                                  T* __restrict__ dx, double* __restrict__ stats, Rows r) {
+                                  T* __restrict__ dx, double* __restrict__ stats, NormRows r) {
   const int lane = groupMember<32>();
   for (int64_t row = firstGroup<32>(); row < r.rows; row += groupCount<32>()) {
     const T* xr = x + row * r.d;
@@ -93,7 +93,7 @@ __global__ void layerNormDxKernel(const T* __restrict__ x, const T* __restrict__
 template <typename T>
 __global__ void __launch_bounds__(kThreads) layerNormColumnsKernel(const T* __restrict__ x, const T* __restrict__ dy,
                                                                    const double* __restrict__ stats, T* dscale, T* dbias,
-                                                                   double* partial, Rows r, int64_t chunk) {
+                                                                   double* partial, NormRows r, int64_t chunk) {
   __shared__ double sums[2][kColumnLanes][kColumns];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
   double sumScale = 0, sumBias = 0;
@@ -143,21 +143,9 @@ __global__ void layerNormSplitsKernel(const double* __restrict__ partial, T* dsc
 
 // ---- launchers ----
 
-Rows checkLayerNorm(const Launch& launch, const Operand& x, const Operand& scale) {
-  const int64_t axis = launch.attrs.getInt("axis");
-  if (axis < 0 || axis >= x.shape.rank) fail(launch, "axis " + std::to_string(axis) + " is outside " + x.shape.str());
-  const int ax = static_cast<int>(axis);
-  Shape normalized;
-  for (int i = ax; i < x.shape.rank; ++i) normalized.dims[normalized.rank++] = x.shape[i];
-  requireShape(launch, scale, normalized, "scale");
-  return {x.shape.product(0, ax), normalized.elements(), launch.attrs.getFloat("epsilon", 1e-5)};
-}
-
 void layerNorm(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0));
-  const Rows r = checkLayerNorm(launch, launch.in[0], launch.in[1]);
-  requireShape(launch, launch.in[2], launch.in[1].shape, "bias");
-  requireShape(launch, launch.out[0], launch.in[0].shape, "output");
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0));
+  const NormRows r = layerNormRows(launch);
   if (r.rows == 0 || r.d == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -168,18 +156,9 @@ void layerNorm(const Launch& launch) {
   MT_CHECK_LAUNCH(launch);
 }
 
-Rows checkLayerNormGrad(const Launch& launch) {
-  const Rows r = checkLayerNorm(launch, launch.in[0], launch.in[1]);
-  requireShape(launch, launch.in[2], launch.in[0].shape, "dy");
-  requireShape(launch, launch.out[0], launch.in[0].shape, "dx");
-  requireShape(launch, launch.out[1], launch.in[1].shape, "dscale");
-  requireShape(launch, launch.out[2], launch.in[1].shape, "dbias");
-  return r;
-}
-
 void layerNormGrad(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1) | outMask(2));
-  const Rows r = checkLayerNormGrad(launch);
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1) | outMask(2));
+  const NormRows r = layerNormGradRows(launch);
   if (r.d == 0) return;
   const ColumnSplit c = planColumns(launch, r);
   const DeviceContext& device = *launch.device;
@@ -210,15 +189,15 @@ void layerNormGrad(const Launch& launch) {
 }
 
 size_t layerNormGradScratch(const Launch& launch) {
-  const Rows r = checkLayerNormGrad(launch);
+  const NormRows r = layerNormGradRows(launch);
   return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
 }
 
 }  // namespace
 
-void addLayerNormKernels(KernelTable& table) {
-  table.add("layer_norm", 3, 1, layerNorm);
-  table.add("layer_norm_grad", 3, 3, layerNormGrad, layerNormGradScratch);
+void addLayerNormKernels(CudaKernelRegistry& registry) {
+  registry.add("layer_norm", {layerNorm});
+  registry.add("layer_norm_grad", {layerNormGrad, layerNormGradScratch});
 }
 
 }  // namespace megatrain::runtime::cuda

@@ -36,43 +36,6 @@
 namespace megatrain::runtime::cuda {
 namespace {
 
-struct MatmulDims {
-  int64_t m, n, k;
-  bool transA, transB;
-  Shape batch;  // broadcast batch shape of y
-};
-
-Shape batchOf(const Shape& shape) {
-  Shape batch = shape;
-  batch.rank = shape.rank - 2;
-  return batch;
-}
-
-MatmulDims checkMatmul(const Launch& launch) {
-  const Operand &a = launch.in[0], &b = launch.in[1], &y = launch.out[0];
-  if (a.shape.rank < 2 || b.shape.rank < 2)
-    fail(launch, "operands must have rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
-  MatmulDims d;
-  d.transA = launch.attrs.getInt("transpose_a", 0) != 0;
-  d.transB = launch.attrs.getInt("transpose_b", 0) != 0;
-  const int64_t a0 = a.shape[a.shape.rank - 2], a1 = a.shape[a.shape.rank - 1];
-  const int64_t b0 = b.shape[b.shape.rank - 2], b1 = b.shape[b.shape.rank - 1];
-  d.m = d.transA ? a1 : a0;
-  d.k = d.transA ? a0 : a1;
-  const int64_t kb = d.transB ? b1 : b0;
-  d.n = d.transB ? b0 : b1;
-  if (d.k != kb)
-    fail(launch, "inner dimensions differ: a " + a.shape.str() + (d.transA ? "^T" : "") + ", b " +
-                     b.shape.str() + (d.transB ? "^T" : ""));
-  if (!broadcastShapes(batchOf(a.shape), batchOf(b.shape), d.batch))
-    fail(launch, "batch dims of " + a.shape.str() + " and " + b.shape.str() + " do not broadcast");
-  Shape expected = d.batch;
-  expected.dims[expected.rank++] = d.m;
-  expected.dims[expected.rank++] = d.n;
-  requireShape(launch, y, expected, "output");
-  return d;
-}
-
 // The operand types matmul accepts: F32 x F32 -> F32, BF16 x BF16 -> F32, F64 x F64 -> F64.
 void checkTypes(const Launch& launch) {
   const DType a = launch.in[0].dtype, b = launch.in[1].dtype, y = launch.out[0].dtype;
@@ -109,8 +72,8 @@ GemmBatch decompose(const Launch& launch, const MatmulDims& d) {
   StridedSpace<3> batch;
   batch.rank = d.batch.rank;
   for (int i = 0; i < d.batch.rank; ++i) batch.dims[i] = d.batch[i];
-  broadcastStrides(batchOf(launch.in[0].shape), d.batch, batch.strides[0]);
-  broadcastStrides(batchOf(launch.in[1].shape), d.batch, batch.strides[1]);
+  broadcastStrides(matmulBatchOf(launch.in[0].shape), d.batch, batch.strides[0]);
+  broadcastStrides(matmulBatchOf(launch.in[1].shape), d.batch, batch.strides[1]);
   contiguousStrides(d.batch, batch.strides[2]);
   for (int i = 0; i < batch.rank; ++i) {
     batch.strides[0][i] *= d.m * d.k;
@@ -182,7 +145,7 @@ void matmulF64(const Launch& launch, const MatmulDims& d) {
 
 void matmul(const Launch& launch) {
   checkTypes(launch);
-  const MatmulDims d = checkMatmul(launch);
+  const MatmulDims d = matmulDims(launch);
   const Operand& y = launch.out[0];
   if (y.shape.elements() == 0) return;
   if (d.k == 0) {  // an empty sum: cuBLAS need not write y, so zero it here
@@ -399,7 +362,7 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
 void MatmulPlanner::prepare(const Launch& launch) {
   if (std::string_view(launch.kernel) != "matmul" || launch.numIn != 2 || launch.numOut != 1) return;
   checkTypes(launch);
-  const MatmulDims d = checkMatmul(launch);
+  const MatmulDims d = matmulDims(launch);
   if (launch.out[0].dtype == DType::F64) return;  // cuBLAS Dgemm
   const Precision precision = precisionOf(launch);
   if (launch.out[0].shape.elements() == 0 || d.k == 0) return;  // nothing for cuBLASLt to do
@@ -462,6 +425,6 @@ void MatmulPlanner::run(const Launch& launch) const {
   });
 }
 
-void addMatmulKernels(KernelTable& table) { table.add("matmul", 2, 1, matmul); }
+void addMatmulKernels(CudaKernelRegistry& registry) { registry.add("matmul", {matmul}); }
 
 }  // namespace megatrain::runtime::cuda

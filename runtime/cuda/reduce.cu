@@ -124,53 +124,18 @@ __global__ void sumSplitsKernel(const double* partial, T* y, int64_t outputs, un
 
 // ---- launchers ----
 
-// The keepdims shape of reduce_sum / reduce_mean and the number of elements
-// each output sums; checks axes and y. Empty axes reduce every dim (ONNX).
-void checkReduce(const Launch& launch, Shape& kept, int64_t& count) {
-  const Operand &x = launch.in[0], &y = launch.out[0];
-  const std::vector<int64_t>& axes = launch.attrs.getInts("axes");
-  const bool keepdims = launch.attrs.getInt("keepdims", 1) != 0;
-  bool reduced[kMaxRank] = {};
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0 || axes[i] >= x.shape.rank)
-      fail(launch, "axis " + std::to_string(axes[i]) + " is outside input " + x.shape.str());
-    if (i && axes[i] <= axes[i - 1]) fail(launch, "axes must be sorted and distinct");
-    reduced[axes[i]] = true;
-  }
-  if (axes.empty())
-    for (int i = 0; i < x.shape.rank; ++i) reduced[i] = true;
-  kept = x.shape;
-  Shape expected;
-  count = 1;
-  for (int i = 0; i < x.shape.rank; ++i) {
-    if (reduced[i]) {
-      count *= x.shape[i];
-      kept.dims[i] = 1;
-      if (keepdims) expected.dims[expected.rank++] = 1;
-    } else {
-      expected.dims[expected.rank++] = x.shape[i];
-    }
-  }
-  requireShape(launch, y, expected, "output");
-}
-
 void reduce(const Launch& launch, bool mean) {
-  floatingType(launch, inMask(0) | outMask(0));
-  Shape kept;
-  int64_t count = 0;
-  checkReduce(launch, kept, count);
+  cudaFloatingType(launch, inMask(0) | outMask(0));
+  const ReduceDims r = reduceDims(launch);
   // The mean of nothing is NaN (0 / 0), as in numpy and the CPU backend.
-  launchSumInto(launch, launch.in[0], kept, mean ? static_cast<double>(count) : 1.0, launch.out[0]);
+  launchSumInto(launch, launch.in[0], r.kept, mean ? static_cast<double>(r.count) : 1.0, launch.out[0]);
 }
 
 void reduceSum(const Launch& launch) { reduce(launch, false); }
 void reduceMean(const Launch& launch) { reduce(launch, true); }
 
 size_t reduceScratch(const Launch& launch) {
-  Shape kept;
-  int64_t count = 0;
-  checkReduce(launch, kept, count);
-  return sumIntoScratch(launch, launch.in[0].shape, kept);
+  return sumIntoScratch(launch, launch.in[0].shape, reduceDims(launch).kept);
 }
 
 }  // namespace
@@ -201,9 +166,9 @@ void launchSumInto(const Launch& launch, const Operand& x, const Shape& kept, do
   });
 }
 
-void addReduceKernels(KernelTable& table) {
-  table.add("reduce_sum", 1, 1, reduceSum, reduceScratch);
-  table.add("reduce_mean", 1, 1, reduceMean, reduceScratch);
+void addReduceKernels(CudaKernelRegistry& registry) {
+  registry.add("reduce_sum", {reduceSum, reduceScratch});
+  registry.add("reduce_mean", {reduceMean, reduceScratch});
 }
 
 }  // namespace megatrain::runtime::cuda

@@ -16,7 +16,7 @@ namespace megatrain::runtime::cuda {
 namespace {
 
 // Scratch: rstd [rows] then, when split, partials [splits, d]; doubles.
-size_t gradScratchDoubles(const Rows& r, const ColumnSplit& c) {
+size_t gradScratchDoubles(const NormRows& r, const ColumnSplit& c) {
   return static_cast<size_t>(r.rows) + (c.splits > 1 ? static_cast<size_t>(c.splits) * r.d : 0);
 }
 
@@ -35,7 +35,7 @@ __device__ double rowRstd(const T* xr, int64_t d, double epsilon, int lane) {
 
 // y = x * rstd * weight; x, y [rows, d], weight [d].
 template <typename T>
-__global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y, Rows r) {
+__global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y, NormRows r) {
   const int lane = groupMember<32>();
   for (int64_t row = firstGroup<32>(); row < r.rows; row += groupCount<32>()) {
     const T* xr = x + row * r.d;
@@ -50,7 +50,7 @@ __global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ wei
 // per row; rstd [rows]. x, dy, dx [rows, d], weight [d].
 template <typename T>
 __global__ void rmsNormDxKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ dy,
-                                T* __restrict__ dx, double* __restrict__ rstds, Rows r) {
+                                T* __restrict__ dx, double* __restrict__ rstds, NormRows r) {
   const int lane = groupMember<32>();
   for (int64_t row = firstGroup<32>(); row < r.rows; row += groupCount<32>()) {
     const T* xr = x + row * r.d;
@@ -78,7 +78,7 @@ __global__ void rmsNormDxKernel(const T* __restrict__ x, const T* __restrict__ w
 template <typename T>
 __global__ void __launch_bounds__(kThreads) rmsNormColumnsKernel(const T* __restrict__ x, const T* __restrict__ dy,
                                                                  const double* __restrict__ rstds, T* dweight,
-                                                                 double* partial, Rows r, int64_t chunk) {
+                                                                 double* partial, NormRows r, int64_t chunk) {
   __shared__ double sums[kColumnLanes][kColumns];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
   double sum = 0;
@@ -110,21 +110,9 @@ __global__ void rmsNormSplitsKernel(const double* __restrict__ partial, T* dweig
 
 // ---- launchers ----
 
-Rows checkRmsNorm(const Launch& launch) {
-  const Operand& x = launch.in[0];
-  const int64_t axis = launch.attrs.getInt("axis");
-  if (axis < 0 || axis >= x.shape.rank) fail(launch, "axis " + std::to_string(axis) + " is outside " + x.shape.str());
-  const int ax = static_cast<int>(axis);
-  Shape normalized;
-  for (int i = ax; i < x.shape.rank; ++i) normalized.dims[normalized.rank++] = x.shape[i];
-  requireShape(launch, launch.in[1], normalized, "weight");
-  return {x.shape.product(0, ax), normalized.elements(), launch.attrs.getFloat("epsilon")};
-}
-
 void rmsNorm(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | outMask(0));
-  const Rows r = checkRmsNorm(launch);
-  requireShape(launch, launch.out[0], launch.in[0].shape, "output");
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | outMask(0));
+  const NormRows r = rmsNormRows(launch);
   if (r.rows == 0 || r.d == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -134,17 +122,9 @@ void rmsNorm(const Launch& launch) {
   MT_CHECK_LAUNCH(launch);
 }
 
-Rows checkRmsNormGrad(const Launch& launch) {
-  const Rows r = checkRmsNorm(launch);
-  requireShape(launch, launch.in[2], launch.in[0].shape, "dy");
-  requireShape(launch, launch.out[0], launch.in[0].shape, "dx");
-  requireShape(launch, launch.out[1], launch.in[1].shape, "dweight");
-  return r;
-}
-
 void rmsNormGrad(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
-  const Rows r = checkRmsNormGrad(launch);
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
+  const NormRows r = rmsNormGradRows(launch);
   if (r.d == 0) return;
   const ColumnSplit c = planColumns(launch, r);
   const DeviceContext& device = *launch.device;
@@ -174,15 +154,15 @@ void rmsNormGrad(const Launch& launch) {
 }
 
 size_t rmsNormGradScratch(const Launch& launch) {
-  const Rows r = checkRmsNormGrad(launch);
+  const NormRows r = rmsNormGradRows(launch);
   return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
 }
 
 }  // namespace
 
-void addRmsNormKernels(KernelTable& table) {
-  table.add("rms_norm", 2, 1, rmsNorm);
-  table.add("rms_norm_grad", 3, 2, rmsNormGrad, rmsNormGradScratch);
+void addRmsNormKernels(CudaKernelRegistry& registry) {
+  registry.add("rms_norm", {rmsNorm});
+  registry.add("rms_norm_grad", {rmsNormGrad, rmsNormGradScratch});
 }
 
 }  // namespace megatrain::runtime::cuda

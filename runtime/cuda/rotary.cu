@@ -86,16 +86,9 @@ bool packable(const StridedSpace<2>& space, int64_t d, size_t bytes, std::initia
 
 template <bool Grad>
 void rotary(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0));
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0));
   const Operand &x = launch.in[0], &cos = launch.in[1], &sin = launch.in[2];
   const Shape& s = x.shape;
-  if (s.rank == 0 || s[s.rank - 1] % 2 != 0) fail(launch, "x " + s.str() + " must have an even last dim");
-  for (const Operand* table : {&cos, &sin})
-    if (table->shape.rank == 0 || table->shape[table->shape.rank - 1] != s[s.rank - 1] ||
-        !broadcastsTo(table->shape, s))
-      fail(launch, "cos and sin " + table->shape.str() + " must broadcast to " + s.str() +
-                       " and keep its last dim");
-  requireShape(launch, launch.out[0], s, "output");
   const int64_t n = s.elements();
   if (n == 0) return;
   StridedSpace<2> space;
@@ -122,9 +115,9 @@ void rotary(const Launch& launch) {
 
 }  // namespace
 
-void addRotaryKernels(KernelTable& table) {
-  table.add("rotary", 3, 1, rotary<false>);
-  table.add("rotary_grad", 3, 1, rotary<true>);
+void addRotaryKernels(CudaKernelRegistry& registry) {
+  registry.add("rotary", {rotary<false>});
+  registry.add("rotary_grad", {rotary<true>});
 }
 
 }  // namespace megatrain::runtime::cuda

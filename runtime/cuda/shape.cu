@@ -32,8 +32,6 @@ __global__ void stridedCopyKernel(const E* __restrict__ x, E* __restrict__ y, in
 void reshape(const Launch& launch) {
   requireSameDType(launch);
   const Operand &x = launch.in[0], &y = launch.out[0];
-  if (x.shape.elements() != y.shape.elements())
-    fail(launch, "cannot reshape " + x.shape.str() + " to " + y.shape.str());
   copyBytes(y.data, x.data, static_cast<size_t>(y.shape.elements()) * dtypeBytes(x.dtype),
             launch.device->stream);
 }
@@ -86,32 +84,16 @@ void launchStridedCopy(const Launch& launch, StridedSpace<1> space) {
 void transpose(const Launch& launch) {
   requireSameDType(launch);
   const Operand &x = launch.in[0], &y = launch.out[0];
-  const std::vector<int64_t>& perm = launch.attrs.getInts("perm");
-  if (static_cast<int>(perm.size()) != x.shape.rank)
-    fail(launch, "perm has " + std::to_string(perm.size()) + " entries, input " + x.shape.str() +
-                     " has rank " + std::to_string(x.shape.rank));
-  bool seen[kMaxRank] = {};
-  int64_t xStrides[kMaxRank];
-  contiguousStrides(x.shape, xStrides);
-  Shape expected;
-  expected.rank = x.shape.rank;
   StridedSpace<1> space;
-  space.rank = x.shape.rank;
-  for (int i = 0; i < x.shape.rank; ++i) {
-    const int64_t p = perm[i];
-    if (p < 0 || p >= x.shape.rank || seen[p]) fail(launch, "perm is not a permutation");
-    seen[p] = true;
-    expected.dims[i] = space.dims[i] = x.shape[static_cast<int>(p)];
-    space.strides[0][i] = xStrides[p];
-  }
-  requireShape(launch, y, expected, "output");
+  space.rank = y.shape.rank;
+  for (int i = 0; i < y.shape.rank; ++i) space.dims[i] = y.shape[i];
+  transposeDims(launch, space.strides[0]);
   launchStridedCopy(launch, space);
 }
 
 void broadcastTo(const Launch& launch) {
   requireSameDType(launch);
   const Operand &x = launch.in[0], &y = launch.out[0];
-  if (!broadcastsTo(x.shape, y.shape)) fail(launch, x.shape.str() + " does not broadcast to " + y.shape.str());
   StridedSpace<1> space;
   space.rank = y.shape.rank;
   for (int i = 0; i < y.shape.rank; ++i) space.dims[i] = y.shape[i];
@@ -122,8 +104,6 @@ void broadcastTo(const Launch& launch) {
 // y.shape right-aligned against x's rank, leading dims 1: sum_to's kept shape.
 Shape keptOfSumTo(const Launch& launch) {
   const Operand &x = launch.in[0], &y = launch.out[0];
-  if (!broadcastsTo(y.shape, x.shape))
-    fail(launch, "output " + y.shape.str() + " does not broadcast to input " + x.shape.str());
   Shape kept;
   kept.rank = x.shape.rank;
   const int lead = x.shape.rank - y.shape.rank;
@@ -133,7 +113,7 @@ Shape keptOfSumTo(const Launch& launch) {
 
 // y = x summed over the dims that broadcast_to(y -> x.shape) would stretch.
 void sumTo(const Launch& launch) {
-  floatingType(launch, inMask(0) | outMask(0));
+  cudaFloatingType(launch, inMask(0) | outMask(0));
   launchSumInto(launch, launch.in[0], keptOfSumTo(launch), 1.0, launch.out[0]);
 }
 
@@ -143,11 +123,11 @@ size_t sumToScratch(const Launch& launch) {
 
 }  // namespace
 
-void addShapeKernels(KernelTable& table) {
-  table.add("reshape", 1, 1, reshape);
-  table.add("transpose", 1, 1, transpose);
-  table.add("broadcast_to", 1, 1, broadcastTo);
-  table.add("sum_to", 1, 1, sumTo, sumToScratch);
+void addShapeKernels(CudaKernelRegistry& registry) {
+  registry.add("reshape", {reshape});
+  registry.add("transpose", {transpose});
+  registry.add("broadcast_to", {broadcastTo});
+  registry.add("sum_to", {sumTo, sumToScratch});
 }
 
 }  // namespace megatrain::runtime::cuda

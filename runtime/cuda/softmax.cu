@@ -59,19 +59,15 @@ __global__ void softmaxGradKernel(const T* __restrict__ y, const T* __restrict__
 
 // ---- launchers ----
 
-Rows checkSoftmax(const Launch& launch) {
-  const Shape& shape = launch.out[0].shape;
-  for (int i = 0; i < launch.numIn; ++i) requireShape(launch, launch.in[i], shape, "input");
-  const int64_t axis = launch.attrs.getInt("axis");
-  if (axis < 0 || axis >= shape.rank) fail(launch, "axis " + std::to_string(axis) + " is outside " + shape.str());
-  const int a = static_cast<int>(axis);
-  const int64_t inner = shape.product(a + 1, shape.rank);
-  return {shape.product(0, a) * inner, shape[a], inner};
+// The device view of the lanes: row r of count = outer * inner.
+Rows softmaxRows(const Launch& launch) {
+  const SoftmaxLanes l = softmaxLanes(launch);
+  return {l.outer * l.inner, l.n, l.inner};
 }
 
 void softmax(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | outMask(0));
-  const Rows rows = checkSoftmax(launch);
+  const DType dtype = cudaFloatingType(launch, inMask(0) | outMask(0));
+  const Rows rows = softmaxRows(launch);
   if (rows.count == 0 || rows.n == 0) return;
   const cudaStream_t stream = launch.device->stream;
   dispatchFloating(dtype, [&](auto tag) {
@@ -87,8 +83,8 @@ void softmax(const Launch& launch) {
 }
 
 void softmaxGrad(const Launch& launch) {
-  const DType dtype = floatingType(launch, inMask(0) | inMask(1) | outMask(0));
-  const Rows rows = checkSoftmax(launch);
+  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | outMask(0));
+  const Rows rows = softmaxRows(launch);
   if (rows.count == 0 || rows.n == 0) return;
   const cudaStream_t stream = launch.device->stream;
   dispatchFloating(dtype, [&](auto tag) {
@@ -106,9 +102,9 @@ void softmaxGrad(const Launch& launch) {
 
 }  // namespace
 
-void addSoftmaxKernels(KernelTable& table) {
-  table.add("softmax", 1, 1, softmax);
-  table.add("softmax_grad", 2, 1, softmaxGrad);
+void addSoftmaxKernels(CudaKernelRegistry& registry) {
+  registry.add("softmax", {softmax});
+  registry.add("softmax_grad", {softmaxGrad});
 }
 
 }  // namespace megatrain::runtime::cuda

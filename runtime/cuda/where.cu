@@ -30,11 +30,6 @@ void where(const Launch& launch) {
   requireDType(launch, y, x.dtype, "input");
   requireDType(launch, out, x.dtype, "output");
   if (dtypeBytes(x.dtype) == 0) fail(launch, "input dtype is unspecified");
-  Shape xy, expected;
-  if (!broadcastShapes(x.shape, y.shape, xy) || !broadcastShapes(cond.shape, xy, expected))
-    fail(launch, "shapes " + cond.shape.str() + ", " + x.shape.str() + " and " + y.shape.str() +
-                     " do not broadcast");
-  requireShape(launch, out, expected, "output");
   const int64_t n = out.shape.elements();
   if (n == 0) return;
   StridedSpace<3> space;
@@ -58,6 +53,6 @@ void where(const Launch& launch) {
 
 }  // namespace
 
-void addWhereKernels(KernelTable& table) { table.add("where", 3, 1, where); }
+void addWhereKernels(CudaKernelRegistry& registry) { registry.add("where", {where}); }
 
 }  // namespace megatrain::runtime::cuda

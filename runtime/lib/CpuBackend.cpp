@@ -10,6 +10,7 @@
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/KernelBinding.h"
 
 namespace megatrain::runtime {
 namespace {
@@ -31,7 +32,7 @@ AlignedBytes allocateAligned(size_t size, const std::string& what) {
 
 // A kernel step resolved once: its function and operands with their addresses.
 struct PreparedKernel {
-  const cpu::KernelEntry* entry = nullptr;
+  const cpu::CpuKernelRegistry::Registered* kernel = nullptr;
   cpu::KernelArgs args;
 };
 
@@ -40,31 +41,18 @@ struct PreparedKernel {
 struct CpuBackend::Impl {
   const plan::Plan* plan = nullptr;
   std::vector<AlignedBytes> pools;
-  std::vector<PreparedKernel> kernels;  // [steps], entry == nullptr for non-kernel steps
+  std::vector<PreparedKernel> kernels;  // [steps], kernel == nullptr for non-kernel steps
   AlignedBytes scratch;
   size_t scratchBytes = 0;
 
-  cpu::Operand operand(const plan::Tensor& tensor, std::byte* base) const {
-    cpu::Operand result;
-    if (tensor.shape_size() > cpu::kMaxRank)
-      throw Error("cpu backend: tensor '" + tensor.name() + "' has rank " +
-                  std::to_string(tensor.shape_size()) + ", the CPU kernels support at most " +
-                  std::to_string(cpu::kMaxRank));
-    result.data = base + tensor.buffer().offset();
-    result.shape.rank = tensor.shape_size();
-    for (int i = 0; i < tensor.shape_size(); ++i) result.shape.dims[i] = tensor.shape(i);
-    result.dtype = tensor.dtype();
-    result.name = &tensor.name();
-    return result;
-  }
 };
 
 CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) {}
 CpuBackend::~CpuBackend() = default;
 
-const KernelSignature* CpuBackend::findKernel(const std::string& name) const {
-  const cpu::KernelEntry* entry = cpu::cpuKernels().find(name);
-  return entry ? &entry->signature : nullptr;
+const kernels::KernelSpec* CpuBackend::findKernel(const std::string& name) const {
+  const cpu::CpuKernelRegistry::Registered* registered = cpu::cpuKernels().find(name);
+  return registered ? registered->spec : nullptr;
 }
 
 void CpuBackend::prepare(const plan::Plan& plan) {
@@ -83,24 +71,17 @@ void CpuBackend::prepare(const plan::Plan& plan) {
     if (step.op_case() != plan::Step::kKernel) continue;
     const plan::Kernel& kernel = step.kernel();
     PreparedKernel& prepared = impl.kernels[static_cast<size_t>(i)];
-    prepared.entry = cpu::cpuKernels().find(kernel.kernel());
-    if (!prepared.entry) throw Error("cpu backend: unknown kernel '" + kernel.kernel() + "'");
-    cpu::KernelArgs& args = prepared.args;
-    args.kernel = kernel.kernel().c_str();
-    args.attrs = cpu::Attributes(&kernel);
-    args.numIn = kernel.inputs_size();
-    args.numOut = kernel.outputs_size();
-    if (args.numIn > cpu::kMaxOperands || args.numOut > cpu::kMaxOperands)
-      throw Error("cpu backend: step " + std::to_string(i) + " has too many operands");
-    for (int k = 0; k < args.numIn; ++k) {
-      const plan::Tensor& tensor = plan.tensors(static_cast<int>(kernel.inputs(k)));
-      args.in[k] = impl.operand(tensor, impl.pools[tensor.buffer().pool()].get());
+    prepared.kernel = cpu::cpuKernels().find(kernel.kernel());
+    if (!prepared.kernel) throw Error("cpu backend: unknown kernel '" + kernel.kernel() + "'");
+    try {
+      bindKernelCall(plan, i, [&](const plan::Tensor& tensor) -> void* { return data(tensor); }, prepared.args);
+    } catch (const Error& e) {
+      throw Error("cpu backend: step " + std::to_string(i) + ": " + e.what());
     }
-    for (int k = 0; k < args.numOut; ++k) {
-      const plan::Tensor& tensor = plan.tensors(static_cast<int>(kernel.outputs(k)));
-      args.out[k] = impl.operand(tensor, impl.pools[tensor.buffer().pool()].get());
-    }
-    if (prepared.entry->scratchBytes) scratch = std::max(scratch, prepared.entry->scratchBytes(args));
+    // Shape errors in the kernel's own words, as a launch would give them.
+    kernels::checkKernelCall(*prepared.kernel->spec, prepared.args);
+    if (prepared.kernel->entry.scratchBytes)
+      scratch = std::max(scratch, prepared.kernel->entry.scratchBytes(prepared.args));
   }
   impl.scratch = allocateAligned(scratch, "kernel scratch");
   impl.scratchBytes = scratch;
@@ -120,10 +101,10 @@ void CpuBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
 }
 
 void CpuBackend::launchKernel(uint32_t step) {
-  if (step >= impl_->kernels.size() || !impl_->kernels[step].entry)
+  if (step >= impl_->kernels.size() || !impl_->kernels[step].kernel)
     throw Error("cpu backend: step " + std::to_string(step) + " is not a prepared kernel");
   const PreparedKernel& prepared = impl_->kernels[step];
-  prepared.entry->run(prepared.args);
+  prepared.kernel->entry.run(prepared.args);
 }
 
 void CpuBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad,

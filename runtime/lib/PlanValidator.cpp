@@ -13,7 +13,9 @@
 
 #include "megatrain/runtime/Backend.h"
 #include "megatrain/runtime/DType.h"
+#include "megatrain/kernels/Manifest.h"
 #include "megatrain/runtime/Error.h"
+#include "megatrain/runtime/KernelBinding.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanVerifier.h"
@@ -177,19 +179,27 @@ class PlanValidator {
   }
 
   void checkKernel(int index, const plan::Kernel& kernel) {
-    const KernelSignature* signature = backend_.findKernel(kernel.kernel());
-    if (!signature)
+    const kernels::KernelSpec* spec = backend_.findKernel(kernel.kernel());
+    if (!spec)
       fail(stepLabel(index) + ": unknown kernel '" + kernel.kernel() + "' (the " +
            backend_.name() + " backend does not implement it)");
-    const bool variadic = signature->inputs == KernelSignature::kAnyInputs;
-    const bool inputsOk = variadic ? kernel.inputs_size() >= 1 : kernel.inputs_size() == signature->inputs;
-    if (!inputsOk || kernel.outputs_size() != signature->outputs)
+    const bool variadic = spec->inputs == kernels::KernelSpec::kAnyInputs;
+    const bool inputsOk = variadic ? kernel.inputs_size() >= 1 : kernel.inputs_size() == spec->inputs;
+    if (!inputsOk || kernel.outputs_size() != spec->outputs)
       fail(stepLabel(index) + ": " + std::to_string(kernel.inputs_size()) + " inputs and " +
            std::to_string(kernel.outputs_size()) + " outputs, '" + kernel.kernel() + "' takes " +
-           (variadic ? std::string("one or more") : std::to_string(signature->inputs)) + " and " +
-           std::to_string(signature->outputs));
+           (variadic ? std::string("one or more") : std::to_string(spec->inputs)) + " and " +
+           std::to_string(spec->outputs));
     for (uint32_t id : kernel.inputs()) checkKernelOperand(index, id, "input");
     for (uint32_t id : kernel.outputs()) checkKernelOperand(index, id, "output");
+    // The operand shapes and attributes against the kernel's shape rule, before anything is allocated.
+    try {
+      kernels::KernelCall call;
+      bindKernelCall(plan_, index, nullptr, call);
+      spec->rule(call);
+    } catch (const Error& e) {
+      fail(stepLabel(index) + ": " + e.what());
+    }
   }
 
   void checkKernelOperand(int index, uint32_t id, const char* what) const {

@@ -139,8 +139,8 @@ TEST_F(AttentionGemm, WorkspaceStaysWithinItsBound) {
                                  {1, 64, 1, 32768, 32768, 128, true},
                                  {1, 8, 8, 131072, 131072, 64, false},
                                  {2, 4, 2, 17, 17, 16, true}};
-  const cuda::KernelEntry* forward = cuda::cudaKernels().find("attention");
-  const cuda::KernelEntry* backward = cuda::cudaKernels().find("attention_grad");
+  const cuda::CudaKernel* forward = &cuda::cudaKernels().find("attention")->entry;
+  const cuda::CudaKernel* backward = &cuda::cudaKernels().find("attention_grad")->entry;
   ASSERT_TRUE(forward && forward->scratchBytes && backward && backward->scratchBytes);
   for (const PrecisionBound& p : kPrecisions)
     for (const AttentionCase& c : cases) {
@@ -152,7 +152,7 @@ TEST_F(AttentionGemm, WorkspaceStaysWithinItsBound) {
       attrs[1].name = "causal";
       attrs[1].i = c.causal ? 1 : 0;
       cuda::Launch launch;
-      launch.attrs = cuda::Attributes(&attrs, "attention");
+      launch.attrs = cuda::Attributes(attrs, "attention");
       launch.numIn = 6;
       for (int i = 0; i < 6; ++i) {
         const bool kv = i == 1 || i == 2;
@@ -178,7 +178,7 @@ TEST_F(AttentionGemm, WorkspaceStaysWithinItsBound) {
   // F64 keeps the warp-per-row kernel: no workspace for the forward.
   std::vector<cuda::Attribute> none;
   cuda::Launch launch;
-  launch.attrs = cuda::Attributes(&none, "attention");
+  launch.attrs = cuda::Attributes(none, "attention");
   launch.numIn = 3;
   for (int i = 0; i < 3; ++i) {
     launch.in[i].dtype = cuda::DType::F64;

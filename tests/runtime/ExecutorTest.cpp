@@ -161,22 +161,20 @@ TEST_F(LinearPlanTest, MisuseIsReportedClearly) {
   }
 }
 
-TEST_F(LinearPlanTest, KernelErrorsNameTheStep) {
-  // sq keeps its byte size but gets the wrong shape: only the kernel can tell.
+TEST_F(LinearPlanTest, KernelShapeErrorsNameTheStepAtLoad) {
+  // sq keeps its byte size but gets the wrong shape: only mul's shape rule can
+  // tell, and the validator runs it before anything is allocated.
   plan::Plan plan = linearPlan(plan::F64);
   for (plan::Tensor& t : *plan.mutable_tensors())
     if (t.name() == "sq") {
       t.set_shape(0, 2);
       t.set_shape(1, 4);
     }
-  Executor executor(std::move(plan), std::make_unique<CpuBackend>());
-  executor.loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
-  executor.setInput("x", HostArray::zeros(ElementType::F64, {4, 3}));
   try {
-    executor.runStep();
+    Executor executor(std::move(plan), std::make_unique<CpuBackend>());
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "step 4 (mul): mul: output 'sq' has shape [2, 4], expected [4, 2]");
+    EXPECT_STREQ(e.what(), "plan: step 4 (kernel mul): mul: output 'sq' has shape [2, 4], expected [4, 2]");
   }
 }
 

@@ -47,7 +47,7 @@ class ScheduleBackend final : public Backend {
   ScheduleBackend(std::unique_ptr<Backend> inner, ScheduleOptions options);
 
   std::string name() const override { return "schedule(" + inner_->name() + ")"; }
-  const KernelSignature* findKernel(const std::string& name) const override { return inner_->findKernel(name); }
+  const kernels::KernelSpec* findKernel(const std::string& name) const override { return inner_->findKernel(name); }
   void prepare(const plan::Plan& plan) override;
   void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void launchKernel(uint32_t step) override;

@@ -9,16 +9,11 @@
 
 #include "megatrain/plan/plan.pb.h"
 
-namespace megatrain::runtime {
+namespace megatrain::kernels {
+struct KernelSpec;  // megatrain/kernels/Manifest.h
+}
 
-// A kernel's operand counts, as docs/ops.md defines them; the plan validator
-// checks every Kernel step against the backend's table. `inputs` is
-// kAnyInputs for a variadic kernel (concat), which takes one or more.
-struct KernelSignature {
-  static constexpr int kAnyInputs = -1;
-  int inputs = 0;
-  int outputs = 0;
-};
+namespace megatrain::runtime {
 
 // Device memory as the device reports it, in bytes.
 struct DeviceMemory {
@@ -67,8 +62,9 @@ class Backend {
   // "cpu", "cuda".
   virtual std::string name() const = 0;
 
-  // The signature of kernel `name`, or nullptr if this backend lacks it.
-  virtual const KernelSignature* findKernel(const std::string& name) const = 0;
+  // The manifest entry of kernel `name` (operand counts, shape rule), or
+  // nullptr if this backend does not implement it.
+  virtual const kernels::KernelSpec* findKernel(const std::string& name) const = 0;
 
   // Allocates every pool of `plan` once and resolves its kernel steps. The
   // plan is validated and must outlive every later call.

@@ -21,7 +21,7 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
-  const KernelSignature* findKernel(const std::string& name) const override;
+  const kernels::KernelSpec* findKernel(const std::string& name) const override;
   void prepare(const plan::Plan& plan) override;
   void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void launchKernel(uint32_t step) override;

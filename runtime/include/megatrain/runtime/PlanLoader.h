@@ -26,7 +26,8 @@ plan::Plan parsePlan(const std::string& bytes, const std::string& label);
 plan::Plan loadPlan(const std::string& path);
 
 // Proves the plan self-consistent before anything is allocated (docs/plan.md,
-// "Validation on load"); kernels are checked against `backend`'s table. Throws
+// "Validation on load"); kernels are checked against `backend`'s table and each
+// kernel's shape rule (megatrain/kernels/Manifest.h). Throws
 // Error with one line naming `label` and the step or tensor.
 void validatePlan(const plan::Plan& plan, const Backend& backend,
                   const std::string& label = "plan");

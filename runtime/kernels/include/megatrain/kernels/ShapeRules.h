@@ -1,0 +1,176 @@
+// ShapeRules.h - one shape rule per kernel family: what operand shapes and attributes a kernel accepts.
+//
+// Each family has a geometry function that checks a call and returns the dims
+// both backends compute with (the CPU kernels and the CUDA launchers call it
+// at every launch; it allocates nothing), and the manifest (Manifest.h) names
+// one rule per kernel that the plan validator runs at load time. A violation
+// is an Error "<kernel>: <what>" naming the operand. Dtype checks stay with
+// the backends; only the index dtype of gather and the label dtype of the
+// cross-entropy kernels, which are part of the shape contract, are checked
+// here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "megatrain/kernels/KernelCall.h"
+
+namespace megatrain::kernels {
+
+// ---- elementwise: fill, broadcasting binary ops, unary maps and their gradients ----
+
+// fill: no inputs, any output.
+void fillRule(const KernelCall& call);
+// add, sub, mul, div, max, min: out = broadcast(a.shape, b.shape).
+void broadcastBinaryRule(const KernelCall& call);
+// Every operand (inputs and outputs) has out[0]'s shape: unary maps and their gradients.
+void sameShapesRule(const KernelCall& call);
+// max_grad, min_grad: (a, b, dy) -> (da, db); dy, da and db the broadcast shape.
+void minMaxGradRule(const KernelCall& call);
+
+// ---- activations: silu, swiglu, gelu and their gradients ----
+
+// gelu's "approximate" attribute (required): true for "tanh", false for "none".
+bool geluTanhForm(const KernelCall& call);
+// sameShapesRule plus a valid "approximate".
+void geluRule(const KernelCall& call);
+
+// ---- matmul ----
+
+struct MatmulDims {
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  Shape batch;  // the broadcast batch shape of y
+};
+// y[..., m, n] = A[..., m, k] B[..., k, n], A = a or a^T and B = b or b^T on the last two dims;
+// the "precision" attribute, when present, is fp32, tf32 or bf16.
+MatmulDims matmulDims(const KernelCall& call);
+// An operand's batch dims: all but the last two.
+Shape matmulBatchOf(const Shape& operand);
+void matmulRule(const KernelCall& call);
+
+// ---- shape kernels: reshape, transpose, broadcast_to, sum_to ----
+
+void reshapeRule(const KernelCall& call);
+// y.shape[i] = x.shape[perm[i]]; fills strides[i] = x's row-major stride of dim perm[i].
+void transposeDims(const KernelCall& call, int64_t* strides);
+void transposeRule(const KernelCall& call);
+void broadcastToRule(const KernelCall& call);
+void sumToRule(const KernelCall& call);
+
+// ---- reductions: reduce_sum, reduce_mean ----
+
+struct ReduceDims {
+  Shape kept;         // x.shape with the reduced dims set to 1 (y's layout)
+  int64_t count = 1;  // elements summed into each output
+};
+// Axes sorted and distinct; empty axes reduce every dim (ONNX ReduceSum).
+ReduceDims reduceDims(const KernelCall& call);
+void reduceRule(const KernelCall& call);
+
+// ---- softmax along one axis ----
+
+struct SoftmaxLanes {
+  int64_t outer = 0, n = 0, inner = 0;  // viewed as [outer, n, inner] around the axis
+};
+SoftmaxLanes softmaxLanes(const KernelCall& call);
+void softmaxRule(const KernelCall& call);
+
+// ---- gather along one axis, and its scatter-add gradient ----
+
+struct GatherDims {
+  int64_t outer = 0, a = 0, inner = 0, n = 0;  // data as [outer, a, inner], n indices
+};
+// gather: (data, indices) -> y; gather_grad: (indices, dy) -> ddata.
+GatherDims gatherDims(const KernelCall& call);
+GatherDims gatherGradDims(const KernelCall& call);
+void gatherRule(const KernelCall& call);
+void gatherGradRule(const KernelCall& call);
+
+// ---- normalizations over dims [axis, rank) ----
+
+struct NormRows {
+  int64_t rows = 0, d = 0;
+  double epsilon = 0;
+};
+// layer_norm: (x, scale, bias) -> y; layer_norm_grad: (x, scale, dy) -> (dx, dscale, dbias).
+NormRows layerNormRows(const KernelCall& call);
+NormRows layerNormGradRows(const KernelCall& call);
+void layerNormRule(const KernelCall& call);
+void layerNormGradRule(const KernelCall& call);
+// rms_norm: (x, weight) -> y; rms_norm_grad: (x, weight, dy) -> (dx, dweight).
+NormRows rmsNormRows(const KernelCall& call);
+NormRows rmsNormGradRows(const KernelCall& call);
+void rmsNormRule(const KernelCall& call);
+void rmsNormGradRule(const KernelCall& call);
+
+// ---- cross-entropy losses ----
+
+struct SoftmaxCeDims {
+  int64_t n = 0, c = 0, inner = 0;  // logits [N, C, D...] with inner = prod(D...)
+  std::optional<int64_t> ignore;
+  bool mean = true;
+};
+// softmax_ce: (logits, labels) -> loss; softmax_ce_grad: (logits, labels, dloss) -> dlogits.
+SoftmaxCeDims softmaxCeDims(const KernelCall& call);
+void softmaxCeRule(const KernelCall& call);
+void softmaxCeGradRule(const KernelCall& call);
+
+struct NextTokenDims {
+  int64_t b = 0, t = 0, v = 0;  // logits [B, T, V], tokens [B, T]
+  std::optional<int64_t> ignore;
+};
+// next_token_ce: (logits, tokens) -> loss; next_token_ce_grad: (logits, tokens, dloss) -> dlogits.
+NextTokenDims nextTokenDims(const KernelCall& call);
+void nextTokenCeRule(const KernelCall& call);
+void nextTokenCeGradRule(const KernelCall& call);
+
+// ---- where ----
+
+// cond ? x : y, all three broadcast to the output.
+void whereRule(const KernelCall& call);
+
+// ---- concat, slice, slice_grad ----
+
+void concatRule(const KernelCall& call);
+
+// Where a slice of `full` reads: `sliced` its shape, `base` the element offset
+// of its first element and `strides` the per-dim steps in `full`'s elements.
+struct SliceWalk {
+  Shape sliced;
+  int64_t base = 0;
+  int64_t strides[kMaxRank] = {};
+};
+// slice: x -> y = x[starts : ends : steps]; slice_grad: dy -> dx (x's shape).
+SliceWalk sliceWalk(const KernelCall& call);
+SliceWalk sliceGradWalk(const KernelCall& call);
+void sliceRule(const KernelCall& call);
+void sliceGradRule(const KernelCall& call);
+
+// ---- cast ----
+
+void castRule(const KernelCall& call);
+
+// ---- attention ----
+
+struct AttentionDims {
+  int64_t batch = 0, qHeads = 0, kvHeads = 0, sq = 0, skv = 0, d = 0;
+  double scale = 1;
+  bool causal = false;
+  int64_t group() const { return qHeads / kvHeads; }
+};
+// q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] with Hkv dividing Hq.
+// attention: (q, k, v) -> (y, lse [B, Hq, Sq]);
+// attention_grad: (q, k, v, y, lse, dy) -> (dq, dk, dv).
+AttentionDims attentionDims(const KernelCall& call);
+AttentionDims attentionGradDims(const KernelCall& call);
+Shape attentionLseShape(const AttentionDims& d);
+void attentionRule(const KernelCall& call);
+void attentionGradRule(const KernelCall& call);
+
+// ---- rotary position embedding ----
+
+// (x, cos, sin) -> y: x has an even last dim, cos and sin broadcast to x and keep its last dim.
+void rotaryRule(const KernelCall& call);
+
+}  // namespace megatrain::kernels

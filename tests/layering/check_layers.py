@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""check_layers.py - each layer of megatrain includes only what docs/architecture.md allows.
+
+Usage: check_layers.py SOURCE_DIR       check the tree; exit 1 and one line per violation
+       check_layers.py --self-test SOURCE_DIR  plant a violation of each rule in a copy and expect it caught
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+SOURCES = ('.h', '.hpp', '.cpp', '.cc', '.cu', '.cuh')
+
+# (layer, folders it covers, include patterns it must not use, why)
+MLIR = r'^(mlir|llvm)/'
+COMPILER = r'^megatrain/(Dialect|Passes|Frontend|Cost|Plan)/'
+PROTOBUF = r'(^google/protobuf/|\.pb\.h$)'
+CUDA = r'^(cuda|cublas|cudnn|nccl|cub/|thrust/|cuda/)|_runtime\.h$|^nvtx'
+RULES = [
+    ('runtime', ['runtime'], [MLIR, COMPILER],
+     'the runtime never links MLIR or the compiler: the plan schema is the only contract'),
+    ('kernel layer', ['runtime/kernels'], [MLIR, COMPILER, PROTOBUF, CUDA, r'^megatrain/runtime/(?!Error\.h$)'],
+     'the kernel layer is backend-neutral: no protobuf, CUDA or MLIR, and no runtime header but Error.h'),
+    ('frontends', ['frontends'], [r'^megatrain/Passes/', r'^megatrain/runtime/'],
+     'frontends import into the dialect; they do not reach into passes or the runtime'),
+]
+
+
+def sources(root, folder):
+    base = os.path.join(root, folder)
+    for directory, _, files in os.walk(base):
+        for name in files:
+            if name.endswith(SOURCES):
+                yield os.path.join(directory, name)
+
+
+def violations(root):
+    found = []
+    for layer, folders, banned, why in RULES:
+        patterns = [re.compile(p) for p in banned]
+        for folder in folders:
+            for path in sources(root, folder):
+                with open(path, encoding='utf-8', errors='replace') as f:
+                    for number, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if m and any(p.search(m.group(1)) for p in patterns):
+                            found.append(f'{os.path.relpath(path, root)}:{number}: {layer} includes '
+                                         f'"{m.group(1)}" ({why})')
+    return found
+
+
+def self_test(root):
+    plants = [('runtime/lib/Planted.cpp', '#include "mlir/IR/Builders.h"\n'),
+              ('runtime/kernels/Planted.cpp', '#include "megatrain/plan/plan.pb.h"\n'),
+              ('runtime/kernels/Planted.cpp', '#include <cuda_runtime.h>\n'),
+              ('runtime/kernels/Planted.cpp', '#include "megatrain/runtime/Backend.h"\n'),
+              ('frontends/onnx/Planted.cpp', '#include "megatrain/Passes/Passes.h"\n')]
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in ('runtime', 'frontends'):
+            shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder))
+        if violations(tmp):
+            print('self-test: the clean copy already has violations', file=sys.stderr)
+            return False
+        for relative, line in plants:
+            path = os.path.join(tmp, relative)
+            with open(path, 'w') as f:
+                f.write(line)
+            caught = [v for v in violations(tmp) if v.startswith(relative + ':')]
+            os.remove(path)
+            if not caught:
+                print(f'self-test: {line.strip()} in {relative} was not caught', file=sys.stderr)
+                ok = False
+    return ok
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == '--self-test':
+        ok = self_test(argv[2])
+        print('self-test: every planted violation was caught' if ok else 'self-test: FAILED')
+        return 0 if ok else 1
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    found = violations(argv[1])
+    for v in found:
+        print(v)
+    print(f'{len(found)} layering violation(s)' if found else 'layers: every include is allowed')
+    return 1 if found else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
