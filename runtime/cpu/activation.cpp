@@ -6,14 +6,10 @@
 #include <string>
 
 #include "CpuKernel.h"
+#include "megatrain/kernels/MathConstants.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
-
-constexpr double kInvSqrt2 = 0.70710678118654752440;      // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;    // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;   // sqrt(2 / pi)
-constexpr double kGeluCubic = 0.044715;
 
 template <typename T>
 T sigmoidOf(T x) {

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "CpuKernel.h"
+#include "megatrain/kernels/MathConstants.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
@@ -60,9 +61,6 @@ void unaryGradImpl(const KernelArgs& args, Op op) {
   const int64_t n = args.out[0].shape.elements();
   for (int64_t i = 0; i < n; ++i) dx[i] = op(v[i], dy[i]);
 }
-
-// 2 / sqrt(pi): erf'(x) = 2/sqrt(pi) exp(-x^2).
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 // max and min propagate NaN, and pick a on ties (where their gradients send dy).
 template <typename T>

@@ -11,14 +11,10 @@
 #include <string>
 
 #include "DeviceMath.cuh"
+#include "megatrain/kernels/MathConstants.h"
 
 namespace megatrain::runtime::cuda {
 namespace {
-
-constexpr double kInvSqrt2 = 0.70710678118654752440;     // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
-constexpr double kGeluCubic = 0.044715;
 
 // ---- element functions ----
 

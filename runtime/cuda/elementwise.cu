@@ -5,6 +5,7 @@
 // dims), so equal shapes and a broadcast scalar both run at rank 1. Pointers
 // are not __restrict__: the planner may give y the bytes of a dying input.
 #include "DeviceMath.cuh"
+#include "megatrain/kernels/MathConstants.h"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -27,9 +28,6 @@ __device__ __forceinline__ float sinOf(float x) { return sinf(x); }
 __device__ __forceinline__ double sinOf(double x) { return sin(x); }
 __device__ __forceinline__ float powOf(float x, float e) { return powf(x, e); }
 __device__ __forceinline__ double powOf(double x, double e) { return pow(x, e); }
-
-// 2 / sqrt(pi): erf'(x) = 2/sqrt(pi) exp(-x^2).
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 struct Add { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
 struct Sub { template <typename T> __device__ T operator()(T a, T b) const { return a - b; } };
