@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
+#include "ShapeRules.h"
 #include "TensorData.h"
 
 #include "megatrain/Dialect/MtDialect.h"
@@ -53,13 +54,6 @@ ArrayRef<int64_t> shapeOf(Value v) {
 }
 
 Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
-
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    out += (i ? "x" : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 //===----------------------------------------------------------------------===//
 // NodeImport

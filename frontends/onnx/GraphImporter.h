@@ -17,6 +17,7 @@
 #define MEGATRAIN_FRONTEND_GRAPHIMPORTER_H
 
 #include "ConstantFolder.h"
+#include "ShapeRules.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -234,8 +235,6 @@ private:
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 /// The element type of a ranked tensor value.
 mlir::Type elementOf(mlir::Value v);
-/// "[2x3]" for diagnostics; "[]" for scalars.
-std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 
 /// Literals from the model (Constant nodes, initializers) larger than this
 /// are refused: a tensor that big is a weight and belongs in an initializer.

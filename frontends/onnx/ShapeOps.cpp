@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
+#include "ShapeRules.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 
@@ -136,16 +137,16 @@ static LogicalResult importExpand(NodeImport &n) {
   FailureOr<std::vector<int64_t>> target = failure();
   if (failed(x) || failed(target = n.constantIntegers(1)))
     return failure();
-  std::vector<int64_t> shape;
-  if (!broadcastShape(shapeOf(*x), *target, shape))
+  auto shape = mt::broadcastShapes(shapeOf(*x), *target);
+  if (failed(shape))
     return n.error() << "cannot expand " << shapeStr(shapeOf(*x)) << " to "
                      << shapeStr(*target);
-  if (ArrayRef<int64_t>(shape) == shapeOf(*x)) {
+  if (ArrayRef<int64_t>(*shape) == shapeOf(*x)) {
     n.aliasResult(0, 0);
     return success();
   }
   n.setResult(0, n.builder().create<mt::BroadcastToOp>(
-                     n.loc(), mt::tensorLike(x->getType(), shape), *x));
+                     n.loc(), mt::tensorLike(x->getType(), *shape), *x));
   return success();
 }
 
