@@ -193,6 +193,15 @@ FailureOr<std::vector<GraphValue>> NodeImport::sequence(int i) {
   return *it->second.sequence;
 }
 
+FailureOr<int64_t> NodeImport::normalizedAxis(int64_t axis, int64_t rank) {
+  std::string problem;
+  if (!normalizeAxis(axis, rank, problem)) {
+    error() << problem;
+    return failure();
+  }
+  return axis;
+}
+
 bool NodeImport::outputUsed(int i) const {
   return i < node_.output_size() && !node_.output(i).empty() &&
          graph_.used_.contains(node_.output(i));

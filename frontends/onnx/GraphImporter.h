@@ -101,6 +101,8 @@ public:
                                                 const std::string &name);
   /// The elements of sequence input `i`.
   mlir::FailureOr<std::vector<GraphValue>> sequence(int i);
+  /// `axis` of a rank-`rank` operand in [0, rank); an error when out of range.
+  mlir::FailureOr<int64_t> normalizedAxis(int64_t axis, int64_t rank);
 
   /// Whether output `i` exists and something reads it.
   bool outputUsed(int i) const;
