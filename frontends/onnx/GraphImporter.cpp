@@ -2,7 +2,8 @@
 //
 // Stages of GraphImporter::run:
 //   1. opsets: the default domain must be at opset 13 to 23;
-//   2. model-local functions are inlined into one flat node list;
+//   2. model-local functions are inlined into one flat node list
+//      (FunctionInliner.cpp);
 //   3. initializers are classified: parameter, buffer or literal (the
 //      trainable rule of docs/frontends.md);
 //   4. inputs: every graph input that is not an initializer becomes mt.input,
@@ -26,10 +27,6 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <google/protobuf/wire_format_lite.h>
-
 #include <cstdio>
 #include <cstdlib>
 
@@ -39,15 +36,8 @@ namespace megatrain::onnx_import {
 
 static constexpr int64_t kMinOpset = 13;
 static constexpr int64_t kMaxOpset = 23;
-static constexpr llvm::StringLiteral kDefaultDomain = "ai.onnx";
 /// The metadata key that lists a model's parameters (frontends/python/export_hf.py).
 static constexpr llvm::StringLiteral kParametersKey = "megatrain.parameters";
-/// Model-local functions calling functions deeper than this are refused.
-static constexpr int kMaxInlineDepth = 32;
-
-static llvm::StringRef normalizeDomain(llvm::StringRef domain) {
-  return domain.empty() ? llvm::StringRef(kDefaultDomain) : domain;
-}
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -296,7 +286,7 @@ std::optional<std::vector<int64_t>> NodeImport::intsAttr(llvm::StringRef name) c
 }
 
 //===----------------------------------------------------------------------===//
-// GraphImporter: opsets, regexes, functions, initializers
+// GraphImporter: opsets, regexes, initializers
 //===----------------------------------------------------------------------===//
 
 GraphImporter::GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
@@ -346,119 +336,6 @@ bool GraphImporter::isTrainable(const std::string &name) const {
   if (trainableRe_)
     return std::regex_match(name, *trainableRe_);
   return true;
-}
-
-LogicalResult GraphImporter::inlineFunctions() {
-  for (const onnx::NodeProto &node : graph_.node())
-    if (failed(
-            inlineNode(node, opsets_.lookup(normalizeDomain(node.domain())), "", "", 0)))
-      return failure();
-  return success();
-}
-
-/// FunctionProto.attribute_proto (field 11, IR version 9): the defaults of
-/// a function's attributes. The ONNX headers megatrain builds against
-/// predate the field, so it is parsed from the message's unknown fields.
-static std::deque<onnx::AttributeProto> attributeDefaults(const onnx::FunctionProto &f) {
-  std::deque<onnx::AttributeProto> out;
-  const std::string &unknown = f.unknown_fields();
-  google::protobuf::io::ArrayInputStream raw(unknown.data(), (int)unknown.size());
-  google::protobuf::io::CodedInputStream in(&raw);
-  while (uint32_t tag = in.ReadTag()) {
-    int field = tag >> 3, wire = tag & 7;
-    if (field == 11 && wire == 2) {
-      std::string bytes;
-      uint32_t length;
-      if (!in.ReadVarint32(&length) || !in.ReadString(&bytes, length))
-        break;
-      onnx::AttributeProto a;
-      if (a.ParseFromString(bytes))
-        out.push_back(std::move(a));
-    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
-      break;
-    }
-  }
-  return out;
-}
-
-/// A node whose (domain, op type) names a model-local function is replaced by
-/// the function's body: formal inputs and outputs become the call's names,
-/// the body's own names get the prefix "<call>/" (so two calls never share a
-/// name), attributes referring to the call's (ref_attr_name) take its values
-/// or the function's defaults. Calls inside the body are inlined in turn.
-LogicalResult GraphImporter::inlineNode(const onnx::NodeProto &node, int64_t opset,
-                                        const std::string &function,
-                                        const std::string &prefix, int depth) {
-  const onnx::FunctionProto *callee = nullptr;
-  for (const onnx::FunctionProto &f : model_.functions())
-    if (f.name() == node.op_type() &&
-        normalizeDomain(f.domain()) == normalizeDomain(node.domain()))
-      callee = &f;
-  if (!callee) {
-    FlatNode &flat = nodes_.emplace_back();
-    flat.node = node;
-    flat.opset = opset;
-    flat.function = function;
-    return success();
-  }
-  if (depth >= kMaxInlineDepth)
-    return emitError(fileLoc_) << "model-local function '" << callee->name()
-                               << "' calls functions more than " << kMaxInlineDepth
-                               << " deep (recursion?)";
-
-  std::string call = prefix + (node.name().empty() ? node.op_type() : node.name()) + "/";
-  llvm::StringMap<std::string> rename;
-  for (int k = 0; k < callee->input_size(); ++k)
-    rename[callee->input(k)] = k < node.input_size() ? node.input(k) : "";
-  for (int k = 0; k < callee->output_size(); ++k)
-    rename[callee->output(k)] = k < node.output_size() ? node.output(k) : "";
-  auto renamed = [&](const std::string &name) -> std::string {
-    if (name.empty())
-      return name;
-    auto it = rename.find(name);
-    return it != rename.end() ? it->second : call + name;
-  };
-  llvm::StringMap<const onnx::AttributeProto *> given, defaults;
-  for (const onnx::AttributeProto &a : node.attribute())
-    given[a.name()] = &a;
-  std::deque<onnx::AttributeProto> &defaultValues = functionDefaults_[callee];
-  if (defaultValues.empty())
-    defaultValues = attributeDefaults(*callee);
-  for (const onnx::AttributeProto &a : defaultValues)
-    defaults[a.name()] = &a;
-  llvm::StringMap<int64_t> calleeOpsets;
-  for (const onnx::OperatorSetIdProto &o : callee->opset_import())
-    calleeOpsets[normalizeDomain(o.domain())] = o.version();
-
-  for (const onnx::NodeProto &inner : callee->node()) {
-    onnx::NodeProto copy = inner;
-    copy.set_name(call + (inner.name().empty() ? inner.op_type() : inner.name()));
-    for (int k = 0; k < copy.input_size(); ++k)
-      copy.set_input(k, renamed(inner.input(k)));
-    for (int k = 0; k < copy.output_size(); ++k)
-      copy.set_output(k, renamed(inner.output(k)));
-    copy.clear_attribute();
-    for (const onnx::AttributeProto &a : inner.attribute()) {
-      if (a.ref_attr_name().empty()) {
-        *copy.add_attribute() = a;
-        continue;
-      }
-      const onnx::AttributeProto *value = given.lookup(a.ref_attr_name());
-      if (!value)
-        value = defaults.lookup(a.ref_attr_name());
-      if (!value)
-        continue; // unset: the op's own default applies
-      onnx::AttributeProto *added = copy.add_attribute();
-      *added = *value;
-      added->set_name(a.name());
-    }
-    llvm::StringRef domain = normalizeDomain(copy.domain());
-    auto own = calleeOpsets.find(domain);
-    int64_t innerOpset = own != calleeOpsets.end() ? own->second : opsets_.lookup(domain);
-    if (failed(inlineNode(copy, innerOpset, callee->name(), call, depth + 1)))
-      return failure();
-  }
-  return success();
 }
 
 /// Ops that only move or retype data: a weight read through them is still
@@ -1116,7 +993,8 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
 OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
   context_.getOrLoadDialect<func::FuncDialect>();
   context_.getOrLoadDialect<mt::MtDialect>();
-  if (failed(readOpsets()) || failed(compileRegexes()) || failed(inlineFunctions()))
+  if (failed(readOpsets()) || failed(compileRegexes()) ||
+      failed(inlineFunctions(model_, opsets_, fileLoc_, nodes_)))
     return nullptr;
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc_);

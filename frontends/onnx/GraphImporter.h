@@ -17,6 +17,7 @@
 #define MEGATRAIN_FRONTEND_GRAPHIMPORTER_H
 
 #include "ConstantFolder.h"
+#include "FunctionInliner.h"
 #include "ShapeRules.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
@@ -29,7 +30,6 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -141,15 +141,6 @@ void registerShapeOps(llvm::StringMap<OpImportFn> &table);
 void registerNormLossOps(llvm::StringMap<OpImportFn> &table);
 void registerAttentionOps(llvm::StringMap<OpImportFn> &table);
 
-/// One node to import: a graph node, or a node of an inlined model-local
-/// function with its names made unique.
-struct FlatNode {
-  onnx::NodeProto node;
-  int64_t opset = 0;
-  /// The function the node was inlined from ("" for graph nodes).
-  std::string function;
-};
-
 class GraphImporter {
 public:
   GraphImporter(mlir::MLIRContext &context, const onnx::ModelProto &model,
@@ -166,10 +157,6 @@ private:
 
   mlir::LogicalResult readOpsets();
   mlir::LogicalResult compileRegexes();
-  mlir::LogicalResult inlineFunctions();
-  mlir::LogicalResult inlineNode(const onnx::NodeProto &node, int64_t opset,
-                                 const std::string &function, const std::string &prefix,
-                                 int depth);
   void findWeightOperands();
   void classifyInitializers();
   mlir::LogicalResult importInputs();
@@ -224,9 +211,6 @@ private:
   llvm::StringSet<> used_;
   /// Per name, the reads (node inputs, graph outputs) not yet imported.
   llvm::StringMap<int64_t> remainingUses_;
-  /// Attribute defaults of the model-local functions inlined so far.
-  std::map<const onnx::FunctionProto *, std::deque<onnx::AttributeProto>>
-      functionDefaults_;
   /// Tensors made from Constant attributes such as value_float.
   std::deque<onnx::TensorProto> synthesized_;
   std::optional<std::regex> trainableRe_, frozenRe_;
