@@ -5,7 +5,7 @@
 //   2. model-local functions are inlined into one flat node list
 //      (FunctionInliner.cpp);
 //   3. initializers are classified: parameter, buffer or literal (the
-//      trainable rule of docs/frontends.md);
+//      trainable rule of docs/frontends.md, InitializerRoles.cpp);
 //   4. inputs: every graph input that is not an initializer becomes mt.input,
 //      its symbolic dims bound by OnnxImportOptions::shapes;
 //   5. nodes, in graph order (ONNX graphs are topologically sorted): a node
@@ -36,8 +36,6 @@ namespace megatrain::onnx_import {
 
 static constexpr int64_t kMinOpset = 13;
 static constexpr int64_t kMaxOpset = 23;
-/// The metadata key that lists a model's parameters (frontends/python/export_hf.py).
-static constexpr llvm::StringLiteral kParametersKey = "megatrain.parameters";
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -286,7 +284,7 @@ std::optional<std::vector<int64_t>> NodeImport::intsAttr(llvm::StringRef name) c
 }
 
 //===----------------------------------------------------------------------===//
-// GraphImporter: opsets, regexes, initializers
+// GraphImporter: opsets and initializers
 //===----------------------------------------------------------------------===//
 
 GraphImporter::GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
@@ -311,107 +309,13 @@ LogicalResult GraphImporter::readOpsets() {
   return success();
 }
 
-LogicalResult GraphImporter::compileRegexes() {
-  auto compile = [&](const std::string &text, const char *what,
-                     std::optional<std::regex> &out) -> LogicalResult {
-    if (text.empty())
-      return success();
-    try {
-      out.emplace(text, std::regex::ECMAScript);
-    } catch (const std::regex_error &e) {
-      return emitError(fileLoc_)
-             << "invalid " << what << " regex '" << text << "': " << e.what();
-    }
-    return success();
-  };
-  if (failed(compile(options_.trainable, "trainable", trainableRe_)) ||
-      failed(compile(options_.frozen, "frozen", frozenRe_)))
-    return failure();
-  return success();
-}
-
-bool GraphImporter::isTrainable(const std::string &name) const {
-  if (frozenRe_ && std::regex_match(name, *frozenRe_))
-    return false;
-  if (trainableRe_)
-    return std::regex_match(name, *trainableRe_);
-  return true;
-}
-
-/// Ops that only move or retype data: a weight read through them is still
-/// read as a weight.
-static bool isLayoutOp(llvm::StringRef op) {
-  return op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Cast" ||
-         op == "CastLike" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten";
-}
-
-/// Finds the names read as weights: operands A and B of MatMul and Gemm, and
-/// tables that Gather indexes with run-time indices, also through layout ops
-/// (a Transpose of lm_head.weight feeding the logits MatMul). An unlisted
-/// floating initializer read so is a copy of a parameter that the exporter
-/// renamed or folded (val_93 = W^T, a tied embedding under its other name).
-/// Whether indices are known at import time is decided as the folder will:
-/// every unlisted initializer and Constant node is known, and so is the
-/// output of a foldable node whose inputs are.
-void GraphImporter::findWeightOperands() {
-  llvm::StringSet<> known;
-  for (const onnx::TensorProto &init : graph_.initializer())
-    if (!isFloatDtype(init.data_type()) || !listedParameters_->contains(init.name()))
-      known.insert(init.name());
-  for (const FlatNode &flat : nodes_) {
-    const onnx::NodeProto &node = flat.node;
-    llvm::StringRef op = node.op_type();
-    bool all = op == "Constant" || canFold(op) || op == "SplitToSequence" ||
-               op == "SequenceAt" || op == "SequenceConstruct";
-    for (int k = 0; all && k < node.input_size(); ++k)
-      all = node.input(k).empty() || foldReadsTypeOnly(op, k) ||
-            known.contains(node.input(k));
-    if (all)
-      for (const std::string &out : node.output())
-        known.insert(out);
-  }
-  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
-    const onnx::NodeProto &node = it->node;
-    llvm::StringRef op = node.op_type();
-    if (op == "MatMul" || op == "Gemm") {
-      for (int k = 0; k < std::min(2, node.input_size()); ++k)
-        weightOperands_.insert(node.input(k));
-    } else if (op == "Gather" && node.input_size() == 2 &&
-               !known.contains(node.input(1))) {
-      weightOperands_.insert(node.input(0));
-    } else if (isLayoutOp(op) && node.input_size() > 0 && node.output_size() > 0 &&
-               weightOperands_.contains(node.output(0))) {
-      weightOperands_.insert(node.input(0));
-    }
-  }
-}
-
 void GraphImporter::classifyInitializers() {
-  for (const onnx::StringStringEntryProto &prop : model_.metadata_props()) {
-    if (prop.key() != kParametersKey)
-      continue;
-    listedParameters_.emplace();
-    llvm::SmallVector<llvm::StringRef> names;
-    llvm::StringRef(prop.value()).split(names, ',', -1, /*KeepEmpty=*/false);
-    for (llvm::StringRef name : names)
-      listedParameters_->insert(name.trim());
-  }
-  if (listedParameters_)
-    findWeightOperands();
-
+  roles_.classify(model_, nodes_);
   for (const onnx::TensorProto &init : graph_.initializer()) {
     GraphValue entry;
     entry.tensor = &init;
-    const std::string &name = init.name();
-    if (!isFloatDtype(init.data_type()))
-      entry.role = InitializerRole::Literal;
-    else if (!listedParameters_ || listedParameters_->contains(name) ||
-             weightOperands_.contains(name) ||
-             (trainableRe_ && std::regex_match(name, *trainableRe_)))
-      entry.role = InitializerRole::Parameter;
-    else
-      entry.role = InitializerRole::Buffer;
-    values_[name] = entry;
+    entry.role = roles_.roleOf(init);
+    values_[init.name()] = entry;
   }
 }
 
@@ -687,7 +591,7 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
       auto type = RankedTensorType::get(dimsOf(tensor),
                                         elementTypeOf(context_, tensor.data_type()));
       bool trainable =
-          entry.role == InitializerRole::Parameter && isTrainable(sourceName);
+          entry.role == InitializerRole::Parameter && roles_.isTrainable(sourceName);
       Operation *op = sourceBuilder().create<mt::ParamOp>(
           loc, type, sourceBuilder_.getStringAttr(sourceName),
           sourceBuilder_.getBoolAttr(trainable));
@@ -993,7 +897,7 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
 OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
   context_.getOrLoadDialect<func::FuncDialect>();
   context_.getOrLoadDialect<mt::MtDialect>();
-  if (failed(readOpsets()) || failed(compileRegexes()) ||
+  if (failed(readOpsets()) || failed(roles_.compileRegexes(options_, fileLoc_)) ||
       failed(inlineFunctions(model_, opsets_, fileLoc_, nodes_)))
     return nullptr;
 

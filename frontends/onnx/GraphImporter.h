@@ -18,6 +18,7 @@
 
 #include "ConstantFolder.h"
 #include "FunctionInliner.h"
+#include "InitializerRoles.h"
 #include "ShapeRules.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
@@ -32,22 +33,8 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <regex>
 
 namespace megatrain::onnx_import {
-
-/// How an initializer is imported (docs/frontends.md, "Trainable rule").
-enum class InitializerRole {
-  /// An mt.param: listed in megatrain.parameters, a folded copy of one, or
-  /// any floating initializer when the model lists none.
-  Parameter,
-  /// A floating initializer the model does not list (rotary_emb.inv_freq, a
-  /// folded mask): read at import time when something folds it, else an
-  /// mt.constant (small) or a frozen mt.param (large or external).
-  Buffer,
-  /// An integer or bool initializer: always a value known at import time.
-  Literal,
-};
 
 /// What a name of the graph stands for.
 struct GraphValue {
@@ -156,8 +143,6 @@ private:
   friend class NodeImport;
 
   mlir::LogicalResult readOpsets();
-  mlir::LogicalResult compileRegexes();
-  void findWeightOperands();
   void classifyInitializers();
   mlir::LogicalResult importInputs();
   mlir::LogicalResult importNodes();
@@ -167,7 +152,6 @@ private:
   mlir::LogicalResult unsupported(NodeImport &node);
   void releaseDeadValues(const onnx::NodeProto &node);
   mlir::LogicalResult importOutputs(mlir::func::FuncOp func);
-  bool isTrainable(const std::string &name) const;
 
   /// The value of `entry` if it is known at import time, else null (and
   /// `problem` says why when reading it failed).
@@ -194,10 +178,8 @@ private:
   llvm::StringMap<int64_t> opsets_;
   std::vector<FlatNode> nodes_;
   llvm::StringMap<GraphValue> values_;
-  /// Parameter names from the metadata key megatrain.parameters, if present.
-  std::optional<llvm::StringSet<>> listedParameters_;
-  /// Names read as weights (findWeightOperands).
-  llvm::StringSet<> weightOperands_;
+  /// Each initializer's role, and which parameters train.
+  InitializerRoles roles_;
   /// The IR value of each tensor (initializer, Constant node, folded value)
   /// already materialized, so aliases share one source op.
   llvm::DenseMap<const void *, mlir::Value> materialized_;
@@ -213,7 +195,6 @@ private:
   llvm::StringMap<int64_t> remainingUses_;
   /// Tensors made from Constant attributes such as value_float.
   std::deque<onnx::TensorProto> synthesized_;
-  std::optional<std::regex> trainableRe_, frozenRe_;
   llvm::StringMap<OpImportFn> importers_;
 };
 
