@@ -11,7 +11,8 @@
 //   5. nodes, in graph order (ONNX graphs are topologically sorted): a node
 //      whose inputs are all known at import time is evaluated by the
 //      ConstantFolder; any other is dispatched to its op importer, which
-//      computes its static result shape;
+//      computes its static result shape; an op with neither is refused with
+//      what to use instead (OpSuggestions.cpp);
 //   6. outputs: returned from @main in graph order, each tagged with
 //      mt.output_name;
 //   7. the module is verified.
@@ -19,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
 #include "InputShapes.h"
+#include "OpSuggestions.h"
 #include "ShapeRules.h"
 #include "TensorData.h"
 
@@ -578,69 +580,6 @@ LogicalResult GraphImporter::tryFold(NodeImport &node, bool &folded) {
   return success();
 }
 
-namespace {
-/// Ops megatrain does not import, and what to use instead.
-struct Alternative {
-  const char *op;
-  const char *instead;
-};
-constexpr Alternative kAlternatives[] = {
-    {"Einsum", "MatMul (with Transpose/Reshape)"},
-    {"FusedMatMul", "MatMul"},
-    {"MatMulNBits", "MatMul (export the model in float32)"},
-    {"QuantizeLinear", "Cast (export the model in float32)"},
-    {"DequantizeLinear", "Cast (export the model in float32)"},
-    {"SkipLayerNormalization", "LayerNormalization (with Add)"},
-    {"SimplifiedLayerNormalization", "RMSNormalization"},
-    {"SkipSimplifiedLayerNormalization", "RMSNormalization (with Add)"},
-    {"FastGelu", "Gelu"},
-    {"BiasGelu", "Gelu (with Add)"},
-    {"QuickGelu", "Sigmoid and Mul"},
-    {"GroupQueryAttention", "Attention"},
-    {"MultiHeadAttention", "Attention"},
-    {"RotaryEmbedding", "Mul, Slice, Neg and Concat (torch.onnx.export's rotary form)"},
-    {"LogSoftmax", "Softmax and Log"},
-    {"HardSigmoid", "Sigmoid"},
-    {"HardSwish", "Sigmoid and Mul"},
-    {"Softplus", "Exp, Add and Log"},
-    {"LeakyRelu", "Relu"},
-    {"Elu", "Relu"},
-    {"Selu", "Relu"},
-    {"PRelu", "Relu"},
-    {"Mish", "Tanh, Exp and Log"},
-    {"ReduceMax", "ReduceMean (ReduceMax is folded only on values known at import time)"},
-    {"ReduceMin", "ReduceMean (ReduceMin is folded only on values known at import time)"},
-    {"ReduceProd", "ReduceSum"},
-    {"ReduceL2", "Mul, ReduceSum and Sqrt"},
-    {"Conv", "MatMul (a 1x1 convolution is a MatMul)"},
-    {"ScatterND", "Where (with a mask known at import time)"},
-    {"ScatterElements", "Where (with a mask known at import time)"},
-    {"Dropout", "Identity (export in eval mode: model.eval())"},
-};
-} // namespace
-
-/// What to use instead of `op`: a known replacement, else the supported op
-/// whose name is closest (when it is close at all).
-static std::string nearestSupported(llvm::StringRef op,
-                                    const llvm::StringMap<OpImportFn> &importers) {
-  for (const Alternative &alt : kAlternatives)
-    if (op == alt.op)
-      return alt.instead;
-  std::string best;
-  unsigned bestDistance = ~0u;
-  for (const auto &entry : importers) {
-    llvm::StringRef candidate = entry.getKey();
-    unsigned d = op.edit_distance(candidate, /*AllowReplacements=*/true);
-    if (d < bestDistance || (d == bestDistance && candidate < best)) {
-      bestDistance = d;
-      best = candidate.str();
-    }
-  }
-  if (bestDistance <= std::max<size_t>(2, op.size() / 3))
-    return best;
-  return "none by name (docs/frontends.md lists the supported ops)";
-}
-
 LogicalResult GraphImporter::unsupported(NodeImport &node) {
   const onnx::NodeProto &proto = node.node();
   llvm::StringRef domain = normalizeDomain(proto.domain());
@@ -661,7 +600,10 @@ LogicalResult GraphImporter::unsupported(NodeImport &node) {
   diag << "unsupported op";
   if (domain != kDefaultDomain)
     diag << " (only domain 'ai.onnx' is imported)";
-  diag << "; nearest supported: " << nearestSupported(proto.op_type(), importers_);
+  llvm::SmallVector<llvm::StringRef> supported;
+  for (const auto &entry : importers_)
+    supported.push_back(entry.getKey());
+  diag << "; nearest supported: " << nearestSupported(proto.op_type(), supported);
   return diag;
 }
 
