@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
+#include "ShapeRules.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 
@@ -38,10 +39,7 @@ struct AttentionImport {
     return b.create<mt::ReshapeOp>(loc, like(x, shape), x);
   }
   Value transpose(Value x, ArrayRef<int64_t> perm) {
-    SmallVector<int64_t> shape;
-    for (int64_t p : perm)
-      shape.push_back(shapeOf(x)[p]);
-    return b.create<mt::TransposeOp>(loc, like(x, shape), x,
+    return b.create<mt::TransposeOp>(loc, like(x, permuteShape(shapeOf(x), perm)), x,
                                      b.getDenseI64ArrayAttr(perm));
   }
 

@@ -2,32 +2,32 @@
 //
 // Stages of GraphImporter::run:
 //   1. opsets: the default domain must be at opset 13 to 23;
-//   2. model-local functions are inlined into one flat node list;
+//   2. model-local functions are inlined into one flat node list
+//      (FunctionInliner.cpp);
 //   3. initializers are classified: parameter, buffer or literal (the
-//      trainable rule of docs/frontends.md);
+//      trainable rule of docs/frontends.md, InitializerRoles.cpp);
 //   4. inputs: every graph input that is not an initializer becomes mt.input,
-//      its symbolic dims bound by OnnxImportOptions::shapes;
+//      its symbolic dims bound by OnnxImportOptions::shapes (InputShapes.cpp);
 //   5. nodes, in graph order (ONNX graphs are topologically sorted): a node
 //      whose inputs are all known at import time is evaluated by the
 //      ConstantFolder; any other is dispatched to its op importer, which
-//      computes its static result shape;
+//      computes its static result shape; an op with neither is refused with
+//      what to use instead (OpSuggestions.cpp);
 //   6. outputs: returned from @main in graph order, each tagged with
 //      mt.output_name;
 //   7. the module is verified.
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
+#include "InputShapes.h"
+#include "OpSuggestions.h"
+#include "ShapeRules.h"
 #include "TensorData.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/ADT/StringExtras.h"
-
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <google/protobuf/wire_format_lite.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -38,28 +38,12 @@ namespace megatrain::onnx_import {
 
 static constexpr int64_t kMinOpset = 13;
 static constexpr int64_t kMaxOpset = 23;
-static constexpr llvm::StringLiteral kDefaultDomain = "ai.onnx";
-/// The metadata key that lists a model's parameters (frontends/python/export_hf.py).
-static constexpr llvm::StringLiteral kParametersKey = "megatrain.parameters";
-/// Model-local functions calling functions deeper than this are refused.
-static constexpr int kMaxInlineDepth = 32;
-
-static llvm::StringRef normalizeDomain(llvm::StringRef domain) {
-  return domain.empty() ? llvm::StringRef(kDefaultDomain) : domain;
-}
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
 Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
-
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    out += (i ? "x" : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 //===----------------------------------------------------------------------===//
 // NodeImport
@@ -199,6 +183,15 @@ FailureOr<std::vector<GraphValue>> NodeImport::sequence(int i) {
   return *it->second.sequence;
 }
 
+FailureOr<int64_t> NodeImport::normalizedAxis(int64_t axis, int64_t rank) {
+  std::string problem;
+  if (!normalizeAxis(axis, rank, problem)) {
+    error() << problem;
+    return failure();
+  }
+  return axis;
+}
+
 bool NodeImport::outputUsed(int i) const {
   return i < node_.output_size() && !node_.output(i).empty() &&
          graph_.used_.contains(node_.output(i));
@@ -293,7 +286,7 @@ std::optional<std::vector<int64_t>> NodeImport::intsAttr(llvm::StringRef name) c
 }
 
 //===----------------------------------------------------------------------===//
-// GraphImporter: opsets, regexes, functions, initializers
+// GraphImporter: opsets and initializers
 //===----------------------------------------------------------------------===//
 
 GraphImporter::GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
@@ -318,220 +311,13 @@ LogicalResult GraphImporter::readOpsets() {
   return success();
 }
 
-LogicalResult GraphImporter::compileRegexes() {
-  auto compile = [&](const std::string &text, const char *what,
-                     std::optional<std::regex> &out) -> LogicalResult {
-    if (text.empty())
-      return success();
-    try {
-      out.emplace(text, std::regex::ECMAScript);
-    } catch (const std::regex_error &e) {
-      return emitError(fileLoc_)
-             << "invalid " << what << " regex '" << text << "': " << e.what();
-    }
-    return success();
-  };
-  if (failed(compile(options_.trainable, "trainable", trainableRe_)) ||
-      failed(compile(options_.frozen, "frozen", frozenRe_)))
-    return failure();
-  return success();
-}
-
-bool GraphImporter::isTrainable(const std::string &name) const {
-  if (frozenRe_ && std::regex_match(name, *frozenRe_))
-    return false;
-  if (trainableRe_)
-    return std::regex_match(name, *trainableRe_);
-  return true;
-}
-
-LogicalResult GraphImporter::inlineFunctions() {
-  for (const onnx::NodeProto &node : graph_.node())
-    if (failed(
-            inlineNode(node, opsets_.lookup(normalizeDomain(node.domain())), "", "", 0)))
-      return failure();
-  return success();
-}
-
-/// FunctionProto.attribute_proto (field 11, IR version 9): the defaults of
-/// a function's attributes. The ONNX headers megatrain builds against
-/// predate the field, so it is parsed from the message's unknown fields.
-static std::deque<onnx::AttributeProto> attributeDefaults(const onnx::FunctionProto &f) {
-  std::deque<onnx::AttributeProto> out;
-  const std::string &unknown = f.unknown_fields();
-  google::protobuf::io::ArrayInputStream raw(unknown.data(), (int)unknown.size());
-  google::protobuf::io::CodedInputStream in(&raw);
-  while (uint32_t tag = in.ReadTag()) {
-    int field = tag >> 3, wire = tag & 7;
-    if (field == 11 && wire == 2) {
-      std::string bytes;
-      uint32_t length;
-      if (!in.ReadVarint32(&length) || !in.ReadString(&bytes, length))
-        break;
-      onnx::AttributeProto a;
-      if (a.ParseFromString(bytes))
-        out.push_back(std::move(a));
-    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
-      break;
-    }
-  }
-  return out;
-}
-
-/// A node whose (domain, op type) names a model-local function is replaced by
-/// the function's body: formal inputs and outputs become the call's names,
-/// the body's own names get the prefix "<call>/" (so two calls never share a
-/// name), attributes referring to the call's (ref_attr_name) take its values
-/// or the function's defaults. Calls inside the body are inlined in turn.
-LogicalResult GraphImporter::inlineNode(const onnx::NodeProto &node, int64_t opset,
-                                        const std::string &function,
-                                        const std::string &prefix, int depth) {
-  const onnx::FunctionProto *callee = nullptr;
-  for (const onnx::FunctionProto &f : model_.functions())
-    if (f.name() == node.op_type() &&
-        normalizeDomain(f.domain()) == normalizeDomain(node.domain()))
-      callee = &f;
-  if (!callee) {
-    FlatNode &flat = nodes_.emplace_back();
-    flat.node = node;
-    flat.opset = opset;
-    flat.function = function;
-    return success();
-  }
-  if (depth >= kMaxInlineDepth)
-    return emitError(fileLoc_) << "model-local function '" << callee->name()
-                               << "' calls functions more than " << kMaxInlineDepth
-                               << " deep (recursion?)";
-
-  std::string call = prefix + (node.name().empty() ? node.op_type() : node.name()) + "/";
-  llvm::StringMap<std::string> rename;
-  for (int k = 0; k < callee->input_size(); ++k)
-    rename[callee->input(k)] = k < node.input_size() ? node.input(k) : "";
-  for (int k = 0; k < callee->output_size(); ++k)
-    rename[callee->output(k)] = k < node.output_size() ? node.output(k) : "";
-  auto renamed = [&](const std::string &name) -> std::string {
-    if (name.empty())
-      return name;
-    auto it = rename.find(name);
-    return it != rename.end() ? it->second : call + name;
-  };
-  llvm::StringMap<const onnx::AttributeProto *> given, defaults;
-  for (const onnx::AttributeProto &a : node.attribute())
-    given[a.name()] = &a;
-  std::deque<onnx::AttributeProto> &defaultValues = functionDefaults_[callee];
-  if (defaultValues.empty())
-    defaultValues = attributeDefaults(*callee);
-  for (const onnx::AttributeProto &a : defaultValues)
-    defaults[a.name()] = &a;
-  llvm::StringMap<int64_t> calleeOpsets;
-  for (const onnx::OperatorSetIdProto &o : callee->opset_import())
-    calleeOpsets[normalizeDomain(o.domain())] = o.version();
-
-  for (const onnx::NodeProto &inner : callee->node()) {
-    onnx::NodeProto copy = inner;
-    copy.set_name(call + (inner.name().empty() ? inner.op_type() : inner.name()));
-    for (int k = 0; k < copy.input_size(); ++k)
-      copy.set_input(k, renamed(inner.input(k)));
-    for (int k = 0; k < copy.output_size(); ++k)
-      copy.set_output(k, renamed(inner.output(k)));
-    copy.clear_attribute();
-    for (const onnx::AttributeProto &a : inner.attribute()) {
-      if (a.ref_attr_name().empty()) {
-        *copy.add_attribute() = a;
-        continue;
-      }
-      const onnx::AttributeProto *value = given.lookup(a.ref_attr_name());
-      if (!value)
-        value = defaults.lookup(a.ref_attr_name());
-      if (!value)
-        continue; // unset: the op's own default applies
-      onnx::AttributeProto *added = copy.add_attribute();
-      *added = *value;
-      added->set_name(a.name());
-    }
-    llvm::StringRef domain = normalizeDomain(copy.domain());
-    auto own = calleeOpsets.find(domain);
-    int64_t innerOpset = own != calleeOpsets.end() ? own->second : opsets_.lookup(domain);
-    if (failed(inlineNode(copy, innerOpset, callee->name(), call, depth + 1)))
-      return failure();
-  }
-  return success();
-}
-
-/// Ops that only move or retype data: a weight read through them is still
-/// read as a weight.
-static bool isLayoutOp(llvm::StringRef op) {
-  return op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Cast" ||
-         op == "CastLike" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten";
-}
-
-/// Finds the names read as weights: operands A and B of MatMul and Gemm, and
-/// tables that Gather indexes with run-time indices, also through layout ops
-/// (a Transpose of lm_head.weight feeding the logits MatMul). An unlisted
-/// floating initializer read so is a copy of a parameter that the exporter
-/// renamed or folded (val_93 = W^T, a tied embedding under its other name).
-/// Whether indices are known at import time is decided as the folder will:
-/// every unlisted initializer and Constant node is known, and so is the
-/// output of a foldable node whose inputs are.
-void GraphImporter::findWeightOperands() {
-  llvm::StringSet<> known;
-  for (const onnx::TensorProto &init : graph_.initializer())
-    if (!isFloatDtype(init.data_type()) || !listedParameters_->contains(init.name()))
-      known.insert(init.name());
-  for (const FlatNode &flat : nodes_) {
-    const onnx::NodeProto &node = flat.node;
-    llvm::StringRef op = node.op_type();
-    bool all = op == "Constant" || canFold(op) || op == "SplitToSequence" ||
-               op == "SequenceAt" || op == "SequenceConstruct";
-    for (int k = 0; all && k < node.input_size(); ++k)
-      all = node.input(k).empty() || foldReadsTypeOnly(op, k) ||
-            known.contains(node.input(k));
-    if (all)
-      for (const std::string &out : node.output())
-        known.insert(out);
-  }
-  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
-    const onnx::NodeProto &node = it->node;
-    llvm::StringRef op = node.op_type();
-    if (op == "MatMul" || op == "Gemm") {
-      for (int k = 0; k < std::min(2, node.input_size()); ++k)
-        weightOperands_.insert(node.input(k));
-    } else if (op == "Gather" && node.input_size() == 2 &&
-               !known.contains(node.input(1))) {
-      weightOperands_.insert(node.input(0));
-    } else if (isLayoutOp(op) && node.input_size() > 0 && node.output_size() > 0 &&
-               weightOperands_.contains(node.output(0))) {
-      weightOperands_.insert(node.input(0));
-    }
-  }
-}
-
 void GraphImporter::classifyInitializers() {
-  for (const onnx::StringStringEntryProto &prop : model_.metadata_props()) {
-    if (prop.key() != kParametersKey)
-      continue;
-    listedParameters_.emplace();
-    llvm::SmallVector<llvm::StringRef> names;
-    llvm::StringRef(prop.value()).split(names, ',', -1, /*KeepEmpty=*/false);
-    for (llvm::StringRef name : names)
-      listedParameters_->insert(name.trim());
-  }
-  if (listedParameters_)
-    findWeightOperands();
-
+  roles_.classify(model_, nodes_);
   for (const onnx::TensorProto &init : graph_.initializer()) {
     GraphValue entry;
     entry.tensor = &init;
-    const std::string &name = init.name();
-    if (!isFloatDtype(init.data_type()))
-      entry.role = InitializerRole::Literal;
-    else if (!listedParameters_ || listedParameters_->contains(name) ||
-             weightOperands_.contains(name) ||
-             (trainableRe_ && std::regex_match(name, *trainableRe_)))
-      entry.role = InitializerRole::Parameter;
-    else
-      entry.role = InitializerRole::Buffer;
-    values_[name] = entry;
+    entry.role = roles_.roleOf(init);
+    values_[init.name()] = entry;
   }
 }
 
@@ -539,145 +325,17 @@ void GraphImporter::classifyInitializers() {
 // GraphImporter: inputs
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// One graph input's declared shape: a static size, or a symbol ("" when the
-/// dim is unknown), per dim.
-struct DeclaredDim {
-  int64_t size = -1;
-  std::string symbol;
-  bool isStatic() const { return size > 0; }
-};
-} // namespace
-
-static std::string dimText(const DeclaredDim &d) {
-  if (d.isStatic())
-    return std::to_string(d.size);
-  return d.symbol.empty() ? "?" : d.symbol;
-}
-
 LogicalResult GraphImporter::importInputs() {
-  llvm::StringSet<> initializerNames;
-  for (const onnx::TensorProto &init : graph_.initializer())
-    initializerNames.insert(init.name());
-
-  struct Input {
-    const onnx::ValueInfoProto *info;
-    Type element;
-    bool hasShape;
-    std::vector<DeclaredDim> dims;
-  };
-  std::vector<Input> inputs;
-  for (const onnx::ValueInfoProto &info : graph_.input()) {
-    if (initializerNames.contains(info.name()))
-      continue;
-    if (!info.type().has_tensor_type())
-      return emitError(fileLoc_) << "input '" << info.name() << "' is not a tensor";
-    const onnx::TypeProto::Tensor &tensor = info.type().tensor_type();
-    int32_t dtype = tensor.elem_type();
-    Type element;
-    if (dtype == onnx::TensorProto::FLOAT || dtype == onnx::TensorProto::DOUBLE ||
-        dtype == onnx::TensorProto::INT64)
-      element = elementTypeOf(context_, dtype);
-    else
-      return emitError(fileLoc_)
-             << "input '" << info.name() << "' has unsupported dtype " << dtypeName(dtype)
-             << " (inputs may be FLOAT, DOUBLE or INT64)";
-    Input in{&info, element, tensor.has_shape(), {}};
-    for (const onnx::TensorShapeProto::Dimension &d : tensor.shape().dim()) {
-      DeclaredDim dim;
-      if (d.has_dim_value() && d.dim_value() > 0)
-        dim.size = d.dim_value();
-      else if (d.has_dim_param())
-        dim.symbol = d.dim_param();
-      in.dims.push_back(dim);
-    }
-    inputs.push_back(std::move(in));
-  }
-
-  // Every binding must name an input and agree with its declared dims; the
-  // sizes it gives symbols also bind other inputs that use the same symbols.
-  llvm::StringMap<int64_t> symbols;
-  llvm::StringMap<std::string> symbolSource;
-  for (const auto &[name, shape] : options_.shapes) {
-    auto it =
-        llvm::find_if(inputs, [&](const Input &in) { return in.info->name() == name; });
-    if (it == inputs.end()) {
-      std::string names;
-      for (const Input &in : inputs)
-        names += (names.empty() ? "" : ", ") + in.info->name();
-      return emitError(fileLoc_)
-             << "--shape names '" << name << "', which is not an input of the "
-             << "model (inputs: " << (names.empty() ? "none" : names) << ")";
-    }
-    std::string declared = "[";
-    for (size_t i = 0; i < it->dims.size(); ++i)
-      declared += (i ? ", " : "") + dimText(it->dims[i]);
-    declared += "]";
-    bool rankOk = !it->hasShape || it->dims.size() == shape.size();
-    bool dimsOk = llvm::all_of(shape, [](int64_t d) { return d > 0; });
-    for (size_t i = 0; rankOk && i < it->dims.size(); ++i)
-      if (it->dims[i].isStatic() && it->dims[i].size != shape[i])
-        dimsOk = false;
-    if (!rankOk || !dimsOk)
-      return emitError(fileLoc_)
-             << "--shape " << name << "="
-             << llvm::join(
-                    llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }),
-                    "x")
-             << " does not match input '" << name << "' declared " << declared;
-    for (size_t i = 0; i < it->dims.size(); ++i) {
-      const std::string &symbol = it->dims[i].symbol;
-      if (it->dims[i].isStatic() || symbol.empty())
-        continue;
-      auto [sit, inserted] = symbols.try_emplace(symbol, shape[i]);
-      if (!inserted && sit->second != shape[i])
-        return emitError(fileLoc_) << "dim '" << symbol << "' is bound to " << sit->second
-                                   << " by --shape " << symbolSource[symbol] << " and to "
-                                   << shape[i] << " by --shape " << name;
-      symbolSource.try_emplace(symbol, name);
-    }
-  }
-
-  for (const Input &in : inputs) {
-    const std::string &name = in.info->name();
-    std::vector<int64_t> shape;
-    auto bound = options_.shapes.find(name);
-    if (bound != options_.shapes.end()) {
-      shape = bound->second;
-    } else {
-      bool complete = in.hasShape;
-      for (const DeclaredDim &d : in.dims) {
-        if (d.isStatic())
-          shape.push_back(d.size);
-        else if (!d.symbol.empty() && symbols.count(d.symbol))
-          shape.push_back(symbols.lookup(d.symbol));
-        else
-          complete = false;
-      }
-      if (!complete) {
-        if (!in.hasShape)
-          return emitError(fileLoc_)
-                 << "input '" << name << "' has no declared shape; bind it with "
-                 << "--shape " << name << "=DxD... (its full static shape)";
-        std::string symbolic, pattern;
-        for (const DeclaredDim &d : in.dims) {
-          if (!d.isStatic())
-            symbolic += (symbolic.empty() ? "" : ", ") + dimText(d);
-          pattern += (pattern.empty() ? "" : "x") +
-                     (d.isStatic() ? std::to_string(d.size) : std::string("D"));
-        }
-        return emitError(fileLoc_)
-               << "input '" << name << "' has symbolic dims [" << symbolic
-               << "]; bind them with --shape " << name << "=" << pattern;
-      }
-    }
-    auto type = RankedTensorType::get(shape, in.element);
-    auto op =
-        builder_.create<mt::InputOp>(NameLoc::get(builder_.getStringAttr(name), fileLoc_),
-                                     type, builder_.getStringAttr(name));
+  std::vector<BoundInput> inputs;
+  if (failed(bindInputShapes(context_, graph_, options_.shapes, fileLoc_, inputs)))
+    return failure();
+  for (const BoundInput &in : inputs) {
+    auto op = builder_.create<mt::InputOp>(
+        NameLoc::get(builder_.getStringAttr(in.name), fileLoc_),
+        RankedTensorType::get(in.shape, in.element), builder_.getStringAttr(in.name));
     GraphValue entry;
     entry.value = op.getResult();
-    values_[name] = entry;
+    values_[in.name] = entry;
   }
   return success();
 }
@@ -807,7 +465,7 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
       auto type = RankedTensorType::get(dimsOf(tensor),
                                         elementTypeOf(context_, tensor.data_type()));
       bool trainable =
-          entry.role == InitializerRole::Parameter && isTrainable(sourceName);
+          entry.role == InitializerRole::Parameter && roles_.isTrainable(sourceName);
       Operation *op = sourceBuilder().create<mt::ParamOp>(
           loc, type, sourceBuilder_.getStringAttr(sourceName),
           sourceBuilder_.getBoolAttr(trainable));
@@ -922,69 +580,6 @@ LogicalResult GraphImporter::tryFold(NodeImport &node, bool &folded) {
   return success();
 }
 
-namespace {
-/// Ops megatrain does not import, and what to use instead.
-struct Alternative {
-  const char *op;
-  const char *instead;
-};
-constexpr Alternative kAlternatives[] = {
-    {"Einsum", "MatMul (with Transpose/Reshape)"},
-    {"FusedMatMul", "MatMul"},
-    {"MatMulNBits", "MatMul (export the model in float32)"},
-    {"QuantizeLinear", "Cast (export the model in float32)"},
-    {"DequantizeLinear", "Cast (export the model in float32)"},
-    {"SkipLayerNormalization", "LayerNormalization (with Add)"},
-    {"SimplifiedLayerNormalization", "RMSNormalization"},
-    {"SkipSimplifiedLayerNormalization", "RMSNormalization (with Add)"},
-    {"FastGelu", "Gelu"},
-    {"BiasGelu", "Gelu (with Add)"},
-    {"QuickGelu", "Sigmoid and Mul"},
-    {"GroupQueryAttention", "Attention"},
-    {"MultiHeadAttention", "Attention"},
-    {"RotaryEmbedding", "Mul, Slice, Neg and Concat (torch.onnx.export's rotary form)"},
-    {"LogSoftmax", "Softmax and Log"},
-    {"HardSigmoid", "Sigmoid"},
-    {"HardSwish", "Sigmoid and Mul"},
-    {"Softplus", "Exp, Add and Log"},
-    {"LeakyRelu", "Relu"},
-    {"Elu", "Relu"},
-    {"Selu", "Relu"},
-    {"PRelu", "Relu"},
-    {"Mish", "Tanh, Exp and Log"},
-    {"ReduceMax", "ReduceMean (ReduceMax is folded only on values known at import time)"},
-    {"ReduceMin", "ReduceMean (ReduceMin is folded only on values known at import time)"},
-    {"ReduceProd", "ReduceSum"},
-    {"ReduceL2", "Mul, ReduceSum and Sqrt"},
-    {"Conv", "MatMul (a 1x1 convolution is a MatMul)"},
-    {"ScatterND", "Where (with a mask known at import time)"},
-    {"ScatterElements", "Where (with a mask known at import time)"},
-    {"Dropout", "Identity (export in eval mode: model.eval())"},
-};
-} // namespace
-
-/// What to use instead of `op`: a known replacement, else the supported op
-/// whose name is closest (when it is close at all).
-static std::string nearestSupported(llvm::StringRef op,
-                                    const llvm::StringMap<OpImportFn> &importers) {
-  for (const Alternative &alt : kAlternatives)
-    if (op == alt.op)
-      return alt.instead;
-  std::string best;
-  unsigned bestDistance = ~0u;
-  for (const auto &entry : importers) {
-    llvm::StringRef candidate = entry.getKey();
-    unsigned d = op.edit_distance(candidate, /*AllowReplacements=*/true);
-    if (d < bestDistance || (d == bestDistance && candidate < best)) {
-      bestDistance = d;
-      best = candidate.str();
-    }
-  }
-  if (bestDistance <= std::max<size_t>(2, op.size() / 3))
-    return best;
-  return "none by name (docs/frontends.md lists the supported ops)";
-}
-
 LogicalResult GraphImporter::unsupported(NodeImport &node) {
   const onnx::NodeProto &proto = node.node();
   llvm::StringRef domain = normalizeDomain(proto.domain());
@@ -1005,7 +600,10 @@ LogicalResult GraphImporter::unsupported(NodeImport &node) {
   diag << "unsupported op";
   if (domain != kDefaultDomain)
     diag << " (only domain 'ai.onnx' is imported)";
-  diag << "; nearest supported: " << nearestSupported(proto.op_type(), importers_);
+  llvm::SmallVector<llvm::StringRef> supported;
+  for (const auto &entry : importers_)
+    supported.push_back(entry.getKey());
+  diag << "; nearest supported: " << nearestSupported(proto.op_type(), supported);
   return diag;
 }
 
@@ -1113,7 +711,8 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func) {
 OwningOpRef<ModuleOp> GraphImporter::run(llvm::StringRef sha256) {
   context_.getOrLoadDialect<func::FuncDialect>();
   context_.getOrLoadDialect<mt::MtDialect>();
-  if (failed(readOpsets()) || failed(compileRegexes()) || failed(inlineFunctions()))
+  if (failed(readOpsets()) || failed(roles_.compileRegexes(options_, fileLoc_)) ||
+      failed(inlineFunctions(model_, opsets_, fileLoc_, nodes_)))
     return nullptr;
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc_);

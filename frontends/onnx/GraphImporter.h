@@ -17,6 +17,9 @@
 #define MEGATRAIN_FRONTEND_GRAPHIMPORTER_H
 
 #include "ConstantFolder.h"
+#include "FunctionInliner.h"
+#include "InitializerRoles.h"
+#include "ShapeRules.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,25 +31,10 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 
 namespace megatrain::onnx_import {
-
-/// How an initializer is imported (docs/frontends.md, "Trainable rule").
-enum class InitializerRole {
-  /// An mt.param: listed in megatrain.parameters, a folded copy of one, or
-  /// any floating initializer when the model lists none.
-  Parameter,
-  /// A floating initializer the model does not list (rotary_emb.inv_freq, a
-  /// folded mask): read at import time when something folds it, else an
-  /// mt.constant (small) or a frozen mt.param (large or external).
-  Buffer,
-  /// An integer or bool initializer: always a value known at import time.
-  Literal,
-};
 
 /// What a name of the graph stands for.
 struct GraphValue {
@@ -100,6 +88,8 @@ public:
                                                 const std::string &name);
   /// The elements of sequence input `i`.
   mlir::FailureOr<std::vector<GraphValue>> sequence(int i);
+  /// `axis` of a rank-`rank` operand in [0, rank); an error when out of range.
+  mlir::FailureOr<int64_t> normalizedAxis(int64_t axis, int64_t rank);
 
   /// Whether output `i` exists and something reads it.
   bool outputUsed(int i) const;
@@ -138,15 +128,6 @@ void registerShapeOps(llvm::StringMap<OpImportFn> &table);
 void registerNormLossOps(llvm::StringMap<OpImportFn> &table);
 void registerAttentionOps(llvm::StringMap<OpImportFn> &table);
 
-/// One node to import: a graph node, or a node of an inlined model-local
-/// function with its names made unique.
-struct FlatNode {
-  onnx::NodeProto node;
-  int64_t opset = 0;
-  /// The function the node was inlined from ("" for graph nodes).
-  std::string function;
-};
-
 class GraphImporter {
 public:
   GraphImporter(mlir::MLIRContext &context, const onnx::ModelProto &model,
@@ -162,12 +143,6 @@ private:
   friend class NodeImport;
 
   mlir::LogicalResult readOpsets();
-  mlir::LogicalResult compileRegexes();
-  mlir::LogicalResult inlineFunctions();
-  mlir::LogicalResult inlineNode(const onnx::NodeProto &node, int64_t opset,
-                                 const std::string &function, const std::string &prefix,
-                                 int depth);
-  void findWeightOperands();
   void classifyInitializers();
   mlir::LogicalResult importInputs();
   mlir::LogicalResult importNodes();
@@ -177,7 +152,6 @@ private:
   mlir::LogicalResult unsupported(NodeImport &node);
   void releaseDeadValues(const onnx::NodeProto &node);
   mlir::LogicalResult importOutputs(mlir::func::FuncOp func);
-  bool isTrainable(const std::string &name) const;
 
   /// The value of `entry` if it is known at import time, else null (and
   /// `problem` says why when reading it failed).
@@ -204,10 +178,8 @@ private:
   llvm::StringMap<int64_t> opsets_;
   std::vector<FlatNode> nodes_;
   llvm::StringMap<GraphValue> values_;
-  /// Parameter names from the metadata key megatrain.parameters, if present.
-  std::optional<llvm::StringSet<>> listedParameters_;
-  /// Names read as weights (findWeightOperands).
-  llvm::StringSet<> weightOperands_;
+  /// Each initializer's role, and which parameters train.
+  InitializerRoles roles_;
   /// The IR value of each tensor (initializer, Constant node, folded value)
   /// already materialized, so aliases share one source op.
   llvm::DenseMap<const void *, mlir::Value> materialized_;
@@ -221,12 +193,8 @@ private:
   llvm::StringSet<> used_;
   /// Per name, the reads (node inputs, graph outputs) not yet imported.
   llvm::StringMap<int64_t> remainingUses_;
-  /// Attribute defaults of the model-local functions inlined so far.
-  std::map<const onnx::FunctionProto *, std::deque<onnx::AttributeProto>>
-      functionDefaults_;
   /// Tensors made from Constant attributes such as value_float.
   std::deque<onnx::TensorProto> synthesized_;
-  std::optional<std::regex> trainableRe_, frozenRe_;
   llvm::StringMap<OpImportFn> importers_;
 };
 
@@ -234,8 +202,6 @@ private:
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 /// The element type of a ranked tensor value.
 mlir::Type elementOf(mlir::Value v);
-/// "[2x3]" for diagnostics; "[]" for scalars.
-std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 
 /// Literals from the model (Constant nodes, initializers) larger than this
 /// are refused: a tensor that big is a weight and belongs in an initializer.

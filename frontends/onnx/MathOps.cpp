@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
+#include "ShapeRules.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 
@@ -194,14 +195,11 @@ static LogicalResult importSoftmax(NodeImport &n) {
   FailureOr<Value> x = floatOperand(n, 0);
   if (failed(x))
     return failure();
-  int64_t rank = shapeOf(*x).size();
-  int64_t axis = n.intAttr("axis", -1);
-  if (axis < -rank || axis >= rank || rank == 0)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank;
-  if (axis < 0)
-    axis += rank;
+  FailureOr<int64_t> axis = n.normalizedAxis(n.intAttr("axis", -1), shapeOf(*x).size());
+  if (failed(axis))
+    return failure();
   n.setResult(0, n.builder().create<mt::SoftmaxOp>(n.loc(), *x,
-                                                   n.builder().getI64IntegerAttr(axis)));
+                                                   n.builder().getI64IntegerAttr(*axis)));
   return success();
 }
 

@@ -1,5 +1,6 @@
 //===- NormLossOps.cpp - ONNX LayerNormalization and SoftmaxCrossEntropyLoss -===//
 #include "GraphImporter.h"
+#include "ShapeRules.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 
@@ -28,13 +29,10 @@ static LogicalResult importLayerNorm(NodeImport &n) {
   if (!isa<FloatType>(elementOf(*x)))
     return n.error() << "X must be floating point, got " << x->getType();
   ArrayRef<int64_t> xs = shapeOf(*x);
-  int64_t rank = xs.size();
-  int64_t axis = n.intAttr("axis", -1);
-  if (rank == 0 || axis < -rank || axis >= rank)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank;
-  if (axis < 0)
-    axis += rank;
-  ArrayRef<int64_t> norm = xs.drop_front(axis);
+  FailureOr<int64_t> axis = n.normalizedAxis(n.intAttr("axis", -1), xs.size());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> norm = xs.drop_front(*axis);
   if (shapeOf(*scale) != norm || elementOf(*scale) != elementOf(*x))
     return n.error() << "Scale must be " << mt::tensorLike(x->getType(), norm) << ", got "
                      << scale->getType();
@@ -53,7 +51,7 @@ static LogicalResult importLayerNorm(NodeImport &n) {
                                 b.getF64FloatAttr(0.0));
   }
   n.setResult(0, b.create<mt::LayerNormOp>(
-                     n.loc(), x->getType(), *x, *scale, bias, b.getI64IntegerAttr(axis),
+                     n.loc(), x->getType(), *x, *scale, bias, b.getI64IntegerAttr(*axis),
                      b.getF64FloatAttr(n.floatAttr("epsilon", 1e-5))));
   return success();
 }
@@ -71,22 +69,20 @@ static LogicalResult importRMSNorm(NodeImport &n) {
     return n.error() << "Scale must have X's element type, got " << scale->getType();
   ArrayRef<int64_t> xs = shapeOf(*x);
   int64_t rank = xs.size();
-  int64_t axis = n.intAttr("axis", -1);
-  if (rank == 0 || axis < -rank || axis >= rank)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank;
-  if (axis < 0)
-    axis += rank;
+  FailureOr<int64_t> axis = n.normalizedAxis(n.intAttr("axis", -1), rank);
+  if (failed(axis))
+    return failure();
   auto full = mt::broadcastShapes(xs, shapeOf(*scale));
   if (failed(full) || ArrayRef<int64_t>(*full) != xs ||
-      shapeOf(*scale).size() > (size_t)(rank - axis))
+      shapeOf(*scale).size() > (size_t)(rank - *axis))
     return n.error() << "Scale " << shapeStr(shapeOf(*scale))
                      << " does not broadcast to the normalized dims "
-                     << shapeStr(xs.drop_front(axis));
+                     << shapeStr(xs.drop_front(*axis));
   OpBuilder &b = n.builder();
   Location loc = n.loc();
   Type type = x->getType();
   SmallVector<int64_t> axes;
-  for (int64_t d = axis; d < rank; ++d)
+  for (int64_t d = *axis; d < rank; ++d)
     axes.push_back(d);
   Value square = b.create<mt::MulOp>(loc, type, *x, *x);
   Value mean = b.create<mt::ReduceMeanOp>(

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
+#include "ShapeRules.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 
@@ -76,16 +77,11 @@ static LogicalResult importFlatten(NodeImport &n) {
   FailureOr<Value> x = n.operand(0);
   if (failed(x))
     return failure();
-  ArrayRef<int64_t> in = shapeOf(*x);
-  int64_t rank = in.size(), axis = n.intAttr("axis", 1);
-  if (axis < -rank || axis > rank)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank;
-  if (axis < 0)
-    axis += rank;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d)
-    (d < axis ? outer : inner) *= in[d];
-  return setReshaped(n, *x, {outer, inner});
+  std::vector<int64_t> shape;
+  std::string problem;
+  if (!flattenShape(shapeOf(*x), n.intAttr("axis", 1), shape, problem))
+    return n.error() << problem;
+  return setReshaped(n, *x, shape);
 }
 
 /// Transpose; perm defaults to reversing the dims. The identity aliases.
@@ -93,36 +89,18 @@ static LogicalResult importTranspose(NodeImport &n) {
   FailureOr<Value> x = n.operand(0);
   if (failed(x))
     return failure();
-  ArrayRef<int64_t> in = shapeOf(*x);
-  int64_t rank = in.size();
   std::vector<int64_t> perm;
-  if (auto attr = n.intsAttr("perm")) {
-    perm = *attr;
-  } else {
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
-  }
-  SmallVector<bool> seen(rank, false);
-  bool valid = (int64_t)perm.size() == rank;
-  for (size_t i = 0; valid && i < perm.size(); ++i) {
-    if (perm[i] < 0 || perm[i] >= rank || seen[perm[i]])
-      valid = false;
-    else
-      seen[perm[i]] = true;
-  }
-  if (!valid)
-    return n.error() << "perm " << shapeStr(perm) << " is not a permutation of the "
-                     << rank << " dims";
-  SmallVector<int64_t> shape;
+  std::string problem;
+  if (!transposePerm(shapeOf(*x).size(), n.intsAttr("perm"), perm, problem))
+    return n.error() << problem;
   bool identity = true;
-  for (size_t i = 0; i < perm.size(); ++i) {
-    shape.push_back(in[perm[i]]);
+  for (size_t i = 0; i < perm.size(); ++i)
     identity &= perm[i] == (int64_t)i;
-  }
   if (identity) {
     n.aliasResult(0, 0);
     return success();
   }
+  std::vector<int64_t> shape = permuteShape(shapeOf(*x), perm);
   n.setResult(
       0, n.builder().create<mt::TransposeOp>(n.loc(), mt::tensorLike(x->getType(), shape),
                                              *x, n.builder().getDenseI64ArrayAttr(perm)));
@@ -136,16 +114,16 @@ static LogicalResult importExpand(NodeImport &n) {
   FailureOr<std::vector<int64_t>> target = failure();
   if (failed(x) || failed(target = n.constantIntegers(1)))
     return failure();
-  std::vector<int64_t> shape;
-  if (!broadcastShape(shapeOf(*x), *target, shape))
+  auto shape = mt::broadcastShapes(shapeOf(*x), *target);
+  if (failed(shape))
     return n.error() << "cannot expand " << shapeStr(shapeOf(*x)) << " to "
                      << shapeStr(*target);
-  if (ArrayRef<int64_t>(shape) == shapeOf(*x)) {
+  if (ArrayRef<int64_t>(*shape) == shapeOf(*x)) {
     n.aliasResult(0, 0);
     return success();
   }
   n.setResult(0, n.builder().create<mt::BroadcastToOp>(
-                     n.loc(), mt::tensorLike(x->getType(), shape), *x));
+                     n.loc(), mt::tensorLike(x->getType(), *shape), *x));
   return success();
 }
 
@@ -193,24 +171,16 @@ static LogicalResult importConcat(NodeImport &n) {
   }
   if (inputs.empty())
     return n.error() << "needs at least one input";
-  ArrayRef<int64_t> first = shapeOf(inputs[0]);
-  int64_t rank = first.size(), axis = axisAttr->i();
-  if (rank == 0 || axis < -rank || axis >= rank)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank;
-  if (axis < 0)
-    axis += rank;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    ArrayRef<int64_t> s = shapeOf(inputs[k]);
-    bool match =
-        (int64_t)s.size() == rank && elementOf(inputs[k]) == elementOf(inputs[0]);
-    for (int64_t d = 0; match && d < rank; ++d)
-      match = d == axis || s[d] == first[d];
-    if (!match)
+  FailureOr<int64_t> axis = n.normalizedAxis(axisAttr->i(), shapeOf(inputs[0]).size());
+  if (failed(axis))
+    return failure();
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (elementOf(inputs[k]) != elementOf(inputs[0]) ||
+        !concatCompatible(shapeOf(inputs[k]), shapeOf(inputs[0]), *axis))
       return n.error() << "input " << k << " " << inputs[k].getType()
                        << " does not match " << inputs[0].getType() << " off axis "
-                       << axis;
-  }
-  n.setResult(0, concat(n, inputs, axis));
+                       << *axis;
+  n.setResult(0, concat(n, inputs, *axis));
   return success();
 }
 
@@ -281,24 +251,9 @@ static LogicalResult importSlice(NodeImport &n) {
 static SmallVector<Value> splitPieces(NodeImport &n, Value x, int64_t axis,
                                       ArrayRef<int64_t> sizes) {
   SmallVector<Value> pieces;
-  ArrayRef<int64_t> shape = shapeOf(x);
-  int64_t start = 0;
-  for (int64_t size : sizes) {
-    std::vector<SliceDim> dims;
-    for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
-      dims.push_back(d == axis ? SliceDim{start, 1, size} : SliceDim{0, 1, shape[d]});
-    pieces.push_back(isWhole(shape, dims) ? x : slice(n, x, dims));
-    start += size;
-  }
+  for (const std::vector<SliceDim> &dims : splitSlices(shapeOf(x), axis, sizes))
+    pieces.push_back(isWhole(shapeOf(x), dims) ? x : slice(n, x, dims));
   return pieces;
-}
-
-static FailureOr<int64_t> normalizedAxis(NodeImport &n, int64_t axis, int64_t rank) {
-  if (rank == 0 || axis < -rank || axis >= rank) {
-    n.error() << "axis " << axis << " is out of range for rank " << rank;
-    return failure();
-  }
-  return axis < 0 ? axis + rank : axis;
 }
 
 /// Split: sizes from input 1 (opset 13+) or the `split` attribute, else
@@ -307,7 +262,7 @@ static LogicalResult importSplit(NodeImport &n) {
   FailureOr<Value> x = n.operand(0);
   if (failed(x))
     return failure();
-  FailureOr<int64_t> axis = normalizedAxis(n, n.intAttr("axis", 0), shapeOf(*x).size());
+  FailureOr<int64_t> axis = n.normalizedAxis(n.intAttr("axis", 0), shapeOf(*x).size());
   if (failed(axis))
     return failure();
   std::optional<std::vector<int64_t>> given = n.intsAttr("split");
@@ -342,7 +297,7 @@ static LogicalResult importSplitToSequence(NodeImport &n) {
   std::optional<ConstKind> kind;
   if (failed(n.inputType(0, inShape, kind)))
     return failure();
-  FailureOr<int64_t> axis = normalizedAxis(n, n.intAttr("axis", 0), inShape.size());
+  FailureOr<int64_t> axis = n.normalizedAxis(n.intAttr("axis", 0), inShape.size());
   if (failed(axis))
     return failure();
   int64_t dim = inShape[*axis];
@@ -370,19 +325,13 @@ static LogicalResult importSplitToSequence(NodeImport &n) {
   }
   std::vector<GraphValue> elements;
   if (const ConstTensor *value = n.constant(0)) {
-    int64_t start = 0;
-    for (int64_t size : sizes) {
-      std::vector<SliceDim> dims;
-      for (int64_t d = 0; d < (int64_t)inShape.size(); ++d)
-        dims.push_back(d == *axis ? SliceDim{start, 1, size}
-                                  : SliceDim{0, 1, inShape[d]});
+    for (const std::vector<SliceDim> &dims : splitSlices(inShape, *axis, sizes)) {
       GraphValue element;
       ConstTensor piece = sliceConst(*value, dims);
       if (squeeze)
         piece.shape.erase(piece.shape.begin() + *axis);
       element.folded = std::make_shared<const ConstTensor>(std::move(piece));
       elements.push_back(element);
-      start += size;
     }
   } else {
     FailureOr<Value> x = n.operand(0);
@@ -520,7 +469,7 @@ static LogicalResult importTrilu(NodeImport &n) {
   mask.shape = {rows, cols};
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      mask.i.push_back(upper ? c - r >= k : c - r <= k);
+      mask.i.push_back(triluKeeps(r, c, k, upper));
   FailureOr<Value> cond = n.computedConstant(mask, n.node().output(0) + "/mask");
   if (failed(cond))
     return failure();
@@ -562,10 +511,10 @@ template <typename Op> static LogicalResult importReduce(NodeImport &n) {
       axes.push_back(i);
   }
   for (int64_t &a : axes) {
-    if (a < -rank || a >= rank)
-      return n.error() << "axis " << a << " is out of range for rank " << rank;
-    if (a < 0)
-      a += rank;
+    FailureOr<int64_t> axis = n.normalizedAxis(a, rank);
+    if (failed(axis))
+      return failure();
+    a = *axis;
   }
   llvm::sort(axes);
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
@@ -587,19 +536,13 @@ static LogicalResult importGather(NodeImport &n) {
   if (!elementOf(*indices).isInteger(64))
     return n.error() << "indices must be INT64 (or INT32 constants), got "
                      << indices->getType();
-  ArrayRef<int64_t> ds = shapeOf(*data), is = shapeOf(*indices);
-  int64_t rank = ds.size();
-  int64_t axis = n.intAttr("axis", 0);
-  if (rank == 0 || axis < -rank || axis >= rank)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank;
-  if (axis < 0)
-    axis += rank;
-  SmallVector<int64_t> shape(ds.begin(), ds.begin() + axis);
-  shape.append(is.begin(), is.end());
-  shape.append(ds.begin() + axis + 1, ds.end());
+  FailureOr<int64_t> axis = n.normalizedAxis(n.intAttr("axis", 0), shapeOf(*data).size());
+  if (failed(axis))
+    return failure();
+  std::vector<int64_t> shape = gatherShape(shapeOf(*data), shapeOf(*indices), *axis);
   OpBuilder &b = n.builder();
   n.setResult(0, b.create<mt::GatherOp>(n.loc(), mt::tensorLike(data->getType(), shape),
-                                        *data, *indices, b.getI64IntegerAttr(axis)));
+                                        *data, *indices, b.getI64IntegerAttr(*axis)));
   return success();
 }
 

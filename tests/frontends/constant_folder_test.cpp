@@ -1,5 +1,5 @@
-// constant_folder_test.cpp - the import-time evaluator
-// (frontends/onnx/ConstantFolder.cpp) against the ONNX spec's semantics, one op family at
+// constant_folder_test.cpp - the import-time evaluator (frontends/onnx/ConstantFolder.cpp
+// and the *Folds.cpp it dispatches to) against the ONNX spec's semantics, one op family at
 // a time, on values small enough to check by hand: the edge cases exported masks and
 // position ids rely on (Slice clamping and negative steps, Range, CumSum, GatherND,
 // casts, integer division).
