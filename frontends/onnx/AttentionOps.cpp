@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 

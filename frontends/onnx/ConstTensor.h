@@ -10,7 +10,7 @@
 #ifndef MEGATRAIN_FRONTEND_CONSTTENSOR_H
 #define MEGATRAIN_FRONTEND_CONSTTENSOR_H
 
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "onnx/onnx.pb.h"

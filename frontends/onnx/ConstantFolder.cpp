@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ConstantFolder.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 namespace megatrain::onnx_import {
 

@@ -9,7 +9,7 @@
 // The folds live one file per op family (ElementwiseFolds.cpp, ShapeFolds.cpp,
 // GeneratorFolds.cpp, ReductionFolds.cpp), each registering its ops in the
 // table ConstantFolder.cpp dispatches on; the values they compute are
-// ConstTensors (ConstTensor.h) and their shapes follow ShapeRules.h, as the
+// ConstTensors (ConstTensor.h) and their shapes follow OnnxShapes.h, as the
 // op importers' do.
 //
 //===----------------------------------------------------------------------===//

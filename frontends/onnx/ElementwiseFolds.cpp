@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ConstantFolder.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 #include "TensorData.h"
 
 #include "megatrain/Dialect/MtDialect.h"

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ConstantFolder.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 #include <algorithm>
 #include <cmath>

@@ -21,7 +21,7 @@
 #include "GraphImporter.h"
 #include "InputShapes.h"
 #include "OpSuggestions.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 #include "TensorData.h"
 
 #include "megatrain/Dialect/MtDialect.h"

@@ -19,7 +19,7 @@
 #include "ConstantFolder.h"
 #include "FunctionInliner.h"
 #include "InitializerRoles.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,6 +1,6 @@
 //===- NormLossOps.cpp - ONNX LayerNormalization and SoftmaxCrossEntropyLoss -===//
 #include "GraphImporter.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ConstantFolder.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 

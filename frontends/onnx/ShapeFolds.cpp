@@ -5,11 +5,11 @@
 // Transpose, Expand, Tile, Gather and GatherND on values known at import
 // time: the arithmetic on shapes that exported graphs do before every
 // Reshape, and the position ids they gather. Result shapes come from
-// ShapeRules.h, as the op importers' do.
+// OnnxShapes.h, as the op importers' do.
 //
 //===----------------------------------------------------------------------===//
 #include "ConstantFolder.h"
-#include "ShapeRules.h"
+#include "OnnxShapes.h"
 
 #include "megatrain/Dialect/MtDialect.h"
 

@@ -1,4 +1,4 @@
-//===- ShapeRules.h - ONNX shape rules shared by the importers and folder --===//
+//===- OnnxShapes.h - ONNX shape rules shared by the importers and folder --===//
 //
 // Internal to the ONNX importer. An op's result shape is computed here once,
 // whether the op importer builds it at run time or the ConstantFolder

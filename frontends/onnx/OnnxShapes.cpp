@@ -1,5 +1,5 @@
-//===- ShapeRules.cpp - ONNX shape rules shared by the importers and folder -===//
-#include "ShapeRules.h"
+//===- OnnxShapes.cpp - ONNX shape rules shared by the importers and folder -===//
+#include "OnnxShapes.h"
 
 #include <algorithm>
 
