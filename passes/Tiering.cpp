@@ -51,7 +51,11 @@
 //      d2h, plus the host optimizer; TieringModel) predicts fastest, so it is
 //      never worse than them by the model. The plan header names the winner,
 //      e.g. "auto (checkpoint+greedy)".
-//   6. Renumber mt.step and recompute mt.live_end (this file).
+//   6. Renumber mt.step and set mt.live_end as mt-liveness does
+//      (setLiveEnds, Liveness.h), with its copy hold: a value copied to the
+//      host keeps its bytes until the compute after the copy covers it, so
+//      the value placed there next does not wait on the link; without the
+//      hold when the arena would then exceed the budget (this file).
 //
 // Not optimal for: the choice is greedy at the current peak, one value at a
 // time, so a rewrite that would free several peaks at once can be missed;
@@ -61,8 +65,11 @@
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
 
-#include "tiering/TieringModel.h"
+#include "IrCost.h"
+#include "Liveness.h"
 #include "tiering/TieringPolicies.h"
+
+#include "megatrain/Passes/Placement.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -72,40 +79,33 @@ namespace megatrain {
 
 namespace {
 
+/// The device arena mt-plan-memory will place for the live ends just set.
+uint64_t deviceArenaBytes(mlir::func::FuncOp func) {
+  std::vector<Slot> slots;
+  for (mlir::Operation &op : func.getBody().front()) {
+    if (op.getNumResults() == 0 || mlir::isa<mt::OffloadOp>(op))
+      continue; // host staging, not the arena
+    int64_t step = op.getAttrOfType<mlir::IntegerAttr>(mt::attr::kStep).getInt();
+    auto ends = op.getAttrOfType<mlir::DenseI64ArrayAttr>(mt::attr::kLiveEnd);
+    for (auto [index, result] : llvm::enumerate(op.getResults()))
+      slots.push_back(lifetimeSlot(&op, step, ends[index], valueBytes(result)));
+  }
+  return placeBestFit(slots);
+}
+
 /// Stage 6.
-void renumber(mlir::func::FuncOp func, const DeviceProfile &profile, uint64_t budget) {
-  // Hold copied-out values' bytes when the budget allows it.
-  TieringModel model(func, profile);
-  model.holdCopies = true;
-  model.analyze();
-  if (budget != 0 && model.arenaBytes() > budget) {
-    model.holdCopies = false;
-    model.analyze();
-  }
+mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profile,
+                             uint64_t budget) {
   mlir::Builder builder(func.getContext());
-  mlir::Block &block = func.getBody().front();
   int64_t step = 0;
-  llvm::DenseMap<mlir::Operation *, int64_t> steps;
-  for (mlir::Operation &op : block) {
-    op.setAttr(mt::attr::kStep, builder.getI64IntegerAttr(step));
-    steps[&op] = step++;
-  }
-  for (mlir::Operation &op : block) {
-    if (op.getNumResults() == 0)
-      continue;
-    llvm::SmallVector<int64_t> ends;
-    for (mlir::Value result : op.getResults()) {
-      int64_t end = -1;
-      for (mlir::Operation *user : result.getUsers())
-        end = std::max(end, steps.lookup(user));
-      // The hold of a value copied out (analyze) reaches past its last user.
-      const LiveValue *info = model.live(result);
-      if (end >= 0 && info && !mlir::isa<mt::ConstantOp>(op))
-        end = std::max(end, info->last);
-      ends.push_back(end);
-    }
-    op.setAttr(mt::attr::kLiveEnd, builder.getDenseI64ArrayAttr(ends));
-  }
+  for (mlir::Operation &op : func.getBody().front())
+    op.setAttr(mt::attr::kStep, builder.getI64IntegerAttr(step++));
+  // mt-liveness with its copy hold, when the arena still fits the budget so.
+  if (mlir::failed(setLiveEnds(func, &profile)))
+    return mlir::failure();
+  if (budget != 0 && deviceArenaBytes(func) > budget)
+    return setLiveEnds(func, nullptr);
+  return mlir::success();
 }
 
 struct Tier : impl::TierBase<Tier> {
@@ -137,7 +137,8 @@ struct Tier : impl::TierBase<Tier> {
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
     choice->plan.erase();
-    renumber(func, profile, budget);
+    if (mlir::failed(renumber(func, profile, budget)))
+      return signalPassFailure();
     mlir::Builder builder(&getContext());
     func->setAttr(mt::attr::kDeviceBudget,
                   builder.getI64IntegerAttr(static_cast<int64_t>(budget)));

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "tiering/TieringModel.h"
 
+#include "IrCost.h"
+
 #include "megatrain/Cost/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 
@@ -20,22 +22,6 @@ namespace {
 
 // How far back from its use placeFetch looks for a spot for a transfer.
 constexpr int64_t kMaxLeadWalk = 2048;
-
-TensorShape shapeOf(mlir::Value value) {
-  auto type = mlir::cast<mlir::RankedTensorType>(value.getType());
-  TensorShape shape;
-  shape.dims.assign(type.getShape().begin(), type.getShape().end());
-  shape.elementBytes = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-  return shape;
-}
-
-uint64_t valueBytes(mlir::Value value) {
-  auto type = mlir::cast<mlir::RankedTensorType>(value.getType());
-  uint64_t bytes = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-  for (int64_t dim : type.getShape())
-    bytes *= static_cast<uint64_t>(dim);
-  return alignPlacement(std::max<uint64_t>(bytes, 1));
-}
 
 } // namespace
 
@@ -75,7 +61,7 @@ void TieringModel::analyze() {
     else if (auto update = mlir::dyn_cast<mt::AdamWOp>(op))
       updatePosition[update.getParam()] = i;
     else
-      compute[i] = seconds(op);
+      compute[i] = computeSeconds(op, profile);
     if (mlir::isa<mt::LossOp>(op) && backwardStart == n)
       backwardStart = i + 1;
   }
@@ -116,20 +102,6 @@ void TieringModel::analyze() {
       llvm::sort(value.uses);
       if (!value.uses.empty())
         value.last = std::max(value.last, value.uses.back());
-      // A value copied out (offload, gradient, loss, kept output) keeps its
-      // bytes until the compute after the copy's issue covers the copy, so
-      // the next value placed there does not stall compute on the link
-      // (only in the final numbering, and only when that still fits).
-      for (mlir::Operation *user : result.getUsers()) {
-        if (!holdCopies ||
-            !mlir::isa<mt::OffloadOp, mt::AdamWOp, mt::LossOp, mt::OutputOp>(user))
-          continue;
-        double copy = transferSeconds(valueBytes(result), Link::DeviceToHost, profile);
-        int64_t q = position.lookup(user);
-        while (q + 1 < n && computeIn(position.lookup(user) + 1, q + 1) < copy)
-          ++q;
-        value.last = std::max(value.last, q);
-      }
       if (mlir::isa<mt::InputOp>(op))
         value.first = 0;
       if (mlir::isa<mt::ConstantOp>(op)) {
@@ -147,29 +119,6 @@ void TieringModel::analyze() {
     running += delta[i];
     liveBytes[i] = running;
   }
-}
-
-double TieringModel::seconds(mlir::Operation *op) const {
-  if (mlir::isa<mt::InputOp, mt::ConstantOp, mt::LossOp, mt::OutputOp,
-                mt::ParamGradOp, mt::AdamWOp, mt::GradPartOp>(op))
-    return 0;
-  KernelDesc kernel;
-  kernel.kernel = op->getName().stripDialect().str();
-  for (mlir::Value operand : op->getOperands())
-    kernel.inputs.push_back(shapeOf(operand));
-  for (mlir::Value result : op->getResults())
-    kernel.outputs.push_back(shapeOf(result));
-  Precision rate = Precision::FP32;
-  for (mlir::NamedAttribute attr : op->getAttrs()) {
-    if (auto flag = mlir::dyn_cast<mlir::BoolAttr>(attr.getValue()))
-      kernel.intAttrs[attr.getName().str()] = flag.getValue();
-    else if (auto number = mlir::dyn_cast<mlir::IntegerAttr>(attr.getValue()))
-      kernel.intAttrs[attr.getName().str()] = number.getInt();
-    else if (auto text = mlir::dyn_cast<mlir::StringAttr>(attr.getValue());
-             text && attr.getName() == "precision")
-      rate = precisionNamed(text.str());  // mt-precision's tf32 or bf16
-  }
-  return estimateKernel(kernel, profile, rate).seconds;
 }
 
 double TieringModel::transferOf(mlir::Value value) const {

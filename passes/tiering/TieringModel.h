@@ -61,8 +61,6 @@ public:
   }
 
   // --- costs --------------------------------------------------------------
-  /// Seconds `op` keeps the compute stream busy on the profile.
-  double seconds(mlir::Operation *op) const;
   double computeAt(int64_t place) const { return compute[place]; }
   double h2dAt(int64_t place) const { return h2d[place]; }
   double d2hAt(int64_t place) const { return d2h[place]; }
@@ -112,10 +110,6 @@ public:
   /// The step time the three-queue timeline (compute, h2d, d2h in issue
   /// order, plus the host optimizer) predicts.
   double predictStepSeconds() const;
-
-  /// Whether analyze() holds the bytes of values copied out until the copy
-  /// is covered (set only for the final numbering, when it fits the budget).
-  bool holdCopies = false;
 
 private:
   mlir::func::FuncOp func;

@@ -241,8 +241,18 @@ def Liveness : Pass<"mt-liveness", "mlir::func::FuncOp"> {
   let description = [{
     Over the order fixed by mt-schedule, sets `mt.live_end` on every op with
     results: for each result, the largest `mt.step` among its users, or -1 when
-    it has none.
+    it has none. With `hold-copies` (mt-tier's last stage, when the budget
+    allows), a value copied to the host by mt.offload, mt.adamw, mt.loss or
+    mt.output lives on until the compute issued after that copy covers the
+    copy's predicted time on the device profile, so the next value placed in
+    its bytes does not wait for the link.
   }];
+  let options = [
+    Option<"holdCopies", "hold-copies", "bool", "false",
+           "Keep values copied to the host live until compute covers the copy">,
+    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
+           "JSON device profile file the hold is timed on (default: the H200 figures)">,
+  ];
 }
 
 //===----------------------------------------------------------------------===//
@@ -260,8 +270,9 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     a parameter is fetched again later, an activation is offloaded
     (mt.offload, mt.prefetch) or recomputed (its producers cloned with
     `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
-    and recomputes `mt.live_end`. The algorithm is in passes/Tiering.cpp and
-    docs/tiering.md.
+    and sets `mt.live_end` as mt-liveness does, with its `hold-copies` when
+    the arena still fits the budget that way. The algorithm is in
+    passes/Tiering.cpp and docs/tiering.md.
   }];
   let options = [
     Option<"deviceMemory", "device-memory", "uint64_t", "0",
