@@ -14,6 +14,8 @@
 //          live from step 0;
 //        - mt.constant results are written once when the runtime starts and
 //          must survive every training step, so they live forever.
+//      lifetimeSlot (Liveness.h) holds these rules; mt-tier's last stage
+//      sizes the arena with it too.
 //      mt.offload results (host copies of offloaded activations, written by
 //      mt-tier) go to a second arena, the host staging pool; everything else
 //      goes to the device arena.
@@ -34,6 +36,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
+
+#include "Liveness.h"
 
 #include "megatrain/Passes/Placement.h"
 
@@ -129,16 +133,7 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
         mlir::FailureOr<uint64_t> bytes = byteSize(op, result.getType());
         if (mlir::failed(bytes))
           return mlir::WalkResult::interrupt();
-        Slot slot;
-        slot.first = step.getInt();
-        slot.last = std::max(step.getInt(), liveEnd[index]);
-        slot.size = alignPlacement(*bytes);
-        if (mlir::isa<mt::InputOp>(op))
-          slot.first = 0;
-        if (mlir::isa<mt::ConstantOp>(op)) {
-          slot.first = 0;
-          slot.last = kLivesForever;
-        }
+        Slot slot = lifetimeSlot(op, step.getInt(), liveEnd[index], alignPlacement(*bytes));
         unsigned arena = mlir::isa<mt::OffloadOp>(op) ? kHostStageArena : kDeviceArena;
         values.push_back({op, static_cast<unsigned>(index), arena, slot});
       }

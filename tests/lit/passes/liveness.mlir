@@ -1,4 +1,7 @@
 // RUN: megatrain-opt %s --split-input-file --verify-diagnostics --mt-liveness | FileCheck %s
+// RUN: megatrain-opt %s --split-input-file --verify-diagnostics \
+// RUN:   --mt-liveness="hold-copies=true device-profile=%S/Inputs/tier_profile.json" \
+// RUN:   | FileCheck %s --check-prefix=HOLD
 
 // live_end is the last step that reads each result: %x and %a are both read
 // at step 3 (and earlier), so they live to 3; %b is read by nothing, -1; ops
@@ -33,6 +36,57 @@ func.func @per_result() {
   %dx, %dg, %db = mt.layer_norm_grad %x, %g, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f64, mt.step = 3 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %r = mt.relu %dx {mt.step = 4 : i64} : tensor<2x8xf32>
   mt.param_grad %dg {param = "g", mt.step = 5 : i64} : tensor<8xf32>
+  return {mt.step = 6 : i64}
+}
+
+// -----
+
+// The copy hold (mt-tier's last stage): %a is offloaded at step 2 and last
+// read on the device at step 3. The copy of its 4 KiB over the 1,024,000 B/s
+// link of Inputs/tier_profile.json takes 5 ms (4 ms plus the 1 ms launch);
+// each tanh after it takes just over 1 ms (the launch), so the compute of
+// steps 3 to 7 is the first to cover it: held, %a lives to step 7, and a
+// value placed in its bytes after that does not wait for the link. Without
+// the option it dies at its last reader.
+// CHECK-LABEL: func.func @offload_hold
+// CHECK:         mt.tanh %{{.*}} {mt.live_end = array<i64: 3>, mt.step = 1 : i64}
+// HOLD-LABEL:  func.func @offload_hold
+// HOLD:          mt.tanh %{{.*}} {mt.live_end = array<i64: 7>, mt.step = 1 : i64}
+// HOLD-NEXT:     mt.offload {{.*}}mt.live_end = array<i64: -1>
+func.func @offload_hold() {
+  %x = mt.input {name = "x", mt.step = 0 : i64} : tensor<1024xf32>
+  %a = mt.tanh %x {mt.step = 1 : i64} : tensor<1024xf32>
+  %h = mt.offload %a {mt.step = 2 : i64} : tensor<1024xf32>
+  %b = mt.tanh %a {mt.step = 3 : i64} : tensor<1024xf32>
+  %c = mt.tanh %b {mt.step = 4 : i64} : tensor<1024xf32>
+  %d = mt.tanh %c {mt.step = 5 : i64} : tensor<1024xf32>
+  %e = mt.tanh %d {mt.step = 6 : i64} : tensor<1024xf32>
+  %f = mt.tanh %e {mt.step = 7 : i64} : tensor<1024xf32>
+  %g = mt.tanh %f {mt.step = 8 : i64} : tensor<1024xf32>
+  %l = mt.reduce_sum %g {axes = array<i64: 0>, keepdims = false, mt.step = 9 : i64} : (tensor<1024xf32>) -> tensor<f32>
+  mt.loss %l {mt.step = 10 : i64} : tensor<f32>
+  return {mt.step = 11 : i64}
+}
+
+// -----
+
+// A gradient's copy to the host (its mt.adamw) is held too, but never past
+// the last op before the return: the one tanh after the update cannot cover
+// the 5 ms copy, and %g stops at step 5. A constant copied out (a kept
+// mt.output) is not held: mt-plan-memory keeps constants forever anyway.
+// CHECK-LABEL: func.func @hold_ends_before_return
+// CHECK:         mt.tanh %{{.*}} {mt.live_end = array<i64: 2>, mt.step = 1 : i64}
+// CHECK:         mt.constant {mt.live_end = array<i64: 4>
+// HOLD-LABEL:  func.func @hold_ends_before_return
+// HOLD:          mt.tanh %{{.*}} {mt.live_end = array<i64: 5>, mt.step = 1 : i64}
+// HOLD:          mt.constant {mt.live_end = array<i64: 4>
+func.func @hold_ends_before_return() {
+  %w = mt.param {name = "w", trainable = true, mt.step = 0 : i64} : tensor<1024xf32>
+  %g = mt.tanh %w {mt.step = 1 : i64} : tensor<1024xf32>
+  mt.adamw %g {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-03 : f64, param = "w", weight_decay = 1.000000e-02 : f64, mt.step = 2 : i64} : tensor<1024xf32>
+  %k = mt.constant {value = dense<1.0> : tensor<1024xf32>, mt.step = 3 : i64} : tensor<1024xf32>
+  mt.output %k {name = "k", mt.step = 4 : i64} : tensor<1024xf32>
+  %y = mt.tanh %w {mt.step = 5 : i64} : tensor<1024xf32>
   return {mt.step = 6 : i64}
 }
 

@@ -1,6 +1,8 @@
 //===- Passes.td - the passes of the megatrain pipeline ------------------===//
 //
 // One pass per file in passes/, each with a lit test in tests/lit/passes/.
+// The definitions follow the order the pipeline runs them in
+// (compiler/lib/Pipeline.cpp), grouped by phase.
 // Passes talk to each other only through the IR: ops and the discardable
 // attributes named in MtDialect.h (mt.step, mt.live_end, mt.offset, ...).
 //
@@ -11,126 +13,9 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
-// Phase 1: from a model to a training step
-//===----------------------------------------------------------------------===//
-
-def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
-  let summary = "Append the loss to the imported model and drop its outputs";
-  let description = [{
-    Either marks a scalar graph output as the loss (`loss-output`), or appends
-    the next-token cross-entropy of a logits output against a token input
-    (`mode=next-token-ce`). Graph outputs are found by the `mt.output_name`
-    attribute the importer puts on the function results; afterwards the
-    function returns nothing and the value is marked with `mt.loss`. Each
-    graph output named in `keep-outputs` is marked with `mt.output` before the
-    results are dropped, so it survives and reaches the plan as a readout.
-  }];
-  let options = [
-    Option<"lossOutput", "loss-output", "std::string", "\"\"",
-           "Name of a scalar graph output to minimize">,
-    Option<"mode", "mode", "std::string", "\"output\"",
-           "output | next-token-ce">,
-    Option<"logits", "logits", "std::string", "\"logits\"",
-           "Graph output holding [B, T, V] logits (next-token-ce)">,
-    Option<"tokens", "tokens", "std::string", "\"input_ids\"",
-           "Graph input holding [B, T] token ids (next-token-ce)">,
-    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
-           "Target id that contributes no loss">,
-    ListOption<"keepOutputs", "keep-outputs", "std::string",
-               "Graph outputs to keep readable after the step (mt.output)">,
-  ];
-  let dependentDialects = ["::megatrain::mt::MtDialect"];
-}
-
-def Autodiff : Pass<"mt-autodiff", "mlir::func::FuncOp"> {
-  let summary = "Reverse-mode differentiation from mt.loss to the trainable parameters";
-  let description = [{
-    Seeds the gradient 1 at the `mt.loss` value and walks the ops in reverse,
-    calling each op's GradientOpInterface rule; gradients reaching one value
-    along several uses are summed. Ends each trainable `mt.param` with one
-    `mt.param_grad` (a parameter used twice, e.g. tied embeddings, gets the
-    summed gradient). A trainable parameter the loss does not depend on gets a
-    zero gradient. An op on the path with no gradient rule is an error naming it.
-  }];
-  let dependentDialects = ["::megatrain::mt::MtDialect"];
-}
-
-def AdamW : Pass<"mt-adamw", "mlir::func::FuncOp"> {
-  let summary = "Turn each mt.param_grad into an AdamW update";
-  let options = [
-    Option<"lr", "lr", "double", "1e-3", "Learning rate">,
-    Option<"beta1", "beta1", "double", "0.9", "First-moment decay">,
-    Option<"beta2", "beta2", "double", "0.999", "Second-moment decay">,
-    Option<"eps", "eps", "double", "1e-8", "Denominator epsilon">,
-    Option<"weightDecay", "weight-decay", "double", "0.01",
-           "Decoupled weight decay (applied to every trainable parameter)">,
-  ];
-  let dependentDialects = ["::megatrain::mt::MtDialect"];
-}
-
-//===----------------------------------------------------------------------===//
-// Phase 2: schedule and memory
-//===----------------------------------------------------------------------===//
-
-def Schedule : Pass<"mt-schedule", "mlir::func::FuncOp"> {
-  let summary = "Fix the linear order of the step and number it (mt.step)";
-  let description = [{
-    Orders the ops topologically, placing each source op (mt.param, mt.input,
-    mt.constant, mt.fill) just before its first user so its lifetime is short,
-    and sets `mt.step` on every op to its position.
-  }];
-}
-
-def Liveness : Pass<"mt-liveness", "mlir::func::FuncOp"> {
-  let summary = "Record when each value dies (mt.live_end)";
-  let description = [{
-    Over the order fixed by mt-schedule, sets `mt.live_end` on every op with
-    results: for each result, the largest `mt.step` among its users, or -1 when
-    it has none.
-  }];
-}
-
-def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
-  let summary = "Place every value at a static offset in the device arena";
-  let description = [{
-    Assigns `mt.offset` to every result (byte offset in the device arena,
-    aligned to 256 bytes) so that values whose lifetimes overlap never share
-    bytes, and sets `mt.arena_size` on the function. With `no-reuse`, every
-    value gets its own bytes (used to check that reuse changes nothing).
-  }];
-  let options = [
-    Option<"noReuse", "no-reuse", "bool", "false",
-           "Give every value its own bytes (no sharing)">,
-  ];
-}
-
-def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
-  let summary = "Keep, offload, re-fetch or recompute values to fit a device budget";
-  let description = [{
-    On a scheduled function (mt-schedule, mt-liveness): moves every parameter
-    fetch (mt.param) ahead of its first use as far as the host-to-device link
-    needs to hide it, then, while the peak of live device bytes is above the
-    budget, frees the cheapest value live at the peak over the gap around it:
-    a parameter is fetched again later, an activation is offloaded
-    (mt.offload, mt.prefetch) or recomputed (its producers cloned with
-    `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
-    and recomputes `mt.live_end`. The algorithm is in passes/Tiering.cpp and
-    docs/tiering.md.
-  }];
-  let options = [
-    Option<"deviceMemory", "device-memory", "uint64_t", "0",
-           "Device arena budget in bytes (0: none)">,
-    Option<"policy", "policy", "std::string", "\"auto\"",
-           "auto | keep | checkpoint | offload">,
-    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
-           "JSON device profile file (default: the H200 figures)">,
-  ];
-}
-
-//===----------------------------------------------------------------------===//
-// Fusion of normalizations, activations, rotary embedding, attention and the
-// shifted cross-entropy (between import and phase 1, in this order;
-// buildFusionPipeline, off with megatrain-compile --no-fusion)
+// Import cleanup: fusion of normalizations, activations, rotary embedding,
+// attention and the shifted cross-entropy into fused ops, in this order
+// (buildFusionPipeline; off with megatrain-compile --no-fusion)
 //===----------------------------------------------------------------------===//
 
 def FuseLayerNorm : Pass<"mt-fuse-layer-norm", "mlir::func::FuncOp"> {
@@ -215,12 +100,53 @@ def FuseCrossEntropy : Pass<"mt-fuse-cross-entropy", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
-// End of fusion.
+//===----------------------------------------------------------------------===//
+// Training: from a model to a training step (loss, gradients, micro-batches
+// with --microbatches N > 1, updates), then the form of its products: the
+// compute precision (--precision) and transposes folded into matmuls
+// (off with --no-fold-transpose)
+//===----------------------------------------------------------------------===//
 
-//===----------------------------------------------------------------------===//
-// Micro-batches (between mt-autodiff and mt-adamw; megatrain-compile
-// --microbatches N, run only when N > 1)
-//===----------------------------------------------------------------------===//
+def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
+  let summary = "Append the loss to the imported model and drop its outputs";
+  let description = [{
+    Either marks a scalar graph output as the loss (`loss-output`), or appends
+    the next-token cross-entropy of a logits output against a token input
+    (`mode=next-token-ce`). Graph outputs are found by the `mt.output_name`
+    attribute the importer puts on the function results; afterwards the
+    function returns nothing and the value is marked with `mt.loss`. Each
+    graph output named in `keep-outputs` is marked with `mt.output` before the
+    results are dropped, so it survives and reaches the plan as a readout.
+  }];
+  let options = [
+    Option<"lossOutput", "loss-output", "std::string", "\"\"",
+           "Name of a scalar graph output to minimize">,
+    Option<"mode", "mode", "std::string", "\"output\"",
+           "output | next-token-ce">,
+    Option<"logits", "logits", "std::string", "\"logits\"",
+           "Graph output holding [B, T, V] logits (next-token-ce)">,
+    Option<"tokens", "tokens", "std::string", "\"input_ids\"",
+           "Graph input holding [B, T] token ids (next-token-ce)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "Target id that contributes no loss">,
+    ListOption<"keepOutputs", "keep-outputs", "std::string",
+               "Graph outputs to keep readable after the step (mt.output)">,
+  ];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def Autodiff : Pass<"mt-autodiff", "mlir::func::FuncOp"> {
+  let summary = "Reverse-mode differentiation from mt.loss to the trainable parameters";
+  let description = [{
+    Seeds the gradient 1 at the `mt.loss` value and walks the ops in reverse,
+    calling each op's GradientOpInterface rule; gradients reaching one value
+    along several uses are summed. Ends each trainable `mt.param` with one
+    `mt.param_grad` (a parameter used twice, e.g. tied embeddings, gets the
+    summed gradient). A trainable parameter the loss does not depend on gets a
+    zero gradient. An op on the path with no gradient rule is an error naming it.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
 
 def Microbatch : Pass<"mt-microbatch", "mlir::func::FuncOp"> {
   let summary = "Accumulate gradients over N micro-batches before one update";
@@ -245,12 +171,18 @@ def Microbatch : Pass<"mt-microbatch", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
-// End of micro-batches.
-
-//===----------------------------------------------------------------------===//
-// Compute precision (megatrain-compile --precision, first of the planning
-// passes)
-//===----------------------------------------------------------------------===//
+def AdamW : Pass<"mt-adamw", "mlir::func::FuncOp"> {
+  let summary = "Turn each mt.param_grad into an AdamW update";
+  let options = [
+    Option<"lr", "lr", "double", "1e-3", "Learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "First-moment decay">,
+    Option<"beta2", "beta2", "double", "0.999", "Second-moment decay">,
+    Option<"eps", "eps", "double", "1e-8", "Denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.01",
+           "Decoupled weight decay (applied to every trainable parameter)">,
+  ];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
 
 def Precision : Pass<"mt-precision", "mlir::func::FuncOp"> {
   let summary = "Choose the compute precision of matrix products and attention";
@@ -275,12 +207,6 @@ def Precision : Pass<"mt-precision", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
-// End of compute precision.
-
-//===----------------------------------------------------------------------===//
-// Transposes folded into matrix products (after mt-precision)
-//===----------------------------------------------------------------------===//
-
 def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let summary = "Fold transposes of the last two dims into mt.matmul's transpose flags";
   let description = [{
@@ -297,6 +223,84 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
-// End of transpose folding.
+//===----------------------------------------------------------------------===//
+// Scheduling: a linear order of the step and the lifetimes over it
+//===----------------------------------------------------------------------===//
+
+def Schedule : Pass<"mt-schedule", "mlir::func::FuncOp"> {
+  let summary = "Fix the linear order of the step and number it (mt.step)";
+  let description = [{
+    Orders the ops topologically, placing each source op (mt.param, mt.input,
+    mt.constant, mt.fill) just before its first user so its lifetime is short,
+    and sets `mt.step` on every op to its position.
+  }];
+}
+
+def Liveness : Pass<"mt-liveness", "mlir::func::FuncOp"> {
+  let summary = "Record when each value dies (mt.live_end)";
+  let description = [{
+    Over the order fixed by mt-schedule, sets `mt.live_end` on every op with
+    results: for each result, the largest `mt.step` among its users, or -1 when
+    it has none. With `hold-copies` (mt-tier's last stage, when the budget
+    allows), a value copied to the host by mt.offload, mt.adamw, mt.loss or
+    mt.output lives on until the compute issued after that copy covers the
+    copy's predicted time on the device profile, so the next value placed in
+    its bytes does not wait for the link.
+  }];
+  let options = [
+    Option<"holdCopies", "hold-copies", "bool", "false",
+           "Keep values copied to the host live until compute covers the copy">,
+    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
+           "JSON device profile file the hold is timed on (default: the H200 figures)">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Tiering and placement: where each value lives at each step under the
+// device budget (megatrain-compile --device-memory)
+//===----------------------------------------------------------------------===//
+
+def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
+  let summary = "Keep, offload, re-fetch or recompute values to fit a device budget";
+  let description = [{
+    On a scheduled function (mt-schedule, mt-liveness): moves every parameter
+    fetch (mt.param) ahead of its first use as far as the host-to-device link
+    needs to hide it, then, while the peak of live device bytes is above the
+    budget, frees the cheapest value live at the peak over the gap around it:
+    a parameter is fetched again later, an activation is offloaded
+    (mt.offload, mt.prefetch) or recomputed (its producers cloned with
+    `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
+    and sets `mt.live_end` as mt-liveness does, with its `hold-copies` when
+    the arena still fits the budget that way. The algorithm is in
+    passes/Tiering.cpp and docs/tiering.md.
+  }];
+  let options = [
+    Option<"deviceMemory", "device-memory", "uint64_t", "0",
+           "Device arena budget in bytes (0: none)">,
+    Option<"policy", "policy", "std::string", "\"auto\"",
+           "auto | keep | checkpoint | offload">,
+    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
+           "JSON device profile file (default: the H200 figures)">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Memory planning: static offsets in the device arena and the host staging
+// pool
+//===----------------------------------------------------------------------===//
+
+def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Place every value at a static offset in the device arena";
+  let description = [{
+    Assigns `mt.offset` to every result (byte offset in the device arena,
+    aligned to 256 bytes) so that values whose lifetimes overlap never share
+    bytes, and sets `mt.arena_size` on the function. With `no-reuse`, every
+    value gets its own bytes (used to check that reuse changes nothing).
+  }];
+  let options = [
+    Option<"noReuse", "no-reuse", "bool", "false",
+           "Give every value its own bytes (no sharing)">,
+  ];
+}
 
 #endif // MEGATRAIN_PASSES_TD

@@ -1,0 +1,261 @@
+//===- TieringModel.cpp - mt-tier's cost and timeline model of a schedule -===//
+//
+// Stage 1 of mt-tier, and the timeline its portfolio (stage 5) compares
+// plans by. passes/Tiering.cpp describes the stages.
+//
+//===----------------------------------------------------------------------===//
+#include "tiering/TieringModel.h"
+
+#include "IrCost.h"
+
+#include "megatrain/Cost/OpCost.h"
+#include "megatrain/Passes/Placement.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace megatrain {
+
+namespace {
+
+// How far back from its use placeFetch looks for a spot for a transfer.
+constexpr int64_t kMaxLeadWalk = 2048;
+
+} // namespace
+
+bool isFetch(mlir::Operation *op) { return mlir::isa<mt::ParamOp, mt::PrefetchOp>(op); }
+
+bool LiveValue::gapBefore(int64_t from, int64_t &a, int64_t &b) const {
+  auto after = std::lower_bound(uses.begin(), uses.end(), from);
+  if (after == uses.end())
+    return false;
+  b = *after;
+  a = after == uses.begin() ? first : *(after - 1);
+  return true;
+}
+
+void TieringModel::analyze() {
+  order.clear();
+  position.clear();
+  values.clear();
+  valueIndex.clear();
+  updatePosition.clear();
+  mlir::Block &block = func.getBody().front();
+  for (mlir::Operation &op : block.without_terminator()) {
+    position[&op] = static_cast<int64_t>(order.size());
+    order.push_back(&op);
+  }
+  int64_t n = static_cast<int64_t>(order.size());
+  compute.assign(n, 0);
+  h2d.assign(n, 0);
+  d2h.assign(n, 0);
+  backwardStart = n;
+  for (int64_t i = 0; i < n; ++i) {
+    mlir::Operation *op = order[i];
+    if (isFetch(op))
+      h2d[i] = transferOf(op->getResult(0));
+    else if (mlir::isa<mt::OffloadOp>(op))
+      d2h[i] = transferSeconds(valueBytes(op->getResult(0)), Link::DeviceToHost, profile);
+    else if (auto update = mlir::dyn_cast<mt::AdamWOp>(op))
+      updatePosition[update.getParam()] = i;
+    else
+      compute[i] = computeSeconds(op, profile);
+    if (mlir::isa<mt::LossOp>(op) && backwardStart == n)
+      backwardStart = i + 1;
+  }
+  // Micro-batches (mt-microbatch): each splits at its own first backward op.
+  // Ops cloned here to recompute a value are not backward ops.
+  llvm::DenseMap<int64_t, int64_t> firstBackward;
+  for (int64_t i = 0; i < n; ++i) {
+    mlir::Operation *op = order[i];
+    auto mark = op->getAttrOfType<mlir::IntegerAttr>(mt::attr::kMicrobatchBackward);
+    if (!mark || op->hasAttr(mt::attr::kRecompute))
+      continue;
+    firstBackward.try_emplace(mark.getInt(), i);
+  }
+  boundaries.clear();
+  for (const auto &entry : firstBackward)
+    boundaries.push_back(entry.second);
+  if (boundaries.empty())
+    boundaries.push_back(backwardStart);
+  llvm::sort(boundaries);
+  boundaries.erase(std::unique(boundaries.begin(), boundaries.end()), boundaries.end());
+  computePrefix.assign(n + 1, 0);
+  h2dPrefix.assign(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    computePrefix[i + 1] = computePrefix[i] + compute[i];
+    h2dPrefix[i + 1] = h2dPrefix[i] + h2d[i];
+  }
+
+  liveBytes.assign(n + 1, 0);
+  std::vector<int64_t> delta(n + 2, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    mlir::Operation *op = order[i];
+    if (mlir::isa<mt::OffloadOp>(op))
+      continue; // host staging, not the arena
+    for (mlir::Value result : op->getResults()) {
+      LiveValue value{result, i, i, valueBytes(result), {}};
+      for (mlir::Operation *user : result.getUsers())
+        value.uses.push_back(position.lookup(user));
+      llvm::sort(value.uses);
+      if (!value.uses.empty())
+        value.last = std::max(value.last, value.uses.back());
+      if (mlir::isa<mt::InputOp>(op))
+        value.first = 0;
+      if (mlir::isa<mt::ConstantOp>(op)) {
+        value.first = 0;
+        value.last = n;
+      }
+      delta[value.first] += static_cast<int64_t>(value.size);
+      delta[value.last + 1] -= static_cast<int64_t>(value.size);
+      valueIndex[result] = values.size();
+      values.push_back(std::move(value));
+    }
+  }
+  int64_t running = 0;
+  for (int64_t i = 0; i <= n; ++i) {
+    running += delta[i];
+    liveBytes[i] = running;
+  }
+}
+
+double TieringModel::transferOf(mlir::Value value) const {
+  return transferSeconds(valueBytes(value), Link::HostToDevice, profile);
+}
+
+uint64_t TieringModel::peakBytes(int64_t *where) const {
+  int64_t best = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i)
+    if (liveBytes[i] > liveBytes[best])
+      best = i;
+  if (where)
+    *where = best;
+  return liveBytes.empty() ? 0 : static_cast<uint64_t>(liveBytes[best]);
+}
+
+uint64_t TieringModel::arenaBytes() const {
+  std::vector<Slot> slots;
+  slots.reserve(values.size());
+  int64_t n = static_cast<int64_t>(order.size());
+  for (const LiveValue &value : values) {
+    Slot slot;
+    slot.first = value.first;
+    slot.last = value.last >= n ? kLivesForever : value.last;
+    slot.size = value.size;
+    slots.push_back(slot);
+  }
+  return placeBestFit(slots);
+}
+
+int64_t TieringModel::boundaryOf(int64_t first) const {
+  auto it = std::upper_bound(boundaries.begin(), boundaries.end(), first);
+  return it == boundaries.end() ? -1 : *it;
+}
+
+bool TieringModel::tinyAcrossMicrobatches(const LiveValue &value) const {
+  auto type = mlir::dyn_cast<mlir::RankedTensorType>(value.value.getType());
+  return boundaries.size() > 1 && type && type.hasStaticShape() &&
+         type.getNumElements() <= 4;
+}
+
+int64_t TieringModel::fetchDeadline(mlir::Operation *fetch) const {
+  if (auto param = mlir::dyn_cast<mt::ParamOp>(fetch)) {
+    auto it = updatePosition.find(param.getName());
+    if (it != updatePosition.end())
+      return it->second - 1;
+  }
+  return static_cast<int64_t>(order.size());
+}
+
+std::pair<int64_t, double> TieringModel::placeFetch(int64_t lo, int64_t hi, int64_t b,
+                                                    double transfer, int64_t selfPos,
+                                                    double selfS) const {
+  hi = std::min(hi, b);
+  if (lo > hi)
+    return {-1, INFINITY};
+  // Slack of the window [k, b): its compute minus the transfers already
+  // issued on the link there (not counting this one where it sits now).
+  double slack = computeIn(hi, b) - h2dIn(hi, b);
+  if (selfPos >= hi && selfPos < b)
+    slack += selfS;
+  if (slack >= transfer)
+    return {hi, 0.0};
+  int64_t best = hi;
+  double bestSlack = slack;
+  int64_t stop = std::max(lo, hi - kMaxLeadWalk);
+  for (int64_t k = hi - 1; k >= stop; --k) {
+    slack += compute[k] - h2d[k];
+    if (k == selfPos)
+      slack += selfS;
+    if (slack >= transfer)
+      return {k, 0.0};
+    if (slack > bestSlack) {
+      bestSlack = slack;
+      best = k;
+    }
+  }
+  return {best, std::max(0.0, transfer - bestSlack)};
+}
+
+double TieringModel::predictStepSeconds() const {
+  // Three queues in issue order plus the host optimizer.
+  llvm::DenseMap<mlir::Value, double> ready;
+  double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0;
+  llvm::StringSet<> parted; // parameters with an earlier mt.grad_part
+  for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i) {
+    mlir::Operation *op = order[i];
+    auto readyOf = [&](mlir::Value value) {
+      auto it = ready.find(value);
+      return it == ready.end() ? 0.0 : it->second;
+    };
+    if (isFetch(op)) {
+      double start = std::max(clock, h2dFree);
+      if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
+        start = std::max(start, readyOf(prefetch.getHost()));
+      h2dFree = start + h2d[i];
+      ready[op->getResult(0)] = h2dFree;
+      continue;
+    }
+    if (auto offload = mlir::dyn_cast<mt::OffloadOp>(op)) {
+      double start = std::max(d2hFree, readyOf(offload.getValue()));
+      d2hFree = start + d2h[i];
+      ready[offload.getResult()] = d2hFree;
+      continue;
+    }
+    if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
+      mlir::Value grad = update.getGrad();
+      double start = std::max(d2hFree, readyOf(grad));
+      d2hFree = start + transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
+      double hostStart = std::max(hostFree, d2hFree);
+      if (parted.contains(update.getParam())) // the last part is accumulated first
+        hostStart += hostAccumulateSeconds(type.getNumElements(), profile);
+      hostFree = hostStart + hostAdamWSeconds(type.getNumElements(), profile);
+      continue;
+    }
+    if (auto part = mlir::dyn_cast<mt::GradPartOp>(op)) {
+      // A micro-batch gradient part: d2h, then (after part 0) ACCUMULATE.
+      mlir::Value grad = part.getGrad();
+      parted.insert(part.getParam());
+      double start = std::max(d2hFree, readyOf(grad));
+      d2hFree = start + transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      if (part.getIndex() > 0) {
+        auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
+        double hostStart = std::max(hostFree, d2hFree);
+        hostFree = hostStart + hostAccumulateSeconds(type.getNumElements(), profile);
+      }
+      continue;
+    }
+    double start = clock;
+    for (mlir::Value operand : op->getOperands())
+      start = std::max(start, readyOf(operand));
+    clock = start + compute[i];
+    for (mlir::Value result : op->getResults())
+      ready[result] = clock;
+  }
+  return std::max({clock, d2hFree, hostFree});
+}
+
+} // namespace megatrain

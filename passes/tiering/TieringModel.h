@@ -1,0 +1,134 @@
+//===- TieringModel.h - mt-tier's cost and timeline model of a schedule ---===//
+//
+// Stage 1 of mt-tier (passes/Tiering.cpp): what the planner knows about the
+// block it rewrites. Positions are op indices in the block (terminator
+// excluded); each position issues compute, a host-to-device fetch or a
+// device-to-host offload; each value lives in the arena from its def to its
+// last use. The model is a snapshot: every rewrite is followed by analyze().
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRAIN_PASSES_TIERING_TIERINGMODEL_H
+#define MEGATRAIN_PASSES_TIERING_TIERINGMODEL_H
+
+#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/Passes/Passes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace megatrain {
+
+/// mt.param and mt.prefetch: the ops that load the host-to-device link.
+bool isFetch(mlir::Operation *op);
+
+/// What the model knows about one value in the arena.
+struct LiveValue {
+  mlir::Value value;
+  int64_t first;
+  int64_t last;
+  uint64_t size;
+  llvm::SmallVector<int64_t, 4> uses; // sorted positions of the users
+
+  /// The first use at or after `from` (b) and the use or def before it (a):
+  /// the gap (a, b) the value sits idle in. False when no use is that late.
+  bool gapBefore(int64_t from, int64_t &a, int64_t &b) const;
+};
+
+class TieringModel {
+public:
+  TieringModel(mlir::func::FuncOp func, const DeviceProfile &profile)
+      : func(func), profile(profile) {}
+
+  /// Rebuilds the model from the block as it is now.
+  void analyze();
+
+  mlir::func::FuncOp function() const { return func; }
+  const DeviceProfile &deviceProfile() const { return profile; }
+
+  // --- positions ----------------------------------------------------------
+  int64_t size() const { return static_cast<int64_t>(order.size()); }
+  const std::vector<mlir::Operation *> &ops() const { return order; }
+  mlir::Operation *opAt(int64_t place) const { return order[place]; }
+  /// The position of `op`, or -1 for an op made since the last analyze().
+  int64_t positionOf(mlir::Operation *op) const {
+    auto it = position.find(op);
+    return it == position.end() ? -1 : it->second;
+  }
+
+  // --- costs --------------------------------------------------------------
+  double computeAt(int64_t place) const { return compute[place]; }
+  double h2dAt(int64_t place) const { return h2d[place]; }
+  double d2hAt(int64_t place) const { return d2h[place]; }
+  double computeIn(int64_t from, int64_t to) const { // [from, to)
+    return computePrefix[to] - computePrefix[from];
+  }
+  double h2dIn(int64_t from, int64_t to) const {
+    return h2dPrefix[to] - h2dPrefix[from];
+  }
+  double transferOf(mlir::Value value) const;
+
+  // --- memory -------------------------------------------------------------
+  const std::vector<LiveValue> &liveValues() const { return values; }
+  const LiveValue *live(mlir::Value value) const {
+    auto it = valueIndex.find(value);
+    return it == valueIndex.end() ? nullptr : &values[it->second];
+  }
+  /// The most bytes live at one position, and (in `where`) that position.
+  uint64_t peakBytes(int64_t *where) const;
+  /// The arena placeBestFit (mt-plan-memory's placement) makes of the values.
+  uint64_t arenaBytes() const;
+
+  // --- the training step ----------------------------------------------------
+  /// The backward start of the micro-batch whose forward defines a value
+  /// first live at `first`, or -1 when it is defined in the last backward.
+  int64_t boundaryOf(int64_t first) const;
+  /// Where the last micro-batch's backward starts.
+  int64_t lastBackwardStart() const { return boundaries.back(); }
+  /// With micro-batches, each micro-batch's loss is a scalar forward value
+  /// that the mean at the end of the step reads: the policies leave such
+  /// tiny values alone (freeing them saves nothing, and a rebuild would keep
+  /// its inputs live to the end).
+  bool tinyAcrossMicrobatches(const LiveValue &value) const;
+  /// The last position a fetch may sit at: a parameter's master is
+  /// rewritten by its update.
+  int64_t fetchDeadline(mlir::Operation *fetch) const;
+
+  // --- timing -------------------------------------------------------------
+  /// Latest position in [lo, hi] (hi <= b; b itself means right before the
+  /// use, fully exposed) to issue a transfer of `transfer` seconds needed at
+  /// b, and the seconds of it compute cannot hide.
+  /// `selfPos`/`selfS` remove the transfer's own load when it is already
+  /// issued somewhere. Returns {-1, inf} when lo > hi.
+  std::pair<int64_t, double> placeFetch(int64_t lo, int64_t hi, int64_t b,
+                                        double transfer, int64_t selfPos = -1,
+                                        double selfS = 0) const;
+  /// The step time the three-queue timeline (compute, h2d, d2h in issue
+  /// order, plus the host optimizer) predicts.
+  double predictStepSeconds() const;
+
+private:
+  mlir::func::FuncOp func;
+  const DeviceProfile &profile;
+
+  std::vector<mlir::Operation *> order;
+  llvm::DenseMap<mlir::Operation *, int64_t> position;
+  std::vector<double> compute, h2d, d2h; // seconds issued per position
+  std::vector<double> computePrefix, h2dPrefix;
+  std::vector<LiveValue> values;
+  llvm::DenseMap<mlir::Value, size_t> valueIndex;
+  std::vector<int64_t> liveBytes;
+  llvm::StringMap<int64_t> updatePosition; // param name -> its mt.adamw
+  int64_t backwardStart = 0;               // first position after the loss
+  // Where backward starts, per micro-batch, ascending: the first op marked
+  // mt.microbatch_backward = k for each k, or {backwardStart} without marks.
+  std::vector<int64_t> boundaries;
+};
+
+} // namespace megatrain
+
+#endif // MEGATRAIN_PASSES_TIERING_TIERINGMODEL_H

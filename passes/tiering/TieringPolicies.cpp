@@ -1,0 +1,243 @@
+//===- TieringPolicies.cpp - mt-tier's policies and auto's portfolio ------===//
+//
+// keep (no rewrite), checkpoint, offload, and stage 5 of mt-tier;
+// passes/Tiering.cpp describes the stages, docs/tiering.md the policies.
+//
+//===----------------------------------------------------------------------===//
+#include "tiering/TieringPolicies.h"
+
+#include "tiering/TieringGreedy.h"
+
+#include "llvm/Support/Regex.h"
+
+#include <vector>
+
+namespace megatrain {
+
+namespace {
+
+// The checkpoint policy rebuilds a whole layer from its input.
+constexpr int kMaxCheckpointDepth = 1024;
+
+/// Offload: every value forward produces and backward reads is offloaded
+/// (activations) or fetched again (parameters) before its first backward use.
+void applyOffloadPolicy(TieringModel &model, TieringRewriter &rewriter) {
+  model.analyze();
+  std::vector<mlir::Value> targets;
+  for (const LiveValue &value : model.liveValues()) {
+    mlir::Operation *def = value.value.getDefiningOp();
+    int64_t start = model.boundaryOf(value.first);
+    if (start < 0 || mlir::isa<mt::InputOp, mt::ConstantOp>(def) ||
+        model.tinyAcrossMicrobatches(value))
+      continue;
+    if (value.last < start)
+      continue;
+    if (!isFetch(def) && !rewriter.recomputable(def))
+      continue;
+    targets.push_back(value.value);
+  }
+  for (mlir::Value target : targets) {
+    model.analyze();
+    int64_t a, b;
+    int64_t start = model.boundaryOf(model.live(target)->first);
+    if (start < 0 || !model.live(target)->gapBefore(start, a, b))
+      continue;
+    mlir::Operation *def = target.getDefiningOp();
+    int64_t deadline = isFetch(def) ? model.fetchDeadline(def) : model.size();
+    auto [k, exposed] = model.placeFetch(a + 1, deadline, b, model.transferOf(target));
+    (void)exposed;
+    if (k < 0)
+      continue;
+    mlir::Value replacement = isFetch(def) ? rewriter.refetch(target, k)
+                                           : rewriter.offloadAndPrefetch(target, k);
+    rewriter.replaceUsesFrom(target, replacement, b);
+  }
+  model.analyze();
+}
+
+/// The layer number of a parameter name (`...layers.3....`, `...h.3....`), or -1.
+int64_t layerOfName(llvm::StringRef name) {
+  static const llvm::Regex pattern("(^|[._/])(layers|layer|h|blocks|block)[._/]([0-9]+)([._/]|$)");
+  llvm::SmallVector<llvm::StringRef, 5> groups;
+  if (!pattern.match(name, &groups))
+    return -1;
+  int64_t layer = -1;
+  groups[3].getAsInteger(10, layer);
+  return layer;
+}
+
+/// Checkpoint: keep the values that cross a layer boundary, recompute every
+/// other activation backward reads, fetch the parameters again for backward.
+void applyCheckpointPolicy(TieringModel &model, TieringRewriter &rewriter) {
+  rewriter.setMaxRecomputeDepth(kMaxCheckpointDepth);
+  model.analyze();
+  // Layer of each forward op: the largest layer among the parameters it reads
+  // and its operands' producers.
+  llvm::DenseMap<mlir::Operation *, int64_t> layer;
+  for (int64_t i = 0; i < model.lastBackwardStart() && i < model.size(); ++i) {
+    mlir::Operation *op = model.opAt(i);
+    int64_t l = -1;
+    if (auto param = mlir::dyn_cast<mt::ParamOp>(op))
+      l = layerOfName(param.getName());
+    for (mlir::Value operand : op->getOperands())
+      if (mlir::Operation *def = operand.getDefiningOp())
+        l = std::max(l, layer.lookup(def));
+    layer[op] = l;
+  }
+  // Recompute every activation backward reads that does not cross a layer
+  // boundary; keep the boundary values.
+  llvm::DenseSet<mlir::Value> rebuild;
+  std::vector<std::pair<int64_t, mlir::Value>> targets;
+  std::vector<mlir::Value> params;
+  for (const LiveValue &value : model.liveValues()) {
+    mlir::Operation *def = value.value.getDefiningOp();
+    int64_t start = model.boundaryOf(value.first);
+    if (start < 0 || value.last < start || model.tinyAcrossMicrobatches(value))
+      continue;
+    if (mlir::isa<mt::ParamOp>(def)) {
+      params.push_back(value.value);
+      continue;
+    }
+    if (!rewriter.recomputable(def))
+      continue;
+    int64_t l = layer.lookup(def);
+    if (l < 0)
+      continue;
+    bool boundary = false;
+    for (mlir::Operation *user : value.value.getUsers())
+      if (model.positionOf(user) < start && layer.lookup(user) != l)
+        boundary = true;
+    if (boundary)
+      continue;
+    int64_t a, b;
+    if (!value.gapBefore(start, a, b))
+      continue;
+    rebuild.insert(value.value);
+    targets.push_back({b, value.value});
+  }
+  llvm::sort(targets, [](const auto &x, const auto &y) { return x.first < y.first; });
+  for (const auto &[unused, target] : targets) {
+    model.analyze();
+    int64_t a, b;
+    int64_t start = model.boundaryOf(model.live(target)->first);
+    if (start < 0 || !model.live(target)->gapBefore(start, a, b))
+      continue;
+    // An earlier rebuild may already hold it live here.
+    bool reused = false;
+    for (mlir::Value replacement : rewriter.replacementsOf(target)) {
+      const LiveValue *info = model.live(replacement);
+      if (info && info->first < b) {
+        rewriter.replaceUsesFrom(target, replacement, b);
+        reused = true;
+        break; // replaceUsesFrom grew the list this loop reads
+      }
+    }
+    if (reused)
+      continue;
+    llvm::SmallVector<mlir::Operation *> chain;
+    llvm::DenseSet<mlir::Operation *> inChain;
+    double cost = 0;
+    if (!rewriter.planRecompute(target, b, 0, rebuild, chain, inChain, cost))
+      continue; // deeper than the bound: keep it
+    rewriter.replaceUsesFrom(target, rewriter.recompute(target, b, rebuild), b);
+  }
+  // Parameters are fetched again for backward.
+  for (mlir::Value param : params) {
+    model.analyze();
+    const LiveValue *value = model.live(param);
+    int64_t a, b;
+    if (!value)
+      continue;
+    int64_t start = model.boundaryOf(value->first);
+    if (start < 0 || !value->gapBefore(start, a, b))
+      continue;
+    auto [k, exposed] = model.placeFetch(a + 1, model.fetchDeadline(param.getDefiningOp()), b,
+                                         model.transferOf(param));
+    (void)exposed;
+    if (k >= 0)
+      rewriter.replaceUsesFrom(param, rewriter.refetch(param, k), b);
+  }
+  model.analyze();
+}
+
+/// Runs policy `which` on a copy of `func`: the copy, or null when it does
+/// not fit (with `why`); `predicted` is its modelled step time either way.
+mlir::func::FuncOp attempt(mlir::func::FuncOp func, llvm::StringRef which,
+                           const DeviceProfile &profile, uint64_t budget, std::string &why,
+                           double &predicted) {
+  // A detached copy: the pass may not add ops to the module.
+  auto copy = mlir::cast<mlir::func::FuncOp>(func->clone());
+  TieringModel model(copy, profile);
+  TieringRewriter rewriter(model);
+  rewriter.placeParamFetches();
+  bool ok = true;
+  // "<policy>+greedy": a reference policy, then the greedy for what is left.
+  auto [base, greedyPart] = which.split('+');
+  if (base == "offload")
+    applyOffloadPolicy(model, rewriter);
+  else if (base == "checkpoint")
+    applyCheckpointPolicy(model, rewriter);
+  bool greedy = base == "auto" || greedyPart == "greedy";
+  if (greedy && budget != 0)
+    ok = mlir::succeeded(freePeaksToBudget(model, rewriter, budget, why));
+  model.analyze();
+  if (ok && budget != 0 && !greedy) {
+    uint64_t arena = model.arenaBytes();
+    if (arena > budget) {
+      ok = false;
+      why = "policy '" + which.str() + "' needs " + formatBytes(arena) + " (" +
+            std::to_string(arena) + " bytes) of device memory, over the budget of " +
+            formatBytes(budget);
+    }
+  }
+  predicted = model.predictStepSeconds();
+  if (!ok) {
+    copy.erase();
+    return nullptr;
+  }
+  return copy;
+}
+
+} // namespace
+
+mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
+                                          const DeviceProfile &profile, uint64_t budget,
+                                          std::string &why) {
+  std::vector<std::pair<std::string, mlir::func::FuncOp>> fitting;
+  std::vector<double> times;
+  std::string firstWhy;
+  llvm::SmallVector<llvm::StringRef> tries;
+  if (policy == "auto" && budget != 0)
+    tries = {"auto", "checkpoint+greedy", "offload+greedy", "keep", "checkpoint", "offload"};
+  else
+    tries = {policy};
+  for (llvm::StringRef which : tries) {
+    std::string whyNot;
+    double predicted = 0;
+    mlir::func::FuncOp result = attempt(func, which, profile, budget, whyNot, predicted);
+    if (!result) {
+      if (firstWhy.empty())
+        firstWhy = whyNot;
+      continue;
+    }
+    fitting.push_back({which.str(), result});
+    times.push_back(predicted);
+  }
+  if (fitting.empty()) {
+    why = firstWhy;
+    return mlir::failure();
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < fitting.size(); ++i)
+    if (times[i] < times[best])
+      best = i;
+  for (size_t i = 0; i < fitting.size(); ++i)
+    if (i != best)
+      fitting[i].second.erase();
+  std::string chosen = policy == "auto" && fitting[best].first != "auto"
+                           ? "auto (" + fitting[best].first + ")"
+                           : fitting[best].first;
+  return TieringChoice{fitting[best].second, chosen};
+}
+
+} // namespace megatrain
