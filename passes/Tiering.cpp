@@ -59,6 +59,7 @@
 #include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Cost/OpCost.h"
 #include "megatrain/Passes/Placement.h"
+#include "megatrain/plan/Format.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

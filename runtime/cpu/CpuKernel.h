@@ -13,7 +13,7 @@
 
 #include "megatrain/plan/plan.pb.h"
 #include "megatrain/runtime/Backend.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime::cpu {
 

@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

@@ -3,7 +3,7 @@
 // data is viewed as [outer, A, inner] around `axis` and y as [outer, N, inner]
 // with N the number of indices: y[o, p, q] = data[o, indices[p], q].
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

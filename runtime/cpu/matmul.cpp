@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

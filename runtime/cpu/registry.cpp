@@ -1,7 +1,7 @@
 // registry.cpp - the CPU kernel registry and the helpers every kernel family shares.
 #include "CpuKernel.h"
 
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::cpu {
 

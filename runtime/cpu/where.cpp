@@ -1,6 +1,6 @@
 // where.cpp - where: cond ? x : y, numpy broadcasting of all three operands.
 #include "CpuKernel.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 // cuBLAS's own handle type, declared as cublas_api.h declares it, so that only
 // matmul.cu and CudaBackend.cpp include cuBLAS.

@@ -7,9 +7,9 @@
 #include <optional>
 #include <unordered_map>
 
-#include "megatrain/runtime/AtomicFile.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "onnx/onnx.pb.h"

@@ -7,7 +7,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 

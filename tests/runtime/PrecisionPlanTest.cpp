@@ -8,14 +8,14 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
-#include "megatrain/runtime/PlanVerifier.h"
 
 namespace megatrain::runtime::testing {
 namespace {

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/PlanLoader.h"
 
 namespace megatrain::runtime::testing {

@@ -14,14 +14,14 @@
 // 3. Every time point carries its cause (the kind of step that produced it),
 //    so a gap on the compute stream is charged to the transfer it waited on
 //    (exposed transfer) or left as idle.
-// 4. Memory: runtime::memoryTimelines on the predicted times (the same
-//    definition of live bytes megatrain-inspect draws).
+// 4. Memory: memoryTimelines (PlanTimeline.h) on the predicted times (the
+//    same definition of live bytes megatrain-inspect draws).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/Simulate.h"
 
 #include "megatrain/Cost/OpCost.h"
-#include "megatrain/runtime/PlanTimeline.h"
+#include "megatrain/plan/PlanTimeline.h"
 
 #include <algorithm>
 #include <map>
@@ -229,7 +229,7 @@ void Simulator::run() {
       break;
     }
 
-    runtime::stepReadsWrites(step, reads, writes);
+    stepReadsWrites(step, reads, writes);
     if (!events) {
       for (uint32_t id : reads)
         if (id < tensors)
@@ -275,7 +275,7 @@ void Simulator::run() {
     }
   }
 
-  const double stepS = runtime::predictedEnd(plan);
+  const double stepS = predictedEnd(plan);
   const double computeEnd = streamFree.count(computeStream) ? streamFree[computeStream].time : 0;
   // Host-task time after the compute stream's last step: the optimizer tail.
   std::sort(hostTasks.begin(), hostTasks.end());
@@ -301,7 +301,7 @@ void Simulator::run() {
   header.set_d2h_bytes(d2hBytes);
   header.set_device_profile(deviceProfileToJson(profile));
   header.clear_predicted_peak();
-  for (const runtime::PoolTimeline &timeline : runtime::memoryTimelines(plan)) {
+  for (const PoolTimeline &timeline : memoryTimelines(plan)) {
     pb::PoolUsage &usage = *header.add_predicted_peak();
     usage.set_pool(timeline.pool);
     usage.set_peak_bytes(timeline.peakBytes);

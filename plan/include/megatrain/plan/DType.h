@@ -7,7 +7,7 @@
 
 #include "megatrain/plan/plan.pb.h"
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // Bytes per element; 0 for DTYPE_UNSPECIFIED.
 size_t dtypeSize(plan::DType dtype);
@@ -44,4 +44,4 @@ inline uint16_t floatToBf16(float value) {
 }
 const char* tierName(plan::Tier tier);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain
