@@ -25,7 +25,7 @@
 
 #include "DeviceMeasure.h"
 #include "ToolArgs.h"
-#include "cpu/AdamWPaths.h"
+#include "host/AdamWPaths.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/ProfileJson.h"
 #include "megatrain/runtime/AdamW.h"

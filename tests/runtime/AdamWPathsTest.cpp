@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/AdamWPaths.h"
+#include "host/AdamWPaths.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/AdamW.h"
