@@ -10,6 +10,7 @@
 #include "TinyPlans.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Executor.h"
@@ -63,7 +64,7 @@ plan::Plan bf16LinearPlan() {
   b.wait("grad_ready", "host");                                               // 21
   const uint32_t update = b.adamw(w, gradW, m, v);                            // 22
   b.plan().mutable_steps(static_cast<int>(update))->mutable_host_task()->add_tensors(computeW);
-  b.plan().mutable_header()->set_format_minor(3);
+  b.plan().mutable_header()->set_format_minor(kPlanMinorPrecision);
   return b.build();
 }
 

@@ -44,6 +44,7 @@
 
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Plan/Events.h"
+#include "megatrain/plan/FormatVersion.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -226,7 +227,6 @@ private:
   std::map<std::string, uint32_t> partStages;
   std::map<std::string, int64_t> partsSeen;
   std::map<std::string, mt::GradPartOp> lastPart;
-  bool accumulates = false;
   std::optional<mt::LossOp> loss;
   unsigned constants = 0;
 };
@@ -495,8 +495,8 @@ mlir::LogicalResult PlanBuilder::emitOutput(mt::OutputOp op, int64_t opStep) {
   if (mlir::failed(readout))
     return mlir::failure();
   placeOnHost(*readout);
-  // Older runtimes do not know the role; minor 1 makes them refuse the plan.
-  plan.mutable_header()->set_format_minor(1);
+  // Older runtimes do not know the role; the minor makes them refuse the plan.
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorOutputReadout);
 
   pb::Step &copy = addStep(kDeviceToHost, op, opStep);
   copy.mutable_copy()->set_src(*value);
@@ -629,7 +629,7 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
   task->set_kind(pb::HostTask::ACCUMULATE);
   task->add_tensors(hostGradients.at(param));
   task->add_tensors(stage->second);
-  accumulates = true;
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorTiering);
   return mlir::success();
 }
 
@@ -690,7 +690,7 @@ mlir::LogicalResult PlanBuilder::emitOffload(mt::OffloadOp op, int64_t opStep) {
   copy.mutable_copy()->set_dst(*host);
   noteRead(*source);
   // The plan uses role OFFLOADED and the staging pool.
-  plan.mutable_header()->set_format_minor(2);
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorTiering);
   return placeInArena(op, 0, *host, opStep, copy.index());
 }
 
@@ -923,9 +923,9 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       return ordered[i].second->emitError("mt.step ")
              << ordered[i].first << " is used twice";
 
-  plan.set_magic("megatrain.plan");
+  plan.set_magic(kPlanMagic);
   pb::Header *header = plan.mutable_header();
-  header->set_format_major(pb::FORMAT_MAJOR);
+  header->set_format_major(kPlanFormatMajor);
   header->set_format_minor(0);
   header->set_generator(options.generator);
   for (const std::string &option : options.compileOptions)
@@ -962,17 +962,14 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     if (!updates.count(param))
       return part.emitError("the gradient parts of '")
              << param << "' reach no mt.adamw (run mt-adamw after mt-microbatch)";
-  // ACCUMULATE is a minor 2 host task.
-  if (accumulates && header->format_minor() < 2)
-    header->set_format_minor(2);
   // The compute precision (mt-precision; fp32 when it did not run). A plan
   // in another precision, or with compute copies, is minor 3.
   std::string precision = "fp32";
   if (auto attr = func->getAttrOfType<mlir::StringAttr>(mt::attr::kPrecision))
     precision = attr.str();
   header->set_precision(precision);
-  if ((precision != "fp32" || !computeCopies.empty()) && header->format_minor() < 3)
-    header->set_format_minor(3);
+  if (precision != "fp32" || !computeCopies.empty())
+    requirePlanFormatMinor(*header, kPlanMinorPrecision);
   if (mlir::failed(setLastUses()) || mlir::failed(setTokenInput(*loss)))
     return mlir::failure();
   setPredictedPeaks();

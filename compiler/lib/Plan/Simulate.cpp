@@ -21,6 +21,7 @@
 #include "megatrain/Plan/Simulate.h"
 
 #include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/plan/PlanTimeline.h"
 
 #include <algorithm>
@@ -289,7 +290,7 @@ void Simulator::run() {
   }
 
   pb::Header &header = *plan.mutable_header();
-  header.set_format_minor(std::max<uint32_t>(header.format_minor(), 2));
+  requirePlanFormatMinor(header, kPlanMinorTiering);
   header.set_predicted_step_s(stepS);
   pb::StepTimeBreakdown &breakdown = *header.mutable_predicted_breakdown();
   breakdown.set_compute_s(computeS);
