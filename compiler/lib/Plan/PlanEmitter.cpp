@@ -44,6 +44,7 @@
 
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Plan/Events.h"
+#include "megatrain/plan/DType.h"
 #include "megatrain/plan/FormatVersion.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -121,22 +122,6 @@ mlir::FailureOr<pb::DType> dtypeOf(mlir::Operation *op, mlir::Type element) {
   if (element.isUnsignedInteger(8))
     return pb::U8;
   return op->emitError("the plan has no dtype for element type ") << element;
-}
-
-uint64_t dtypeBytes(pb::DType dtype) {
-  switch (dtype) {
-  case pb::F64:
-  case pb::I64:
-    return 8;
-  case pb::F32:
-  case pb::I32:
-    return 4;
-  case pb::BF16:
-  case pb::F16:
-    return 2;
-  default:
-    return 1;
-  }
 }
 
 /// The type of a parameter's host master: the mt.param's own, or for a
@@ -249,7 +234,7 @@ mlir::FailureOr<uint32_t> PlanBuilder::addTensor(mlir::Operation *op,
   pb::Tensor *entry = plan.add_tensors();
   entry->set_id(id);
   entry->set_name(unique);
-  uint64_t bytes = dtypeBytes(*dtype);
+  uint64_t bytes = dtypeSize(*dtype);
   for (int64_t dim : tensor.getShape()) {
     entry->add_shape(dim);
     bytes *= static_cast<uint64_t>(dim);

@@ -21,6 +21,7 @@
 #include "megatrain/Plan/Simulate.h"
 
 #include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/DType.h"
 #include "megatrain/plan/FormatVersion.h"
 #include "megatrain/plan/PlanTimeline.h"
 
@@ -50,26 +51,10 @@ struct TimePoint {
 /// The later of two points (the first on a tie).
 TimePoint later(TimePoint a, TimePoint b) { return b.time > a.time ? b : a; }
 
-unsigned dtypeBytes(pb::DType dtype) {
-  switch (dtype) {
-  case pb::F64:
-  case pb::I64:
-    return 8;
-  case pb::BF16:
-  case pb::F16:
-    return 2;
-  case pb::U8:
-  case pb::BOOL:
-    return 1;
-  default:
-    return 4;
-  }
-}
-
 TensorShape shapeOf(const pb::Tensor &tensor) {
   TensorShape shape;
   shape.dims.assign(tensor.shape().begin(), tensor.shape().end());
-  shape.elementBytes = dtypeBytes(tensor.dtype());
+  shape.elementBytes = static_cast<unsigned>(dtypeSize(tensor.dtype()));
   return shape;
 }
 

@@ -11,6 +11,8 @@
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
 #include "megatrain/Plan/Simulate.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/PlanVerifier.h"
 
@@ -24,7 +26,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -348,28 +349,6 @@ void chooseLoss(mlir::ModuleOp module, CompileArgs &args) {
   }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory,
-/// so a reader never sees half a plan and a failure leaves no file.
-void writeAtomically(const std::string &path, const std::string &bytes) {
-  std::string temp = path + ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
-  {
-    std::error_code error;
-    llvm::raw_fd_ostream out(temp, error);
-    if (error)
-      fail("cannot write '" + temp + "': " + error.message());
-    out << bytes;
-    out.close();
-    if (out.has_error()) {
-      llvm::sys::fs::remove(temp);
-      fail("cannot write '" + temp + "': " + out.error().message());
-    }
-  }
-  if (std::error_code error = llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    fail("cannot rename '" + temp + "' to '" + path + "': " + error.message());
-  }
-}
-
 /// Opens -o (or stdout for "" and "-") for text output.
 std::unique_ptr<llvm::raw_fd_ostream> openTextOutput(const std::string &path) {
   std::error_code error;
@@ -546,7 +525,13 @@ int main(int argc, char **argv) {
   std::string bytes;
   if (!plan->SerializeToString(&bytes))
     fail("cannot serialize the plan");
-  writeAtomically(args.output, bytes);
+  // Through a temporary, fsync and rename: a reader never sees half a plan,
+  // and a failure leaves no file.
+  try {
+    megatrain::writeFileAtomically(args.output, bytes);
+  } catch (const megatrain::Error &error) {
+    fail(error.what());
+  }
   llvm::outs() << kTool << ": wrote " << args.output << " (" << bytes.size()
                << " bytes)\n";
   printSummary(llvm::outs(), *plan);
