@@ -4,7 +4,7 @@
     python3 bench/plan_header.py MODEL.plan
 
 Needs only the Python standard library (no generated protobuf code), so it runs wherever
-the benchmark does. Reads the fields of runtime/plan/plan.proto the benchmark reports:
+the benchmark does. Reads the fields of plan/plan.proto the benchmark reports:
 precision, micro-batches, tokens per step, device budget, predicted step time and its
 breakdown, bytes moved per step, and every pool with its tier, size and predicted peak.
 """

@@ -70,6 +70,7 @@
 #include "tiering/TieringPolicies.h"
 
 #include "megatrain/Passes/Placement.h"
+#include "megatrain/plan/Format.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -7,6 +7,7 @@
 
 #include "megatrain/Cost/OpCost.h"
 #include "megatrain/Passes/Placement.h"
+#include "megatrain/plan/Format.h"
 
 #include <algorithm>
 #include <sstream>

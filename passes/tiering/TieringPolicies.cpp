@@ -7,6 +7,7 @@
 #include "tiering/TieringPolicies.h"
 
 #include "tiering/TieringGreedy.h"
+#include "megatrain/plan/Format.h"
 
 #include "llvm/Support/Regex.h"
 

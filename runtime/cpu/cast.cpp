@@ -8,7 +8,7 @@
 // (cast.cu) computes the same.
 //
 // bf16 converts only to and from f32 and f64. To bf16 rounds to nearest, ties
-// to even (floatToBf16, megatrain/kernels/Bf16.h); an f64 is first rounded to f32, so f64 ->
+// to even (floatToBf16, megatrain/plan/Bf16.h); an f64 is first rounded to f32, so f64 ->
 // bf16 can round twice (the CUDA twin does the same). From bf16 is exact.
 #include <cmath>
 #include <cstring>
@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "CpuKernel.h"
-#include "megatrain/kernels/Bf16.h"
+#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "CpuKernel.h"
-#include "megatrain/kernels/Bf16.h"
+#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {

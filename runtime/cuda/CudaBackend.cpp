@@ -18,11 +18,11 @@
 
 #include "CudaKernel.h"
 #include "MatmulPlanner.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/AdamW.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
-#include "megatrain/runtime/Format.h"
 #include "megatrain/runtime/KernelBinding.h"
 
 namespace megatrain::runtime {

@@ -7,7 +7,7 @@
 //
 // bf16 is the upper half of an f32. f32 -> bf16 rounds to nearest, ties to
 // even, and keeps a NaN a quiet NaN with its sign: bit for bit floatToBf16 of
-// megatrain/runtime/DType.h. f64 -> bf16 rounds to f32 first, then as above
+// megatrain/plan/Bf16.h. f64 -> bf16 rounds to f32 first, then as above
 // (floatToBf16(float(x))). bf16 -> f32 and -> f64 are exact. bf16 casts only
 // to and from f32, f64 and bf16 itself. f32 <-> bf16, the casts of every
 // bf16 step, move 8 elements a thread in 16-byte loads and stores.
@@ -29,7 +29,7 @@ struct Bf16 {
   uint16_t bits;
 };
 
-// DType.h's floatToBf16, on the device.
+// floatToBf16 (megatrain/plan/Bf16.h), on the device.
 __device__ __forceinline__ Bf16 floatToBf16(float value) {
   uint32_t word = __float_as_uint(value);
   if ((word & 0x7F800000u) == 0x7F800000u && (word & 0x007FFFFFu) != 0)

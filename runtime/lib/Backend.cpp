@@ -5,9 +5,9 @@
 #include <limits>
 #include <string>
 
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Accumulate.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 
 namespace megatrain::runtime {
 

@@ -23,9 +23,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "megatrain/runtime/AtomicFile.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/DType.h"
 #include "megatrain/runtime/Checksum.h"
-#include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Executor.h"
 
 namespace megatrain::runtime {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <vector>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "cpu/CpuKernel.h"
 #include "megatrain/runtime/AdamW.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/KernelBinding.h"
 
 namespace megatrain::runtime {

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <limits>
 
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Accumulate.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
 

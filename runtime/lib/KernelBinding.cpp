@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 namespace {

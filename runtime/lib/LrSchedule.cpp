@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 

@@ -7,9 +7,9 @@
 #include <optional>
 #include <unordered_map>
 
-#include "megatrain/runtime/AtomicFile.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "onnx/onnx.pb.h"
@@ -40,14 +40,6 @@ uint16_t floatToHalf(float value) {
   // A carry out of the mantissa correctly bumps the exponent (up to infinity).
   const uint32_t rounded = roundShift((static_cast<uint32_t>(halfExponent) << 23) | mantissa, 13);
   return static_cast<uint16_t>(sign | rounded);
-}
-
-// The top half of the f32, rounded to nearest even; NaN stays a quiet NaN.
-uint16_t floatToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
 }
 
 std::string joinDims(const std::vector<int64_t>& dims) {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 namespace {

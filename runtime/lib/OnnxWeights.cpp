@@ -10,8 +10,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "onnx/onnx.pb.h"
 
 namespace megatrain::runtime {

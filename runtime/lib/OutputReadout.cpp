@@ -1,8 +1,8 @@
 // OutputReadout.cpp - graph outputs a plan keeps (OUTPUT_READOUT tensors `output:<name>`), read as arrays.
 #include "megatrain/runtime/OutputReadout.h"
 
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Executor.h"
 
 namespace megatrain::runtime {

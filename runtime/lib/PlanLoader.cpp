@@ -7,7 +7,8 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
 
 namespace megatrain::runtime {
 
@@ -28,12 +29,12 @@ plan::Plan parsePlan(const std::string& bytes, const std::string& label) {
   const uint32_t major = plan.header().format_major();
   const uint32_t minor = plan.header().format_minor();
   const std::string version = std::to_string(major) + "." + std::to_string(minor);
-  if (major != kFormatMajor)
+  if (major != kPlanFormatMajor)
     throw Error(label + ": format version " + version + ", this runtime reads " +
-                std::to_string(kFormatMajor) + ".x");
-  if (minor > kFormatMinor)
+                std::to_string(kPlanFormatMajor) + ".x");
+  if (minor > kPlanFormatMinor)
     throw Error(label + ": format version " + version + ", this runtime reads " +
-                std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor) +
+                std::to_string(kPlanFormatMajor) + "." + std::to_string(kPlanFormatMinor) +
                 " at most (update the runtime)");
   return plan;
 }

@@ -1,7 +1,7 @@
 // PlanStats.cpp - parameter counts, tokens per step and device memory over time for a plan.
 #include "megatrain/runtime/PlanStats.h"
 
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime {
 

@@ -12,13 +12,13 @@
 #include <unordered_set>
 
 #include "megatrain/runtime/Backend.h"
-#include "megatrain/runtime/DType.h"
 #include "megatrain/kernels/Manifest.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/KernelBinding.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
-#include "megatrain/runtime/PlanVerifier.h"
+#include "megatrain/plan/PlanVerifier.h"
 
 namespace megatrain::runtime {
 namespace {

@@ -8,10 +8,10 @@
 #include <iterator>
 #include <sstream>
 
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Backend.h"
 #include "megatrain/runtime/Checkpoint.h"
-#include "megatrain/runtime/Error.h"
-#include "megatrain/runtime/Format.h"
 
 namespace megatrain::runtime {
 namespace {

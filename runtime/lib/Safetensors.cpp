@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "megatrain/runtime/AtomicFile.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 namespace {

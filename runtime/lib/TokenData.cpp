@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 namespace {

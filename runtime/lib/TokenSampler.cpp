@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "megatrain/plan/PlanTimeline.h"
 #include "megatrain/plan/plan.pb.h"
 #include "megatrain/runtime/Backend.h"
-#include "megatrain/runtime/PlanTimeline.h"
 
 namespace megatrain::runtime::tools {
 

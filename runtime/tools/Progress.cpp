@@ -10,9 +10,9 @@
 #include <fstream>
 #include <vector>
 
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Backend.h"
-#include "megatrain/runtime/Error.h"
-#include "megatrain/runtime/Format.h"
 
 namespace megatrain::runtime::tools {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <cstdio>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Executor.h"
-#include "megatrain/runtime/Format.h"
 #include "megatrain/runtime/Npy.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/OutputReadout.h"

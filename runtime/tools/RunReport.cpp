@@ -8,9 +8,9 @@
 
 #include "InspectOutputs.h"
 #include "StepLabels.h"
-#include "megatrain/runtime/AtomicFile.h"
-#include "megatrain/runtime/Error.h"
-#include "megatrain/runtime/Format.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
 
 namespace megatrain::runtime::tools {
 namespace {

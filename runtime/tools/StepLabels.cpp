@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "megatrain/runtime/Format.h"
+#include "megatrain/plan/Format.h"
 
 namespace megatrain::runtime::tools {
 

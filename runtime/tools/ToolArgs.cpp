@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime::tools {
 

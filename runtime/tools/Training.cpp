@@ -10,14 +10,14 @@
 #include <exception>
 
 #include "Progress.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Checkpoint.h"
 #include "megatrain/runtime/Checksum.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Executor.h"
-#include "megatrain/runtime/Format.h"
 #include "megatrain/runtime/HostArray.h"
-#include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/Microbatch.h"
+#include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/TokenSampler.h"
 
 namespace megatrain::runtime::tools {

@@ -8,14 +8,14 @@
 #include "InspectOutputs.h"
 #include "StepLabels.h"
 #include "ToolArgs.h"
-#include "megatrain/runtime/AtomicFile.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
+#include "megatrain/plan/PlanTimeline.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
-#include "megatrain/runtime/Format.h"
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanStats.h"
-#include "megatrain/runtime/PlanTimeline.h"
 
 namespace megatrain::runtime::tools {
 namespace {

@@ -25,11 +25,11 @@
 
 #include "DeviceMeasure.h"
 #include "ToolArgs.h"
-#include "cpu/AdamWPaths.h"
+#include "host/AdamWPaths.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/ProfileJson.h"
 #include "megatrain/runtime/AdamW.h"
-#include "megatrain/runtime/AtomicFile.h"
 #include "megatrain/runtime/HostThreads.h"
-#include "megatrain/runtime/ProfileJson.h"
 
 namespace megatrain::runtime::tools {
 namespace {

@@ -5,11 +5,11 @@
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/Events.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/OnnxWeights.h"
-#include "megatrain/runtime/PlanVerifier.h"
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
@@ -80,7 +80,7 @@ TEST(InsertEvents, ReadAfterWriteAcrossStreamsGetsOnePair) {
   EXPECT_EQ(plan.tensors(devW).last_use_step(), 4);
   EXPECT_EQ(plan.tensors(y).last_use_step(), 4);
   EXPECT_EQ(plan.tensors(z).last_use_step(), 4);
-  EXPECT_EQ(rt::verifySchedule(plan), Failures{});
+  EXPECT_EQ(megatrain::verifySchedule(plan), Failures{});
 }
 
 // The arena reuses y's bytes for a parameter copy: the copy (h2d) must wait
@@ -97,13 +97,13 @@ TEST(InsertEvents, WriteAfterReadOnReusedBytesGetsAnEvent) {
   b.copy(w, devW, "h2d");
   pb::Plan plan = b.build();
   plan.mutable_tensors(devW)->mutable_buffer()->set_offset(plan.tensors(y).buffer().offset());
-  EXPECT_EQ(rt::verifySchedule(plan).size(), 1u); // the race, before events
+  EXPECT_EQ(megatrain::verifySchedule(plan).size(), 1u); // the race, before events
 
   EXPECT_EQ(megatrain::insertEvents(plan), 1u);
   EXPECT_EQ(describe(plan), (std::vector<std::string>{"compute relu", "compute relu",
                                                       "compute record e0", "h2d wait e0",
                                                       "h2d copy"}));
-  EXPECT_EQ(rt::verifySchedule(plan), Failures{});
+  EXPECT_EQ(megatrain::verifySchedule(plan), Failures{});
   // Without the reuse there is nothing to order.
   pb::Plan apart = b.build();
   EXPECT_EQ(megatrain::insertEvents(apart), 0u);
@@ -135,7 +135,7 @@ TEST(InsertEvents, OrderThroughEarlierEventsAddsNone) {
                                       "compute record e1", "d2h wait e1", "d2h copy", "d2h record e2",
                                       "d2h copy", "host wait e2", "host ADAMW"}));
   expectIndexed(plan);
-  EXPECT_EQ(rt::verifySchedule(plan), Failures{});
+  EXPECT_EQ(megatrain::verifySchedule(plan), Failures{});
 }
 
 // A plan that is already ordered keeps its events and gets none.
@@ -165,10 +165,10 @@ TEST(InsertEvents, StrippedPlanTrainsAsTheHandOrderedOne) {
   for (pb::Tensor &t : *stripped.mutable_tensors())
     if (t.last_use_step() >= 0)
       t.set_last_use_step(newIndex[static_cast<size_t>(t.last_use_step())]);
-  ASSERT_FALSE(rt::verifySchedule(stripped).empty());
+  ASSERT_FALSE(megatrain::verifySchedule(stripped).empty());
 
   EXPECT_EQ(megatrain::insertEvents(stripped), 5u);
-  EXPECT_EQ(rt::verifySchedule(stripped), Failures{});
+  EXPECT_EQ(megatrain::verifySchedule(stripped), Failures{});
   expectIndexed(stripped);
 
   const std::string dir = rt::testing::makeTempDir();
@@ -259,7 +259,7 @@ TEST(CompiledPlans, EveryCommittedModelPassesTheVerifier) {
   for (const Model &model : models) {
     for (bool noReuse : {false, true}) {
       const pb::Plan plan = compile(model, noReuse);
-      EXPECT_EQ(rt::verifySchedule(plan), Failures{})
+      EXPECT_EQ(megatrain::verifySchedule(plan), Failures{})
           << model.path << (noReuse ? " (no memory reuse)" : "");
       EXPECT_GT(countEvents(plan), 0u) << model.path;
     }
@@ -326,7 +326,7 @@ void renumber(pb::Plan &plan) {
 }
 
 TEST_F(BrokenPlan, AsEmittedItIsProven) {
-  EXPECT_EQ(rt::verifySchedule(*plan_), Failures{});
+  EXPECT_EQ(megatrain::verifySchedule(*plan_), Failures{});
 }
 
 // (a) a missing event: the wait before the kernel deleted.
@@ -338,7 +338,7 @@ TEST_F(BrokenPlan, MissingWait) {
   for (pb::Tensor &t : *plan.mutable_tensors())
     if (t.last_use_step() > g.wait)
       t.set_last_use_step(t.last_use_step() - 1);
-  const Failures failures = rt::verifySchedule(plan);
+  const Failures failures = megatrain::verifySchedule(plan);
   ASSERT_FALSE(failures.empty());
   EXPECT_EQ(failures.front(), label(plan, g.kernel - 1) + ": reads '" + g.tensor + "' written by step " +
                                   std::to_string(g.copy) + " (h2d) with no event ordering them");
@@ -368,7 +368,7 @@ TEST_F(BrokenPlan, OverlappingOffset) {
           ", " + std::to_string(offset + a.buffer().size_bytes()) + ") of pool 'device' that '" +
           a.name() + "' holds from step " + std::to_string(s) + " to step " +
           std::to_string(a.last_use_step());
-      const Failures failures = rt::verifySchedule(plan);
+      const Failures failures = megatrain::verifySchedule(plan);
       EXPECT_NE(std::find(failures.begin(), failures.end(), expected), failures.end())
           << "expected: " << expected << "\nfirst: " << (failures.empty() ? "" : failures[0]);
       return;
@@ -382,9 +382,9 @@ TEST_F(BrokenPlan, BudgetOverrun) {
   pb::Plan plan = *plan_;
   const uint64_t arena = plan.pools(0).size_bytes();
   plan.mutable_header()->set_device_budget_bytes(arena);
-  EXPECT_EQ(rt::verifySchedule(plan), Failures{});
+  EXPECT_EQ(megatrain::verifySchedule(plan), Failures{});
   plan.mutable_header()->set_device_budget_bytes(arena - 256);
-  const Failures failures = rt::verifySchedule(plan);
+  const Failures failures = megatrain::verifySchedule(plan);
   ASSERT_FALSE(failures.empty());
   EXPECT_EQ(failures.front(), "pool 'device' is " + std::to_string(arena) +
                                   " bytes, over the device budget of " +
@@ -396,7 +396,7 @@ TEST_F(BrokenPlan, WaitWithNoRecord) {
   pb::Plan plan = *plan_;
   const Guarded g = firstGuardedKernel(plan);
   plan.mutable_steps(g.wait)->mutable_wait()->set_event("e_nowhere");
-  const Failures failures = rt::verifySchedule(plan);
+  const Failures failures = megatrain::verifySchedule(plan);
   ASSERT_FALSE(failures.empty());
   EXPECT_EQ(failures.front(), label(plan, g.wait) +
                                   ": waits for event 'e_nowhere', which no earlier step records");
@@ -408,7 +408,7 @@ TEST_F(BrokenPlan, ReadBeforeItsCopyCompletes) {
   const Guarded g = firstGuardedKernel(plan);
   plan.mutable_steps()->SwapElements(g.wait, g.kernel);
   renumber(plan);
-  const Failures failures = rt::verifySchedule(plan);
+  const Failures failures = megatrain::verifySchedule(plan);
   ASSERT_FALSE(failures.empty());
   EXPECT_EQ(failures.front(), label(plan, g.wait) + ": reads '" + g.tensor + "' written by step " +
                                   std::to_string(g.copy) + " (h2d) with no event ordering them");

@@ -13,12 +13,12 @@
 #include "megatrain/Frontend/OnnxImporter.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
-#include "megatrain/runtime/PlanVerifier.h"
 
 #include "ScheduleBackend.h"
 
@@ -148,7 +148,7 @@ std::string policyName(const ScheduleOptions &o) {
 
 // Every schedule of `plan` trains to plan order's bits.
 void expectEveryScheduleMatches(const pb::Plan &plan, const Model &model, const std::string &what) {
-  ASSERT_EQ(rt::verifySchedule(plan), std::vector<std::string>{}) << what;
+  ASSERT_EQ(megatrain::verifySchedule(plan), std::vector<std::string>{}) << what;
   constexpr int kSteps = 3;
   const Run reference = train(plan, model, std::make_unique<rt::CpuBackend>(), kSteps);
   for (double loss : reference.losses)

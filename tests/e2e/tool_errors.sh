@@ -47,11 +47,11 @@ expect_error "missing model file" "no_such\.onnx" \
 # A good plan, then the same plan claiming format major version 2.
 "$BIN/megatrain-compile" "$TINY" -o "$TMP/good.plan" --shape input_ids=2x64 \
   --loss next-token-ce >/dev/null 2>&1 || { echo "FAIL  could not compile the tiny model"; exit 1; }
-protoc --decode=megatrain.plan.Plan -I "$SRC/runtime/plan" "$SRC/runtime/plan/plan.proto" \
+protoc --decode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" \
   <"$TMP/good.plan" >"$TMP/good.txt"
 sed 's/^  format_major: 1$/  format_major: 2/' "$TMP/good.txt" >"$TMP/v2.txt"
 grep -q "format_major: 2" "$TMP/v2.txt" || { echo "FAIL  could not rewrite the version"; exit 1; }
-protoc --encode=megatrain.plan.Plan -I "$SRC/runtime/plan" "$SRC/runtime/plan/plan.proto" \
+protoc --encode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" \
   <"$TMP/v2.txt" >"$TMP/v2.plan"
 expect_error "plan of another format version (run)" "format version 2\.[0-9]" \
   "$BIN/megatrain-run" "$TMP/v2.plan" --weights "$TINY" --steps 1

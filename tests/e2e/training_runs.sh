@@ -149,7 +149,7 @@ corrupt)
   ;;
 preflight)
   # The same plan claiming a 1 PiB pinned host pool.
-  protoc --decode=megatrain.plan.Plan -I "$SRC/runtime/plan" "$SRC/runtime/plan/plan.proto" <tiny.plan >tiny.txt
+  protoc --decode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" <tiny.plan >tiny.txt
   python3 - <<'PY'
 import re
 text = open("tiny.txt").read()
@@ -158,7 +158,7 @@ text, n = re.subn(r'(pools \{[^}]*name: "host"[^}]*size_bytes: )\d+', lambda m: 
 assert n == 1, n
 open("huge.txt", "w").write(text)
 PY
-  protoc --encode=megatrain.plan.Plan -I "$SRC/runtime/plan" "$SRC/runtime/plan/plan.proto" <huge.txt >huge.plan
+  protoc --encode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" <huge.txt >huge.plan
   set +e
   out=$("$BIN/megatrain-run" huge.plan --weights "$TINY" --data corpus.bin --steps 1 2>&1)
   rc=$?

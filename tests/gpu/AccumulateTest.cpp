@@ -12,8 +12,8 @@
 #include "CudaHarness.h"
 #include "MicrobatchPlans.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/DType.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/OnnxWeights.h"
 

@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "CudaBackend.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 
 namespace megatrain::runtime::testing {
 

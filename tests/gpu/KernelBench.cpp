@@ -23,8 +23,8 @@
 
 #include "CudaBackend.h"
 #include "TestUtil.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime::testing {
 namespace {
@@ -210,7 +210,7 @@ int main() {
       std::printf("precision %s\n", c.attributes.back().s().c_str());
       run(*backend, c);
     }
-  } catch (const Error& e) {
+  } catch (const megatrain::Error& e) {
     std::fprintf(stderr, "gpu_kernel_bench: error: %s\n", e.what());
     return 1;
   }

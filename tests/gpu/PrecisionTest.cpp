@@ -22,9 +22,9 @@
 #include <gtest/gtest.h>
 
 #include "CudaHarness.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 
 namespace megatrain::runtime::testing {
 namespace {

@@ -21,8 +21,12 @@ CUDA = r'^(cuda|cublas|cudnn|nccl|cub/|thrust/|cuda/)|_runtime\.h$|^nvtx'
 RULES = [
     ('runtime', ['runtime'], [MLIR, COMPILER],
      'the runtime never links MLIR or the compiler: the plan schema is the only contract'),
-    ('kernel layer', ['runtime/kernels'], [MLIR, COMPILER, PROTOBUF, CUDA, r'^megatrain/runtime/(?!Error\.h$)'],
-     'the kernel layer is backend-neutral: no protobuf, CUDA or MLIR, and no runtime header but Error.h'),
+    ('kernel layer', ['runtime/kernels'],
+     [MLIR, COMPILER, PROTOBUF, CUDA, r'^megatrain/runtime/', r'^megatrain/plan/(?!(Error|Bf16)\.h$)'],
+     'the kernel layer is backend-neutral: no protobuf, CUDA, MLIR or runtime header; of the plan library '
+     'only the plain Error.h and Bf16.h'),
+    ('plan library', ['plan'], [MLIR, COMPILER, CUDA, r'^megatrain/(runtime|kernels)/'],
+     'the plan library is the bottom layer that the compiler and the runtime share'),
     ('frontends', ['frontends'], [r'^megatrain/Passes/', r'^megatrain/runtime/'],
      'frontends import into the dialect; they do not reach into passes or the runtime'),
 ]
@@ -56,10 +60,12 @@ def self_test(root):
               ('runtime/kernels/Planted.cpp', '#include "megatrain/plan/plan.pb.h"\n'),
               ('runtime/kernels/Planted.cpp', '#include <cuda_runtime.h>\n'),
               ('runtime/kernels/Planted.cpp', '#include "megatrain/runtime/Backend.h"\n'),
+              ('runtime/kernels/Planted.cpp', '#include "megatrain/plan/DType.h"\n'),
+              ('plan/lib/Planted.cpp', '#include "megatrain/runtime/Executor.h"\n'),
               ('frontends/onnx/Planted.cpp', '#include "megatrain/Passes/Passes.h"\n')]
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        for folder in ('runtime', 'frontends'):
+        for folder in ('runtime', 'frontends', 'plan'):
             shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder))
         if violations(tmp):
             print('self-test: the clean copy already has violations', file=sys.stderr)

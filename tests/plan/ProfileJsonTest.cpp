@@ -1,6 +1,6 @@
 // ProfileJsonTest.cpp - megatrain-profile's JSON writer against the compiler's device profile reader.
 #include "megatrain/Cost/DeviceProfile.h"
-#include "megatrain/runtime/ProfileJson.h"
+#include "megatrain/plan/ProfileJson.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -18,11 +18,6 @@
 
 namespace megatrain {
 namespace {
-
-using runtime::MeasuredProfile;
-using runtime::ProfileField;
-using runtime::profileFields;
-using runtime::profileJson;
 
 // The compiler's JSON of a profile, as key -> value (every field, from its kFields).
 llvm::json::Object compilerFields(const DeviceProfile &profile) {

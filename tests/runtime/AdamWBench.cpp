@@ -21,7 +21,7 @@
 #include <cstring>
 #include <string>
 
-#include "cpu/AdamWPaths.h"
+#include "host/AdamWPaths.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/HostThreads.h"
 

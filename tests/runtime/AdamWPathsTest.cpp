@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "cpu/AdamWPaths.h"
+#include "host/AdamWPaths.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/AdamW.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::testing {

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/AdamW.h"
-#include "megatrain/runtime/Error.h"
 
 namespace megatrain::runtime::testing {
 namespace {

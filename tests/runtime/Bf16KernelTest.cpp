@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime::testing {
 namespace {

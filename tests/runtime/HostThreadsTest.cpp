@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::testing {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/LrSchedule.h"
 
 namespace megatrain::runtime {

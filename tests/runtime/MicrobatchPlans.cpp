@@ -2,13 +2,14 @@
 #include "MicrobatchPlans.h"
 
 #include "TestUtil.h"
+#include "megatrain/plan/FormatVersion.h"
 
 namespace megatrain::runtime::testing {
 
 plan::Plan accumulatePlan(plan::DType dtype, bool warWait) {
   PlanBuilder b;
   b.plan().mutable_header()->set_source_model("linear.onnx");
-  b.plan().mutable_header()->set_format_minor(2);
+  b.plan().mutable_header()->set_format_minor(kPlanMinorTiering);  // ACCUMULATE
   const uint32_t w = b.tensor("W", {3, 2}, dtype, plan::PARAMETER);
   const uint32_t gradW = b.tensor("grad:W", {3, 2}, dtype, plan::GRADIENT);
   const uint32_t partW = b.tensor("grad_part:W", {3, 2}, dtype, plan::GRADIENT);

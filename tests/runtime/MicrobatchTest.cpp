@@ -4,8 +4,8 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
 

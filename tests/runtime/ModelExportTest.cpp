@@ -10,8 +10,8 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/ModelExport.h"
 #include "megatrain/runtime/OnnxWeights.h"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Npy.h"
 
 namespace megatrain::runtime::testing {

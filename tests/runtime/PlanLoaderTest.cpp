@@ -5,8 +5,8 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/PlanLoader.h"
 
 namespace megatrain::runtime::testing {

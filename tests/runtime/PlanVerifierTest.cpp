@@ -10,10 +10,10 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/PlanLoader.h"
-#include "megatrain/runtime/PlanVerifier.h"
 
 namespace megatrain::runtime::testing {
 namespace {

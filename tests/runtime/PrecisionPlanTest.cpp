@@ -8,14 +8,15 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
+#include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
-#include "megatrain/runtime/PlanVerifier.h"
 
 namespace megatrain::runtime::testing {
 namespace {
@@ -63,7 +64,7 @@ plan::Plan bf16LinearPlan() {
   b.wait("grad_ready", "host");                                               // 21
   const uint32_t update = b.adamw(w, gradW, m, v);                            // 22
   b.plan().mutable_steps(static_cast<int>(update))->mutable_host_task()->add_tensors(computeW);
-  b.plan().mutable_header()->set_format_minor(3);
+  b.plan().mutable_header()->set_format_minor(kPlanMinorPrecision);
   return b.build();
 }
 

@@ -8,11 +8,11 @@
 
 #include "ScheduleBackend.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/PlanVerifier.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/OnnxWeights.h"
-#include "megatrain/runtime/PlanVerifier.h"
 
 namespace megatrain::runtime::testing {
 namespace {

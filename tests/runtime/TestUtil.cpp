@@ -8,9 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/runtime/CpuBackend.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/PlanLoader.h"
 
 namespace megatrain::runtime::testing {
@@ -174,8 +175,8 @@ std::string kernelError(const std::string& kernel, const std::vector<HostTensor>
 }
 
 PlanBuilder::PlanBuilder() {
-  plan_.set_magic("megatrain.plan");
-  plan_.mutable_header()->set_format_major(1);
+  plan_.set_magic(kPlanMagic);
+  plan_.mutable_header()->set_format_major(kPlanFormatMajor);
   plan_.mutable_header()->set_format_minor(0);
   plan_.mutable_header()->set_generator("megatrain tests");
   plan::AdamW* adamw = plan_.mutable_header()->mutable_optimizer();

@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 #include "onnx/onnx.pb.h"
 
 namespace megatrain::runtime::testing {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/TokenData.h"
 
 namespace megatrain::runtime::testing {

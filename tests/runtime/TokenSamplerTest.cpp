@@ -6,7 +6,7 @@
 #include <set>
 
 #include "TestUtil.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/TokenSampler.h"
 
 namespace megatrain::runtime::testing {

@@ -8,6 +8,7 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/Npy.h"
 
@@ -149,7 +150,7 @@ TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
 // per stream. A plan without predictions cannot be drawn.
 TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
   plan::Plan p = linearPlan(plan::F32);
-  p.mutable_header()->set_format_minor(2);
+  p.mutable_header()->set_format_minor(kPlanMinorTiering);  // predictions
   double t = 0;
   for (plan::Step& step : *p.mutable_steps()) {
     const double seconds = step.has_copy() ? 5e-6 : step.has_kernel() ? 2e-6 : step.has_host_task() ? 3e-6 : 0;

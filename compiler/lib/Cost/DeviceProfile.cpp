@@ -6,7 +6,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 
 namespace megatrain {
 
@@ -154,22 +153,6 @@ bool parseByteSize(const std::string &text, uint64_t &bytes) {
     return false;
   bytes = static_cast<uint64_t>(std::llround(total));
   return true;
-}
-
-std::string formatBytes(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[64];
-  if (unit == 0)
-    std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
-  else
-    std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
-  return text;
 }
 
 } // namespace megatrain

@@ -14,82 +14,36 @@
 //                 then format minor 3
 //   mt.input      INPUT in the arena, no step (the runtime writes it)
 //   mt.constant   CONSTANT in the arena with its bytes, no step, never dies
-//   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
-//                 `host_task READ_LOSS` on host
 //   mt.output x   `copy` d2h of x into the host OUTPUT_READOUT `output:<name>`
 //                 (the plan is then format minor 1)
-//   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
-//                 (param, grad, adam_m:<param>, adam_v:<param> [,
-//                 compute:<param>]) on host
 //   mt.param_grad nothing (mt-adamw consumes it; one left over has no effect)
-//   mt.grad_part  micro-batch k's gradient part (mt-microbatch): k = 0 `copy`
-//                 d2h into host `grad:<param>`; k >= 1 `copy` d2h into the
-//                 host `grad_part:<param>` (one per parameter, reused by every
-//                 k) + `host_task ACCUMULATE` (grad:<param>, grad_part:<param>)
-//                 on host. The parameter's mt.adamw is then the last part:
-//                 copy into grad_part, ACCUMULATE, ADAMW.
 //   mt.offload x  `copy` d2h of x into an OFFLOADED `offload:<x>` in the host
 //                 staging pool (pool 2, at mt.offset); the plan is minor 2
 //   mt.prefetch h `copy` h2d of h into an ACTIVATION `prefetch:<x>`
 //   mt.recompute  on a kernel op: the step's `recompute` flag
 //   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
+//   mt.loss, mt.adamw, mt.grad_part: the host side of the step, emitted by
+//                 HostTaskEmitter.cpp (PlanBuilder.h declares the builder
+//                 both files share)
 //
 // Op steps (mt.step) and plan steps differ because one op can become several
-// steps; last_use_step and predicted peaks are in plan steps. Last, emitPlan
-// runs insertEvents (Events.h): it adds the record/wait steps between streams
-// and renumbers the steps (activation names keep the numbers given here).
+// steps; last_use_step is in plan steps. Last, emitPlan runs insertEvents
+// (Events.h): it adds the record/wait steps between streams and renumbers the
+// steps (activation names keep the numbers given here).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/PlanEmitter.h"
 
-#include "megatrain/Dialect/MtDialect.h"
+#include "PlanBuilder.h"
 #include "megatrain/Plan/Events.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/FormatVersion.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringSet.h"
 
-#include <map>
+#include <algorithm>
 
-namespace megatrain {
-
-namespace pb = megatrain::plan;
-
-/// Set by mt-microbatch (passes/Microbatch.cpp) on a function that holds N
-/// micro-batches.
-constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
-
-std::string formatLocation(mlir::Location loc) {
-  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc)) {
-    // The importer locates nodes in a binary file: line 0 means no line.
-    if (file.getLine() == 0 && file.getColumn() == 0)
-      return file.getFilename().str();
-    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
-            ":" + llvm::Twine(file.getColumn()))
-        .str();
-  }
-  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc)) {
-    std::string child = formatLocation(name.getChildLoc());
-    return child.empty() ? name.getName().str()
-                         : name.getName().str() + " (" + child + ")";
-  }
-  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc)) {
-    std::string joined;
-    for (mlir::Location part : fused.getLocations()) {
-      std::string text = formatLocation(part);
-      if (text.empty())
-        continue;
-      joined += joined.empty() ? text : ", " + text;
-    }
-    return joined;
-  }
-  if (auto call = mlir::dyn_cast<mlir::CallSiteLoc>(loc))
-    return formatLocation(call.getCallee());
-  if (auto opaque = mlir::dyn_cast<mlir::OpaqueLoc>(loc))
-    return formatLocation(opaque.getFallbackLocation());
-  return "";
-}
+namespace megatrain::emission {
 
 namespace {
 
@@ -97,10 +51,6 @@ constexpr uint32_t kDevicePool = 0;
 constexpr uint32_t kHostPool = 1;
 constexpr uint32_t kHostStagePool = 2;
 constexpr uint64_t kHostAlignment = 256;
-constexpr const char *kCompute = "compute";
-constexpr const char *kHostToDevice = "h2d";
-constexpr const char *kDeviceToHost = "d2h";
-constexpr const char *kHostStream = "host";
 
 mlir::FailureOr<pb::DType> dtypeOf(mlir::Operation *op, mlir::Type element) {
   if (element.isF32())
@@ -122,21 +72,6 @@ mlir::FailureOr<pb::DType> dtypeOf(mlir::Operation *op, mlir::Type element) {
   return op->emitError("the plan has no dtype for element type ") << element;
 }
 
-uint64_t dtypeBytes(pb::DType dtype) {
-  switch (dtype) {
-  case pb::F64:
-  case pb::I64:
-    return 8;
-  case pb::F32:
-  case pb::I32:
-    return 4;
-  case pb::BF16:
-  case pb::F16:
-    return 2;
-  default:
-    return 1;
-  }
-}
 
 /// The type of a parameter's host master: the mt.param's own, or for a
 /// compute-type fetch its shape with mt.master_element (mt-precision).
@@ -147,89 +82,8 @@ mlir::Type masterTypeOf(mt::ParamOp param) {
   return mlir::cast<mlir::RankedTensorType>(param.getType()).clone(element.getValue());
 }
 
-/// What emission needs to remember about an arena tensor beyond the proto.
-struct ArenaTensor {
-  uint32_t id;
-  mlir::Operation *op;    // the defining op
-  unsigned result;        // which of its results
-  int64_t defOpStep;      // mt.step of the defining op
-  int64_t defPlanStep;    // first plan step holding the value (0: inputs)
-  bool constant = false;
-  std::vector<int64_t> reads; // plan steps reading it, ascending
-  bool staged = false;        // in the host staging pool (an offloaded copy)
-};
 
-class PlanBuilder {
-public:
-  PlanBuilder(mlir::func::FuncOp func, const PlanEmitOptions &options)
-      : func(func), options(options) {}
-
-  mlir::LogicalResult build(pb::Plan &out);
-
-private:
-  mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
-  mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
-  mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
-  mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
-  mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
-  mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
-  mlir::LogicalResult emitGradPart(mt::GradPartOp op, int64_t opStep);
-  /// `copy` d2h of `gradient` into grad_part:<param> + ACCUMULATE into the
-  /// host gradient of `param` (micro-batch k >= 1).
-  mlir::LogicalResult emitAccumulate(mlir::Operation *op, const std::string &param,
-                                     uint32_t gradient, mlir::Type type,
-                                     int64_t opStep);
-  /// Checks that `gradient` has the master's shape and dtype.
-  mlir::LogicalResult checkGradientType(mlir::Operation *op, const std::string &param,
-                                        uint32_t gradient, uint32_t master,
-                                        mlir::Type type);
-  mlir::LogicalResult setLastUses();
-  void setPredictedPeaks();
-  mlir::LogicalResult setTokenInput(mt::LossOp loss);
-
-  /// A new tensor of `type` named `name` (made unique if taken), unplaced.
-  mlir::FailureOr<uint32_t> addTensor(mlir::Operation *op, const std::string &name,
-                                      mlir::Type type, pb::Role role);
-  void placeOnHost(uint32_t id);
-  /// Places result `result` of `op` (already a tensor `id`) at its mt.offset.
-  mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
-                                   uint32_t id, int64_t opStep,
-                                   int64_t defPlanStep);
-  mlir::LogicalResult emitOffload(mt::OffloadOp op, int64_t opStep);
-  mlir::LogicalResult emitPrefetch(mt::PrefetchOp op, int64_t opStep);
-  pb::Step &addStep(const char *stream, mlir::Operation *op, int64_t opStep);
-  /// Records that the last added step reads tensor `id` (arena tensors only).
-  void noteRead(uint32_t id);
-  mlir::FailureOr<uint32_t> tensorOf(mlir::Operation *user, mlir::Value value);
-
-  mlir::func::FuncOp func;
-  const PlanEmitOptions &options;
-  pb::Plan plan;
-  uint64_t arenaSize = 0;
-  uint64_t stageSize = 0;
-  uint64_t hostTop = 0;
-  llvm::StringSet<> names;
-  llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
-  std::map<std::string, uint32_t> parameterMasters;
-  // Host bf16 compute copies (PARAMETER_COMPUTE), per parameter name.
-  std::map<std::string, uint32_t> computeCopies;
-  std::map<std::string, mt::AdamWOp> updates;
-  std::vector<ArenaTensor> arena;
-  llvm::DenseMap<uint32_t, size_t> arenaIndex;   // tensor id -> arena entry
-  std::vector<int64_t> planStepOpStep;           // plan step -> mt.step
-  std::map<int64_t, int64_t> planStepsThrough;   // mt.step -> #plan steps so far
-  std::optional<mt::AdamWOp> firstUpdate;
-  // Micro-batch gradient parts, per parameter: the host gradient, the
-  // staging tensor of parts k >= 1, how many parts came so far and of how
-  // many (mt.grad_part's count).
-  std::map<std::string, uint32_t> hostGradients;
-  std::map<std::string, uint32_t> partStages;
-  std::map<std::string, int64_t> partsSeen;
-  std::map<std::string, mt::GradPartOp> lastPart;
-  bool accumulates = false;
-  std::optional<mt::LossOp> loss;
-  unsigned constants = 0;
-};
+} // namespace
 
 mlir::FailureOr<uint32_t> PlanBuilder::addTensor(mlir::Operation *op,
                                                  const std::string &name,
@@ -249,7 +103,7 @@ mlir::FailureOr<uint32_t> PlanBuilder::addTensor(mlir::Operation *op,
   pb::Tensor *entry = plan.add_tensors();
   entry->set_id(id);
   entry->set_name(unique);
-  uint64_t bytes = dtypeBytes(*dtype);
+  uint64_t bytes = dtypeSize(*dtype);
   for (int64_t dim : tensor.getShape()) {
     entry->add_shape(dim);
     bytes *= static_cast<uint64_t>(dim);
@@ -291,7 +145,7 @@ mlir::LogicalResult PlanBuilder::placeInArena(mlir::Operation *op,
   buffer->set_offset(static_cast<uint64_t>(offset));
   valueTensors[op->getResult(result)] = id;
   arenaIndex[id] = arena.size();
-  arena.push_back(ArenaTensor{id, op, result, opStep, defPlanStep, false, {}, staged});
+  arena.push_back(ArenaTensor{id, op, result, opStep, defPlanStep, false, {}});
   return mlir::success();
 }
 
@@ -454,34 +308,6 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
   return mlir::success();
 }
 
-mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
-  if (loss)
-    return op.emitError("a plan has one loss; another mt.loss is at ")
-           << formatLocation(loss->getLoc());
-  loss = op;
-  mlir::FailureOr<uint32_t> value = tensorOf(op, op.getValue());
-  if (mlir::failed(value))
-    return mlir::failure();
-  pb::Tensor *valueTensor = plan.mutable_tensors(*value);
-  if (valueTensor->role() == pb::ACTIVATION)
-    valueTensor->set_role(pb::LOSS);
-
-  mlir::FailureOr<uint32_t> readout =
-      addTensor(op, "loss", op.getValue().getType(), pb::LOSS_READOUT);
-  if (mlir::failed(readout))
-    return mlir::failure();
-  placeOnHost(*readout);
-  plan.mutable_header()->set_loss_tensor(*readout);
-
-  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
-  copy.mutable_copy()->set_src(*value);
-  copy.mutable_copy()->set_dst(*readout);
-  noteRead(*value);
-  pb::Step &read = addStep(kHostStream, op, opStep);
-  read.mutable_host_task()->set_kind(pb::HostTask::READ_LOSS);
-  read.mutable_host_task()->add_tensors(*readout);
-  return mlir::success();
-}
 
 mlir::LogicalResult PlanBuilder::emitOutput(mt::OutputOp op, int64_t opStep) {
   std::string name = "output:" + op.getName().str();
@@ -495,8 +321,8 @@ mlir::LogicalResult PlanBuilder::emitOutput(mt::OutputOp op, int64_t opStep) {
   if (mlir::failed(readout))
     return mlir::failure();
   placeOnHost(*readout);
-  // Older runtimes do not know the role; minor 1 makes them refuse the plan.
-  plan.mutable_header()->set_format_minor(1);
+  // Older runtimes do not know the role; the minor makes them refuse the plan.
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorOutputReadout);
 
   pb::Step &copy = addStep(kDeviceToHost, op, opStep);
   copy.mutable_copy()->set_src(*value);
@@ -505,177 +331,6 @@ mlir::LogicalResult PlanBuilder::emitOutput(mt::OutputOp op, int64_t opStep) {
   return mlir::success();
 }
 
-mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
-  std::string param = op.getParam().str();
-  auto master = parameterMasters.find(param);
-  if (master == parameterMasters.end())
-    return op.emitError("mt.adamw updates '")
-           << param << "' but no mt.param reads it";
-  const pb::Tensor &masterTensor = plan.tensors(master->second);
-  if (!masterTensor.trainable())
-    return op.emitError("mt.adamw updates frozen parameter '") << param << "'";
-  auto [previous, inserted] = updates.emplace(param, op);
-  if (!inserted)
-    return op.emitError("parameter '")
-           << param << "' has a second mt.adamw; the first is at "
-           << formatLocation(previous->second.getLoc());
-
-  // One optimizer configuration per plan (header.optimizer).
-  if (!firstUpdate) {
-    firstUpdate = op;
-    pb::AdamW *adamw = plan.mutable_header()->mutable_optimizer();
-    adamw->set_lr(op.getLr().convertToDouble());
-    adamw->set_beta1(op.getBeta1().convertToDouble());
-    adamw->set_beta2(op.getBeta2().convertToDouble());
-    adamw->set_eps(op.getEps().convertToDouble());
-    adamw->set_weight_decay(op.getWeightDecay().convertToDouble());
-  } else if (op.getLr() != firstUpdate->getLr() ||
-             op.getBeta1() != firstUpdate->getBeta1() ||
-             op.getBeta2() != firstUpdate->getBeta2() ||
-             op.getEps() != firstUpdate->getEps() ||
-             op.getWeightDecay() != firstUpdate->getWeightDecay()) {
-    return op.emitError("mt.adamw hyper-parameters differ from those at ")
-           << formatLocation(firstUpdate->getLoc())
-           << "; a plan has one optimizer configuration";
-  }
-
-  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
-  if (mlir::failed(gradient))
-    return mlir::failure();
-  mlir::Type type = op.getGrad().getType();
-  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
-    return mlir::failure();
-
-  // Micro-batches: the update's gradient is the last part; the earlier ones
-  // are already on the host (emitGradPart).
-  auto seen = partsSeen.find(param);
-  bool accumulated = seen != partsSeen.end();
-  int64_t earlier =
-      accumulated ? static_cast<int64_t>(lastPart.at(param).getCount()) - 1 : 0;
-  if (accumulated && seen->second != earlier)
-    return op.emitError("mt.adamw of '")
-           << param << "' comes after " << seen->second << " of its " << earlier
-           << " earlier mt.grad_part";
-  if (!accumulated && func->hasAttr(kMicrobatchesAttr))
-    return op.emitError("mt.adamw of '")
-           << param << "' in a function of micro-batches has no earlier "
-                       "mt.grad_part (run mt-microbatch as a whole)";
-
-  mlir::FailureOr<uint32_t> hostGrad =
-      accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
-                  : addTensor(op, "grad:" + param, type, pb::GRADIENT);
-  mlir::FailureOr<uint32_t> m = addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
-  mlir::FailureOr<uint32_t> v = addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
-  if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
-    return mlir::failure();
-  if (!accumulated)
-    placeOnHost(*hostGrad);
-  placeOnHost(*m);
-  placeOnHost(*v);
-
-  if (accumulated) {
-    if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
-      return mlir::failure();
-  } else {
-    pb::Step &copy = addStep(kDeviceToHost, op, opStep);
-    copy.mutable_copy()->set_src(*gradient);
-    copy.mutable_copy()->set_dst(*hostGrad);
-    noteRead(*gradient);
-  }
-  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
-  task->set_kind(pb::HostTask::ADAMW);
-  for (uint32_t id : {master->second, *hostGrad, *m, *v})
-    task->add_tensors(id);
-  // The update also rewrites the bf16 copy the device fetches.
-  if (auto compute = computeCopies.find(param); compute != computeCopies.end())
-    task->add_tensors(compute->second);
-  return mlir::success();
-}
-
-mlir::LogicalResult PlanBuilder::checkGradientType(mlir::Operation *op,
-                                                   const std::string &param,
-                                                   uint32_t gradient, uint32_t master,
-                                                   mlir::Type type) {
-  const pb::Tensor &masterTensor = plan.tensors(master);
-  const pb::Tensor &gradTensor = plan.tensors(gradient);
-  if (gradTensor.dtype() != masterTensor.dtype() ||
-      gradTensor.buffer().size_bytes() != masterTensor.buffer().size_bytes() ||
-      !std::equal(gradTensor.shape().begin(), gradTensor.shape().end(),
-                  masterTensor.shape().begin(), masterTensor.shape().end()))
-    return op->emitError("the gradient of '")
-           << param << "' has type " << type << ", unlike the parameter";
-  return mlir::success();
-}
-
-mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
-                                                const std::string &param,
-                                                uint32_t gradient, mlir::Type type,
-                                                int64_t opStep) {
-  auto stage = partStages.find(param);
-  if (stage == partStages.end()) {
-    // One staging tensor per parameter, reused by every part k >= 1: the
-    // d2h copy of part k+1 waits for the ACCUMULATE of part k (insertEvents).
-    mlir::FailureOr<uint32_t> id = addTensor(op, "grad_part:" + param, type, pb::GRADIENT);
-    if (mlir::failed(id))
-      return mlir::failure();
-    placeOnHost(*id);
-    stage = partStages.emplace(param, *id).first;
-  }
-  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
-  copy.mutable_copy()->set_src(gradient);
-  copy.mutable_copy()->set_dst(stage->second);
-  noteRead(gradient);
-  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
-  task->set_kind(pb::HostTask::ACCUMULATE);
-  task->add_tensors(hostGradients.at(param));
-  task->add_tensors(stage->second);
-  accumulates = true;
-  return mlir::success();
-}
-
-mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep) {
-  std::string param = op.getParam().str();
-  auto master = parameterMasters.find(param);
-  if (master == parameterMasters.end())
-    return op.emitError("mt.grad_part of '") << param << "' but no mt.param reads it";
-  if (!plan.tensors(master->second).trainable())
-    return op.emitError("mt.grad_part of frozen parameter '") << param << "'";
-  if (updates.count(param))
-    return op.emitError("mt.grad_part of '") << param << "' after its mt.adamw";
-  int64_t expected = partsSeen[param];
-  int64_t index = static_cast<int64_t>(op.getIndex());
-  if (index != expected)
-    return op.emitError("mt.grad_part of '")
-           << param << "' has index " << index << ", expected " << expected
-           << " (parts come in micro-batch order)";
-  auto previous = lastPart.find(param);
-  if (previous != lastPart.end() && previous->second.getCount() != op.getCount())
-    return op.emitError("mt.grad_part of '")
-           << param << "' has count " << op.getCount() << ", unlike the one at "
-           << formatLocation(previous->second.getLoc());
-  lastPart.insert_or_assign(param, op);
-  ++partsSeen[param];
-
-  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
-  if (mlir::failed(gradient))
-    return mlir::failure();
-  mlir::Type type = op.getGrad().getType();
-  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
-    return mlir::failure();
-  if (index > 0)
-    return emitAccumulate(op, param, *gradient, type, opStep);
-
-  mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
-  if (mlir::failed(hostGrad))
-    return mlir::failure();
-  placeOnHost(*hostGrad);
-  hostGradients[param] = *hostGrad;
-  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
-  copy.mutable_copy()->set_src(*gradient);
-  copy.mutable_copy()->set_dst(*hostGrad);
-  noteRead(*gradient);
-  return mlir::success();
-}
 
 mlir::LogicalResult PlanBuilder::emitOffload(mt::OffloadOp op, int64_t opStep) {
   mlir::FailureOr<uint32_t> source = tensorOf(op, op.getValue());
@@ -690,7 +345,7 @@ mlir::LogicalResult PlanBuilder::emitOffload(mt::OffloadOp op, int64_t opStep) {
   copy.mutable_copy()->set_dst(*host);
   noteRead(*source);
   // The plan uses role OFFLOADED and the staging pool.
-  plan.mutable_header()->set_format_minor(2);
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorTiering);
   return placeInArena(op, 0, *host, opStep, copy.index());
 }
 
@@ -709,6 +364,8 @@ mlir::LogicalResult PlanBuilder::emitPrefetch(mt::PrefetchOp op, int64_t opStep)
   noteRead(*host);
   return placeInArena(op, 0, *device, opStep, copy.index());
 }
+
+namespace {
 
 /// Little-endian bytes of a constant, splats expanded.
 mlir::LogicalResult writeConstantData(mt::ConstantOp op, std::string &bytes) {
@@ -739,6 +396,8 @@ mlir::LogicalResult writeConstantData(mt::ConstantOp op, std::string &bytes) {
     append(i);
   return mlir::success();
 }
+
+} // namespace
 
 mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
   if (auto param = mlir::dyn_cast<mt::ParamOp>(op)) {
@@ -833,40 +492,6 @@ mlir::LogicalResult PlanBuilder::setLastUses() {
   return mlir::success();
 }
 
-void PlanBuilder::setPredictedPeaks() {
-  // Bytes in use per plan step, by a difference array over live ranges.
-  int64_t steps = plan.steps_size();
-  std::vector<int64_t> delta(steps + 1, 0);
-  for (const ArenaTensor &entry : arena) {
-    if (entry.staged)
-      continue;
-    const pb::Tensor &tensor = plan.tensors(entry.id);
-    int64_t first = entry.constant ? 0 : entry.defPlanStep;
-    int64_t last = entry.constant ? steps - 1 : tensor.last_use_step();
-    if (steps == 0 || first > last)
-      continue;
-    int64_t bytes = static_cast<int64_t>(tensor.buffer().size_bytes());
-    delta[first] += bytes;
-    delta[last + 1] -= bytes;
-  }
-  int64_t live = 0, peak = 0;
-  for (int64_t i = 0; i < steps; ++i) {
-    live += delta[i];
-    peak = std::max(peak, live);
-  }
-  pb::Header *header = plan.mutable_header();
-  pb::PoolUsage *device = header->add_predicted_peak();
-  device->set_pool(kDevicePool);
-  device->set_peak_bytes(static_cast<uint64_t>(peak));
-  pb::PoolUsage *host = header->add_predicted_peak();
-  host->set_pool(kHostPool);
-  host->set_peak_bytes(hostTop);
-  if (stageSize > 0) {
-    pb::PoolUsage *stage = header->add_predicted_peak();
-    stage->set_pool(kHostStagePool);
-    stage->set_peak_bytes(stageSize);
-  }
-}
 
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
   auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
@@ -923,9 +548,9 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       return ordered[i].second->emitError("mt.step ")
              << ordered[i].first << " is used twice";
 
-  plan.set_magic("megatrain.plan");
+  plan.set_magic(kPlanMagic);
   pb::Header *header = plan.mutable_header();
-  header->set_format_major(pb::FORMAT_MAJOR);
+  header->set_format_major(kPlanFormatMajor);
   header->set_format_minor(0);
   header->set_generator(options.generator);
   for (const std::string &option : options.compileOptions)
@@ -962,20 +587,16 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     if (!updates.count(param))
       return part.emitError("the gradient parts of '")
              << param << "' reach no mt.adamw (run mt-adamw after mt-microbatch)";
-  // ACCUMULATE is a minor 2 host task.
-  if (accumulates && header->format_minor() < 2)
-    header->set_format_minor(2);
   // The compute precision (mt-precision; fp32 when it did not run). A plan
   // in another precision, or with compute copies, is minor 3.
   std::string precision = "fp32";
   if (auto attr = func->getAttrOfType<mlir::StringAttr>(mt::attr::kPrecision))
     precision = attr.str();
   header->set_precision(precision);
-  if ((precision != "fp32" || !computeCopies.empty()) && header->format_minor() < 3)
-    header->set_format_minor(3);
+  if (precision != "fp32" || !computeCopies.empty())
+    requirePlanFormatMinor(*header, kPlanMinorPrecision);
   if (mlir::failed(setLastUses()) || mlir::failed(setTokenInput(*loss)))
     return mlir::failure();
-  setPredictedPeaks();
 
   pb::Pool *device = plan.add_pools();
   device->set_id(kDevicePool);
@@ -999,7 +620,40 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   return mlir::success();
 }
 
-} // namespace
+} // namespace megatrain::emission
+
+namespace megatrain {
+
+std::string formatLocation(mlir::Location loc) {
+  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc)) {
+    // The importer locates nodes in a binary file: line 0 means no line.
+    if (file.getLine() == 0 && file.getColumn() == 0)
+      return file.getFilename().str();
+    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
+            ":" + llvm::Twine(file.getColumn()))
+        .str();
+  }
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc)) {
+    std::string child = formatLocation(name.getChildLoc());
+    return child.empty() ? name.getName().str()
+                         : name.getName().str() + " (" + child + ")";
+  }
+  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc)) {
+    std::string joined;
+    for (mlir::Location part : fused.getLocations()) {
+      std::string text = formatLocation(part);
+      if (text.empty())
+        continue;
+      joined += joined.empty() ? text : ", " + text;
+    }
+    return joined;
+  }
+  if (auto call = mlir::dyn_cast<mlir::CallSiteLoc>(loc))
+    return formatLocation(call.getCallee());
+  if (auto opaque = mlir::dyn_cast<mlir::OpaqueLoc>(loc))
+    return formatLocation(opaque.getFallbackLocation());
+  return "";
+}
 
 mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
                                      const PlanEmitOptions &options) {
@@ -1017,7 +671,7 @@ mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
   if (!main)
     return module.emitError("the module has no function to emit as a plan");
   plan::Plan plan;
-  if (mlir::failed(PlanBuilder(main, options).build(plan)))
+  if (mlir::failed(emission::PlanBuilder(main, options).build(plan)))
     return mlir::failure();
   // Last: orders the streams (docs/tiering.md, "Streams and events").
   insertEvents(plan);

@@ -14,14 +14,16 @@
 // 3. Every time point carries its cause (the kind of step that produced it),
 //    so a gap on the compute stream is charged to the transfer it waited on
 //    (exposed transfer) or left as idle.
-// 4. Memory: runtime::memoryTimelines on the predicted times (the same
-//    definition of live bytes megatrain-inspect draws).
+// 4. Memory: memoryTimelines (PlanTimeline.h) on the predicted times (the
+//    same definition of live bytes megatrain-inspect draws).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/Simulate.h"
 
 #include "megatrain/Cost/OpCost.h"
-#include "megatrain/runtime/PlanTimeline.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/FormatVersion.h"
+#include "megatrain/plan/PlanTimeline.h"
 
 #include <algorithm>
 #include <map>
@@ -49,26 +51,10 @@ struct TimePoint {
 /// The later of two points (the first on a tie).
 TimePoint later(TimePoint a, TimePoint b) { return b.time > a.time ? b : a; }
 
-unsigned dtypeBytes(pb::DType dtype) {
-  switch (dtype) {
-  case pb::F64:
-  case pb::I64:
-    return 8;
-  case pb::BF16:
-  case pb::F16:
-    return 2;
-  case pb::U8:
-  case pb::BOOL:
-    return 1;
-  default:
-    return 4;
-  }
-}
-
 TensorShape shapeOf(const pb::Tensor &tensor) {
   TensorShape shape;
   shape.dims.assign(tensor.shape().begin(), tensor.shape().end());
-  shape.elementBytes = dtypeBytes(tensor.dtype());
+  shape.elementBytes = static_cast<unsigned>(dtypeSize(tensor.dtype()));
   return shape;
 }
 
@@ -229,7 +215,7 @@ void Simulator::run() {
       break;
     }
 
-    runtime::stepReadsWrites(step, reads, writes);
+    stepReadsWrites(step, reads, writes);
     if (!events) {
       for (uint32_t id : reads)
         if (id < tensors)
@@ -275,7 +261,7 @@ void Simulator::run() {
     }
   }
 
-  const double stepS = runtime::predictedEnd(plan);
+  const double stepS = predictedEnd(plan);
   const double computeEnd = streamFree.count(computeStream) ? streamFree[computeStream].time : 0;
   // Host-task time after the compute stream's last step: the optimizer tail.
   std::sort(hostTasks.begin(), hostTasks.end());
@@ -289,7 +275,7 @@ void Simulator::run() {
   }
 
   pb::Header &header = *plan.mutable_header();
-  header.set_format_minor(std::max<uint32_t>(header.format_minor(), 2));
+  requirePlanFormatMinor(header, kPlanMinorTiering);
   header.set_predicted_step_s(stepS);
   pb::StepTimeBreakdown &breakdown = *header.mutable_predicted_breakdown();
   breakdown.set_compute_s(computeS);
@@ -301,7 +287,7 @@ void Simulator::run() {
   header.set_d2h_bytes(d2hBytes);
   header.set_device_profile(deviceProfileToJson(profile));
   header.clear_predicted_peak();
-  for (const runtime::PoolTimeline &timeline : runtime::memoryTimelines(plan)) {
+  for (const PoolTimeline &timeline : memoryTimelines(plan)) {
     pb::PoolUsage &usage = *header.add_predicted_peak();
     usage.set_pool(timeline.pool);
     usage.set_peak_bytes(timeline.peakBytes);

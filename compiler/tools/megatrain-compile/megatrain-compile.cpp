@@ -11,7 +11,10 @@
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
 #include "megatrain/Plan/Simulate.h"
-#include "megatrain/runtime/PlanVerifier.h"
+#include "megatrain/plan/AtomicFile.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
+#include "megatrain/plan/PlanVerifier.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -23,7 +26,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -347,28 +349,6 @@ void chooseLoss(mlir::ModuleOp module, CompileArgs &args) {
   }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory,
-/// so a reader never sees half a plan and a failure leaves no file.
-void writeAtomically(const std::string &path, const std::string &bytes) {
-  std::string temp = path + ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
-  {
-    std::error_code error;
-    llvm::raw_fd_ostream out(temp, error);
-    if (error)
-      fail("cannot write '" + temp + "': " + error.message());
-    out << bytes;
-    out.close();
-    if (out.has_error()) {
-      llvm::sys::fs::remove(temp);
-      fail("cannot write '" + temp + "': " + out.error().message());
-    }
-  }
-  if (std::error_code error = llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    fail("cannot rename '" + temp + "' to '" + path + "': " + error.message());
-  }
-}
-
 /// Opens -o (or stdout for "" and "-") for text output.
 std::unique_ptr<llvm::raw_fd_ostream> openTextOutput(const std::string &path) {
   std::error_code error;
@@ -379,8 +359,9 @@ std::unique_ptr<llvm::raw_fd_ostream> openTextOutput(const std::string &path) {
   return out;
 }
 
-/// "1.50 MiB (1572864 bytes)"; below a KiB just "512 B".
-std::string formatBytes(uint64_t bytes) {
+/// formatBytes with the exact count, which scripts read: "1.50 MiB (1572864
+/// bytes)"; below a KiB the two agree and it is just "512 B".
+std::string bytesWithCount(uint64_t bytes) {
   std::string text = megatrain::formatBytes(bytes);
   return bytes < 1024 ? text : text + " (" + std::to_string(bytes) + " bytes)";
 }
@@ -408,9 +389,9 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
      << trainable << " trainable (" << trainableElements << " elements), "
      << params - trainable << " frozen (" << paramElements - trainableElements
      << " elements)\n"
-     << "  device arena   " << formatBytes(plan.pools(0).size_bytes()) << "\n"
-     << "  predicted peak " << formatBytes(devicePeak) << " on the device\n"
-     << "  host pool      " << formatBytes(plan.pools(1).size_bytes()) << "\n"
+     << "  device arena   " << bytesWithCount(plan.pools(0).size_bytes()) << "\n"
+     << "  predicted peak " << bytesWithCount(devicePeak) << " on the device\n"
+     << "  host pool      " << bytesWithCount(plan.pools(1).size_bytes()) << "\n"
      << "  steps          " << plan.steps_size() << "\n";
   const megatrain::plan::Header &header = plan.header();
   const megatrain::plan::StepTimeBreakdown &b = header.predicted_breakdown();
@@ -419,8 +400,8 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
      << ms(b.compute_s()) << ", exposed transfer " << ms(b.exposed_transfer_s())
      << ", recompute " << ms(b.recompute_s()) << ", host optimizer "
      << ms(b.host_optimizer_s()) << ", idle " << ms(b.idle_s()) << ")\n"
-     << "  link bytes     h2d " << formatBytes(header.h2d_bytes()) << ", d2h "
-     << formatBytes(header.d2h_bytes()) << "\n";
+     << "  link bytes     h2d " << bytesWithCount(header.h2d_bytes()) << ", d2h "
+     << bytesWithCount(header.d2h_bytes()) << "\n";
 }
 
 /// Adds the model's path and hash to the module for the plan header.
@@ -526,7 +507,7 @@ int main(int argc, char **argv) {
   megatrain::simulatePlan(*plan, args.profile, megatrain::Precision::FP32);
   // The runtime proves every plan it loads the same way; a plan that fails
   // here is the compiler's bug, and is not written.
-  std::vector<std::string> failures = megatrain::runtime::verifySchedule(*plan);
+  std::vector<std::string> failures = megatrain::verifySchedule(*plan);
   if (!failures.empty()) {
     for (const std::string &failure : failures)
       llvm::errs() << kTool << ": error: plan verifier: " << failure << "\n";
@@ -544,7 +525,13 @@ int main(int argc, char **argv) {
   std::string bytes;
   if (!plan->SerializeToString(&bytes))
     fail("cannot serialize the plan");
-  writeAtomically(args.output, bytes);
+  // Through a temporary, fsync and rename: a reader never sees half a plan,
+  // and a failure leaves no file.
+  try {
+    megatrain::writeFileAtomically(args.output, bytes);
+  } catch (const megatrain::Error &error) {
+    fail(error.what());
+  }
   llvm::outs() << kTool << ": wrote " << args.output << " (" << bytes.size()
                << " bytes)\n";
   printSummary(llvm::outs(), *plan);

@@ -132,7 +132,7 @@ func.func @refetch() {
 // 10 KiB cannot hold the three operands and the result of a binary op that
 // all must be on the device at once; the error names the smallest budget
 // the planner reaches and the step that sets it.
-// SMALL: error: mt-tier: device budget 10.00 KiB (10240 bytes) cannot be met: the smallest budget that fits is {{.*}}; it is set by step {{[0-9]+}}, mt.mul
+// SMALL: error: mt-tier: device budget 10.0 KiB (10240 bytes) cannot be met: the smallest budget that fits is {{.*}}; it is set by step {{[0-9]+}}, mt.mul
 func.func @too_small() {
   %x = mt.input {name = "x"} : tensor<1024xf32>
   %y = mt.input {name = "y"} : tensor<1024xf32>

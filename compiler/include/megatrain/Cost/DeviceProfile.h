@@ -72,9 +72,6 @@ std::string deviceProfileToJson(const DeviceProfile &profile);
 /// TiB powers of 1024), an optional fraction ("1.5GiB"). False on bad text.
 bool parseByteSize(const std::string &text, uint64_t &bytes);
 
-/// "1.50 GiB" style rendering.
-std::string formatBytes(uint64_t bytes);
-
 } // namespace megatrain
 
 #endif // MEGATRAIN_COST_DEVICEPROFILE_H

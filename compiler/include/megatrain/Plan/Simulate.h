@@ -16,9 +16,9 @@ namespace megatrain {
 
 /// Replays `plan` on `profile` and writes: every Step's predicted_start_s and
 /// predicted_end_s; the header's predicted_step_s, predicted_breakdown,
-/// h2d_bytes, d2h_bytes, predicted_peak (one entry per pool, replacing the
-/// emitter's step-order estimate) and device_profile; format_minor becomes 2
-/// (at least). Costs:
+/// h2d_bytes, d2h_bytes, predicted_peak (one entry per pool, replacing any
+/// already there) and device_profile; format_minor becomes at least
+/// kPlanMinorTiering (FormatVersion.h). Costs:
 ///  - kernel: estimateKernel on the plan tensors' shapes and dtypes and the
 ///    kernel's integer attributes, at the rate its `precision` attribute
 ///    names (tf32, bf16: matmul and attention steps of mt-precision), else at

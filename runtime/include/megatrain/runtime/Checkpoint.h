@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "megatrain/plan/Error.h"
 #include "megatrain/plan/plan.pb.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/LrSchedule.h"
 #include "megatrain/runtime/TokenSampler.h"
 

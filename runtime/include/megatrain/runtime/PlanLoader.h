@@ -10,16 +10,9 @@ namespace megatrain::runtime {
 
 class Backend;
 
-inline constexpr const char* kPlanMagic = "megatrain.plan";
-inline constexpr uint32_t kFormatMajor = 1;
-// Minor 1 added the OUTPUT_READOUT role (graph outputs kept by --keep-output);
-// minor 2 the tiering fields and the simulator's predictions (docs/tiering.md);
-// minor 3 the compute precision: header.precision, the PARAMETER_COMPUTE role
-// and ADAMW's fifth tensor (docs/plan.md).
-inline constexpr uint32_t kFormatMinor = 3;
-
-// Parses a serialized plan and checks magic and version. `label` (usually the
-// file name) starts every error message.
+// Parses a serialized plan and checks magic and version (kPlanMagic,
+// kPlanFormatMajor and at most kPlanFormatMinor: megatrain/plan/FormatVersion.h).
+// `label` (usually the file name) starts every error message.
 plan::Plan parsePlan(const std::string& bytes, const std::string& label);
 
 // Reads and parses the plan file at `path` (see parsePlan).

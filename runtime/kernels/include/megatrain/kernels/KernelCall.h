@@ -1,7 +1,8 @@
 // KernelCall.h - what every backend's kernel sees: shapes, operands, attributes and the checks on them.
 //
 // The kernel layer is backend-neutral: it includes no protobuf, CUDA or MLIR
-// header (tests/runtime/LayeringTest checks it), so the CPU kernels, the CUDA
+// header, only the plan library's plain Error.h and Bf16.h (tests/layering
+// checks it), so the CPU kernels, the CUDA
 // launchers and the plan validator all compile against it. A backend resolves
 // each Kernel step of a plan once, at prepare time, into a KernelCall (or a
 // struct derived from it that adds the backend's own context), and a kernel
@@ -14,11 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::kernels {
-
-using runtime::Error;
 
 inline constexpr int kMaxRank = 8;
 // Operands per side; 8 fits the masks of floatingType (bits 0-7 in, 8-15 out).

@@ -4,7 +4,6 @@
 // Shared by the compiler's plan simulator (compiler/lib/Plan/Simulate.cpp), which fills
 // Step.predicted_start_s / predicted_end_s and then takes the pool peaks from here, and by
 // megatrain-inspect, which draws the same curve: one definition of "live" for both.
-// Links only the plan schema (no MLIR).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +11,7 @@
 
 #include "megatrain/plan/plan.pb.h"
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // The tensor ids a step reads and writes. Kernel: inputs / outputs. Copy: src / dst.
 // Host task ADAMW: reads param, grad, m, v and writes param, m, v; ACCUMULATE: reads
@@ -60,4 +59,4 @@ std::vector<PoolTimeline> memoryTimelines(const plan::Plan& plan);
 // The latest predicted end over all steps (0 for a plan without predictions).
 double predictedEnd(const plan::Plan& plan);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

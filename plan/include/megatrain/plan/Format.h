@@ -1,10 +1,10 @@
-// Format.h - human-readable numbers for the tools' output.
+// Format.h - human-readable numbers for the compiler's and the runtime's messages.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // "512 B", "1.5 KiB", "12.0 MiB", "3.25 GiB".
 std::string formatBytes(uint64_t bytes);
@@ -12,4 +12,4 @@ std::string formatBytes(uint64_t bytes);
 // "1,234,567".
 std::string formatCount(uint64_t count);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // Bytes go to `<path>.tmp.<pid>` in the same directory; commit() flushes them
 // to disk, renames the temporary over `path` and syncs the directory, so a
@@ -36,4 +36,4 @@ class AtomicFile {
 // The whole of `bytes` written to `path` through an AtomicFile.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -1,10 +1,10 @@
 // PlanTimeline.cpp - live intervals and per-pool live bytes over a plan's predicted time.
-#include "megatrain/runtime/PlanTimeline.h"
+#include "megatrain/plan/PlanTimeline.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 void stepReadsWrites(const plan::Step& step, std::vector<uint32_t>& reads,
                      std::vector<uint32_t>& writes) {
@@ -134,4 +134,4 @@ std::vector<PoolTimeline> memoryTimelines(const plan::Plan& plan) {
   return timelines;
 }
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -6,7 +6,7 @@
 
 #include "megatrain/plan/plan.pb.h"
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // Proves, from the steps' streams and events alone, that running each stream
 // in plan order gives every step the bytes plan order gives it
@@ -27,4 +27,4 @@ namespace megatrain::runtime {
 // out of range is reported, never followed.
 std::vector<std::string> verifySchedule(const plan::Plan& plan);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

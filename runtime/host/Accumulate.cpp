@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime {

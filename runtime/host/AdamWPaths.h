@@ -3,7 +3,7 @@
 // adamwUpdate (megatrain/runtime/AdamW.h) is the entry point; it picks the best
 // path this CPU supports and the default chunking. These let a test force each
 // path and chunk count; every combination gives bitwise the same result (f32
-// in f32 arithmetic, f64 in double; see adamw.cpp).
+// in f32 arithmetic, f64 in double; see AdamW.cpp).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +30,7 @@ constexpr size_t kAdamWParallelMin = size_t(64) << 10;
 constexpr unsigned kAdamWChunksPerThread = 4;
 unsigned adamwDefaultChunks(size_t count);
 // How far ahead of the current element the vector paths prefetch each input
-// stream (see adamw.cpp).
+// stream (see AdamW.cpp).
 constexpr size_t kAdamWPrefetchBytes = 2048;
 
 // adamwUpdate with the path and chunk count given: `count` split into `chunks`

@@ -1,11 +1,11 @@
 // ProfileJson.cpp - writes a measured device profile as JSON (no dependencies).
-#include "megatrain/runtime/ProfileJson.h"
+#include "megatrain/plan/ProfileJson.h"
 
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 const std::vector<ProfileField>& profileFields() {
   // Ceilings: /work/shared/DEVICE.md, one H200, 2026-11-30 (the compiler's defaults).
@@ -96,4 +96,4 @@ std::string profileJson(const MeasuredProfile& profile) {
   return json + "\n}\n";
 }
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -1,4 +1,4 @@
-// adamw.cpp - the host AdamW update: f32 tensors in f32 lanes, f64 tensors in double.
+// AdamW.cpp - the host AdamW update: f32 tensors in f32 lanes, f64 tensors in double.
 //
 // torch.optim.AdamW (decoupled weight decay, bias correction), per element:
 //
@@ -38,10 +38,10 @@
 #include <string>
 #include <type_traits>
 
-#include "cpu/AdamWPaths.h"
+#include "host/AdamWPaths.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/AdamW.h"
-#include "megatrain/runtime/DType.h"
-#include "megatrain/runtime/Error.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime {

@@ -1,9 +1,9 @@
 // DType.cpp - sizes, names and shape arithmetic for the plan's element types.
-#include "megatrain/runtime/DType.h"
+#include "megatrain/plan/DType.h"
 
 #include <limits>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 size_t dtypeSize(plan::DType dtype) {
   switch (dtype) {
@@ -89,4 +89,4 @@ const char* tierName(plan::Tier tier) {
   }
 }
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

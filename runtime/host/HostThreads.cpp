@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
 namespace {

@@ -29,13 +29,13 @@
 //    That poison is a write: every access of the tensor on another stream
 //    happens before the step, and every later write of overlapping bytes
 //    happens after it (it counts as an access of the tensor there).
-#include "megatrain/runtime/PlanVerifier.h"
+#include "megatrain/plan/PlanVerifier.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 
-namespace megatrain::runtime {
+namespace megatrain {
 namespace {
 
 bool runtimeWritten(plan::Role role) {
@@ -411,4 +411,4 @@ class ScheduleVerifier {
 
 std::vector<std::string> verifySchedule(const plan::Plan& plan) { return ScheduleVerifier(plan).run(); }
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -1,8 +1,8 @@
 // ProfileJson.h - the device profile a measurement writes, as the JSON megatrain-compile --device-profile reads.
 //
-// The runtime cannot use the compiler's DeviceProfile (it parses with LLVM's
-// JSON), so this is a second, dependency-free writer of the same fields. The
-// field names are those of compiler/lib/Cost/DeviceProfile.cpp (kFields);
+// megatrain-profile cannot use the compiler's DeviceProfile (it parses with
+// LLVM's JSON), so this is a second, dependency-free writer of the same fields.
+// The field names are those of compiler/lib/Cost/DeviceProfile.cpp (kFields);
 // tests/plan/ProfileJsonTest.cpp checks that every one written here parses
 // there and that the two lists name the same fields.
 #pragma once
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // One rate field of the profile, with DEVICE.md's H200 figure beside it (the
 // compiler's default for the field) and how to print it for a person.
@@ -48,4 +48,4 @@ struct MeasuredProfile {
 // finite (the compiler would refuse the file).
 std::string profileJson(const MeasuredProfile& profile);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -1,9 +1,9 @@
-// Bf16.h - bfloat16 bits to and from f32, as every backend and the host optimizer round.
+// Bf16.h - bfloat16 bits to and from f32, as every backend, the host optimizer and the weight writers round.
 #pragma once
 
 #include <cstdint>
 
-namespace megatrain::kernels {
+namespace megatrain {
 
 // bfloat16 is the upper half of an IEEE f32. floatToBf16 rounds to nearest,
 // ties to even; a NaN stays a (quiet) NaN, infinities stay infinite.
@@ -23,4 +23,4 @@ inline uint16_t floatToBf16(float value) {
   return static_cast<uint16_t>(word >> 16);
 }
 
-}  // namespace megatrain::kernels
+}  // namespace megatrain

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
-#include "megatrain/kernels/Bf16.h"
+#include "megatrain/plan/Bf16.h"
 #include "megatrain/plan/plan.pb.h"
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 // Bytes per element; 0 for DTYPE_UNSPECIFIED.
 size_t dtypeSize(plan::DType dtype);
@@ -27,10 +27,6 @@ std::string formatShape(const google::protobuf::RepeatedField<int64_t>& shape);
 
 const char* roleName(plan::Role role);
 
-// bf16 rounding, as the kernels round (megatrain/kernels/Bf16.h).
-using kernels::bf16ToFloat;
-using kernels::floatToBf16;
-
 const char* tierName(plan::Tier tier);
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

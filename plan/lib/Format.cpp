@@ -1,9 +1,9 @@
-// Format.cpp - human-readable numbers for the tools' output.
-#include "megatrain/runtime/Format.h"
+// Format.cpp - human-readable numbers for the compiler's and the runtime's messages.
+#include "megatrain/plan/Format.h"
 
 #include <cstdio>
 
-namespace megatrain::runtime {
+namespace megatrain {
 
 std::string formatBytes(uint64_t bytes) {
   static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
@@ -31,4 +31,4 @@ std::string formatCount(uint64_t count) {
   return text;
 }
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -1,5 +1,5 @@
 // AtomicFile.cpp - writes a file that readers see either whole or not at all (temp, fsync, rename).
-#include "megatrain/runtime/AtomicFile.h"
+#include "megatrain/plan/AtomicFile.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,9 +8,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "megatrain/runtime/Error.h"
+#include "megatrain/plan/Error.h"
 
-namespace megatrain::runtime {
+namespace megatrain {
 namespace {
 
 std::string systemError() { return std::strerror(errno); }
@@ -84,4 +84,4 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   file.commit();
 }
 
-}  // namespace megatrain::runtime
+}  // namespace megatrain

@@ -1,0 +1,234 @@
+//===- HostTaskEmitter.cpp - the host side of a training step in the plan -===//
+//
+// PlanBuilder's host-task half (PlanBuilder.h): what the ops that end a
+// training step become on the host stream.
+//
+//   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
+//                 `host_task READ_LOSS` on host
+//   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
+//                 (param, grad, adam_m:<param>, adam_v:<param> [,
+//                 compute:<param>]) on host; one optimizer configuration
+//                 (header.optimizer) per plan
+//   mt.grad_part  micro-batch k's gradient part (mt-microbatch): k = 0 `copy`
+//                 d2h into host `grad:<param>`; k >= 1 `copy` d2h into the
+//                 host `grad_part:<param>` (one per parameter, reused by every
+//                 k) + `host_task ACCUMULATE` (grad:<param>, grad_part:<param>)
+//                 on host, and the plan is format minor 2. The parameter's
+//                 mt.adamw is then the last part: copy into grad_part,
+//                 ACCUMULATE, ADAMW.
+//
+// The checks here are those of a consistent update: one mt.adamw per
+// trainable parameter, gradients of the master's type, parts in micro-batch
+// order with one count.
+//
+//===----------------------------------------------------------------------===//
+#include "PlanBuilder.h"
+
+#include "megatrain/plan/FormatVersion.h"
+
+#include <algorithm>
+
+namespace megatrain::emission {
+
+mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
+  if (loss)
+    return op.emitError("a plan has one loss; another mt.loss is at ")
+           << formatLocation(loss->getLoc());
+  loss = op;
+  mlir::FailureOr<uint32_t> value = tensorOf(op, op.getValue());
+  if (mlir::failed(value))
+    return mlir::failure();
+  pb::Tensor *valueTensor = plan.mutable_tensors(*value);
+  if (valueTensor->role() == pb::ACTIVATION)
+    valueTensor->set_role(pb::LOSS);
+
+  mlir::FailureOr<uint32_t> readout =
+      addTensor(op, "loss", op.getValue().getType(), pb::LOSS_READOUT);
+  if (mlir::failed(readout))
+    return mlir::failure();
+  placeOnHost(*readout);
+  plan.mutable_header()->set_loss_tensor(*readout);
+
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*value);
+  copy.mutable_copy()->set_dst(*readout);
+  noteRead(*value);
+  pb::Step &read = addStep(kHostStream, op, opStep);
+  read.mutable_host_task()->set_kind(pb::HostTask::READ_LOSS);
+  read.mutable_host_task()->add_tensors(*readout);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
+  std::string param = op.getParam().str();
+  auto master = parameterMasters.find(param);
+  if (master == parameterMasters.end())
+    return op.emitError("mt.adamw updates '")
+           << param << "' but no mt.param reads it";
+  const pb::Tensor &masterTensor = plan.tensors(master->second);
+  if (!masterTensor.trainable())
+    return op.emitError("mt.adamw updates frozen parameter '") << param << "'";
+  auto [previous, inserted] = updates.emplace(param, op);
+  if (!inserted)
+    return op.emitError("parameter '")
+           << param << "' has a second mt.adamw; the first is at "
+           << formatLocation(previous->second.getLoc());
+
+  // One optimizer configuration per plan (header.optimizer).
+  if (!firstUpdate) {
+    firstUpdate = op;
+    pb::AdamW *adamw = plan.mutable_header()->mutable_optimizer();
+    adamw->set_lr(op.getLr().convertToDouble());
+    adamw->set_beta1(op.getBeta1().convertToDouble());
+    adamw->set_beta2(op.getBeta2().convertToDouble());
+    adamw->set_eps(op.getEps().convertToDouble());
+    adamw->set_weight_decay(op.getWeightDecay().convertToDouble());
+  } else if (op.getLr() != firstUpdate->getLr() ||
+             op.getBeta1() != firstUpdate->getBeta1() ||
+             op.getBeta2() != firstUpdate->getBeta2() ||
+             op.getEps() != firstUpdate->getEps() ||
+             op.getWeightDecay() != firstUpdate->getWeightDecay()) {
+    return op.emitError("mt.adamw hyper-parameters differ from those at ")
+           << formatLocation(firstUpdate->getLoc())
+           << "; a plan has one optimizer configuration";
+  }
+
+  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
+  if (mlir::failed(gradient))
+    return mlir::failure();
+  mlir::Type type = op.getGrad().getType();
+  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
+    return mlir::failure();
+
+  // Micro-batches: the update's gradient is the last part; the earlier ones
+  // are already on the host (emitGradPart).
+  auto seen = partsSeen.find(param);
+  bool accumulated = seen != partsSeen.end();
+  int64_t earlier =
+      accumulated ? static_cast<int64_t>(lastPart.at(param).getCount()) - 1 : 0;
+  if (accumulated && seen->second != earlier)
+    return op.emitError("mt.adamw of '")
+           << param << "' comes after " << seen->second << " of its " << earlier
+           << " earlier mt.grad_part";
+  if (!accumulated && func->hasAttr(kMicrobatchesAttr))
+    return op.emitError("mt.adamw of '")
+           << param << "' in a function of micro-batches has no earlier "
+                       "mt.grad_part (run mt-microbatch as a whole)";
+
+  mlir::FailureOr<uint32_t> hostGrad =
+      accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
+                  : addTensor(op, "grad:" + param, type, pb::GRADIENT);
+  mlir::FailureOr<uint32_t> m = addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
+  mlir::FailureOr<uint32_t> v = addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
+  if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
+    return mlir::failure();
+  if (!accumulated)
+    placeOnHost(*hostGrad);
+  placeOnHost(*m);
+  placeOnHost(*v);
+
+  if (accumulated) {
+    if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
+      return mlir::failure();
+  } else {
+    pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+    copy.mutable_copy()->set_src(*gradient);
+    copy.mutable_copy()->set_dst(*hostGrad);
+    noteRead(*gradient);
+  }
+  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
+  task->set_kind(pb::HostTask::ADAMW);
+  for (uint32_t id : {master->second, *hostGrad, *m, *v})
+    task->add_tensors(id);
+  // The update also rewrites the bf16 copy the device fetches.
+  if (auto compute = computeCopies.find(param); compute != computeCopies.end())
+    task->add_tensors(compute->second);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::checkGradientType(mlir::Operation *op,
+                                                   const std::string &param,
+                                                   uint32_t gradient, uint32_t master,
+                                                   mlir::Type type) {
+  const pb::Tensor &masterTensor = plan.tensors(master);
+  const pb::Tensor &gradTensor = plan.tensors(gradient);
+  if (gradTensor.dtype() != masterTensor.dtype() ||
+      gradTensor.buffer().size_bytes() != masterTensor.buffer().size_bytes() ||
+      !std::equal(gradTensor.shape().begin(), gradTensor.shape().end(),
+                  masterTensor.shape().begin(), masterTensor.shape().end()))
+    return op->emitError("the gradient of '")
+           << param << "' has type " << type << ", unlike the parameter";
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
+                                                const std::string &param,
+                                                uint32_t gradient, mlir::Type type,
+                                                int64_t opStep) {
+  auto stage = partStages.find(param);
+  if (stage == partStages.end()) {
+    // One staging tensor per parameter, reused by every part k >= 1: the
+    // d2h copy of part k+1 waits for the ACCUMULATE of part k (insertEvents).
+    mlir::FailureOr<uint32_t> id = addTensor(op, "grad_part:" + param, type, pb::GRADIENT);
+    if (mlir::failed(id))
+      return mlir::failure();
+    placeOnHost(*id);
+    stage = partStages.emplace(param, *id).first;
+  }
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(gradient);
+  copy.mutable_copy()->set_dst(stage->second);
+  noteRead(gradient);
+  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
+  task->set_kind(pb::HostTask::ACCUMULATE);
+  task->add_tensors(hostGradients.at(param));
+  task->add_tensors(stage->second);
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorTiering);
+  return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep) {
+  std::string param = op.getParam().str();
+  auto master = parameterMasters.find(param);
+  if (master == parameterMasters.end())
+    return op.emitError("mt.grad_part of '") << param << "' but no mt.param reads it";
+  if (!plan.tensors(master->second).trainable())
+    return op.emitError("mt.grad_part of frozen parameter '") << param << "'";
+  if (updates.count(param))
+    return op.emitError("mt.grad_part of '") << param << "' after its mt.adamw";
+  int64_t expected = partsSeen[param];
+  int64_t index = static_cast<int64_t>(op.getIndex());
+  if (index != expected)
+    return op.emitError("mt.grad_part of '")
+           << param << "' has index " << index << ", expected " << expected
+           << " (parts come in micro-batch order)";
+  auto previous = lastPart.find(param);
+  if (previous != lastPart.end() && previous->second.getCount() != op.getCount())
+    return op.emitError("mt.grad_part of '")
+           << param << "' has count " << op.getCount() << ", unlike the one at "
+           << formatLocation(previous->second.getLoc());
+  lastPart.insert_or_assign(param, op);
+  ++partsSeen[param];
+
+  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
+  if (mlir::failed(gradient))
+    return mlir::failure();
+  mlir::Type type = op.getGrad().getType();
+  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
+    return mlir::failure();
+  if (index > 0)
+    return emitAccumulate(op, param, *gradient, type, opStep);
+
+  mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
+  if (mlir::failed(hostGrad))
+    return mlir::failure();
+  placeOnHost(*hostGrad);
+  hostGradients[param] = *hostGrad;
+  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  copy.mutable_copy()->set_src(*gradient);
+  copy.mutable_copy()->set_dst(*hostGrad);
+  noteRead(*gradient);
+  return mlir::success();
+}
+
+} // namespace megatrain::emission

@@ -1,0 +1,130 @@
+//===- PlanBuilder.h - internal to plan emission: the plan being built ----===//
+//
+// emitPlan (PlanEmitter.h) runs one PlanBuilder over the planned function.
+// Its members live in two files: PlanEmitter.cpp holds the tensor table, the
+// placement of tensors in the pools, kernels, parameter fetches, activation
+// copies and the header; HostTaskEmitter.cpp the host side of the training
+// step: the loss readout (READ_LOSS), gradients copied to the host, micro-batch
+// parts (ACCUMULATE) and the optimizer update (ADAMW).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRAIN_LIB_PLAN_PLANBUILDER_H
+#define MEGATRAIN_LIB_PLAN_PLANBUILDER_H
+
+#include "megatrain/Dialect/MtDialect.h"
+#include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/plan/plan.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatrain::emission {
+
+namespace pb = megatrain::plan;
+
+/// Set by mt-microbatch (passes/Microbatch.cpp) on a function that holds N
+/// micro-batches.
+inline constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
+
+/// The plan's streams, in plan.streams order.
+inline constexpr const char *kCompute = "compute";
+inline constexpr const char *kHostToDevice = "h2d";
+inline constexpr const char *kDeviceToHost = "d2h";
+inline constexpr const char *kHostStream = "host";
+
+/// What emission needs to remember about an arena tensor beyond the proto.
+struct ArenaTensor {
+  uint32_t id;
+  mlir::Operation *op;    // the defining op
+  unsigned result;        // which of its results
+  int64_t defOpStep;      // mt.step of the defining op
+  int64_t defPlanStep;    // first plan step holding the value (0: inputs)
+  bool constant = false;
+  std::vector<int64_t> reads; // plan steps reading it, ascending
+};
+
+class PlanBuilder {
+public:
+  PlanBuilder(mlir::func::FuncOp func, const PlanEmitOptions &options)
+      : func(func), options(options) {}
+
+  mlir::LogicalResult build(pb::Plan &out);
+
+private:
+  // ---- Tensors, placement and device steps (PlanEmitter.cpp) ----
+  mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
+  mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
+  mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
+  mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
+  mlir::LogicalResult emitOffload(mt::OffloadOp op, int64_t opStep);
+  mlir::LogicalResult emitPrefetch(mt::PrefetchOp op, int64_t opStep);
+  mlir::LogicalResult setLastUses();
+  mlir::LogicalResult setTokenInput(mt::LossOp loss);
+
+  /// A new tensor of `type` named `name` (made unique if taken), unplaced.
+  mlir::FailureOr<uint32_t> addTensor(mlir::Operation *op, const std::string &name,
+                                      mlir::Type type, pb::Role role);
+  void placeOnHost(uint32_t id);
+  /// Places result `result` of `op` (already a tensor `id`) at its mt.offset.
+  mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
+                                   uint32_t id, int64_t opStep,
+                                   int64_t defPlanStep);
+  pb::Step &addStep(const char *stream, mlir::Operation *op, int64_t opStep);
+  /// Records that the last added step reads tensor `id` (arena tensors only).
+  void noteRead(uint32_t id);
+  mlir::FailureOr<uint32_t> tensorOf(mlir::Operation *user, mlir::Value value);
+
+  // ---- Host tasks (HostTaskEmitter.cpp) ----
+  mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
+  mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
+  mlir::LogicalResult emitGradPart(mt::GradPartOp op, int64_t opStep);
+  /// `copy` d2h of `gradient` into grad_part:<param> + ACCUMULATE into the
+  /// host gradient of `param` (micro-batch k >= 1).
+  mlir::LogicalResult emitAccumulate(mlir::Operation *op, const std::string &param,
+                                     uint32_t gradient, mlir::Type type,
+                                     int64_t opStep);
+  /// Checks that `gradient` has the master's shape and dtype.
+  mlir::LogicalResult checkGradientType(mlir::Operation *op, const std::string &param,
+                                        uint32_t gradient, uint32_t master,
+                                        mlir::Type type);
+
+  mlir::func::FuncOp func;
+  const PlanEmitOptions &options;
+  pb::Plan plan;
+  uint64_t arenaSize = 0;
+  uint64_t stageSize = 0;
+  uint64_t hostTop = 0;
+  llvm::StringSet<> names;
+  llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
+  std::map<std::string, uint32_t> parameterMasters;
+  // Host bf16 compute copies (PARAMETER_COMPUTE), per parameter name.
+  std::map<std::string, uint32_t> computeCopies;
+  std::vector<ArenaTensor> arena;
+  llvm::DenseMap<uint32_t, size_t> arenaIndex;   // tensor id -> arena entry
+  std::vector<int64_t> planStepOpStep;           // plan step -> mt.step
+  std::map<int64_t, int64_t> planStepsThrough;   // mt.step -> #plan steps so far
+  unsigned constants = 0;
+
+  // Host-task state: the updates so far (one per parameter, all with the
+  // first one's hyper-parameters), the loss, and the micro-batch gradient
+  // parts per parameter: the host gradient, the staging tensor of parts
+  // k >= 1, how many parts came so far and the last one (its count).
+  std::map<std::string, mt::AdamWOp> updates;
+  std::optional<mt::AdamWOp> firstUpdate;
+  std::optional<mt::LossOp> loss;
+  std::map<std::string, uint32_t> hostGradients;
+  std::map<std::string, uint32_t> partStages;
+  std::map<std::string, int64_t> partsSeen;
+  std::map<std::string, mt::GradPartOp> lastPart;
+};
+
+} // namespace megatrain::emission
+
+#endif // MEGATRAIN_LIB_PLAN_PLANBUILDER_H

@@ -1,0 +1,43 @@
+// FormatVersion.h - the plan file's magic and format version, which the compiler writes and the runtime checks.
+//
+// A reader takes a plan of its own major version and any minor up to its own
+// (parsePlan, megatrain/runtime/PlanLoader.h). The compiler writes the lowest
+// minor whose features a plan uses, so an older runtime still runs a plan that
+// needs nothing newer; docs/plan.md lists what each minor added.
+#pragma once
+
+#include <cstdint>
+
+#include "megatrain/plan/plan.pb.h"
+
+namespace megatrain {
+
+// Plan.magic: tells a plan from another protobuf message that parses as one.
+inline constexpr const char* kPlanMagic = "megatrain.plan";
+
+// The newest format this build writes and reads.
+inline constexpr uint32_t kPlanFormatMajor = 1;
+inline constexpr uint32_t kPlanFormatMinor = 3;
+
+// The minor that introduced each feature.
+// Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
+inline constexpr uint32_t kPlanMinorOutputReadout = 1;
+// Minor 2: the tiering fields (role OFFLOADED and the staging pool,
+// HostTask.ACCUMULATE, Step.recompute, the header's budget and link bytes) and
+// the simulator's predictions (docs/tiering.md).
+inline constexpr uint32_t kPlanMinorTiering = 2;
+// Minor 3: the compute precision: header.precision, the PARAMETER_COMPUTE role
+// and ADAMW's fifth tensor.
+inline constexpr uint32_t kPlanMinorPrecision = 3;
+
+static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
+                  kPlanMinorPrecision <= kPlanFormatMinor,
+              "a feature's minor is newer than the format this build reads");
+
+// Raises header.format_minor to `minor` when it is lower: a plan's minor is
+// that of the newest feature it uses.
+inline void requirePlanFormatMinor(plan::Header& header, uint32_t minor) {
+  if (header.format_minor() < minor) header.set_format_minor(minor);
+}
+
+}  // namespace megatrain
