@@ -142,14 +142,30 @@ uint64_t CudaBackend::deviceUsedBytes() const {
 void CudaBackend::prepare(const plan::Plan& plan) {
   drain();
   releasePlanMemory();
-  {
-    size_t free = 0, total = 0;
-    MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    totalBytes_ = total;
-    beforePrepare_ = total - free;
-  }
+  recordMemoryBeforePrepare();
+  checkDeviceBudget(plan);
+  plan_ = &plan;
+  assignStreams(plan);
+  allocatePools(plan);
+  prepareHostTaskSlots(plan);
+  createEvents(plan);
+  const size_t largestScratch = resolveKernelSteps(plan);
+  planMatmuls(plan);
+  allocateScratch(largestScratch);
+  drain();
+  afterPrepare_ = deviceUsedBytes();
+}
 
-  // The device arena must fit the budget the plan was compiled for.
+// prepare()'s first step, after the previous plan's memory is released.
+void CudaBackend::recordMemoryBeforePrepare() {
+  size_t free = 0, total = 0;
+  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  totalBytes_ = total;
+  beforePrepare_ = total - free;
+}
+
+// The device arena must fit the budget the plan was compiled for.
+void CudaBackend::checkDeviceBudget(const plan::Plan& plan) const {
   uint64_t arena = 0;
   for (const plan::Pool& source : plan.pools())
     if (source.tier() == plan::DEVICE) arena += source.size_bytes();
@@ -158,11 +174,12 @@ void CudaBackend::prepare(const plan::Plan& plan) {
     throw Error("cuda backend: the plan's device pools take " + formatBytes(arena) + " (" + std::to_string(arena) +
                 " bytes), more than its device budget of " + formatBytes(budget) + " (" + std::to_string(budget) +
                 " bytes)");
-  plan_ = &plan;
+}
 
-  // Streams: the kernels' plan stream runs on compute_ (cuBLAS is bound to
-  // it), every other plan stream on a CUDA stream of its own, made once and
-  // kept for later plans.
+// The kernels' plan stream runs on compute_ (cuBLAS is bound to it), every
+// other plan stream on a CUDA stream of its own, made once and kept for later
+// plans. With MEGATRAIN_CUDA_SYNC=1 none is assigned: all run on compute_.
+void CudaBackend::assignStreams(const plan::Plan& plan) {
   std::string kernelStream;
   for (const plan::Step& step : plan.steps()) {
     if (step.op_case() != plan::Step::kKernel) continue;
@@ -171,26 +188,30 @@ void CudaBackend::prepare(const plan::Plan& plan) {
       throw Error("cuda backend: step " + std::to_string(step.index()) + " runs a kernel on stream '" +
                   step.stream() + "', but kernels run on one stream ('" + kernelStream + "')");
   }
-  if (!syncEveryKernel_) {
-    size_t next = 0;
-    auto give = [&](const std::string& name) {
-      if (name.empty() || streams_.count(name)) return;
-      if (name == kernelStream) {
-        streams_[name] = compute_;
-        return;
-      }
-      if (next == ownStreams_.size()) {
-        cudaStream_t stream = nullptr;
-        MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        ownStreams_.push_back(stream);
-      }
-      streams_[name] = ownStreams_[next++];
-    };
-    if (!kernelStream.empty()) give(kernelStream);
-    for (const std::string& name : plan.streams()) give(name);
-    for (const plan::Step& step : plan.steps()) give(step.stream());
-  }
+  if (syncEveryKernel_) return;
+  size_t next = 0;
+  auto give = [&](const std::string& name) {
+    if (name.empty() || streams_.count(name)) return;
+    if (name == kernelStream) {
+      streams_[name] = compute_;
+      return;
+    }
+    if (next == ownStreams_.size()) {
+      cudaStream_t stream = nullptr;
+      MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      ownStreams_.push_back(stream);
+    }
+    streams_[name] = ownStreams_[next++];
+  };
+  if (!kernelStream.empty()) give(kernelStream);
+  for (const std::string& name : plan.streams()) give(name);
+  for (const plan::Step& step : plan.steps()) give(step.stream());
+}
 
+// One cudaMalloc per DEVICE pool, one cudaHostAlloc per HOST_PINNED pool, both
+// filled with 0xFF bytes (NaN in every float type) so that a read before the
+// first write shows up.
+void CudaBackend::allocatePools(const plan::Plan& plan) {
   for (const plan::Pool& source : plan.pools()) {
     Pool pool;
     pool.tier = source.tier();
@@ -209,16 +230,30 @@ void CudaBackend::prepare(const plan::Plan& plan) {
     }
     pools_.push_back(pool);
   }
+}
 
-  kernels_.assign(static_cast<size_t>(plan.steps_size()), PreparedKernel{});
+// prepare()'s step: one slot per plan step.
+void CudaBackend::prepareHostTaskSlots(const plan::Plan& plan) {
   hostSlots_.assign(static_cast<size_t>(plan.steps_size()), HostTaskSlot{});
+}
+
+// An event per recorded name, in the order of the record steps.
+void CudaBackend::createEvents(const plan::Plan& plan) {
+  for (const plan::Step& step : plan.steps()) {
+    if (step.op_case() != plan::Step::kRecord) continue;
+    cudaEvent_t& event = events_[step.record().event()];
+    if (!event) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+}
+
+// Each Kernel step into a Launch (device addresses, shapes, dtypes,
+// attributes, by the binding the CPU backend and the validator use), checked
+// against its kernel's shape rule; a launch only reads it.
+size_t CudaBackend::resolveKernelSteps(const plan::Plan& plan) {
+  kernels_.assign(static_cast<size_t>(plan.steps_size()), PreparedKernel{});
   size_t scratch = 0;
   for (int i = 0; i < plan.steps_size(); ++i) {
     const plan::Step& step = plan.steps(i);
-    if (step.op_case() == plan::Step::kRecord) {
-      cudaEvent_t& event = events_[step.record().event()];
-      if (!event) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    }
     if (step.op_case() != plan::Step::kKernel) continue;
     const plan::Kernel& kernel = step.kernel();
     PreparedKernel& prepared = kernels_[static_cast<size_t>(i)];
@@ -235,7 +270,12 @@ void CudaBackend::prepare(const plan::Plan& plan) {
       throw Error("cuda backend: step " + std::to_string(i) + ": " + e.what());
     }
   }
-  // ---- cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul (MatmulPlanner.h) ----
+  return scratch;
+}
+
+// cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul
+// (MatmulPlanner.h).
+void CudaBackend::planMatmuls(const plan::Plan& plan) {
   if (!matmul_) matmul_ = std::make_unique<MatmulPlanner>();
   context_.matmul = matmul_.get();
   matmul_->beginPlan(plan.steps_size());
@@ -247,8 +287,12 @@ void CudaBackend::prepare(const plan::Plan& plan) {
       throw Error("cuda backend: step " + std::to_string(prepared.launch.step) + ": " + e.what());
     }
   }
-  // ---- end cuBLASLt ----
-  context_.scratchBytes = (scratch + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+
+// One device scratch for every kernel step, the largest any step asks for; it
+// and the two workspaces must fit the fixed workspace beyond the budget.
+void CudaBackend::allocateScratch(size_t largestScratch) {
+  context_.scratchBytes = (largestScratch + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
   if (context_.scratchBytes + kCublasWorkspaceBytes + MatmulPlanner::kWorkspaceBytes > kCudaFixedWorkspaceBytes)
     throw Error("cuda backend: the kernels' scratch (" + formatBytes(context_.scratchBytes) +
                 ") and the cuBLAS and cuBLASLt workspaces (" +
@@ -257,8 +301,6 @@ void CudaBackend::prepare(const plan::Plan& plan) {
                 " allowed beyond the device budget");
   if (context_.scratchBytes) MT_CUDA_CHECK(cudaMalloc(&scratch_, context_.scratchBytes));
   context_.scratch = scratch_;
-  drain();
-  afterPrepare_ = deviceUsedBytes();
 }
 
 void CudaBackend::traceBegin(cudaStream_t stream) {

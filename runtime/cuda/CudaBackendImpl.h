@@ -115,6 +115,16 @@ class CudaBackend final : public Backend {
   // data a kernel flagged.
   void drain() const;
   void releasePlanMemory();
+  // prepare()'s steps, in the order it takes them (and so the order of its CUDA calls).
+  void recordMemoryBeforePrepare();
+  void checkDeviceBudget(const plan::Plan& plan) const;
+  void assignStreams(const plan::Plan& plan);
+  void allocatePools(const plan::Plan& plan);
+  void prepareHostTaskSlots(const plan::Plan& plan);
+  void createEvents(const plan::Plan& plan);
+  size_t resolveKernelSteps(const plan::Plan& plan);  // returns the largest scratch a step asks for
+  void planMatmuls(const plan::Plan& plan);
+  void allocateScratch(size_t largestScratch);
   // Fills the current step's host task slot and enqueues it on the step's stream.
   HostTaskSlot& hostSlot(HostTaskSlot::Kind kind);
   void enqueueHostTask(HostTaskSlot& slot);
