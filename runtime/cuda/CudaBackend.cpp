@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -131,12 +129,6 @@ cudaStream_t CudaBackend::currentStream() const {
   return streamFor(plan_->steps(static_cast<int>(currentStep_)).stream());
 }
 
-uint64_t CudaBackend::deviceUsedBytes() const {
-  size_t free = 0, total = 0;
-  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return total - free;
-}
-
 void CudaBackend::prepare(const plan::Plan& plan) {
   drain();
   releasePlanMemory();
@@ -152,14 +144,6 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   allocateScratch(largestScratch);
   drain();
   afterPrepare_ = deviceUsedBytes();
-}
-
-// prepare()'s first step, after the previous plan's memory is released.
-void CudaBackend::recordMemoryBeforePrepare() {
-  size_t free = 0, total = 0;
-  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  totalBytes_ = total;
-  beforePrepare_ = total - free;
 }
 
 // The device arena must fit the budget the plan was compiled for.
@@ -296,17 +280,6 @@ void CudaBackend::allocateScratch(size_t largestScratch) {
   context_.scratch = scratch_;
 }
 
-void CudaBackend::traceBegin(cudaStream_t stream) {
-  if (!tracing_ || currentStep_ >= timed_.size()) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceStart_[currentStep_], stream));
-}
-
-void CudaBackend::traceEnd(cudaStream_t stream) {
-  if (!tracing_ || currentStep_ >= timed_.size()) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[currentStep_], stream));
-  timed_[currentStep_] = true;
-}
-
 void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
   const size_t bytes = dst.buffer().size_bytes();
   if (src.buffer().size_bytes() != bytes)
@@ -327,10 +300,6 @@ void CudaBackend::launchKernel(uint32_t step) {
   prepared.kernel->entry.launch(prepared.launch);
   traceEnd(compute_);
   if (syncEveryKernel_) drain();
-}
-
-double CudaBackend::hostSeconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - hostOrigin_).count();
 }
 
 void CudaBackend::recordEvent(const std::string& event, const std::string& stream) {
@@ -429,65 +398,6 @@ std::byte* CudaBackend::hostData(const plan::Tensor& tensor) {
   if (onDevice(tensor)) throw Error("cuda backend: tensor '" + tensor.name() + "' is in device memory");
   drain();  // a copy or host task in flight may still read or write these bytes
   return address(tensor);
-}
-
-std::optional<DeviceMemory> CudaBackend::deviceMemory() const {
-  size_t free = 0, total = 0;
-  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return DeviceMemory{free, total};
-}
-
-void CudaBackend::beginStepTrace() {
-  if (!plan_) throw Error("cuda backend: prepare() was not called");
-  drain();
-  const size_t steps = static_cast<size_t>(plan_->steps_size());
-  if (!traceOrigin_) MT_CUDA_CHECK(cudaEventCreate(&traceOrigin_));
-  while (traceStart_.size() < steps) {
-    cudaEvent_t start = nullptr, end = nullptr;
-    MT_CUDA_CHECK(cudaEventCreate(&start));
-    traceStart_.push_back(start);
-    MT_CUDA_CHECK(cudaEventCreate(&end));
-    traceEnd_.push_back(end);
-  }
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  spans_.assign(steps, StepSpan{nan, nan});
-  timed_.assign(steps, false);
-  // The device is idle: the origin event completes at once, and the host
-  // clock read right after it is the same instant (to a few microseconds).
-  MT_CUDA_CHECK(cudaEventRecord(traceOrigin_, compute_));
-  MT_CUDA_CHECK(cudaEventSynchronize(traceOrigin_));
-  hostOrigin_ = std::chrono::steady_clock::now();
-  tracing_ = true;
-}
-
-std::vector<StepSpan> CudaBackend::endStepTrace() {
-  if (!tracing_) return {};
-  tracing_ = false;
-  drain();
-  for (size_t s = 0; s < timed_.size(); ++s) {
-    if (!timed_[s]) continue;
-    float startMs = 0, endMs = 0;
-    MT_CUDA_CHECK(cudaEventElapsedTime(&startMs, traceOrigin_, traceStart_[s]));
-    MT_CUDA_CHECK(cudaEventElapsedTime(&endMs, traceOrigin_, traceEnd_[s]));
-    spans_[s] = StepSpan{startMs * 1e-3, endMs * 1e-3};
-  }
-  return spans_;
-}
-
-std::optional<DeviceMemoryReport> CudaBackend::memoryReport() const {
-  if (!plan_) return std::nullopt;
-  DeviceMemoryReport report;
-  report.totalBytes = totalBytes_;
-  report.contextBytes = contextBytes_;
-  report.beforePrepare = beforePrepare_;
-  report.afterPrepare = afterPrepare_;
-  for (const Pool& pool : pools_)
-    if (pool.tier == plan::DEVICE) report.arenaBytes += pool.bytes;
-  report.scratchBytes = context_.scratchBytes;
-  report.workspaceBytes = kCublasWorkspaceBytes + MatmulPlanner::kWorkspaceBytes;
-  report.budgetBytes = plan_->header().device_budget_bytes();
-  report.fixedWorkspaceBytes = kCudaFixedWorkspaceBytes;
-  return report;
 }
 
 }  // namespace megatrain::runtime::cuda
