@@ -1,6 +1,7 @@
-// CudaBackendImpl.h - the CUDA backend's class, private to runtime/cuda: its state, shared by the files that define its members.
+// CudaBackendImpl.h - the CUDA backend's class, private to runtime/cuda: its state and which file defines each job.
 //
-// Everything outside this folder reaches it through makeCudaBackend()
+// One class, defined across four files (CudaBackend.cpp says what lives where);
+// everything outside this folder reaches it through makeCudaBackend()
 // (CudaBackend.h) and the Backend interface.
 #pragma once
 
@@ -67,73 +68,86 @@ class CudaBackend final : public Backend {
   CudaBackend(int device, const CudaOptions& options);
   ~CudaBackend() override;
 
+  // ---- CudaBackend.cpp: the plan's preparation, kernel launches, synchronization ----
   std::string name() const override { return "cuda"; }
   const kernels::KernelSpec* findKernel(const std::string& name) const override;
   void prepare(const plan::Plan& plan) override;
-  void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void launchKernel(uint32_t step) override;
-  void runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
-                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
-                const plan::Tensor* compute) override;
+  void synchronize() override;
+  void setCurrentStep(uint32_t step) override { currentStep_ = step; }
+
+  // ---- CudaBackendMemory.cpp: pools, copies, streams and events ----
+  void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
   void recordEvent(const std::string& event, const std::string& stream) override;
   void waitEvent(const std::string& event, const std::string& stream) override;
-  void synchronize() override;
   void poison(const plan::Tensor& tensor) override;
+  bool poisonsDeadTensors() const override { return poison_; }
+  void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
   std::byte* hostData(const plan::Tensor& tensor) override;
-  std::optional<DeviceMemory> deviceMemory() const override;
 
-  void setCurrentStep(uint32_t step) override { currentStep_ = step; }
+  // ---- CudaBackendHostTasks.cpp: host tasks in stream order ----
+  void runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
+                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
+                const plan::Tensor* compute) override;
   void runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) override;
   void readLoss(const plan::Tensor& readout, double* loss) override;
-  bool poisonsDeadTensors() const override { return poison_; }
-  void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
-  bool canTraceSteps() const override { return true; }
-  void beginStepTrace() override;
-  std::vector<StepSpan> endStepTrace() override;
-  std::optional<DeviceMemoryReport> memoryReport() const override;
-
   // The host function of every host task (cudaLaunchHostFunc): runs the slot's
   // task, catching what it throws. No CUDA call in here.
   static void CUDART_CB runHostTask(void* slot);
 
+  // ---- CudaBackendReports.cpp: the step trace and the memory report ----
+  bool canTraceSteps() const override { return true; }
+  void beginStepTrace() override;
+  std::vector<StepSpan> endStepTrace() override;
+  std::optional<DeviceMemory> deviceMemory() const override;
+  std::optional<DeviceMemoryReport> memoryReport() const override;
+
  private:
   static constexpr uint32_t kNoStep = std::numeric_limits<uint32_t>::max();
 
+  // ---- CudaBackend.cpp ----
+  // prepare()'s steps, in the order it takes them; the pools, streams, events
+  // and host task slots are made by the files of their jobs (below).
+  size_t resolveKernelSteps(const plan::Plan& plan);  // returns the largest scratch a step asks for
+  void planMatmuls(const plan::Plan& plan);
+  void allocateScratch(size_t largestScratch);
+  void releasePlanMemory();
+  // Waits for every stream, then reports a host task's failure or any bad
+  // data a kernel flagged.
+  void drain() const;
+
+  // ---- CudaBackendMemory.cpp ----
+  void checkDeviceBudget(const plan::Plan& plan) const;
+  void assignStreams(const plan::Plan& plan);
+  void allocatePools(const plan::Plan& plan);
+  void createEvents(const plan::Plan& plan);
   const Pool& poolOf(const plan::Tensor& tensor) const;
   std::byte* address(const plan::Tensor& tensor) const { return poolOf(tensor).base + tensor.buffer().offset(); }
   bool onDevice(const plan::Tensor& tensor) const { return poolOf(tensor).tier == plan::DEVICE; }
+  // The device address of a kernel operand (an Error for one outside the DEVICE pools).
+  void* operandAddress(const plan::Tensor& tensor) const;
   // The CUDA stream a plan stream runs on (all of them the compute stream
   // with MEGATRAIN_CUDA_SYNC=1, or before prepare()).
   cudaStream_t streamFor(const std::string& stream) const;
   // The stream of the step being issued (the compute stream outside a step).
   cudaStream_t currentStream() const;
-  // The device address of a kernel operand (an Error for one outside the DEVICE pools).
-  void* operandAddress(const plan::Tensor& tensor) const;
-  // Waits for every stream, then reports a host task's failure or any bad
-  // data a kernel flagged.
-  void drain() const;
-  void releasePlanMemory();
-  // prepare()'s steps, in the order it takes them (and so the order of its CUDA calls).
-  void recordMemoryBeforePrepare();
-  void checkDeviceBudget(const plan::Plan& plan) const;
-  void assignStreams(const plan::Plan& plan);
-  void allocatePools(const plan::Plan& plan);
+
+  // ---- CudaBackendHostTasks.cpp ----
   void prepareHostTaskSlots(const plan::Plan& plan);
-  void createEvents(const plan::Plan& plan);
-  size_t resolveKernelSteps(const plan::Plan& plan);  // returns the largest scratch a step asks for
-  void planMatmuls(const plan::Plan& plan);
-  void allocateScratch(size_t largestScratch);
   // Fills the current step's host task slot and enqueues it on the step's stream.
   HostTaskSlot& hostSlot(HostTaskSlot::Kind kind);
   void enqueueHostTask(HostTaskSlot& slot);
+  void hostFailed(uint32_t step, const std::string& what);
+
+  // ---- CudaBackendReports.cpp ----
+  void recordMemoryBeforePrepare();
+  uint64_t deviceUsedBytes() const;
   // Timing events around a kernel or copy step when tracing.
   void traceBegin(cudaStream_t stream);
   void traceEnd(cudaStream_t stream);
-  void hostFailed(uint32_t step, const std::string& what);
   double hostSeconds() const;
-  uint64_t deviceUsedBytes() const;
 
   int device_ = 0;
   bool syncEveryKernel_ = false;
