@@ -1,173 +1,48 @@
-// CudaBackend.cpp - the CUDA backend: pools in device and pinned host memory, kernel steps resolved once, a CUDA stream per plan stream.
+// CudaBackend.cpp - the CUDA backend: its device state, prepare() as a sequence of named steps, kernel launches and synchronization.
+//
+// The backend runs a plan on one GPU behind the Backend interface (docs/cuda.md).
+// It allocates everything in prepare() and nothing while steps run; kernels go
+// to one compute stream, every other plan stream gets a CUDA stream of its own,
+// and the plan's record/wait steps become CUDA events one for one, so the host
+// waits for the device only at synchronize(). One class (CudaBackendImpl.h),
+// its members defined by job:
+//
+//   CudaBackend.cpp            the device, cuBLAS and the bad-data word (made once,
+//                              in the constructor); prepare(); kernel steps resolved
+//                              once, their cuBLASLt plans and the shared scratch;
+//                              launches; drain() and synchronize(), where host task
+//                              failures and kernels' bad-data flags are reported
+//   CudaBackendMemory.cpp      pools (DEVICE and HOST_PINNED), copies, poisoning, host
+//                              reads and writes; the CUDA stream of each plan stream
+//                              and the events of the record/wait steps
+//   CudaBackendHostTasks.cpp   AdamW, ACCUMULATE and READ_LOSS enqueued on their
+//                              stream with cudaLaunchHostFunc (HostTaskSlot)
+//   CudaBackendReports.cpp     the step trace (--trace) and the device memory report
+//
+// prepare() takes its steps in this order, which is also the order of its CUDA
+// calls: measure the device, check the device budget, streams, pools, host task
+// slots, events, kernel steps, cuBLASLt plans, scratch, measure again.
 #include "CudaBackend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
-#include <mutex>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
-#include "CudaKernel.h"
-#include "MatmulPlanner.h"
-#include "megatrain/plan/DType.h"
+#include "CudaBackendImpl.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
-#include "megatrain/runtime/Accumulate.h"
-#include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/KernelBinding.h"
 
-namespace megatrain::runtime {
+namespace megatrain::runtime::cuda {
 namespace {
 
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
 constexpr size_t kScratchAlignment = 256;
 
-// A kernel step resolved once: its registered kernel and its launch.
-struct PreparedKernel {
-  const cuda::CudaKernelRegistry::Registered* kernel = nullptr;
-  cuda::Launch launch;
-};
-
-struct Pool {
-  std::byte* base = nullptr;  // device address (DEVICE) or pinned host address (HOST_PINNED)
-  plan::Tier tier = plan::TIER_UNSPECIFIED;
-  size_t bytes = 0;
-};
-
-class CudaBackend;
-
-// A host task enqueued on its stream with cudaLaunchHostFunc: filled when the
-// step is issued, read by the host function when the stream reaches it. One
-// slot per plan step; a step is issued at most once per training step, and
-// every training step ends with a full synchronize, so a slot is never
-// rewritten while its function may still run.
-struct HostTaskSlot {
-  enum class Kind { AdamW, Accumulate, ReadLoss } kind = Kind::AdamW;
-  CudaBackend* backend = nullptr;
-  uint32_t step = 0;
-  plan::DType dtype = plan::DTYPE_UNSPECIFIED;
-  std::byte* a = nullptr;  // AdamW: param; Accumulate: acc; ReadLoss: readout
-  std::byte* b = nullptr;  // AdamW: grad; Accumulate: addend
-  std::byte* m = nullptr;
-  std::byte* v = nullptr;
-  uint16_t* compute = nullptr;
-  size_t count = 0;
-  plan::AdamW hyper;
-  int64_t t = 0;
-  double* loss = nullptr;
-  bool traced = false;
-};
-
-class CudaBackend final : public Backend {
- public:
-  CudaBackend(int device, const CudaOptions& options);
-  ~CudaBackend() override;
-
-  std::string name() const override { return "cuda"; }
-  const kernels::KernelSpec* findKernel(const std::string& name) const override;
-  void prepare(const plan::Plan& plan) override;
-  void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
-  void launchKernel(uint32_t step) override;
-  void runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
-                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
-                const plan::Tensor* compute) override;
-  void recordEvent(const std::string& event, const std::string& stream) override;
-  void waitEvent(const std::string& event, const std::string& stream) override;
-  void synchronize() override;
-  void poison(const plan::Tensor& tensor) override;
-  void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
-  void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
-  std::byte* hostData(const plan::Tensor& tensor) override;
-  std::optional<DeviceMemory> deviceMemory() const override;
-
-  void setCurrentStep(uint32_t step) override { currentStep_ = step; }
-  void runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) override;
-  void readLoss(const plan::Tensor& readout, double* loss) override;
-  bool poisonsDeadTensors() const override { return poison_; }
-  void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
-  bool canTraceSteps() const override { return true; }
-  void beginStepTrace() override;
-  std::vector<StepSpan> endStepTrace() override;
-  std::optional<DeviceMemoryReport> memoryReport() const override;
-
-  // The host function of every host task (cudaLaunchHostFunc): runs the slot's
-  // task, catching what it throws. No CUDA call in here.
-  static void CUDART_CB runHostTask(void* slot);
-
- private:
-  static constexpr uint32_t kNoStep = std::numeric_limits<uint32_t>::max();
-
-  const Pool& poolOf(const plan::Tensor& tensor) const;
-  std::byte* address(const plan::Tensor& tensor) const { return poolOf(tensor).base + tensor.buffer().offset(); }
-  bool onDevice(const plan::Tensor& tensor) const { return poolOf(tensor).tier == plan::DEVICE; }
-  // The CUDA stream a plan stream runs on (all of them the compute stream
-  // with MEGATRAIN_CUDA_SYNC=1, or before prepare()).
-  cudaStream_t streamFor(const std::string& stream) const;
-  // The stream of the step being issued (the compute stream outside a step).
-  cudaStream_t currentStream() const;
-  // The device address of a kernel operand (an Error for one outside the DEVICE pools).
-  void* operandAddress(const plan::Tensor& tensor) const;
-  // Waits for every stream, then reports a host task's failure or any bad
-  // data a kernel flagged.
-  void drain() const;
-  void releasePlanMemory();
-  // Fills the current step's host task slot and enqueues it on the step's stream.
-  HostTaskSlot& hostSlot(HostTaskSlot::Kind kind);
-  void enqueueHostTask(HostTaskSlot& slot);
-  // Timing events around a kernel or copy step when tracing.
-  void traceBegin(cudaStream_t stream);
-  void traceEnd(cudaStream_t stream);
-  void hostFailed(uint32_t step, const std::string& what);
-  double hostSeconds() const;
-  uint64_t deviceUsedBytes() const;
-
-  int device_ = 0;
-  bool syncEveryKernel_ = false;
-  bool poison_ = false;
-  cudaStream_t compute_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  void* cublasWorkspace_ = nullptr;
-  int* badData_ = nullptr;  // pinned, mapped: [1], step + 1 of the first bad-data flag
-  cuda::DeviceContext context_;
-
-  const plan::Plan* plan_ = nullptr;
-  std::vector<Pool> pools_;
-  void* scratch_ = nullptr;
-  std::vector<PreparedKernel> kernels_;  // [steps]; kernel == nullptr for other steps
-  std::unordered_map<std::string, cudaEvent_t> events_;
-  std::unique_ptr<cuda::MatmulPlanner> matmul_;  // made by the first prepare(); its algorithm cache outlives plans
-  // One CUDA stream per plan stream; the kernels' stream is compute_.
-  std::unordered_map<std::string, cudaStream_t> streams_;
-  std::vector<cudaStream_t> ownStreams_;  // created here, destroyed with the backend
-  std::vector<HostTaskSlot> hostSlots_;   // [steps]
-  HostTaskSlot looseSlot_;                // a host task called outside a plan step
-  uint32_t currentStep_ = kNoStep;
-
-  // A host task that threw: the first failure, reported by the next drain().
-  mutable std::mutex hostErrorMutex_;
-  mutable std::string hostError_;
-  mutable std::atomic<bool> hostFailed_{false};
-
-  // Tracing (only while a traced step runs; no timing event exists otherwise).
-  bool tracing_ = false;
-  cudaEvent_t traceOrigin_ = nullptr;
-  std::vector<cudaEvent_t> traceStart_, traceEnd_;  // [steps], created on the first trace
-  std::vector<StepSpan> spans_;                      // [steps]; host tasks write theirs
-  std::vector<bool> timed_;                          // [steps]: device events recorded this trace
-  std::chrono::steady_clock::time_point hostOrigin_;
-
-  // Memory report.
-  uint64_t totalBytes_ = 0, contextBytes_ = 0, beforePrepare_ = 0, afterPrepare_ = 0;
-};
+}  // namespace
 
 CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(device) {
   int count = 0;
@@ -223,6 +98,8 @@ CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamDestroy(compute_);
 }
 
+// What prepare() made for one plan; the CUDA streams, the matmul planner and
+// the trace's events stay for the next.
 void CudaBackend::releasePlanMemory() {
   for (auto& [name, event] : events_) cudaEventDestroy(event);
   events_.clear();
@@ -243,126 +120,41 @@ void CudaBackend::releasePlanMemory() {
 }
 
 const kernels::KernelSpec* CudaBackend::findKernel(const std::string& name) const {
-  const cuda::CudaKernelRegistry::Registered* registered = cuda::cudaKernels().find(name);
+  const CudaKernelRegistry::Registered* registered = cudaKernels().find(name);
   return registered ? registered->spec : nullptr;
-}
-
-const Pool& CudaBackend::poolOf(const plan::Tensor& tensor) const {
-  if (!plan_) throw Error("cuda backend: prepare() was not called");
-  const uint32_t pool = tensor.buffer().pool();
-  if (pool >= pools_.size())
-    throw Error("cuda backend: tensor '" + tensor.name() + "' names pool " + std::to_string(pool));
-  return pools_[pool];
-}
-
-void* CudaBackend::operandAddress(const plan::Tensor& tensor) const {
-  if (!onDevice(tensor))
-    throw Error("cuda backend: kernel operand '" + tensor.name() + "' is not in a DEVICE pool");
-  return address(tensor);
-}
-
-cudaStream_t CudaBackend::streamFor(const std::string& stream) const {
-  auto it = streams_.find(stream);
-  return it == streams_.end() ? compute_ : it->second;
-}
-
-cudaStream_t CudaBackend::currentStream() const {
-  if (currentStep_ == kNoStep || !plan_ || currentStep_ >= static_cast<uint32_t>(plan_->steps_size())) return compute_;
-  return streamFor(plan_->steps(static_cast<int>(currentStep_)).stream());
-}
-
-uint64_t CudaBackend::deviceUsedBytes() const {
-  size_t free = 0, total = 0;
-  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return total - free;
 }
 
 void CudaBackend::prepare(const plan::Plan& plan) {
   drain();
   releasePlanMemory();
-  {
-    size_t free = 0, total = 0;
-    MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    totalBytes_ = total;
-    beforePrepare_ = total - free;
-  }
-
-  // The device arena must fit the budget the plan was compiled for.
-  uint64_t arena = 0;
-  for (const plan::Pool& source : plan.pools())
-    if (source.tier() == plan::DEVICE) arena += source.size_bytes();
-  const uint64_t budget = plan.header().device_budget_bytes();
-  if (budget > 0 && arena > budget)
-    throw Error("cuda backend: the plan's device pools take " + formatBytes(arena) + " (" + std::to_string(arena) +
-                " bytes), more than its device budget of " + formatBytes(budget) + " (" + std::to_string(budget) +
-                " bytes)");
+  recordMemoryBeforePrepare();
+  checkDeviceBudget(plan);
   plan_ = &plan;
+  assignStreams(plan);
+  allocatePools(plan);
+  prepareHostTaskSlots(plan);
+  createEvents(plan);
+  const size_t largestScratch = resolveKernelSteps(plan);
+  planMatmuls(plan);
+  allocateScratch(largestScratch);
+  drain();
+  afterPrepare_ = deviceUsedBytes();
+}
 
-  // Streams: the kernels' plan stream runs on compute_ (cuBLAS is bound to
-  // it), every other plan stream on a CUDA stream of its own, made once and
-  // kept for later plans.
-  std::string kernelStream;
-  for (const plan::Step& step : plan.steps()) {
-    if (step.op_case() != plan::Step::kKernel) continue;
-    if (kernelStream.empty()) kernelStream = step.stream();
-    if (step.stream() != kernelStream)
-      throw Error("cuda backend: step " + std::to_string(step.index()) + " runs a kernel on stream '" +
-                  step.stream() + "', but kernels run on one stream ('" + kernelStream + "')");
-  }
-  if (!syncEveryKernel_) {
-    size_t next = 0;
-    auto give = [&](const std::string& name) {
-      if (name.empty() || streams_.count(name)) return;
-      if (name == kernelStream) {
-        streams_[name] = compute_;
-        return;
-      }
-      if (next == ownStreams_.size()) {
-        cudaStream_t stream = nullptr;
-        MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        ownStreams_.push_back(stream);
-      }
-      streams_[name] = ownStreams_[next++];
-    };
-    if (!kernelStream.empty()) give(kernelStream);
-    for (const std::string& name : plan.streams()) give(name);
-    for (const plan::Step& step : plan.steps()) give(step.stream());
-  }
-
-  for (const plan::Pool& source : plan.pools()) {
-    Pool pool;
-    pool.tier = source.tier();
-    pool.bytes = source.size_bytes();
-    if (pool.bytes > 0) {
-      if (pool.tier == plan::DEVICE) {
-        MT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pool.base), pool.bytes));
-        MT_CUDA_CHECK(cudaMemsetAsync(pool.base, 0xFF, pool.bytes, compute_));
-      } else if (pool.tier == plan::HOST_PINNED) {
-        MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pool.base), pool.bytes, cudaHostAllocDefault));
-        std::memset(pool.base, 0xFF, pool.bytes);
-      } else {
-        throw Error("cuda backend: pool '" + source.name() + "' has tier " + tierName(pool.tier) +
-                    ", which this backend does not support");
-      }
-    }
-    pools_.push_back(pool);
-  }
-
+// Each Kernel step into a Launch (device addresses, shapes, dtypes,
+// attributes, by the binding the CPU backend and the validator use), checked
+// against its kernel's shape rule; a launch only reads it.
+size_t CudaBackend::resolveKernelSteps(const plan::Plan& plan) {
   kernels_.assign(static_cast<size_t>(plan.steps_size()), PreparedKernel{});
-  hostSlots_.assign(static_cast<size_t>(plan.steps_size()), HostTaskSlot{});
   size_t scratch = 0;
   for (int i = 0; i < plan.steps_size(); ++i) {
     const plan::Step& step = plan.steps(i);
-    if (step.op_case() == plan::Step::kRecord) {
-      cudaEvent_t& event = events_[step.record().event()];
-      if (!event) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    }
     if (step.op_case() != plan::Step::kKernel) continue;
     const plan::Kernel& kernel = step.kernel();
     PreparedKernel& prepared = kernels_[static_cast<size_t>(i)];
-    prepared.kernel = cuda::cudaKernels().find(kernel.kernel());
+    prepared.kernel = cudaKernels().find(kernel.kernel());
     if (!prepared.kernel) throw Error("cuda backend: step " + std::to_string(i) + ": unknown kernel '" + kernel.kernel() + "'");
-    cuda::Launch& launch = prepared.launch;
+    Launch& launch = prepared.launch;
     try {
       bindKernelCall(plan, i, [&](const plan::Tensor& tensor) { return operandAddress(tensor); }, launch);
       launch.device = &context_;
@@ -373,8 +165,13 @@ void CudaBackend::prepare(const plan::Plan& plan) {
       throw Error("cuda backend: step " + std::to_string(i) + ": " + e.what());
     }
   }
-  // ---- cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul (MatmulPlanner.h) ----
-  if (!matmul_) matmul_ = std::make_unique<cuda::MatmulPlanner>();
+  return scratch;
+}
+
+// cuBLASLt: the workspace once, an algorithm per distinct f32/bf16 matmul
+// (MatmulPlanner.h).
+void CudaBackend::planMatmuls(const plan::Plan& plan) {
+  if (!matmul_) matmul_ = std::make_unique<MatmulPlanner>();
   context_.matmul = matmul_.get();
   matmul_->beginPlan(plan.steps_size());
   for (const PreparedKernel& prepared : kernels_) {
@@ -385,41 +182,20 @@ void CudaBackend::prepare(const plan::Plan& plan) {
       throw Error("cuda backend: step " + std::to_string(prepared.launch.step) + ": " + e.what());
     }
   }
-  // ---- end cuBLASLt ----
-  context_.scratchBytes = (scratch + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
-  if (context_.scratchBytes + kCublasWorkspaceBytes + cuda::MatmulPlanner::kWorkspaceBytes > kCudaFixedWorkspaceBytes)
+}
+
+// One device scratch for every kernel step, the largest any step asks for; it
+// and the two workspaces must fit the fixed workspace beyond the budget.
+void CudaBackend::allocateScratch(size_t largestScratch) {
+  context_.scratchBytes = (largestScratch + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+  if (context_.scratchBytes + kCublasWorkspaceBytes + MatmulPlanner::kWorkspaceBytes > kCudaFixedWorkspaceBytes)
     throw Error("cuda backend: the kernels' scratch (" + formatBytes(context_.scratchBytes) +
                 ") and the cuBLAS and cuBLASLt workspaces (" +
-                formatBytes(kCublasWorkspaceBytes + cuda::MatmulPlanner::kWorkspaceBytes) +
+                formatBytes(kCublasWorkspaceBytes + MatmulPlanner::kWorkspaceBytes) +
                 ") exceed the fixed workspace of " + formatBytes(kCudaFixedWorkspaceBytes) +
                 " allowed beyond the device budget");
   if (context_.scratchBytes) MT_CUDA_CHECK(cudaMalloc(&scratch_, context_.scratchBytes));
   context_.scratch = scratch_;
-  drain();
-  afterPrepare_ = deviceUsedBytes();
-}
-
-void CudaBackend::traceBegin(cudaStream_t stream) {
-  if (!tracing_ || currentStep_ >= timed_.size()) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceStart_[currentStep_], stream));
-}
-
-void CudaBackend::traceEnd(cudaStream_t stream) {
-  if (!tracing_ || currentStep_ >= timed_.size()) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[currentStep_], stream));
-  timed_[currentStep_] = true;
-}
-
-void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
-  const size_t bytes = dst.buffer().size_bytes();
-  if (src.buffer().size_bytes() != bytes)
-    throw Error("cuda backend: copy from '" + src.name() + "' (" + std::to_string(src.buffer().size_bytes()) +
-                " bytes) to '" + dst.name() + "' (" + std::to_string(bytes) + " bytes)");
-  const cudaStream_t stream = currentStream();
-  traceBegin(stream);
-  cuda::copyBytes(address(dst), address(src), bytes, stream);
-  traceEnd(stream);
-  if (syncEveryKernel_) drain();
 }
 
 void CudaBackend::launchKernel(uint32_t step) {
@@ -430,123 +206,6 @@ void CudaBackend::launchKernel(uint32_t step) {
   prepared.kernel->entry.launch(prepared.launch);
   traceEnd(compute_);
   if (syncEveryKernel_) drain();
-}
-
-HostTaskSlot& CudaBackend::hostSlot(HostTaskSlot::Kind kind) {
-  if (!plan_) throw Error("cuda backend: prepare() was not called");
-  // Outside a plan step (a direct call): one slot, run at once by enqueueHostTask.
-  HostTaskSlot& slot = currentStep_ < hostSlots_.size() ? hostSlots_[currentStep_] : looseSlot_;
-  slot = HostTaskSlot{};
-  slot.kind = kind;
-  slot.backend = this;
-  slot.step = currentStep_;
-  slot.traced = tracing_;
-  return slot;
-}
-
-void CudaBackend::enqueueHostTask(HostTaskSlot& slot) {
-  if (&slot == &looseSlot_) {
-    drain();
-    runHostTask(&slot);
-    drain();  // reports what it threw
-    return;
-  }
-  MT_CUDA_CHECK(cudaLaunchHostFunc(currentStream(), &CudaBackend::runHostTask, &slot));
-  if (syncEveryKernel_) drain();
-}
-
-double CudaBackend::hostSeconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - hostOrigin_).count();
-}
-
-void CudaBackend::hostFailed(uint32_t step, const std::string& what) {
-  std::lock_guard<std::mutex> lock(hostErrorMutex_);
-  if (hostFailed_.load()) return;  // the first failure is the one to report
-  hostError_ = "cuda backend: step " + std::to_string(step) + " (host task): " + what;
-  hostFailed_.store(true);
-}
-
-void CUDART_CB CudaBackend::runHostTask(void* opaque) {
-  HostTaskSlot& slot = *static_cast<HostTaskSlot*>(opaque);
-  CudaBackend& self = *slot.backend;
-  // After a failure the host state is suspect: skip until it is reported.
-  if (self.hostFailed_.load()) return;
-  const double start = slot.traced ? self.hostSeconds() : 0;
-  try {
-    switch (slot.kind) {
-      case HostTaskSlot::Kind::AdamW:
-        adamwUpdate(slot.dtype, slot.a, slot.b, slot.m, slot.v, slot.count, slot.hyper, slot.t, slot.compute);
-        break;
-      case HostTaskSlot::Kind::Accumulate:
-        accumulate(slot.dtype, slot.a, slot.b, slot.count);
-        break;
-      case HostTaskSlot::Kind::ReadLoss:
-        *slot.loss = scalarAsDouble(slot.a, slot.dtype);
-        break;
-    }
-  } catch (const std::exception& e) {
-    self.hostFailed(slot.step, e.what());
-  } catch (...) {
-    self.hostFailed(slot.step, "unknown exception");
-  }
-  if (slot.traced && slot.step < self.spans_.size()) self.spans_[slot.step] = StepSpan{start, self.hostSeconds()};
-}
-
-void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
-                           const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
-                           const plan::Tensor* compute) {
-  for (const plan::Tensor* tensor : {&param, &grad, &m, &v, compute})
-    if (tensor && onDevice(*tensor))
-      throw Error("cuda backend: AdamW operand '" + tensor->name() + "' is in device memory; it runs on the host");
-  // In stream order: the plan's waits before this step make the gradient's
-  // device-to-host copy land first.
-  HostTaskSlot& slot = hostSlot(HostTaskSlot::Kind::AdamW);
-  slot.dtype = param.dtype();
-  slot.a = address(param);
-  slot.b = address(grad);
-  slot.m = address(m);
-  slot.v = address(v);
-  slot.compute = compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr;
-  slot.count = static_cast<size_t>(elementCount(param.shape()));
-  slot.hyper = hyper;
-  slot.t = t;
-  enqueueHostTask(slot);
-}
-
-void CudaBackend::runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) {
-  for (const plan::Tensor* tensor : {&acc, &addend})
-    if (onDevice(*tensor))
-      throw Error("cuda backend: ACCUMULATE operand '" + tensor->name() + "' is in device memory; it runs on the host");
-  if (acc.dtype() != addend.dtype() || elementCount(acc.shape()) != elementCount(addend.shape()))
-    throw Error("cuda backend: ACCUMULATE of '" + addend.name() + "' into '" + acc.name() +
-                "': dtypes or element counts differ");
-  HostTaskSlot& slot = hostSlot(HostTaskSlot::Kind::Accumulate);
-  slot.dtype = acc.dtype();
-  slot.a = address(acc);
-  slot.b = address(addend);
-  slot.count = static_cast<size_t>(elementCount(acc.shape()));
-  enqueueHostTask(slot);
-}
-
-void CudaBackend::readLoss(const plan::Tensor& readout, double* loss) {
-  if (onDevice(readout)) throw Error("cuda backend: loss readout '" + readout.name() + "' is in device memory");
-  HostTaskSlot& slot = hostSlot(HostTaskSlot::Kind::ReadLoss);
-  slot.dtype = readout.dtype();
-  slot.a = address(readout);
-  slot.loss = loss;
-  enqueueHostTask(slot);
-}
-
-void CudaBackend::recordEvent(const std::string& event, const std::string& stream) {
-  auto it = events_.find(event);
-  if (it == events_.end()) throw Error("cuda backend: event '" + event + "' was not prepared");
-  MT_CUDA_CHECK(cudaEventRecord(it->second, streamFor(stream)));
-}
-
-void CudaBackend::waitEvent(const std::string& event, const std::string& stream) {
-  auto it = events_.find(event);
-  if (it == events_.end()) throw Error("cuda backend: event '" + event + "' was not prepared");
-  MT_CUDA_CHECK(cudaStreamWaitEvent(streamFor(stream), it->second, 0));
 }
 
 void CudaBackend::synchronize() {
@@ -580,126 +239,16 @@ void CudaBackend::drain() const {
   throw Error("cuda backend: step " + std::to_string(step) + " (" + what + ")");
 }
 
-void CudaBackend::poison(const plan::Tensor& tensor) {
-  // 0xFF bytes: NaN in every float dtype, -1 or 255 in the integer ones.
-  const size_t bytes = tensor.buffer().size_bytes();
-  if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, currentStream()));
-  } else {
-    drain();
-    std::memset(address(tensor), 0xFF, bytes);
-  }
+}  // namespace megatrain::runtime::cuda
+
+namespace megatrain::runtime {
+
+std::unique_ptr<Backend> makeCudaBackend(int device) {
+  return std::make_unique<cuda::CudaBackend>(device, CudaOptions{});
 }
-
-void CudaBackend::poisonOnStream(const plan::Tensor& tensor, const std::string& stream) {
-  // In the order of the stream that last used the tensor: a later reuse of
-  // its bytes waits (through the plan's events) for that use, and so for this.
-  const size_t bytes = tensor.buffer().size_bytes();
-  if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, streamFor(stream)));
-  } else {
-    drain();
-    std::memset(address(tensor), 0xFF, bytes);
-  }
-}
-
-void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t size) {
-  if (size != tensor.buffer().size_bytes())
-    throw Error("tensor '" + tensor.name() + "': writing " + std::to_string(size) + " bytes into " +
-                std::to_string(tensor.buffer().size_bytes()));
-  drain();  // work in flight on any stream may still read or write these bytes
-  if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemcpyAsync(address(tensor), bytes, size, cudaMemcpyHostToDevice, compute_));
-    drain();  // the caller's bytes may be reused as soon as this returns
-  } else {
-    std::memcpy(address(tensor), bytes, size);
-  }
-}
-
-void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {
-  if (size != tensor.buffer().size_bytes())
-    throw Error("tensor '" + tensor.name() + "': reading " + std::to_string(size) + " bytes from " +
-                std::to_string(tensor.buffer().size_bytes()));
-  drain();
-  if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
-    drain();
-  } else {
-    std::memcpy(bytes, address(tensor), size);
-  }
-}
-
-std::byte* CudaBackend::hostData(const plan::Tensor& tensor) {
-  if (onDevice(tensor)) throw Error("cuda backend: tensor '" + tensor.name() + "' is in device memory");
-  drain();  // a copy or host task in flight may still read or write these bytes
-  return address(tensor);
-}
-
-std::optional<DeviceMemory> CudaBackend::deviceMemory() const {
-  size_t free = 0, total = 0;
-  MT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return DeviceMemory{free, total};
-}
-
-void CudaBackend::beginStepTrace() {
-  if (!plan_) throw Error("cuda backend: prepare() was not called");
-  drain();
-  const size_t steps = static_cast<size_t>(plan_->steps_size());
-  if (!traceOrigin_) MT_CUDA_CHECK(cudaEventCreate(&traceOrigin_));
-  while (traceStart_.size() < steps) {
-    cudaEvent_t start = nullptr, end = nullptr;
-    MT_CUDA_CHECK(cudaEventCreate(&start));
-    traceStart_.push_back(start);
-    MT_CUDA_CHECK(cudaEventCreate(&end));
-    traceEnd_.push_back(end);
-  }
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  spans_.assign(steps, StepSpan{nan, nan});
-  timed_.assign(steps, false);
-  // The device is idle: the origin event completes at once, and the host
-  // clock read right after it is the same instant (to a few microseconds).
-  MT_CUDA_CHECK(cudaEventRecord(traceOrigin_, compute_));
-  MT_CUDA_CHECK(cudaEventSynchronize(traceOrigin_));
-  hostOrigin_ = std::chrono::steady_clock::now();
-  tracing_ = true;
-}
-
-std::vector<StepSpan> CudaBackend::endStepTrace() {
-  if (!tracing_) return {};
-  tracing_ = false;
-  drain();
-  for (size_t s = 0; s < timed_.size(); ++s) {
-    if (!timed_[s]) continue;
-    float startMs = 0, endMs = 0;
-    MT_CUDA_CHECK(cudaEventElapsedTime(&startMs, traceOrigin_, traceStart_[s]));
-    MT_CUDA_CHECK(cudaEventElapsedTime(&endMs, traceOrigin_, traceEnd_[s]));
-    spans_[s] = StepSpan{startMs * 1e-3, endMs * 1e-3};
-  }
-  return spans_;
-}
-
-std::optional<DeviceMemoryReport> CudaBackend::memoryReport() const {
-  if (!plan_) return std::nullopt;
-  DeviceMemoryReport report;
-  report.totalBytes = totalBytes_;
-  report.contextBytes = contextBytes_;
-  report.beforePrepare = beforePrepare_;
-  report.afterPrepare = afterPrepare_;
-  for (const Pool& pool : pools_)
-    if (pool.tier == plan::DEVICE) report.arenaBytes += pool.bytes;
-  report.scratchBytes = context_.scratchBytes;
-  report.workspaceBytes = kCublasWorkspaceBytes + cuda::MatmulPlanner::kWorkspaceBytes;
-  report.budgetBytes = plan_->header().device_budget_bytes();
-  report.fixedWorkspaceBytes = kCudaFixedWorkspaceBytes;
-  return report;
-}
-
-}  // namespace
-
-std::unique_ptr<Backend> makeCudaBackend(int device) { return std::make_unique<CudaBackend>(device, CudaOptions{}); }
 
 std::unique_ptr<Backend> makeCudaBackend(int device, const CudaOptions& options) {
-  return std::make_unique<CudaBackend>(device, options);
+  return std::make_unique<cuda::CudaBackend>(device, options);
 }
 
 }  // namespace megatrain::runtime

@@ -1,0 +1,191 @@
+// CudaBackendImpl.h - the CUDA backend's class, private to runtime/cuda: its state and which file defines each job.
+//
+// One class, defined across four files (CudaBackend.cpp says what lives where);
+// everything outside this folder reaches it through makeCudaBackend()
+// (CudaBackend.h) and the Backend interface.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "CudaBackend.h"
+#include "CudaKernel.h"
+#include "MatmulPlanner.h"
+
+namespace megatrain::runtime::cuda {
+
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
+
+// A kernel step resolved once: its registered kernel and its launch.
+struct PreparedKernel {
+  const CudaKernelRegistry::Registered* kernel = nullptr;
+  Launch launch;
+};
+
+struct Pool {
+  std::byte* base = nullptr;  // device address (DEVICE) or pinned host address (HOST_PINNED)
+  plan::Tier tier = plan::TIER_UNSPECIFIED;
+  size_t bytes = 0;
+};
+
+class CudaBackend;
+
+// A host task enqueued on its stream with cudaLaunchHostFunc: filled when the
+// step is issued, read by the host function when the stream reaches it. One
+// slot per plan step; a step is issued at most once per training step, and
+// every training step ends with a full synchronize, so a slot is never
+// rewritten while its function may still run.
+struct HostTaskSlot {
+  enum class Kind { AdamW, Accumulate, ReadLoss } kind = Kind::AdamW;
+  CudaBackend* backend = nullptr;
+  uint32_t step = 0;
+  plan::DType dtype = plan::DTYPE_UNSPECIFIED;
+  std::byte* a = nullptr;  // AdamW: param; Accumulate: acc; ReadLoss: readout
+  std::byte* b = nullptr;  // AdamW: grad; Accumulate: addend
+  std::byte* m = nullptr;
+  std::byte* v = nullptr;
+  uint16_t* compute = nullptr;
+  size_t count = 0;
+  plan::AdamW hyper;
+  int64_t t = 0;
+  double* loss = nullptr;
+  bool traced = false;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, const CudaOptions& options);
+  ~CudaBackend() override;
+
+  // ---- CudaBackend.cpp: the plan's preparation, kernel launches, synchronization ----
+  std::string name() const override { return "cuda"; }
+  const kernels::KernelSpec* findKernel(const std::string& name) const override;
+  void prepare(const plan::Plan& plan) override;
+  void launchKernel(uint32_t step) override;
+  void synchronize() override;
+  void setCurrentStep(uint32_t step) override { currentStep_ = step; }
+
+  // ---- CudaBackendMemory.cpp: pools, copies, streams and events ----
+  void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
+  void recordEvent(const std::string& event, const std::string& stream) override;
+  void waitEvent(const std::string& event, const std::string& stream) override;
+  void poison(const plan::Tensor& tensor) override;
+  bool poisonsDeadTensors() const override { return poison_; }
+  void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
+  void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
+  void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
+  std::byte* hostData(const plan::Tensor& tensor) override;
+
+  // ---- CudaBackendHostTasks.cpp: host tasks in stream order ----
+  void runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
+                const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
+                const plan::Tensor* compute) override;
+  void runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) override;
+  void readLoss(const plan::Tensor& readout, double* loss) override;
+  // The host function of every host task (cudaLaunchHostFunc): runs the slot's
+  // task, catching what it throws. No CUDA call in here.
+  static void CUDART_CB runHostTask(void* slot);
+
+  // ---- CudaBackendReports.cpp: the step trace and the memory report ----
+  bool canTraceSteps() const override { return true; }
+  void beginStepTrace() override;
+  std::vector<StepSpan> endStepTrace() override;
+  std::optional<DeviceMemory> deviceMemory() const override;
+  std::optional<DeviceMemoryReport> memoryReport() const override;
+
+ private:
+  static constexpr uint32_t kNoStep = std::numeric_limits<uint32_t>::max();
+
+  // ---- CudaBackend.cpp ----
+  // prepare()'s steps, in the order it takes them; the pools, streams, events
+  // and host task slots are made by the files of their jobs (below).
+  size_t resolveKernelSteps(const plan::Plan& plan);  // returns the largest scratch a step asks for
+  void planMatmuls(const plan::Plan& plan);
+  void allocateScratch(size_t largestScratch);
+  void releasePlanMemory();
+  // Waits for every stream, then reports a host task's failure or any bad
+  // data a kernel flagged.
+  void drain() const;
+
+  // ---- CudaBackendMemory.cpp ----
+  void checkDeviceBudget(const plan::Plan& plan) const;
+  void assignStreams(const plan::Plan& plan);
+  void allocatePools(const plan::Plan& plan);
+  void createEvents(const plan::Plan& plan);
+  const Pool& poolOf(const plan::Tensor& tensor) const;
+  std::byte* address(const plan::Tensor& tensor) const { return poolOf(tensor).base + tensor.buffer().offset(); }
+  bool onDevice(const plan::Tensor& tensor) const { return poolOf(tensor).tier == plan::DEVICE; }
+  // The device address of a kernel operand (an Error for one outside the DEVICE pools).
+  void* operandAddress(const plan::Tensor& tensor) const;
+  // The CUDA stream a plan stream runs on (all of them the compute stream
+  // with MEGATRAIN_CUDA_SYNC=1, or before prepare()).
+  cudaStream_t streamFor(const std::string& stream) const;
+  // The stream of the step being issued (the compute stream outside a step).
+  cudaStream_t currentStream() const;
+
+  // ---- CudaBackendHostTasks.cpp ----
+  void prepareHostTaskSlots(const plan::Plan& plan);
+  // Fills the current step's host task slot and enqueues it on the step's stream.
+  HostTaskSlot& hostSlot(HostTaskSlot::Kind kind);
+  void enqueueHostTask(HostTaskSlot& slot);
+  void hostFailed(uint32_t step, const std::string& what);
+
+  // ---- CudaBackendReports.cpp ----
+  void recordMemoryBeforePrepare();
+  uint64_t deviceUsedBytes() const;
+  // Timing events around a kernel or copy step when tracing.
+  void traceBegin(cudaStream_t stream);
+  void traceEnd(cudaStream_t stream);
+  double hostSeconds() const;
+
+  int device_ = 0;
+  bool syncEveryKernel_ = false;
+  bool poison_ = false;
+  cudaStream_t compute_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublasWorkspace_ = nullptr;
+  int* badData_ = nullptr;  // pinned, mapped: [1], step + 1 of the first bad-data flag
+  DeviceContext context_;
+
+  const plan::Plan* plan_ = nullptr;
+  std::vector<Pool> pools_;
+  void* scratch_ = nullptr;
+  std::vector<PreparedKernel> kernels_;  // [steps]; kernel == nullptr for other steps
+  std::unordered_map<std::string, cudaEvent_t> events_;
+  std::unique_ptr<MatmulPlanner> matmul_;  // made by the first prepare(); its algorithm cache outlives plans
+  // One CUDA stream per plan stream; the kernels' stream is compute_.
+  std::unordered_map<std::string, cudaStream_t> streams_;
+  std::vector<cudaStream_t> ownStreams_;  // created here, destroyed with the backend
+  std::vector<HostTaskSlot> hostSlots_;   // [steps]
+  HostTaskSlot looseSlot_;                // a host task called outside a plan step
+  uint32_t currentStep_ = kNoStep;
+
+  // A host task that threw: the first failure, reported by the next drain().
+  mutable std::mutex hostErrorMutex_;
+  mutable std::string hostError_;
+  mutable std::atomic<bool> hostFailed_{false};
+
+  // Tracing (only while a traced step runs; no timing event exists otherwise).
+  bool tracing_ = false;
+  cudaEvent_t traceOrigin_ = nullptr;
+  std::vector<cudaEvent_t> traceStart_, traceEnd_;  // [steps], created on the first trace
+  std::vector<StepSpan> spans_;                      // [steps]; host tasks write theirs
+  std::vector<bool> timed_;                          // [steps]: device events recorded this trace
+  std::chrono::steady_clock::time_point hostOrigin_;
+
+  // Memory report.
+  uint64_t totalBytes_ = 0, contextBytes_ = 0, beforePrepare_ = 0, afterPrepare_ = 0;
+};
+
+}  // namespace megatrain::runtime::cuda

@@ -1,0 +1,202 @@
+// CudaBackendMemory.cpp - the CUDA backend's pools, copies, poisoning and host reads and writes, and the streams and events that order them.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "CudaBackendImpl.h"
+#include "megatrain/plan/DType.h"
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Format.h"
+
+namespace megatrain::runtime::cuda {
+
+// ---- prepare()'s steps ----
+
+// The device arena must fit the budget the plan was compiled for.
+void CudaBackend::checkDeviceBudget(const plan::Plan& plan) const {
+  uint64_t arena = 0;
+  for (const plan::Pool& source : plan.pools())
+    if (source.tier() == plan::DEVICE) arena += source.size_bytes();
+  const uint64_t budget = plan.header().device_budget_bytes();
+  if (budget > 0 && arena > budget)
+    throw Error("cuda backend: the plan's device pools take " + formatBytes(arena) + " (" + std::to_string(arena) +
+                " bytes), more than its device budget of " + formatBytes(budget) + " (" + std::to_string(budget) +
+                " bytes)");
+}
+
+// The kernels' plan stream runs on compute_ (cuBLAS is bound to it), every
+// other plan stream on a CUDA stream of its own, made once and kept for later
+// plans. With MEGATRAIN_CUDA_SYNC=1 none is assigned: all run on compute_.
+void CudaBackend::assignStreams(const plan::Plan& plan) {
+  std::string kernelStream;
+  for (const plan::Step& step : plan.steps()) {
+    if (step.op_case() != plan::Step::kKernel) continue;
+    if (kernelStream.empty()) kernelStream = step.stream();
+    if (step.stream() != kernelStream)
+      throw Error("cuda backend: step " + std::to_string(step.index()) + " runs a kernel on stream '" +
+                  step.stream() + "', but kernels run on one stream ('" + kernelStream + "')");
+  }
+  if (syncEveryKernel_) return;
+  size_t next = 0;
+  auto give = [&](const std::string& name) {
+    if (name.empty() || streams_.count(name)) return;
+    if (name == kernelStream) {
+      streams_[name] = compute_;
+      return;
+    }
+    if (next == ownStreams_.size()) {
+      cudaStream_t stream = nullptr;
+      MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      ownStreams_.push_back(stream);
+    }
+    streams_[name] = ownStreams_[next++];
+  };
+  if (!kernelStream.empty()) give(kernelStream);
+  for (const std::string& name : plan.streams()) give(name);
+  for (const plan::Step& step : plan.steps()) give(step.stream());
+}
+
+// One cudaMalloc per DEVICE pool, one cudaHostAlloc per HOST_PINNED pool, both
+// filled with 0xFF bytes (NaN in every float type) so that a read before the
+// first write shows up.
+void CudaBackend::allocatePools(const plan::Plan& plan) {
+  for (const plan::Pool& source : plan.pools()) {
+    Pool pool;
+    pool.tier = source.tier();
+    pool.bytes = source.size_bytes();
+    if (pool.bytes > 0) {
+      if (pool.tier == plan::DEVICE) {
+        MT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pool.base), pool.bytes));
+        MT_CUDA_CHECK(cudaMemsetAsync(pool.base, 0xFF, pool.bytes, compute_));
+      } else if (pool.tier == plan::HOST_PINNED) {
+        MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pool.base), pool.bytes, cudaHostAllocDefault));
+        std::memset(pool.base, 0xFF, pool.bytes);
+      } else {
+        throw Error("cuda backend: pool '" + source.name() + "' has tier " + tierName(pool.tier) +
+                    ", which this backend does not support");
+      }
+    }
+    pools_.push_back(pool);
+  }
+}
+
+// An event per recorded name, in the order of the record steps.
+void CudaBackend::createEvents(const plan::Plan& plan) {
+  for (const plan::Step& step : plan.steps()) {
+    if (step.op_case() != plan::Step::kRecord) continue;
+    cudaEvent_t& event = events_[step.record().event()];
+    if (!event) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+}
+
+// ---- addresses and streams ----
+
+const Pool& CudaBackend::poolOf(const plan::Tensor& tensor) const {
+  if (!plan_) throw Error("cuda backend: prepare() was not called");
+  const uint32_t pool = tensor.buffer().pool();
+  if (pool >= pools_.size())
+    throw Error("cuda backend: tensor '" + tensor.name() + "' names pool " + std::to_string(pool));
+  return pools_[pool];
+}
+
+void* CudaBackend::operandAddress(const plan::Tensor& tensor) const {
+  if (!onDevice(tensor))
+    throw Error("cuda backend: kernel operand '" + tensor.name() + "' is not in a DEVICE pool");
+  return address(tensor);
+}
+
+cudaStream_t CudaBackend::streamFor(const std::string& stream) const {
+  auto it = streams_.find(stream);
+  return it == streams_.end() ? compute_ : it->second;
+}
+
+cudaStream_t CudaBackend::currentStream() const {
+  if (currentStep_ == kNoStep || !plan_ || currentStep_ >= static_cast<uint32_t>(plan_->steps_size())) return compute_;
+  return streamFor(plan_->steps(static_cast<int>(currentStep_)).stream());
+}
+
+// ---- copies, events, poisoning ----
+
+void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
+  const size_t bytes = dst.buffer().size_bytes();
+  if (src.buffer().size_bytes() != bytes)
+    throw Error("cuda backend: copy from '" + src.name() + "' (" + std::to_string(src.buffer().size_bytes()) +
+                " bytes) to '" + dst.name() + "' (" + std::to_string(bytes) + " bytes)");
+  const cudaStream_t stream = currentStream();
+  traceBegin(stream);
+  copyBytes(address(dst), address(src), bytes, stream);
+  traceEnd(stream);
+  if (syncEveryKernel_) drain();
+}
+
+void CudaBackend::recordEvent(const std::string& event, const std::string& stream) {
+  auto it = events_.find(event);
+  if (it == events_.end()) throw Error("cuda backend: event '" + event + "' was not prepared");
+  MT_CUDA_CHECK(cudaEventRecord(it->second, streamFor(stream)));
+}
+
+void CudaBackend::waitEvent(const std::string& event, const std::string& stream) {
+  auto it = events_.find(event);
+  if (it == events_.end()) throw Error("cuda backend: event '" + event + "' was not prepared");
+  MT_CUDA_CHECK(cudaStreamWaitEvent(streamFor(stream), it->second, 0));
+}
+
+void CudaBackend::poison(const plan::Tensor& tensor) {
+  // 0xFF bytes: NaN in every float dtype, -1 or 255 in the integer ones.
+  const size_t bytes = tensor.buffer().size_bytes();
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, currentStream()));
+  } else {
+    drain();
+    std::memset(address(tensor), 0xFF, bytes);
+  }
+}
+
+void CudaBackend::poisonOnStream(const plan::Tensor& tensor, const std::string& stream) {
+  // In the order of the stream that last used the tensor: a later reuse of
+  // its bytes waits (through the plan's events) for that use, and so for this.
+  const size_t bytes = tensor.buffer().size_bytes();
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, streamFor(stream)));
+  } else {
+    drain();
+    std::memset(address(tensor), 0xFF, bytes);
+  }
+}
+
+// ---- host reads and writes: each waits for every stream first ----
+
+void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t size) {
+  if (size != tensor.buffer().size_bytes())
+    throw Error("tensor '" + tensor.name() + "': writing " + std::to_string(size) + " bytes into " +
+                std::to_string(tensor.buffer().size_bytes()));
+  drain();  // work in flight on any stream may still read or write these bytes
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemcpyAsync(address(tensor), bytes, size, cudaMemcpyHostToDevice, compute_));
+    drain();  // the caller's bytes may be reused as soon as this returns
+  } else {
+    std::memcpy(address(tensor), bytes, size);
+  }
+}
+
+void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {
+  if (size != tensor.buffer().size_bytes())
+    throw Error("tensor '" + tensor.name() + "': reading " + std::to_string(size) + " bytes from " +
+                std::to_string(tensor.buffer().size_bytes()));
+  drain();
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
+    drain();
+  } else {
+    std::memcpy(bytes, address(tensor), size);
+  }
+}
+
+std::byte* CudaBackend::hostData(const plan::Tensor& tensor) {
+  if (onDevice(tensor)) throw Error("cuda backend: tensor '" + tensor.name() + "' is in device memory");
+  drain();  // a copy or host task in flight may still read or write these bytes
+  return address(tensor);
+}
+
+}  // namespace megatrain::runtime::cuda
