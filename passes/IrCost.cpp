@@ -54,4 +54,15 @@ double computeSeconds(mlir::Operation *op, const DeviceProfile &profile) {
   return estimateKernel(kernel, profile, rate).seconds;
 }
 
+mlir::LogicalResult loadProfileOption(mlir::func::FuncOp func, llvm::StringRef path,
+                                      const char *pass, DeviceProfile &profile) {
+  if (path.empty())
+    return mlir::success();
+  std::string error;
+  if (loadDeviceProfile(path.str(), profile, error))
+    return mlir::success();
+  func.emitError(pass) << ": " << error;
+  return mlir::failure();
+}
+
 } // namespace megatrain

@@ -10,8 +10,10 @@
 
 #include "megatrain/Cost/DeviceProfile.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 
@@ -25,6 +27,12 @@ uint64_t valueBytes(mlir::Value value);
 /// the precision its `precision` attribute names (mt-precision); 0 for an op
 /// that launches no kernel (sources, sinks, fetches and copies).
 double computeSeconds(mlir::Operation *op, const DeviceProfile &profile);
+
+/// A pass's `device-profile` option: `profile` keeps its defaults (the H200
+/// figures) when `path` is empty, else is read from the file. On a bad file,
+/// emits "<pass>: <why>" on `func` and fails.
+mlir::LogicalResult loadProfileOption(mlir::func::FuncOp func, llvm::StringRef path,
+                                      const char *pass, DeviceProfile &profile);
 
 } // namespace megatrain
 

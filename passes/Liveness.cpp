@@ -86,13 +86,8 @@ struct Liveness : impl::LivenessBase<Liveness> {
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     DeviceProfile profile;
-    if (!deviceProfile.empty()) {
-      std::string error;
-      if (!loadDeviceProfile(deviceProfile, profile, error)) {
-        func.emitError("mt-liveness: ") << error;
-        return signalPassFailure();
-      }
-    }
+    if (mlir::failed(loadProfileOption(func, deviceProfile, "mt-liveness", profile)))
+      return signalPassFailure();
     if (mlir::failed(setLiveEnds(func, holdCopies ? &profile : nullptr)))
       signalPassFailure();
   }

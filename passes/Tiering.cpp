@@ -115,13 +115,8 @@ struct Tier : impl::TierBase<Tier> {
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     DeviceProfile profile;
-    if (!deviceProfile.empty()) {
-      std::string error;
-      if (!loadDeviceProfile(deviceProfile, profile, error)) {
-        func.emitError("mt-tier: ") << error;
-        return signalPassFailure();
-      }
-    }
+    if (mlir::failed(loadProfileOption(func, deviceProfile, "mt-tier", profile)))
+      return signalPassFailure();
     if (policy != "auto" && policy != "keep" && policy != "checkpoint" &&
         policy != "offload") {
       func.emitError("mt-tier: unknown policy '")
