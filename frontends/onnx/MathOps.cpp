@@ -291,6 +291,7 @@ void registerMathOps(llvm::StringMap<OpImportFn> &table) {
   table["Relu"] = importUnary<mt::ReluOp>;
   table["Tanh"] = importUnary<mt::TanhOp>;
   table["Sigmoid"] = importUnary<mt::SigmoidOp>;
+  table["Softplus"] = importUnary<mt::SoftplusOp>;
   table["Neg"] = importUnary<mt::NegOp>;
   table["Sqrt"] = importUnary<mt::SqrtOp>;
   table["Reciprocal"] = importUnary<mt::ReciprocalOp>;

@@ -145,6 +145,14 @@ void sigmoid(const KernelArgs& args) {
   });
 }
 
+// log(1 + e^x) as max(x, 0) + log1p(e^-|x|): e^x never overflows, and a NaN stays NaN.
+void softplus(const KernelArgs& args) {
+  dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
+    using T = decltype(tag);
+    unaryImpl<T>(args, [](T x) { return (x > 0 ? x : T(0)) + std::log1p(std::exp(-std::fabs(x))); });
+  });
+}
+
 void reluGrad(const KernelArgs& args) {
   dispatchOperands(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
@@ -235,6 +243,7 @@ void addElementwiseKernels(CpuKernelRegistry& registry) {
   registry.add("relu", {relu});
   registry.add("tanh", {tanhKernel});
   registry.add("sigmoid", {sigmoid});
+  registry.add("softplus", {softplus});
   registry.add("relu_grad", {reluGrad});
   registry.add("tanh_grad", {tanhGrad});
   registry.add("sigmoid_grad", {sigmoidGrad});

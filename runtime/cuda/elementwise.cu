@@ -50,6 +50,15 @@ struct Sigmoid {
     return e / (T(1) + e);
   }
 };
+// max(x, 0) + log1p(e^-|x|), as the CPU twin: e^x never overflows, and a NaN stays NaN.
+struct Softplus {
+  template <typename T>
+  __device__ T operator()(T x) const {
+    const T tail = expOf(x > T(0) ? -x : x);
+    if constexpr (sizeof(T) == 4) return (x > T(0) ? x : T(0)) + log1pf(tail);
+    else return (x > T(0) ? x : T(0)) + log1p(tail);
+  }
+};
 struct Scale {
   double alpha;
   template <typename T> __device__ T operator()(T x) const { return static_cast<T>(alpha * x); }
@@ -243,6 +252,7 @@ void addElementwiseKernels(CudaKernelRegistry& registry) {
   registry.add("relu", {unary<Relu>});
   registry.add("tanh", {unary<Tanh>});
   registry.add("sigmoid", {unary<Sigmoid>});
+  registry.add("softplus", {unary<Softplus>});
   registry.add("relu_grad", {unaryGrad<ReluGrad>});
   registry.add("tanh_grad", {unaryGrad<TanhGrad>});
   registry.add("sigmoid_grad", {unaryGrad<SigmoidGrad>});

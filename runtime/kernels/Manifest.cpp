@@ -24,6 +24,7 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"tanh_grad", 2, 1, sameShapesRule},
       {"sigmoid", 1, 1, sameShapesRule},
       {"sigmoid_grad", 2, 1, sameShapesRule},
+      {"softplus", 1, 1, sameShapesRule},
       {"neg", 1, 1, sameShapesRule},
       {"sqrt", 1, 1, sameShapesRule},
       {"reciprocal", 1, 1, sameShapesRule},

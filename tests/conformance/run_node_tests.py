@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper, TensorProto
 
 # docs/frontends.md, "Supported ops" (ops that become mt ops on run-time values).
 SUPPORTED = {
-    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Tanh", "Sigmoid",
+    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Tanh", "Sigmoid", "Softplus",
     "Neg", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Cos", "Sin", "Pow", "IsNaN", "Where",
     "Gelu", "Softmax", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Transpose", "Expand",
     "Concat", "Slice", "Split", "SplitToSequence", "SequenceConstruct", "SequenceAt",

@@ -84,7 +84,8 @@ def models():
         n("Relu", ["quot"], ["r"], name="relu"),
         n("Tanh", ["r"], ["t"], name="tanh"),
         n("Sigmoid", ["t"], ["s"], name="sigmoid"),
-        n("Identity", ["s"], ["y"], name="identity"),
+        n("Softplus", ["s"], ["sp"], name="softplus"),
+        n("Identity", ["sp"], ["y"], name="identity"),
     ], [vi("a", F, [4, 1, 8]), vi("b", F, [3, 8])], [vi("y", F, [4, 3, 8])],
         [weight("gain", (8,))])
 

@@ -114,6 +114,7 @@ TEST_F(CudaKernels, ScaleAndActivations) {
       check({"relu", {uniform(shape, dt)}, {{shape, dt}}});
       check({"tanh", {uniform(shape, dt, -6, 6)}, {{shape, dt}}});
       check({"sigmoid", {uniform(shape, dt, -40, 40)}, {{shape, dt}}});
+      check({"softplus", {uniform(shape, dt, -40, 40)}, {{shape, dt}}});
     }
 }
 

@@ -282,6 +282,7 @@ std::vector<GradCase> allCases() {
   add(unary("relu", "relu", Param{"", {4, 5}, -1.0, 1.0, 0.05}));
   add(unary("tanh", "tanh", P("", {3, 4})));
   add(unary("sigmoid", "sigmoid", Param{"", {3, 4}, -3.0, 3.0}));
+  add(unary("softplus", "softplus", Param{"", {3, 4}, -4.0, 4.0}));
 
   // matmul: each transpose flag, batch dims on either side, broadcast batches.
   add(matmul("matmul", {3, 4}, {4, 5}, false, false, {3, 5}));

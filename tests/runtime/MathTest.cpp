@@ -1,4 +1,4 @@
-// MathTest.cpp - neg, sqrt, reciprocal, exp, log, erf, cos, sin, powf, max, min, isnan and their gradient kernels.
+// MathTest.cpp - neg, sqrt, reciprocal, exp, log, erf, cos, sin, softplus, powf, max, min, isnan and their gradient kernels.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -28,7 +28,8 @@ TEST_P(MathTest, UnaryFunctionsMatchTheLibrary) {
       {"log", &x, [](double v) { return std::log(v); }},
       {"erf", &s, [](double v) { return std::erf(v); }},
       {"cos", &s, [](double v) { return std::cos(v); }},
-      {"sin", &s, [](double v) { return std::sin(v); }}};
+      {"sin", &s, [](double v) { return std::sin(v); }},
+      {"softplus", &s, [](double v) { return std::log(1 + std::exp(v)); }}};
   for (const auto& [name, input, f] : ops) {
     const HostTensor y = runKernel(name, {*input}, {{{4, 6}, dtype()}})[0];
     std::vector<double> expected;
@@ -36,6 +37,19 @@ TEST_P(MathTest, UnaryFunctionsMatchTheLibrary) {
     SCOPED_TRACE(name);
     expectAllNear(y.values, expected, tolerance(dtype()));
   }
+}
+
+// Far from 0, where log(1 + e^x) overflows or loses everything to rounding: softplus is x
+// above and e^x below; NaN stays NaN.
+TEST_P(MathTest, SoftplusIsStableAtTheExtremes) {
+  HostTensor x = randomTensor({4}, dtype(), rng);
+  x.values = {200.0, -200.0, 40.0, std::numeric_limits<double>::quiet_NaN()};
+  const HostTensor y = runKernel("softplus", {x}, {{{4}, dtype()}})[0];
+  EXPECT_EQ(y.values[0], 200.0);
+  EXPECT_GE(y.values[1], 0.0);  // e^-200: 0 in f32, 1.4e-87 in f64
+  EXPECT_LE(y.values[1], 1e-80);
+  EXPECT_NEAR(y.values[2], 40.0, 1e-12 * 40);
+  EXPECT_TRUE(std::isnan(y.values[3]));
 }
 
 TEST_P(MathTest, PowfTakesAnyExponent) {

@@ -153,6 +153,16 @@ LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
   return success();
 }
 
+LogicalResult SoftplusOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  // y = log(1 + exp(x)):  dx = dy * sigmoid(x), from forward kernels.
+  Value s = b.create<SigmoidOp>(getLoc(), getType(), getX());
+  push(operandGrads, getX(), b.create<MulOp>(getLoc(), getType(), resultGrads[0], s));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise math: compositions of forward kernels, except erf
 //===----------------------------------------------------------------------===//

@@ -120,6 +120,8 @@ class Mt_UnaryOp<string mnemonic, string doc, list<Trait> traits = []>
 def Mt_ReluOp : Mt_UnaryOp<"relu", "max(x, 0)", [Differentiable]>;
 def Mt_TanhOp : Mt_UnaryOp<"tanh", "hyperbolic tangent", [Differentiable]>;
 def Mt_SigmoidOp : Mt_UnaryOp<"sigmoid", "1 / (1 + exp(-x))", [Differentiable]>;
+def Mt_SoftplusOp : Mt_UnaryOp<"softplus", "log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|))",
+                               [Differentiable]>;
 
 def Mt_ScaleOp : Mt_Op<"scale", [Pure, SameOperandsAndResultType, Differentiable]> {
   let summary = "alpha * x";
