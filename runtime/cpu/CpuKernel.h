@@ -33,23 +33,11 @@ struct CpuKernel {
 };
 using CpuKernelRegistry = KernelRegistry<CpuKernel>;
 
-// Every CPU kernel, one registration function per family file.
+// Every CPU kernel, one registration function per family file (MEGATRAIN_KERNEL_FAMILIES).
 const CpuKernelRegistry& cpuKernels();
-void addElementwiseKernels(CpuKernelRegistry& registry);
-void addMatmulKernels(CpuKernelRegistry& registry);
-void addShapeKernels(CpuKernelRegistry& registry);
-void addReduceKernels(CpuKernelRegistry& registry);
-void addSoftmaxKernels(CpuKernelRegistry& registry);
-void addGatherKernels(CpuKernelRegistry& registry);
-void addLayerNormKernels(CpuKernelRegistry& registry);
-void addCrossEntropyKernels(CpuKernelRegistry& registry);
-void addWhereKernels(CpuKernelRegistry& registry);
-void addConcatSliceKernels(CpuKernelRegistry& registry);
-void addCastKernels(CpuKernelRegistry& registry);
-void addRmsNormKernels(CpuKernelRegistry& registry);
-void addActivationKernels(CpuKernelRegistry& registry);
-void addAttentionKernels(CpuKernelRegistry& registry);
-void addRotaryKernels(CpuKernelRegistry& registry);
+#define MEGATRAIN_DECLARE_CPU_FAMILY(Family) void add##Family##Kernels(CpuKernelRegistry& registry);
+MEGATRAIN_KERNEL_FAMILIES(MEGATRAIN_DECLARE_CPU_FAMILY)
+#undef MEGATRAIN_DECLARE_CPU_FAMILY
 
 // ---- helpers shared by the kernel families ----
 

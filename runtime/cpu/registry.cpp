@@ -6,21 +6,9 @@ namespace megatrain::runtime::cpu {
 const CpuKernelRegistry& cpuKernels() {
   static const CpuKernelRegistry registry = [] {
     CpuKernelRegistry r;
-    addElementwiseKernels(r);
-    addMatmulKernels(r);
-    addShapeKernels(r);
-    addReduceKernels(r);
-    addSoftmaxKernels(r);
-    addGatherKernels(r);
-    addLayerNormKernels(r);
-    addCrossEntropyKernels(r);
-    addWhereKernels(r);
-    addConcatSliceKernels(r);
-    addCastKernels(r);
-    addRmsNormKernels(r);
-    addActivationKernels(r);
-    addAttentionKernels(r);
-    addRotaryKernels(r);
+#define MEGATRAIN_ADD_CPU_FAMILY(Family) add##Family##Kernels(r);
+    MEGATRAIN_KERNEL_FAMILIES(MEGATRAIN_ADD_CPU_FAMILY)
+#undef MEGATRAIN_ADD_CPU_FAMILY
     return r;
   }();
   return registry;

@@ -25,21 +25,9 @@ bool wideIndicesForced() {
 const CudaKernelRegistry& cudaKernels() {
   static const CudaKernelRegistry table = [] {
     CudaKernelRegistry t;
-    addElementwiseKernels(t);
-    addMatmulKernels(t);
-    addShapeKernels(t);
-    addReduceKernels(t);
-    addSoftmaxKernels(t);
-    addGatherKernels(t);
-    addLayerNormKernels(t);
-    addCrossEntropyKernels(t);
-    addWhereKernels(t);
-    addConcatSliceKernels(t);
-    addCastKernels(t);
-    addRmsNormKernels(t);
-    addActivationKernels(t);
-    addAttentionKernels(t);
-    addRotaryKernels(t);
+#define MEGATRAIN_ADD_CUDA_FAMILY(Family) add##Family##Kernels(t);
+    MEGATRAIN_KERNEL_FAMILIES(MEGATRAIN_ADD_CUDA_FAMILY)
+#undef MEGATRAIN_ADD_CUDA_FAMILY
     return t;
   }();
   return table;

@@ -60,23 +60,11 @@ struct CudaKernel {
 };
 using CudaKernelRegistry = KernelRegistry<CudaKernel>;
 
-// Every CUDA kernel, one registration function per family file.
+// Every CUDA kernel, one registration function per family file (MEGATRAIN_KERNEL_FAMILIES).
 const CudaKernelRegistry& cudaKernels();
-void addElementwiseKernels(CudaKernelRegistry& registry);
-void addMatmulKernels(CudaKernelRegistry& registry);
-void addShapeKernels(CudaKernelRegistry& registry);
-void addReduceKernels(CudaKernelRegistry& registry);
-void addSoftmaxKernels(CudaKernelRegistry& registry);
-void addGatherKernels(CudaKernelRegistry& registry);
-void addLayerNormKernels(CudaKernelRegistry& registry);
-void addCrossEntropyKernels(CudaKernelRegistry& registry);
-void addWhereKernels(CudaKernelRegistry& registry);
-void addConcatSliceKernels(CudaKernelRegistry& registry);
-void addCastKernels(CudaKernelRegistry& registry);
-void addRmsNormKernels(CudaKernelRegistry& registry);
-void addActivationKernels(CudaKernelRegistry& registry);
-void addAttentionKernels(CudaKernelRegistry& registry);
-void addRotaryKernels(CudaKernelRegistry& registry);
+#define MEGATRAIN_DECLARE_CUDA_FAMILY(Family) void add##Family##Kernels(CudaKernelRegistry& registry);
+MEGATRAIN_KERNEL_FAMILIES(MEGATRAIN_DECLARE_CUDA_FAMILY)
+#undef MEGATRAIN_DECLARE_CUDA_FAMILY
 
 // ---- CUDA error checks: every call, with file and line ----
 

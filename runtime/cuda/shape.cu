@@ -83,10 +83,10 @@ void launchStridedCopy(const Launch& launch, StridedSpace<1> space) {
 // y.shape[i] = x.shape[perm[i]].
 void transpose(const Launch& launch) {
   requireSameDType(launch);
-  const Operand &x = launch.in[0], &y = launch.out[0];
+  const Shape& y = launch.out[0].shape;
   StridedSpace<1> space;
-  space.rank = y.shape.rank;
-  for (int i = 0; i < y.shape.rank; ++i) space.dims[i] = y.shape[i];
+  space.rank = y.rank;
+  for (int i = 0; i < y.rank; ++i) space.dims[i] = y[i];
   transposeDims(launch, space.strides[0]);
   launchStridedCopy(launch, space);
 }

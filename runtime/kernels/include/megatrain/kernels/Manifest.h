@@ -31,6 +31,12 @@ struct KernelSpec {
 // Every kernel, in the order of docs/ops.md's families.
 const std::vector<KernelSpec>& kernelManifest();
 
+// The kernel families: each backend has one file per family that registers the
+// family's kernels in an add<Family>Kernels(registry) function. X(Family) once each.
+#define MEGATRAIN_KERNEL_FAMILIES(X) \
+  X(Elementwise) X(Activation) X(Matmul) X(Shape) X(Reduce) X(Softmax) X(Gather) X(LayerNorm) \
+  X(RmsNorm) X(CrossEntropy) X(Where) X(ConcatSlice) X(Cast) X(Attention) X(Rotary)
+
 // The entry for `name`, or nullptr.
 const KernelSpec* findKernelSpec(std::string_view name);
 
