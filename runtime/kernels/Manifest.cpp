@@ -1,6 +1,8 @@
 // Manifest.cpp - the kernel manifest: every kernel a plan may name, its operand counts and shape rule.
 #include "megatrain/kernels/Manifest.h"
 
+#include <string>
+
 #include "megatrain/kernels/ShapeRules.h"
 
 namespace megatrain::kernels {
@@ -8,7 +10,7 @@ namespace megatrain::kernels {
 const std::vector<KernelSpec>& kernelManifest() {
   static const std::vector<KernelSpec> manifest = {
       // elementwise (elementwise.cpp / elementwise.cu)
-      {"fill", 0, 1, fillRule},
+      {"fill", 0, 1, fillRule, {"value"}},
       {"add", 2, 1, broadcastBinaryRule},
       {"sub", 2, 1, broadcastBinaryRule},
       {"mul", 2, 1, broadcastBinaryRule},
@@ -17,7 +19,7 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"min", 2, 1, broadcastBinaryRule},
       {"max_grad", 3, 2, minMaxGradRule},
       {"min_grad", 3, 2, minMaxGradRule},
-      {"scale", 1, 1, sameShapesRule},
+      {"scale", 1, 1, sameShapesRule, {"alpha"}},
       {"relu", 1, 1, sameShapesRule},
       {"relu_grad", 2, 1, sameShapesRule},
       {"tanh", 1, 1, sameShapesRule},
@@ -34,50 +36,50 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"erf_grad", 2, 1, sameShapesRule},
       {"cos", 1, 1, sameShapesRule},
       {"sin", 1, 1, sameShapesRule},
-      {"powf", 1, 1, sameShapesRule},
+      {"powf", 1, 1, sameShapesRule, {"exponent"}},
       {"isnan", 1, 1, sameShapesRule},
       // activations (activation.cpp / activation.cu)
       {"silu", 1, 1, sameShapesRule},
       {"silu_grad", 2, 1, sameShapesRule},
       {"swiglu", 2, 1, sameShapesRule},
       {"swiglu_grad", 3, 2, sameShapesRule},
-      {"gelu", 1, 1, geluRule},
-      {"gelu_grad", 2, 1, geluRule},
+      {"gelu", 1, 1, geluRule, {"approximate"}},
+      {"gelu_grad", 2, 1, geluRule, {"approximate"}},
       // matmul
-      {"matmul", 2, 1, matmulRule},
+      {"matmul", 2, 1, matmulRule, {"transpose_a", "transpose_b", "precision"}},
       // shape kernels
       {"reshape", 1, 1, reshapeRule},
-      {"transpose", 1, 1, transposeRule},
+      {"transpose", 1, 1, transposeRule, {"perm"}},
       {"broadcast_to", 1, 1, broadcastToRule},
       {"sum_to", 1, 1, sumToRule},
       // reductions
-      {"reduce_sum", 1, 1, reduceRule},
-      {"reduce_mean", 1, 1, reduceRule},
+      {"reduce_sum", 1, 1, reduceRule, {"axes", "keepdims"}},
+      {"reduce_mean", 1, 1, reduceRule, {"axes", "keepdims"}},
       // softmax
-      {"softmax", 1, 1, softmaxRule},
-      {"softmax_grad", 2, 1, softmaxRule},
+      {"softmax", 1, 1, softmaxRule, {"axis"}},
+      {"softmax_grad", 2, 1, softmaxRule, {"axis"}},
       // gather
-      {"gather", 2, 1, gatherRule},
-      {"gather_grad", 2, 1, gatherGradRule},
+      {"gather", 2, 1, gatherRule, {"axis"}},
+      {"gather_grad", 2, 1, gatherGradRule, {"axis"}},
       // normalizations
-      {"layer_norm", 3, 1, layerNormRule},
-      {"layer_norm_grad", 3, 3, layerNormGradRule},
-      {"rms_norm", 2, 1, rmsNormRule},
-      {"rms_norm_grad", 3, 2, rmsNormGradRule},
+      {"layer_norm", 3, 1, layerNormRule, {"axis", "epsilon"}},
+      {"layer_norm_grad", 3, 3, layerNormGradRule, {"axis", "epsilon"}},
+      {"rms_norm", 2, 1, rmsNormRule, {"axis", "epsilon"}},
+      {"rms_norm_grad", 3, 2, rmsNormGradRule, {"axis", "epsilon"}},
       // losses
-      {"softmax_ce", 2, 1, softmaxCeRule},
-      {"softmax_ce_grad", 3, 1, softmaxCeGradRule},
-      {"next_token_ce", 2, 1, nextTokenCeRule},
-      {"next_token_ce_grad", 3, 1, nextTokenCeGradRule},
+      {"softmax_ce", 2, 1, softmaxCeRule, {"ignore_index", "reduction"}},
+      {"softmax_ce_grad", 3, 1, softmaxCeGradRule, {"ignore_index", "reduction"}},
+      {"next_token_ce", 2, 1, nextTokenCeRule, {"ignore_index"}},
+      {"next_token_ce_grad", 3, 1, nextTokenCeGradRule, {"ignore_index"}},
       // where, concat, slice, cast
       {"where", 3, 1, whereRule},
-      {"concat", KernelSpec::kAnyInputs, 1, concatRule},
-      {"slice", 1, 1, sliceRule},
-      {"slice_grad", 1, 1, sliceGradRule},
+      {"concat", KernelSpec::kAnyInputs, 1, concatRule, {"axis"}},
+      {"slice", 1, 1, sliceRule, {"starts", "ends", "steps"}},
+      {"slice_grad", 1, 1, sliceGradRule, {"starts", "ends", "steps"}},
       {"cast", 1, 1, castRule},
       // attention and rotary embeddings
-      {"attention", 3, 2, attentionRule},
-      {"attention_grad", 6, 3, attentionGradRule},
+      {"attention", 3, 2, attentionRule, {"scale", "causal", "precision"}},
+      {"attention_grad", 6, 3, attentionGradRule, {"scale", "causal", "precision"}},
       {"rotary", 3, 1, rotaryRule},
       {"rotary_grad", 3, 1, rotaryRule},
   };
@@ -90,6 +92,22 @@ const KernelSpec* findKernelSpec(std::string_view name) {
   return nullptr;
 }
 
+void checkKernelAttributes(const KernelSpec& spec, const KernelCall& call) {
+  const std::vector<Attribute>& given = call.attrs.list();
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string& name = given[i].name;
+    bool known = false;
+    for (const char* allowed : spec.attributes) known = known || name == allowed;
+    if (!known) {
+      std::string list;
+      for (const char* allowed : spec.attributes) list += std::string(list.empty() ? "" : ", ") + allowed;
+      fail(call, "attribute '" + name + "' is not one it takes (" + (list.empty() ? "none" : list) + ")");
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (given[j].name == name) fail(call, "attribute '" + name + "' is given twice");
+  }
+}
+
 void checkKernelCall(const KernelSpec& spec, const KernelCall& call) {
   const bool variadic = spec.inputs == KernelSpec::kAnyInputs;
   const bool inputsOk = variadic ? call.numIn >= 1 : call.numIn == spec.inputs;
@@ -97,6 +115,7 @@ void checkKernelCall(const KernelSpec& spec, const KernelCall& call) {
     fail(call, std::to_string(call.numIn) + " inputs and " + std::to_string(call.numOut) + " outputs, it takes " +
                    (variadic ? std::string("one or more") : std::to_string(spec.inputs)) + " and " +
                    std::to_string(spec.outputs));
+  checkKernelAttributes(spec, call);
   spec.rule(call);
 }
 

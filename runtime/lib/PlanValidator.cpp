@@ -196,6 +196,7 @@ class PlanValidator {
     try {
       kernels::KernelCall call;
       bindKernelCall(plan_, index, nullptr, call);
+      kernels::checkKernelAttributes(*spec, call);
       spec->rule(call);
     } catch (const Error& e) {
       fail(stepLabel(index) + ": " + e.what());

@@ -3,8 +3,8 @@
 // The compiler emits these names (docs/ops.md defines them), every backend
 // registers a compute function against each (KernelRegistry.h), and the plan
 // validator checks every Kernel step against its entry before anything is
-// allocated: operand counts first, then the shape rule on the step's operand
-// shapes and attributes. tests/runtime/KernelManifestTest checks that the CPU
+// allocated: operand counts first, then the attribute names, then the shape
+// rule on the step's operand shapes and attributes. tests/runtime/KernelManifestTest checks that the CPU
 // and CUDA backends implement exactly this list.
 #pragma once
 
@@ -26,6 +26,9 @@ struct KernelSpec {
   int inputs = 0;
   int outputs = 0;
   ShapeRule rule = nullptr;
+  // The attributes the kernel reads (docs/ops.md); any other is an error, so a
+  // misspelt or stale attribute cannot be ignored silently.
+  std::vector<const char*> attributes;
 };
 
 // Every kernel, in the order of docs/ops.md's families.
@@ -40,7 +43,10 @@ const std::vector<KernelSpec>& kernelManifest();
 // The entry for `name`, or nullptr.
 const KernelSpec* findKernelSpec(std::string_view name);
 
-// Checks call's operand counts against spec, then runs its shape rule.
+// Every attribute of `call` is one of spec's, and none is given twice.
+void checkKernelAttributes(const KernelSpec& spec, const KernelCall& call);
+
+// Checks call's operand counts and attribute names against spec, then runs its shape rule.
 void checkKernelCall(const KernelSpec& spec, const KernelCall& call);
 
 }  // namespace megatrain::kernels
