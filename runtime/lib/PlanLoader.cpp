@@ -1,4 +1,4 @@
-// PlanLoader.cpp - reads a plan file and checks its magic and format version.
+// PlanLoader.cpp - reads a plan file and checks its magic, format version and checksum.
 #include "megatrain/runtime/PlanLoader.h"
 
 #include <climits>
@@ -9,6 +9,7 @@
 
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/FormatVersion.h"
+#include "megatrain/plan/PlanChecksum.h"
 
 namespace megatrain::runtime {
 
@@ -36,6 +37,7 @@ plan::Plan parsePlan(const std::string& bytes, const std::string& label) {
     throw Error(label + ": format version " + version + ", this runtime reads " +
                 std::to_string(kPlanFormatMajor) + "." + std::to_string(kPlanFormatMinor) +
                 " at most (update the runtime)");
+  checkPlanChecksum(plan, label);
   return plan;
 }
 

@@ -57,6 +57,19 @@ expect_error "plan of another format version (run)" "format version 2\.[0-9]" \
   "$BIN/megatrain-run" "$TMP/v2.plan" --weights "$TINY" --steps 1
 expect_error "plan of another format version (inspect)" "format version 2\.[0-9]" \
   "$BIN/megatrain-inspect" "$TMP/v2.plan"
+# One number changed inside a valid plan: it still parses, and the checksum refuses it.
+python3 - "$TMP/good.txt" "$TMP/flip.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text, n = re.subn(r"offset: (\d+)", lambda m: "offset: " + str(int(m.group(1)) + 64), text, count=1)
+assert n == 1, n
+open(sys.argv[2], "w").write(text)
+PY
+protoc --encode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" <"$TMP/flip.txt" >"$TMP/flip.plan"
+expect_error "plan edited after compiling (run)" "flip\.plan: checksum mismatch: the plan says 0x[0-9a-f]{8}, its contents give 0x[0-9a-f]{8}; the file is corrupt or was edited \(recompile it\)" \
+  "$BIN/megatrain-run" "$TMP/flip.plan" --weights "$TINY" --steps 1
+expect_error "plan edited after compiling (inspect)" "flip\.plan: checksum mismatch" \
+  "$BIN/megatrain-inspect" "$TMP/flip.plan"
 head -c 200 "$TMP/good.plan" >"$TMP/cut.plan"
 expect_error "corrupt plan" "cut\.plan" \
   "$BIN/megatrain-run" "$TMP/cut.plan" --weights "$TINY" --steps 1

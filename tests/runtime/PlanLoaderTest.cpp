@@ -6,6 +6,8 @@
 #include "TestUtil.h"
 #include "TinyPlans.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
+#include "megatrain/plan/PlanChecksum.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/PlanLoader.h"
 
@@ -61,9 +63,31 @@ TEST(PlanLoader, ChecksTheFormatVersion) {
   plan.mutable_header()->set_format_major(2);
   EXPECT_EQ(parseError(plan.SerializeAsString()), "t.plan: format version 2.0, this runtime reads 1.x");
   plan.mutable_header()->set_format_major(1);
-  plan.mutable_header()->set_format_minor(4);
+  plan.mutable_header()->set_format_minor(5);
   EXPECT_EQ(parseError(plan.SerializeAsString()),
-            "t.plan: format version 1.4, this runtime reads 1.3 at most (update the runtime)");
+            "t.plan: format version 1.5, this runtime reads 1.4 at most (update the runtime)");
+}
+
+TEST(PlanLoader, ChecksTheChecksum) {
+  plan::Plan plan = linearPlan(plan::F32);
+  sealPlan(plan);
+  EXPECT_EQ(plan.header().format_minor(), kPlanMinorChecksum);
+  EXPECT_EQ(parseError(plan.SerializeAsString()), "");
+  // One bit of an offset, as a flip on disk would change it: the plan still parses.
+  plan::Plan flipped = plan;
+  plan::Buffer* buffer = flipped.mutable_tensors(0)->mutable_buffer();
+  buffer->set_offset(buffer->offset() ^ 64);
+  ASSERT_NE(computePlanChecksum(flipped), plan.header().checksum());
+  const std::string flippedError = parseError(flipped.SerializeAsString());
+  EXPECT_NE(flippedError.find("t.plan: checksum mismatch: the plan says 0x"), std::string::npos) << flippedError;
+  EXPECT_NE(flippedError.find("the file is corrupt or was edited (recompile it)"), std::string::npos);
+  // A plan of the checksum's minor without one.
+  plan.mutable_header()->clear_checksum();
+  EXPECT_EQ(parseError(plan.SerializeAsString()),
+            "t.plan: the plan has no checksum (format 1.4 requires one); recompile it");
+  // Older minors carry none and are read as before.
+  plan.mutable_header()->set_format_minor(kPlanMinorPrecision);
+  EXPECT_EQ(parseError(plan.SerializeAsString()), "");
 }
 
 TEST(PlanValidator, BufferOutsideItsPool) {

@@ -14,6 +14,7 @@
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/PlanChecksum.h"
 #include "megatrain/plan/PlanVerifier.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -514,6 +515,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  // Last: the checksum covers everything above (PlanChecksum.h).
+  megatrain::sealPlan(*plan);
   if (args.emit == "plan-text") {
     std::string text;
     if (!google::protobuf::TextFormat::PrintToString(*plan, &text))

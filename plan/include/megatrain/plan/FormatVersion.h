@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 3;
+inline constexpr uint32_t kPlanFormatMinor = 4;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -29,9 +29,11 @@ inline constexpr uint32_t kPlanMinorTiering = 2;
 // Minor 3: the compute precision: header.precision, the PARAMETER_COMPUTE role
 // and ADAMW's fifth tensor.
 inline constexpr uint32_t kPlanMinorPrecision = 3;
+// Minor 4: Header.checksum, which every reader checks (PlanChecksum.h).
+inline constexpr uint32_t kPlanMinorChecksum = 4;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
-                  kPlanMinorPrecision <= kPlanFormatMinor,
+                  kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is
