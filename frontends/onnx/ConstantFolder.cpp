@@ -99,8 +99,23 @@ bool foldNode(const onnx::NodeProto &node, int64_t opset,
   }
   outputs.clear();
   Fold f{node, opset, inputs, outputs, error};
-  if (!it->second.fold(f))
+  // The folds read inputs by reference in many places; checking each read
+  // where it happens is what went wrong before (a node with "" for an input
+  // crashed some twenty of them), so Fold::input/value check and throw, and
+  // this is the one place that turns it into the node's error.
+  try {
+    if (!it->second.fold(f))
+      return false;
+  } catch (const MissingFoldInput &missing) {
+    error = "input " + std::to_string(missing.index) +
+            (missing.typeOnly ? " must be known at import time"
+             : missing.index < node.input_size()
+                 ? " is required but is empty"
+                 : " is required but the node has " +
+                       std::to_string(node.input_size()) + " input" +
+                       (node.input_size() == 1 ? "" : "s"));
     return false;
+  }
   if ((int)outputs.size() < node.output_size()) {
     error = "computes " + std::to_string(outputs.size()) + " outputs, the node has " +
             std::to_string(node.output_size());

@@ -58,17 +58,43 @@ bool foldNode(const onnx::NodeProto &node, int64_t opset,
 // The fold families
 //===----------------------------------------------------------------------===//
 
+/// Thrown by Fold::input and Fold::value when a fold reads input `index` and
+/// the node has none there (too few inputs, or "" for an omitted optional
+/// one), or only its type is known. foldNode catches it and reports it as
+/// the node's error; it never leaves foldNode.
+struct MissingFoldInput {
+  int index;
+  bool typeOnly; // present, but only its type is known
+};
+
 /// What one fold sees of its node: the inputs, the attributes, where its
 /// outputs and its error go.
 struct Fold {
   const onnx::NodeProto &node;
   int64_t opset;
-  llvm::ArrayRef<FoldInput> in;
+  /// Read through input(), value() and has() only: they are checked.
+  llvm::ArrayRef<FoldInput> inputs;
   std::vector<ConstTensor> &out;
   std::string &error;
 
-  bool has(int k) const { return k < (int)in.size() && in[k].present; }
-  const ConstTensor &value(int k) const { return *in[k].value; }
+  /// The node's input count, absent ones included.
+  int count() const { return (int)inputs.size(); }
+  bool has(int k) const { return k >= 0 && k < count() && inputs[k].present; }
+  /// Input k; MissingFoldInput when absent. Every read of an input goes
+  /// through here or value(), so a fold that assumes an input the file
+  /// omits fails with the node's name instead of reading past the list.
+  const FoldInput &input(int k) const {
+    if (!has(k))
+      throw MissingFoldInput{k, false};
+    return inputs[k];
+  }
+  /// Input k's value; MissingFoldInput when absent or only typed.
+  const ConstTensor &value(int k) const {
+    const FoldInput &in = input(k);
+    if (!in.value)
+      throw MissingFoldInput{k, true};
+    return *in.value;
+  }
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const;
   int64_t intAttr(llvm::StringRef name, int64_t fallback) const;

@@ -25,7 +25,7 @@ namespace {
 /// The common broadcast shape of every present input.
 bool broadcastAll(Fold &f, std::vector<int64_t> &shape) {
   shape.clear();
-  for (size_t k = 0; k < f.in.size(); ++k) {
+  for (int k = 0; k < f.count(); ++k) {
     if (!f.has(k))
       continue;
     auto next = mt::broadcastShapes(shape, f.value(k).shape);
@@ -121,7 +121,7 @@ bool foldBinary(Fold &f) {
   bool variadic = op == "Max" || op == "Min" || op == "Sum" || op == "Mean";
   const BinaryFn *fn = binaryFn(op == "Sum" || op == "Mean" ? "Add" : op);
   int count = 0;
-  for (size_t k = 0; k < f.in.size(); ++k)
+  for (int k = 0; k < f.count(); ++k)
     count += f.has(k);
   if (count == 0 || (!variadic && (count != 2 || !f.has(0) || !f.has(1))))
     return f.fail(variadic ? "needs at least one input" : "needs two inputs");
@@ -129,7 +129,7 @@ bool foldBinary(Fold &f) {
   if (!broadcastAll(f, shape))
     return false;
   ConstKind kind = f.value(0).kind;
-  for (size_t k = 1; k < f.in.size(); ++k)
+  for (int k = 1; k < f.count(); ++k)
     if (f.has(k) && f.value(k).kind != kind && op != "Pow")
       return f.fail(std::string("operands have different element types (") +
                     kindName(kind) + " and " + kindName(f.value(k).kind) + ")");
@@ -141,7 +141,7 @@ bool foldBinary(Fold &f) {
   bool real = kind == ConstKind::F32 || kind == ConstKind::F64;
   ConstTensor acc;
   bool first = true;
-  for (size_t k = 0; k < f.in.size(); ++k) {
+  for (int k = 0; k < f.count(); ++k) {
     if (!f.has(k))
       continue;
     const ConstTensor &x = f.value(k);
@@ -300,9 +300,9 @@ ConstTensor convert(const ConstTensor &x, ConstKind to) {
 bool foldCast(Fold &f) {
   std::optional<ConstKind> to;
   if (f.node.op_type() == "CastLike") {
-    if (!f.has(1) || !f.in[1].kind)
+    if (!f.has(1) || !f.input(1).kind)
       return f.fail("the target type (input 1) is not f32, f64, i64 or bool");
-    to = f.in[1].kind;
+    to = f.input(1).kind;
   } else {
     const onnx::AttributeProto *a = f.attr("to");
     if (!a)

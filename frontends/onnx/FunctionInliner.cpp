@@ -1,4 +1,18 @@
 //===- FunctionInliner.cpp - inlines model-local ONNX functions -------------===//
+//
+// Two stages:
+//   1. The call graph of the functions the graph reaches is walked once,
+//      before anything is copied: a function that calls itself (directly or
+//      through others) is an error naming the cycle; calls nesting deeper than
+//      kMaxInlineDepth, or a graph that would grow past kMaxInlinedNodes
+//      nodes (a function calling another twice, a few dozen levels deep,
+//      doubles the count per level), are errors too. So a hostile file fails
+//      here, in time and memory linear in its size.
+//   2. Each call is replaced by its callee's body. The body's names get a
+//      prefix "<function>.<n>/" with n counting calls, so names stay as long
+//      as the file's own, however deep the calls nest.
+//
+//===----------------------------------------------------------------------===//
 #include "FunctionInliner.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -7,6 +21,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -16,6 +31,9 @@ namespace megatrain::onnx_import {
 
 /// Model-local functions calling functions deeper than this are refused.
 static constexpr int kMaxInlineDepth = 32;
+/// A graph whose calls would expand to more nodes than this is refused
+/// (the largest exported LLM graphs hold some tens of thousands).
+static constexpr int64_t kMaxInlinedNodes = 1 << 22;
 
 /// FunctionProto.attribute_proto (field 11, IR version 9): the defaults of
 /// a function's attributes. The ONNX headers megatrain builds against
@@ -49,11 +67,30 @@ public:
                   Location fileLoc, std::vector<FlatNode> &nodes)
       : model_(model), opsets_(opsets), fileLoc_(fileLoc), nodes_(nodes) {}
 
+  /// Stage 1: refuses recursion, nesting past kMaxInlineDepth and a result
+  /// over kMaxInlinedNodes, before anything is copied.
+  LogicalResult checkCallGraph();
+
   LogicalResult inlineNode(const onnx::NodeProto &node, int64_t opset,
-                           const std::string &function, const std::string &prefix,
-                           int depth);
+                           const std::string &function, int depth);
 
 private:
+  /// The model-local function `node` calls, or null for a plain node.
+  const onnx::FunctionProto *calleeOf(const onnx::NodeProto &node) const;
+  /// The nodes `f` expands to (saturating at kMaxInlinedNodes + 1) and the
+  /// depth of its calls, memoized; `stack` holds the functions being walked.
+  LogicalResult walk(const onnx::FunctionProto *f,
+                     std::vector<const onnx::FunctionProto *> &stack);
+  LogicalResult tooDeep(const onnx::FunctionProto *outer, const onnx::FunctionProto *inner);
+
+  struct Expansion {
+    int64_t nodes = 0;
+    int depth = 0; // 1 for a body of plain nodes
+  };
+  std::map<const onnx::FunctionProto *, Expansion> expansions_;
+  /// Calls inlined so far: the n of each body's prefix.
+  int64_t calls_ = 0;
+
   const onnx::ModelProto &model_;
   const llvm::StringMap<int64_t> &opsets_;
   Location fileLoc_;
@@ -64,19 +101,90 @@ private:
 };
 } // namespace
 
-/// A node whose (domain, op type) names a model-local function is replaced by
-/// the function's body: formal inputs and outputs become the call's names,
-/// the body's own names get the prefix "<call>/" (so two calls never share a
-/// name), attributes referring to the call's (ref_attr_name) take its values
-/// or the function's defaults. Calls inside the body are inlined in turn.
-LogicalResult FunctionInliner::inlineNode(const onnx::NodeProto &node, int64_t opset,
-                                          const std::string &function,
-                                          const std::string &prefix, int depth) {
+const onnx::FunctionProto *FunctionInliner::calleeOf(const onnx::NodeProto &node) const {
   const onnx::FunctionProto *callee = nullptr;
   for (const onnx::FunctionProto &f : model_.functions())
     if (f.name() == node.op_type() &&
         normalizeDomain(f.domain()) == normalizeDomain(node.domain()))
       callee = &f;
+  return callee;
+}
+
+static int64_t saturatingAdd(int64_t a, int64_t b) {
+  return std::min(a + b, kMaxInlinedNodes + 1); // both are at most the limit + 1
+}
+
+LogicalResult FunctionInliner::tooDeep(const onnx::FunctionProto *outer,
+                                       const onnx::FunctionProto *inner) {
+  return emitError(fileLoc_) << "model-local functions call each other more than "
+                             << kMaxInlineDepth << " deep (from '" << outer->name()
+                             << "' down to '" << inner->name() << "')";
+}
+
+LogicalResult FunctionInliner::walk(const onnx::FunctionProto *f,
+                                    std::vector<const onnx::FunctionProto *> &stack) {
+  if (expansions_.count(f))
+    return success();
+  auto onStack = std::find(stack.begin(), stack.end(), f);
+  if (onStack != stack.end()) {
+    std::string cycle;
+    for (auto it = onStack; it != stack.end(); ++it)
+      cycle += (*it)->name() + " -> ";
+    return emitError(fileLoc_) << "model-local function '" << f->name()
+                               << "' calls itself: " << cycle << f->name();
+  }
+  if ((int)stack.size() >= kMaxInlineDepth)
+    return tooDeep(stack.front(), f);
+  stack.push_back(f);
+  Expansion e;
+  for (const onnx::NodeProto &node : f->node()) {
+    const onnx::FunctionProto *callee = calleeOf(node);
+    if (!callee) {
+      e.nodes = saturatingAdd(e.nodes, 1);
+      e.depth = std::max(e.depth, 1);
+      continue;
+    }
+    if (failed(walk(callee, stack)))
+      return failure();
+    const Expansion &inner = expansions_[callee];
+    // A callee walked before from a shallower caller: its depth is memoized.
+    if ((int)stack.size() + inner.depth > kMaxInlineDepth)
+      return tooDeep(stack.front(), callee);
+    e.nodes = saturatingAdd(e.nodes, inner.nodes);
+    e.depth = std::max(e.depth, inner.depth + 1);
+  }
+  stack.pop_back();
+  expansions_[f] = e;
+  return success();
+}
+
+LogicalResult FunctionInliner::checkCallGraph() {
+  int64_t total = 0;
+  std::vector<const onnx::FunctionProto *> stack;
+  for (const onnx::NodeProto &node : model_.graph().node()) {
+    const onnx::FunctionProto *callee = calleeOf(node);
+    if (!callee) {
+      total = saturatingAdd(total, 1);
+      continue;
+    }
+    if (failed(walk(callee, stack)))
+      return failure();
+    total = saturatingAdd(total, expansions_[callee].nodes);
+  }
+  if (total > kMaxInlinedNodes)
+    return emitError(fileLoc_) << "inlining the model-local functions would give more "
+                               << "than " << kMaxInlinedNodes << " nodes";
+  return success();
+}
+
+/// A node whose (domain, op type) names a model-local function is replaced by
+/// the function's body: formal inputs and outputs become the call's names,
+/// the body's own names get the prefix "<function>.<n>/" (so two calls never
+/// share a name, and names do not grow with depth), attributes referring to the call's (ref_attr_name) take its values
+/// or the function's defaults. Calls inside the body are inlined in turn.
+LogicalResult FunctionInliner::inlineNode(const onnx::NodeProto &node, int64_t opset,
+                                          const std::string &function, int depth) {
+  const onnx::FunctionProto *callee = calleeOf(node);
   if (!callee) {
     FlatNode &flat = nodes_.emplace_back();
     flat.node = node;
@@ -84,12 +192,13 @@ LogicalResult FunctionInliner::inlineNode(const onnx::NodeProto &node, int64_t o
     flat.function = function;
     return success();
   }
+  // checkCallGraph has bounded the depth; this guards the recursion itself.
   if (depth >= kMaxInlineDepth)
     return emitError(fileLoc_) << "model-local function '" << callee->name()
                                << "' calls functions more than " << kMaxInlineDepth
-                               << " deep (recursion?)";
+                               << " deep";
 
-  std::string call = prefix + (node.name().empty() ? node.op_type() : node.name()) + "/";
+  std::string call = callee->name() + "." + std::to_string(calls_++) + "/";
   llvm::StringMap<std::string> rename;
   for (int k = 0; k < callee->input_size(); ++k)
     rename[callee->input(k)] = k < node.input_size() ? node.input(k) : "";
@@ -138,7 +247,7 @@ LogicalResult FunctionInliner::inlineNode(const onnx::NodeProto &node, int64_t o
     llvm::StringRef domain = normalizeDomain(copy.domain());
     auto own = calleeOpsets.find(domain);
     int64_t innerOpset = own != calleeOpsets.end() ? own->second : opsets_.lookup(domain);
-    if (failed(inlineNode(copy, innerOpset, callee->name(), call, depth + 1)))
+    if (failed(inlineNode(copy, innerOpset, callee->name(), depth + 1)))
       return failure();
   }
   return success();
@@ -148,9 +257,11 @@ LogicalResult inlineFunctions(const onnx::ModelProto &model,
                               const llvm::StringMap<int64_t> &opsets, Location fileLoc,
                               std::vector<FlatNode> &nodes) {
   FunctionInliner inliner(model, opsets, fileLoc, nodes);
+  if (failed(inliner.checkCallGraph()))
+    return failure();
   for (const onnx::NodeProto &node : model.graph().node())
     if (failed(inliner.inlineNode(node, opsets.lookup(normalizeDomain(node.domain())), "",
-                                  "", 0)))
+                                  0)))
       return failure();
   return success();
 }

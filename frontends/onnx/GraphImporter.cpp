@@ -447,10 +447,15 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
     // are loaded by the runtime like weights (buffers never train); their
     // data is not read.
     bool runtimeLoaded = entry.role == InitializerRole::Parameter;
+    std::vector<int64_t> dims = dimsOf(tensor);
+    if (!checkShapeLimits(dims, problem)) {
+      problem = std::string(what) + sourceName + "' " + problem;
+      return failure();
+    }
     if (entry.role == InitializerRole::Buffer) {
       int64_t bytes = tensor.data_type() == onnx::TensorProto::DOUBLE ? 8 : 4;
-      for (int64_t d : tensor.dims())
-        bytes *= d;
+      for (int64_t d : dims)
+        bytes *= d; // checkShapeLimits: fits
       runtimeLoaded = tensor.data_location() == onnx::TensorProto::EXTERNAL ||
                       bytes > kMaxLiteralBytes;
     }
@@ -462,7 +467,7 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
           problem = std::string(what) + sourceName + "' has a zero or negative dim";
           return failure();
         }
-      auto type = RankedTensorType::get(dimsOf(tensor),
+      auto type = RankedTensorType::get(dims,
                                         elementTypeOf(context_, tensor.data_type()));
       bool trainable =
           entry.role == InitializerRole::Parameter && roles_.isTrainable(sourceName);
@@ -640,7 +645,39 @@ LogicalResult GraphImporter::importNodes() {
       if (failed(importer->second(node)))
         return failure();
     }
+    if (failed(checkResultShapes(node)))
+      return failure();
     releaseDeadValues(proto);
+  }
+  return success();
+}
+
+/// Every result shape an op importer or the folder computed from the file
+/// (a Reshape or Expand target, a Concat of many inputs) is checked once,
+/// here, against what the passes and the runtime can hold.
+LogicalResult GraphImporter::checkResultShapes(NodeImport &node) {
+  const onnx::NodeProto &proto = node.node();
+  for (int k = 0; k < proto.output_size(); ++k) {
+    if (proto.output(k).empty())
+      continue;
+    auto it = values_.find(proto.output(k));
+    if (it == values_.end())
+      continue;
+    std::vector<int64_t> shape;
+    if (it->second.value) {
+      auto type = dyn_cast<RankedTensorType>(it->second.value.getType());
+      if (!type)
+        continue;
+      shape = type.getShape().vec();
+    } else if (it->second.folded) {
+      shape = it->second.folded->shape;
+    } else {
+      continue;
+    }
+    std::string problem;
+    if (!checkShapeLimits(shape, problem))
+      return node.error() << "output " << k << " ('" << proto.output(k) << "') "
+                          << problem;
   }
   return success();
 }

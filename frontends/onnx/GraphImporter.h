@@ -150,6 +150,7 @@ private:
   /// Folds the node when every input it reads is known; sets `folded`.
   mlir::LogicalResult tryFold(NodeImport &node, bool &folded);
   mlir::LogicalResult unsupported(NodeImport &node);
+  mlir::LogicalResult checkResultShapes(NodeImport &node);
   void releaseDeadValues(const onnx::NodeProto &node);
   mlir::LogicalResult importOutputs(mlir::func::FuncOp func);
 

@@ -1,5 +1,6 @@
 //===- InputShapes.cpp - static shapes of ONNX graph inputs (--shape) ------===//
 #include "InputShapes.h"
+#include "OnnxShapes.h"
 #include "TensorData.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -146,6 +147,9 @@ LogicalResult bindInputShapes(MLIRContext &context, const onnx::GraphProto &grap
                << "]; bind them with --shape " << name << "=" << pattern;
       }
     }
+    std::string problem;
+    if (!checkShapeLimits(shape, problem))
+      return emitError(fileLoc) << "input '" << name << "' " << problem;
     bound.push_back({name, in.element, std::move(shape)});
   }
   return success();

@@ -2,6 +2,7 @@
 #include "OnnxShapes.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace megatrain::onnx_import {
 
@@ -15,8 +16,29 @@ std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
 int64_t numElements(llvm::ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return std::numeric_limits<int64_t>::max();
   return n;
+}
+
+bool checkShapeLimits(llvm::ArrayRef<int64_t> shape, std::string &error) {
+  if (shape.size() > kMaxRank) {
+    error = "has rank " + std::to_string(shape.size()) + "; at most " +
+            std::to_string(kMaxRank) + " dims are supported";
+    return false;
+  }
+  int64_t bytes = 8;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      error = "has a negative dim in " + shapeStr(shape);
+      return false;
+    }
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      error = "has shape " + shapeStr(shape) + ", whose size overflows 64 bits";
+      return false;
+    }
+  }
+  return true;
 }
 
 std::vector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape) {

@@ -26,8 +26,18 @@ namespace megatrain::onnx_import {
 /// "[2x3]" for diagnostics; "[]" for scalars.
 std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 
-/// The number of elements of `shape` (1 for a scalar).
+/// The number of elements of `shape` (1 for a scalar); INT64_MAX when the
+/// product overflows (shapes from a file may), so a size limit compared
+/// against it still refuses.
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
+
+/// The runtime's kernels index at most this many dims.
+inline constexpr size_t kMaxRank = 8;
+/// Whether a shape read from the file (an initializer's dims, a graph
+/// input's, an op's result) is one the compiler can hold: rank at most
+/// kMaxRank, no negative dim, and its size in bytes (8 per element, the
+/// widest element) within int64. False with `error` saying which.
+bool checkShapeLimits(llvm::ArrayRef<int64_t> shape, std::string &error);
 /// Row-major strides of `shape`, in elements.
 std::vector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
 

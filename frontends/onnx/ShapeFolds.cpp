@@ -22,7 +22,7 @@ namespace megatrain::onnx_import {
 namespace {
 
 bool foldShape(Fold &f) {
-  const std::vector<int64_t> &shape = f.in[0].shape;
+  const std::vector<int64_t> &shape = f.input(0).shape;
   if (f.node.op_type() == "Size") {
     ConstTensor y = ConstTensor::zeros(ConstKind::I64, {});
     y.i[0] = numElements(shape);
@@ -76,7 +76,7 @@ bool foldConcat(Fold &f) {
   if (!a)
     return f.fail("attribute 'axis' is required");
   const ConstTensor *first = nullptr;
-  for (size_t k = 0; k < f.in.size(); ++k)
+  for (int k = 0; k < f.count(); ++k)
     if (f.has(k)) {
       first = &f.value(k);
       break;
@@ -88,7 +88,7 @@ bool foldConcat(Fold &f) {
     return false;
   std::vector<int64_t> shape = first->shape;
   shape[axis] = 0;
-  for (size_t k = 0; k < f.in.size(); ++k) {
+  for (int k = 0; k < f.count(); ++k) {
     if (!f.has(k))
       continue;
     const ConstTensor &x = f.value(k);
@@ -106,7 +106,7 @@ bool foldConcat(Fold &f) {
   int64_t outer = numElements(llvm::ArrayRef<int64_t>(shape).take_front(axis));
   int64_t inner = numElements(llvm::ArrayRef<int64_t>(shape).drop_front(axis + 1));
   int64_t offset = 0;
-  for (size_t k = 0; k < f.in.size(); ++k) {
+  for (int k = 0; k < f.count(); ++k) {
     if (!f.has(k))
       continue;
     const ConstTensor &x = f.value(k);

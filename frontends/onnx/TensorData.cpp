@@ -50,7 +50,10 @@ static bool elementCount(const onnx::TensorProto &tensor, int64_t &count,
       error = "has a negative dim";
       return false;
     }
-    count *= d;
+    if (__builtin_mul_overflow(count, d, &count)) {
+      error = "has dims whose element count overflows 64 bits";
+      return false;
+    }
   }
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     error = "stores its data externally; constants must be inline";

@@ -1,7 +1,6 @@
 // ToolArgs.cpp - command-line helpers shared by megatrain-run and megatrain-inspect.
 #include "ToolArgs.h"
 
-#include <cstdio>
 #include <exception>
 
 #include "megatrain/plan/Error.h"
@@ -40,19 +39,6 @@ int64_t parsePositive(const std::string& text, const std::string& flag) {
   if (used != text.size() || text.empty() || value <= 0)
     throw Error(flag + " needs a positive integer, got '" + text + "'");
   return value;
-}
-
-int runTool(const char* tool, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: error: out of memory\n", tool);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
-  } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown failure\n", tool);
-  }
-  return 1;
 }
 
 }  // namespace megatrain::runtime::tools

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 namespace megatrain::runtime::tools {
@@ -28,9 +27,5 @@ class ArgReader {
 
 // A positive integer for `flag`; Error otherwise.
 int64_t parsePositive(const std::string& text, const std::string& flag);
-
-// Runs body, turning every exception into `<tool>: error: <message>` on stderr
-// and exit code 1.
-int runTool(const char* tool, const std::function<int()>& body);
 
 }  // namespace megatrain::runtime::tools

@@ -13,6 +13,7 @@
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/PlanTimeline.h"
+#include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/PlanLoader.h"
 #include "megatrain/runtime/PlanStats.h"
@@ -264,6 +265,6 @@ int inspect(int argc, char** argv) {
 }  // namespace megatrain::runtime::tools
 
 int main(int argc, char** argv) {
-  return megatrain::runtime::tools::runTool(
+  return megatrain::runTool(
       "megatrain-inspect", [&] { return megatrain::runtime::tools::inspect(argc, argv); });
 }

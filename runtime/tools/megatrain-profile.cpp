@@ -28,6 +28,7 @@
 #include "host/AdamWPaths.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/ProfileJson.h"
+#include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/HostThreads.h"
 
@@ -320,6 +321,6 @@ int run(int argc, char** argv) {
 }  // namespace megatrain::runtime::tools
 
 int main(int argc, char** argv) {
-  return megatrain::runtime::tools::runTool("megatrain-profile",
-                                            [&] { return megatrain::runtime::tools::run(argc, argv); });
+  return megatrain::runTool(
+      "megatrain-profile", [&] { return megatrain::runtime::tools::run(argc, argv); });
 }

@@ -15,6 +15,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/Microbatch.h"
@@ -259,6 +260,6 @@ int run(int argc, char** argv) {
 }  // namespace megatrain::runtime::tools
 
 int main(int argc, char** argv) {
-  return megatrain::runtime::tools::runTool(
+  return megatrain::runTool(
       "megatrain-run", [&] { return megatrain::runtime::tools::run(argc, argv); });
 }

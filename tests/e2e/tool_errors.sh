@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tool_errors.sh - bad input gets a one-line error naming the problem, a non-zero exit
 # code and no crash: malformed ONNX, an unknown op, a missing --shape, a plan of another
-# format version, a corrupt plan, missing files.
+# format version, a corrupt plan, missing files, and the malformed models that once
+# crashed megatrain-compile (exit status exactly 1, the whole line checked).
 set -u
 BIN=$1
 SRC=$2
@@ -43,6 +44,51 @@ expect_error "bad --shape syntax" "--shape" \
   "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --shape input_ids=8xq
 expect_error "missing model file" "no_such\.onnx" \
   "$BIN/megatrain-compile" "$TMP/no_such.onnx" -o "$TMP/a.plan"
+
+# expect_line NAME LINE COMMAND...: exit status exactly 1 and exactly LINE on stderr.
+expect_line() {
+  local name=$1 line=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [[ $rc -eq 1 && "$out" == "$line" ]]; then
+    echo "ok    $name: $out"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name (exit $rc, expected 1 and the line '$line'):"
+    printf '%s\n' "$out" | sed 's/^/      /'
+    failed=$((failed + 1))
+  fi
+}
+
+# Each was a crash (SIGSEGV, std::bad_alloc, or an overflowing size accepted).
+C="megatrain-compile: error:"
+N="domain 'ai.onnx', opset 17"
+expect_line "fold: empty input" \
+  "$C matmul_missing ($M/fold_empty_input.onnx): node 'matmul_missing' (op MatMul, $N): input 1 is required but is empty" \
+  "$BIN/megatrain-compile" "$M/fold_empty_input.onnx" -o "$TMP/a.plan"
+expect_line "fold: too few inputs" \
+  "$C matmul_one_input ($M/fold_few_inputs.onnx): node 'matmul_one_input' (op MatMul, $N): input 1 is required but the node has 1 input" \
+  "$BIN/megatrain-compile" "$M/fold_few_inputs.onnx" -o "$TMP/a.plan"
+expect_line "recursive functions" \
+  "$C $M/function_recursion.onnx: model-local function 'Ping' calls itself: Ping -> Pong -> Ping" \
+  "$BIN/megatrain-compile" "$M/function_recursion.onnx" -o "$TMP/a.plan"
+expect_line "functions 40 deep" \
+  "$C $M/function_deep.onnx: model-local functions call each other more than 32 deep (from 'F0' down to 'F32')" \
+  "$BIN/megatrain-compile" "$M/function_deep.onnx" -o "$TMP/a.plan"
+expect_line "functions expanding to 2^24 nodes" \
+  "$C $M/function_wide.onnx: inlining the model-local functions would give more than 4194304 nodes" \
+  "$BIN/megatrain-compile" "$M/function_wide.onnx" -o "$TMP/a.plan"
+expect_line "input of rank 9" \
+  "$C $M/rank_nine_input.onnx: input 'x' has rank 9; at most 8 dims are supported" \
+  "$BIN/megatrain-compile" "$M/rank_nine_input.onnx" -o "$TMP/a.plan"
+expect_line "initializer size overflows" \
+  "$C add ($M/huge_initializer.onnx): node 'add' (op Add, $N): initializer 'w' has shape [2147483648x2147483648x2147483648], whose size overflows 64 bits" \
+  "$BIN/megatrain-compile" "$M/huge_initializer.onnx" -o "$TMP/a.plan"
+expect_line "result size overflows" \
+  "$C expand ($M/huge_expand.onnx): node 'expand' (op Expand, $N): output 0 ('y') has shape [2147483648x2147483648x2147483648], whose size overflows 64 bits" \
+  "$BIN/megatrain-compile" "$M/huge_expand.onnx" -o "$TMP/a.plan"
 
 # A good plan, then the same plan claiming format major version 2.
 "$BIN/megatrain-compile" "$TINY" -o "$TMP/good.plan" --shape input_ids=2x64 \

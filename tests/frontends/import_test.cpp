@@ -534,4 +534,70 @@ TEST(OnnxImportErrors, ConstantOver64KiB) {
                         "to 65536 bytes");
 }
 
+//===----------------------------------------------------------------------===//
+// Malformed files that once crashed the compiler: each is one error now
+//===----------------------------------------------------------------------===//
+
+// The folder reads every input through one checked accessor: a fold that
+// needs an input the node leaves "" or lacks reports it (this was SIGSEGV).
+TEST(OnnxImportMalformed, FoldedNodeWithEmptyInput) {
+  auto m = import(testModel("fold_empty_input"));
+  EXPECT_EQ(m->error(), "node 'matmul_missing' (op MatMul, domain 'ai.onnx', opset 17): "
+                        "input 1 is required but is empty");
+}
+
+TEST(OnnxImportMalformed, FoldedNodeWithTooFewInputs) {
+  auto m = import(testModel("fold_few_inputs"));
+  EXPECT_EQ(m->error(), "node 'matmul_one_input' (op MatMul, domain 'ai.onnx', "
+                        "opset 17): input 1 is required but the node has 1 input");
+}
+
+// Recursion through another function is found before anything is inlined
+// (this ran out of memory: names doubled per level).
+TEST(OnnxImportMalformed, RecursiveFunctionsNameTheCycle) {
+  auto m = import(testModel("function_recursion"));
+  EXPECT_EQ(m->error(), "model-local function 'Ping' calls itself: Ping -> Pong -> Ping");
+  EXPECT_EQ(m->errorFiles.front(), testModel("function_recursion"));
+}
+
+TEST(OnnxImportMalformed, FunctionsNestedPastTheLimit) {
+  auto m = import(testModel("function_deep"));
+  EXPECT_EQ(m->error(), "model-local functions call each other more than 32 deep "
+                        "(from 'F0' down to 'F32')");
+}
+
+// 24 levels of two calls each: within the depth limit, but 2^24 nodes.
+TEST(OnnxImportMalformed, FunctionsExpandingPastTheNodeLimit) {
+  auto m = import(testModel("function_wide"));
+  EXPECT_EQ(m->error(), "inlining the model-local functions would give more than "
+                        "4194304 nodes");
+}
+
+TEST(OnnxImportMalformed, InputOfRankNine) {
+  auto m = import(testModel("rank_nine_input"));
+  EXPECT_EQ(m->error(), "input 'x' has rank 9; at most 8 dims are supported");
+}
+
+TEST(OnnxImportMalformed, InitializerWhoseSizeOverflows) {
+  auto m = import(testModel("huge_initializer"));
+  EXPECT_EQ(m->error(), "node 'add' (op Add, domain 'ai.onnx', opset 17): initializer "
+                        "'w' has shape [2147483648x2147483648x2147483648], whose size "
+                        "overflows 64 bits");
+}
+
+TEST(OnnxImportMalformed, ResultWhoseSizeOverflows) {
+  auto m = import(testModel("huge_expand"));
+  EXPECT_EQ(m->error(), "node 'expand' (op Expand, domain 'ai.onnx', opset 17): output 0 "
+                        "('y') has shape [2147483648x2147483648x2147483648], whose size "
+                        "overflows 64 bits");
+}
+
+// Inlining still works after the call-graph check, with call-numbered names.
+TEST(OnnxImport, NestedFunctionsInline) {
+  auto m = import(testModel("llm_function"));
+  ASSERT_TRUE(m->module) << m->errors.front();
+  EXPECT_EQ(m->opCounts()["mt.layer_norm"], 2);
+  EXPECT_EQ(m->opCounts()["mt.mul"], 2);
+}
+
 } // namespace

@@ -212,6 +212,73 @@ def models():
         const("table", np.zeros((128, 129), np.float32)),
         n("Add", ["x", "table"], ["y"], name="add_table"),
     ], [vi("x", F, [128, 129])], [vi("y", F, [128, 129])])
+    out.update(malformed_models())
+    return out
+
+
+def function_model(name, graph_nodes, functions):
+    """A model with model-local functions in domain `local`, not checked (the
+    checker refuses what these exist to test)."""
+    graph = helper.make_graph(graph_nodes, name, [vi("x", F, [2])], [vi("y", F, [2])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18),
+                                                helper.make_opsetid("local", 1)],
+                          functions=functions, producer_name=GENERATOR,
+                          producer_version=GENERATOR_VERSION)
+    m.ir_version = 10
+    helper.set_model_props(m, {"megatrain.generator": f"{GENERATOR} {GENERATOR_VERSION}"})
+    return m
+
+
+def local_function(name, body):
+    return helper.make_function("local", name, ["x"], ["y"], body,
+                                [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+
+
+def malformed_models():
+    """Files that once crashed the compiler (issue 14): each must now fail with
+    one error line."""
+    n = helper.make_node
+    out = {}
+    # The folder meets a node whose input is "" (ONNX's omitted optional
+    # input) where the op needs one, and a node with too few inputs.
+    out["fold_empty_input"] = model("fold_empty_input", [
+        const("a", np.ones((2, 2), np.float32)),
+        n("MatMul", ["a", ""], ["b"], name="matmul_missing"),
+        n("Add", ["x", "b"], ["y"], name="add"),
+    ], [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], check=False)
+    out["fold_few_inputs"] = model("fold_few_inputs", [
+        const("a", np.ones((2, 2), np.float32)),
+        n("MatMul", ["a"], ["b"], name="matmul_one_input"),
+        n("Add", ["x", "b"], ["y"], name="add"),
+    ], [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], check=False)
+    # Functions calling themselves through another, 40 deep, and 24 deep with
+    # two calls per level (2^24 nodes).
+    out["function_recursion"] = function_model("function_recursion", [
+        n("Ping", ["x"], ["y"], name="call", domain="local")], [
+        local_function("Ping", [n("Pong", ["x"], ["y"], name="to_pong", domain="local")]),
+        local_function("Pong", [n("Ping", ["x"], ["y"], name="to_ping", domain="local")])])
+    out["function_deep"] = function_model("function_deep", [
+        n("F0", ["x"], ["y"], name="call", domain="local")],
+        [local_function(f"F{k}", [n(f"F{k + 1}", ["x"], ["y"], name="next", domain="local")])
+         for k in range(39)] + [local_function("F39", [n("Relu", ["x"], ["y"], name="relu")])])
+    out["function_wide"] = function_model("function_wide", [
+        n("W0", ["x"], ["y"], name="call", domain="local")],
+        [local_function(f"W{k}", [
+            n(f"W{k + 1}", ["x"], ["h"], name="first", domain="local"),
+            n(f"W{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(23)]
+        + [local_function("W23", [n("Relu", ["x"], ["y"], name="relu")])])
+    # Sizes from the file: rank 9, and shapes whose byte size overflows int64.
+    out["rank_nine_input"] = model("rank_nine_input", [
+        n("Relu", ["x"], ["y"], name="relu"),
+    ], [vi("x", F, [1] * 9)], [vi("y", F, [1] * 9)], check=False)
+    huge = TensorProto(name="w", data_type=F, dims=[1 << 31, 1 << 31, 1 << 31])
+    out["huge_initializer"] = model("huge_initializer", [
+        n("Add", ["x", "w"], ["y"], name="add"),
+    ], [vi("x", F, [2])], [vi("y", F, [2])], [huge], check=False)
+    out["huge_expand"] = model("huge_expand", [
+        const("shape", np.array([1 << 31, 1 << 31, 1 << 31], np.int64)),
+        n("Expand", ["x", "shape"], ["y"], name="expand"),
+    ], [vi("x", F, [1])], [vi("y", F, [1 << 31, 1 << 31, 1 << 31])], check=False)
     return out
 
 

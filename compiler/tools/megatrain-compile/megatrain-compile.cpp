@@ -16,6 +16,7 @@
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/PlanChecksum.h"
 #include "megatrain/plan/PlanVerifier.h"
+#include "megatrain/plan/ToolMain.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -422,9 +423,7 @@ void recordProvenance(mlir::ModuleOp module, const std::string &path) {
                     builder.getStringAttr(llvm::toHex(digest, /*LowerCase=*/true)));
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int compile(int argc, char **argv) {
   CompileArgs args = parseArgs(argc, argv);
   if (!llvm::sys::fs::exists(args.model))
     fail("cannot open '" + args.model + "': no such file");
@@ -461,6 +460,7 @@ int main(int argc, char **argv) {
   if (fromMlir) {
     module = mlir::parseSourceFile<mlir::ModuleOp>(args.model, &context);
   } else {
+    megatrain::ToolActivity activity("importing '" + args.model + "'");
     module = megatrain::importOnnxModel(context, args.model, args.import);
   }
   if (!module)
@@ -480,6 +480,7 @@ int main(int argc, char **argv) {
     fail("--microbatches needs an ONNX model: a --emit=training step already "
          "has its updates");
 
+  megatrain::ToolActivity activity("compiling '" + args.model + "'");
   mlir::PassManager pm(&context);
   if (fromMlir)
     megatrain::buildPlanningPipeline(pm, args.pipeline, *stage);
@@ -539,4 +540,12 @@ int main(int argc, char **argv) {
                << " bytes)\n";
   printSummary(llvm::outs(), *plan);
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Any exception (std::bad_alloc from a hostile file included) is one line
+  // and exit status 1, like every other failure.
+  return megatrain::runTool(kTool, [&] { return compile(argc, argv); });
 }

@@ -1,0 +1,39 @@
+// ToolMain.h - the top-level handler every megatrain tool's main() runs its body in.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <string>
+
+namespace megatrain {
+
+// Runs body and returns its exit status. Any exception it lets out (megatrain::Error,
+// any std::exception, std::bad_alloc, anything else) becomes one line on stderr,
+// `<tool>: error: <message>`, and exit status 1: a tool never dies of an uncaught
+// exception, whatever the input. Both the compiler and the runtime tools call it.
+int runTool(const char* tool, const std::function<int()>& body);
+
+// The line runTool prints for `error` (without the newline): `<tool>: error: <message>`,
+// newlines in the message turned into spaces, and for std::bad_alloc
+// `<tool>: error: out of memory while <activity>` when a ToolActivity is open.
+std::string toolErrorLine(const char* tool, std::exception_ptr error);
+
+// Names what the tool is doing for as long as it lives ("importing 'm.onnx'"), so
+// that running out of memory says where. Scopes nest; the innermost is named.
+class ToolActivity {
+ public:
+  explicit ToolActivity(std::string what);
+  ~ToolActivity();
+  ToolActivity(const ToolActivity&) = delete;
+  ToolActivity& operator=(const ToolActivity&) = delete;
+
+ private:
+  std::string what_;
+  const ToolActivity* outer_;
+  friend const std::string* currentToolActivity();
+};
+
+// The innermost open ToolActivity's text, or null.
+const std::string* currentToolActivity();
+
+}  // namespace megatrain
