@@ -280,6 +280,47 @@ TEST_F(CheckpointTest, ResumeTakesTheNewestValidAndReportsTheOthers) {
       resumeNewest(dir_ + "/empty", *executor, kPlanHash, [](const std::string&, const std::string&) {}).has_value());
 }
 
+// A newer checkpoint whose data is damaged is streamed into the tensors before
+// its trailer fails; the fallback must overwrite all of it, so the run
+// continues exactly as one resumed from the good checkpoint directly.
+TEST_F(CheckpointTest, FallingBackPastACorruptNewestIsBitExact) {
+  auto original = makeExecutor();
+  original->runStep();
+  original->runStep();
+  CheckpointWriter writer(*original, kPlanHash, dir_ + "/run");
+  const std::string good = writer.save(state(2, 2));
+  original->runStep();
+  const std::string newest = writer.save(state(3, 3));
+  std::string bytes = readFile(newest);
+  // Every tensor byte (from the first entry, after the table, to the 13 run-state entries).
+  uint64_t tableBytes = 0;
+  std::memcpy(&tableBytes, bytes.data() + 32, 8);
+  for (size_t i = (48 + tableBytes + 63) / 64 * 64; i < bytes.size() - 4 - 64 * 13; ++i)
+    bytes[i] = static_cast<char>(~bytes[i]);
+  writeFile(newest, bytes);
+
+  auto direct = makeExecutor(plan::F32, false);
+  loadCheckpoint(good, *direct, kPlanHash);
+  auto fallen = makeExecutor(plan::F32, false);
+  std::vector<std::string> warnings;
+  const auto point = resumeNewest(dir_ + "/run", *fallen, kPlanHash, [&](const std::string& why, const std::string& to) {
+    warnings.push_back(why + " -> " + to);
+  });
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->path, good);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind(newest + ": checksum mismatch (stored 0x", 0), 0u) << warnings[0];
+  EXPECT_EQ(warnings[0].substr(warnings[0].size() - good.size() - 4), " -> " + good);
+  EXPECT_EQ(fallen->optimizerStep(), 2);
+  for (const char* name : {"W", "adam_m:W", "adam_v:W"})
+    EXPECT_EQ(fallen->readBytes(name), direct->readBytes(name)) << name;
+  for (int i = 0; i < 2; ++i) {
+    const double a = direct->runStep(), b = fallen->runStep();
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << i;
+  }
+  EXPECT_EQ(fallen->readBytes("W"), direct->readBytes("W"));
+}
+
 TEST_F(CheckpointTest, UnfinishedTempFilesOfDeadRunsAreRemoved) {
   const std::string dir = dir_ + "/tmp";
   std::filesystem::create_directories(dir);
