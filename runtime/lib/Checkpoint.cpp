@@ -33,6 +33,7 @@ namespace {
 
 constexpr uint64_t kHeaderBytes = 48;
 constexpr uint64_t kAlignment = 64;
+constexpr uint64_t kMaxCheckpointBytes = uint64_t(1) << 62;
 constexpr uint32_t kPlanTensor = 0;
 constexpr uint32_t kRunState = 1;
 
@@ -126,6 +127,11 @@ std::vector<Entry> layoutEntries(const plan::Plan& plan, uint64_t& tableBytes, u
   uint64_t offset = alignUp(kHeaderBytes + tableBytes);
   for (Entry& entry : entries) {
     entry.offset = offset;
+    // Each entry is bounded by its pool (PlanValidator: 2^56 bytes), but
+    // tensors may share a pool's bytes: bound the running sum so that it cannot wrap.
+    if (entry.bytes > kMaxCheckpointBytes - offset)
+      throw Error("a checkpoint of this plan would exceed " + std::to_string(kMaxCheckpointBytes) +
+                  " bytes (at tensor '" + entry.name + "')");
     offset = alignUp(offset + entry.bytes);
   }
   const Entry& last = entries.back();
@@ -356,7 +362,9 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
     in.fail("truncated: " + std::to_string(in.size()) + " of " + std::to_string(fileBytes) + " bytes");
   if (in.size() > fileBytes)
     in.fail(std::to_string(in.size()) + " bytes, the header says " + std::to_string(fileBytes));
-  if (tableBytes > fileBytes - kHeaderBytes - 4)
+  // Sizes from the header are checked against the file before anything is
+  // allocated for them (a 48-byte file must not make fileBytes - 52 wrap).
+  if (fileBytes < kHeaderBytes + 4 || tableBytes > fileBytes - kHeaderBytes - 4)
     in.fail("table of " + std::to_string(tableBytes) + " bytes does not fit");
 
   std::vector<unsigned char> table(tableBytes);
@@ -462,17 +470,22 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
 }
 
 std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planHash,
-                                        const std::function<void(const std::string&)>& skipped) {
+                                        const std::function<void(const std::string&, const std::string&)>& skipped) {
   const std::vector<std::string> paths = listCheckpoints(dir);
   if (paths.empty()) return std::nullopt;
+  // The reasons are reported once the fallback is known, so each warning names both files.
+  std::vector<std::string> unusable;
   for (const std::string& path : paths) {
     try {
-      return ResumePoint{path, loadCheckpoint(path, executor, planHash)};
+      ResumePoint point{path, loadCheckpoint(path, executor, planHash)};
+      for (const std::string& why : unusable) skipped(why, path);
+      return point;
     } catch (const CheckpointError& e) {
       if (e.kind() == CheckpointError::Kind::PlanMismatch) throw;
-      skipped(e.what());
+      unusable.push_back(e.what());
     }
   }
+  for (const std::string& why : unusable) skipped(why, "");
   throw Error(dir + ": none of its " + std::to_string(paths.size()) + " checkpoints is valid");
 }
 

@@ -24,6 +24,10 @@ using AlignedBytes = std::unique_ptr<std::byte[], AlignedFree>;
 
 // At least `size` bytes (and never zero), 64-byte aligned.
 AlignedBytes allocateAligned(size_t size, const std::string& what) {
+  // The plan validator bounds pool sizes; a plan handed straight to prepare() is not.
+  if (size > std::numeric_limits<size_t>::max() - kAlignment)
+    throw Error("cpu backend: cannot allocate " + std::to_string(size) + " bytes for " + what +
+                " (rounding it up to 64 bytes overflows)");
   const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
   if (!p) throw Error("cpu backend: cannot allocate " + std::to_string(size) + " bytes for " + what);

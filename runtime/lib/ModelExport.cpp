@@ -104,11 +104,10 @@ uint64_t elementsOf(const onnx::TensorProto& tensor) {
 }
 
 // The initializer's data as the model stores it (inline fields or the external length).
-uint64_t storedBytes(const onnx::TensorProto& tensor) {
+uint64_t storedBytes(const onnx::TensorProto& tensor, const std::string& modelPath) {
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    for (const onnx::StringStringEntryProto& entry : tensor.external_data())
-      if (entry.key() == "length") return std::stoull(entry.value());
-    return elementsOf(tensor) * onnxElementSize(tensor.data_type());
+    const ExternalDataRef ref = parseExternalData(tensor, modelPath + ": initializer '" + tensor.name() + "'");
+    return ref.hasLength ? ref.length : elementsOf(tensor) * onnxElementSize(tensor.data_type());
   }
   uint64_t bytes = tensor.raw_data().size() + 4 * static_cast<uint64_t>(tensor.float_data_size()) +
                    4 * static_cast<uint64_t>(tensor.int32_data_size()) +
@@ -192,7 +191,7 @@ OnnxExportResult exportOnnx(const OnnxWeights& source, const std::vector<Paramet
   }
   result.replaced = trained.size();
   for (const onnx::TensorProto& tensor : model.graph().initializer())
-    result.initializerBytes += storedBytes(tensor);
+    result.initializerBytes += storedBytes(tensor, source.path());
 
   const bool external = mode == ExternalData::Always ||
                         (mode == ExternalData::Auto && result.initializerBytes > threshold);

@@ -1,9 +1,11 @@
 // OnnxWeights.cpp - reads ONNX initializers (inline or external data) as parameter values.
 #include "megatrain/runtime/OnnxWeights.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -129,28 +131,70 @@ std::vector<int64_t> OnnxWeights::shape(const std::string& name) const {
   return std::vector<int64_t>(tensor.dims().begin(), tensor.dims().end());
 }
 
+ExternalDataRef parseExternalData(const onnx::TensorProto& tensor, const std::string& what) {
+  auto number = [&](const std::string& key, const std::string& text) -> uint64_t {
+    uint64_t value = 0;
+    bool ok = !text.empty() && text.size() <= 20;
+    for (char c : text) {
+      if (!ok) break;
+      const uint64_t digit = static_cast<uint64_t>(c - '0');
+      ok = c >= '0' && c <= '9' && value <= (UINT64_MAX - digit) / 10;
+      value = value * 10 + digit;
+    }
+    if (!ok) throw Error(what + ": external data " + key + " '" + text + "' is not a non-negative integer");
+    return value;
+  };
+  ExternalDataRef ref;
+  for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
+    if (entry.key() == "location") {
+      ref.location = entry.value();
+    } else if (entry.key() == "offset") {
+      ref.offset = number("offset", entry.value());
+    } else if (entry.key() == "length") {
+      ref.length = number("length", entry.value());
+      ref.hasLength = true;
+    }
+  }
+  if (ref.location.empty()) throw Error(what + ": external data without a location");
+  return ref;
+}
+
 std::string OnnxWeights::readExternal(const onnx::TensorProto& tensor,
                                       size_t elementBytes) const {
+  namespace fs = std::filesystem;
   const std::string what = path_ + ": initializer '" + tensor.name() + "'";
-  std::string location;
-  uint64_t offset = 0;
-  int64_t length = -1;
-  for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
-    if (entry.key() == "location") location = entry.value();
-    else if (entry.key() == "offset") offset = std::stoull(entry.value());
-    else if (entry.key() == "length") length = std::stoll(entry.value());
-  }
-  if (location.empty()) throw Error(what + ": external data without a location");
-  const std::string file = location[0] == '/' ? location : directory_ + "/" + location;
-  const size_t want = length >= 0 ? static_cast<size_t>(length) : elementBytes;
+  const ExternalDataRef ref = parseExternalData(tensor, what);
+  // Containment, as onnxruntime enforces it: a relative path with no `..`
+  // whose real location (symlinks followed) lies inside the model's directory.
+  const fs::path location(ref.location);
+  auto refuse = [&](const std::string& why) {
+    throw Error(what + ": external data location '" + ref.location + "' " + why);
+  };
+  if (location.is_absolute()) refuse("is absolute; it must be relative to the model's directory");
+  for (const fs::path& part : location)
+    if (part == "..") refuse("has a '..' component; it must stay inside the model's directory");
+  std::error_code error;
+  const fs::path directory = fs::weakly_canonical(fs::absolute(directory_, error), error);
+  const fs::path file = fs::weakly_canonical(fs::path(directory_) / location, error);
+  if (error) throw Error(what + ": cannot resolve external data location '" + ref.location + "': " + error.message());
+  const auto [dirEnd, fileIt] = std::mismatch(directory.begin(), directory.end(), file.begin(), file.end());
+  if (dirEnd != directory.end() || fileIt == file.end())
+    refuse("resolves to " + file.string() + ", outside the model's directory " + directory.string());
+
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(what + ": cannot open external data file " + file);
-  in.seekg(static_cast<std::streamoff>(offset));
-  std::string bytes(want, '\0');
+  if (!in) throw Error(what + ": cannot open external data file " + file.string());
+  const uint64_t fileBytes = fs::file_size(file, error);
+  if (error) throw Error(what + ": cannot size external data file " + file.string() + ": " + error.message());
+  const uint64_t want = ref.hasLength ? ref.length : elementBytes;
+  if (ref.offset > fileBytes || want > fileBytes - ref.offset)
+    throw Error(what + ": external data file " + file.string() + " is too short for " + std::to_string(want) +
+                " bytes at offset " + std::to_string(ref.offset) + " (it holds " + std::to_string(fileBytes) + ")");
+  in.seekg(static_cast<std::streamoff>(ref.offset));
+  std::string bytes(static_cast<size_t>(want), '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(want));
-  if (!in || static_cast<size_t>(in.gcount()) != want)
-    throw Error(what + ": external data file " + file + " is too short for " +
-                std::to_string(want) + " bytes at offset " + std::to_string(offset));
+  if (!in || static_cast<uint64_t>(in.gcount()) != want)
+    throw Error(what + ": external data file " + file.string() + " is too short for " + std::to_string(want) +
+                " bytes at offset " + std::to_string(ref.offset));
   return bytes;
 }
 

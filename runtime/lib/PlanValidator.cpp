@@ -6,6 +6,8 @@
 // (loss tensor, token input, optimizer), then the schedule (PlanVerifier.h).
 // The first failure throws one line.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -23,6 +25,12 @@
 namespace megatrain::runtime {
 namespace {
 
+// Far above any machine (64 PiB), far below where a 4 KiB round-up or a sum of
+// pools could wrap a uint64.
+constexpr uint64_t kMaxPoolBytes = uint64_t(1) << 56;
+// A step predicted to take longer than 31 years is a broken plan, not a slow one.
+constexpr double kMaxPredictedSeconds = 1e9;
+
 class PlanValidator {
  public:
   PlanValidator(const plan::Plan& plan, const Backend& backend, const std::string& label)
@@ -30,6 +38,7 @@ class PlanValidator {
 
   void run() {
     checkPools();
+    checkTimings();
     checkStreams();
     for (int i = 0; i < plan_.tensors_size(); ++i) checkTensor(i);
     checkComputeCopies();
@@ -70,6 +79,7 @@ class PlanValidator {
 
   void checkPools() {
     if (plan_.pools_size() == 0) fail("the plan has no pools");
+    uint64_t total = 0;  // the pools' bytes so far
     for (int i = 0; i < plan_.pools_size(); ++i) {
       const plan::Pool& pool = plan_.pools(i);
       const std::string name = "pool " + std::to_string(i) + " '" + pool.name() + "'";
@@ -77,7 +87,44 @@ class PlanValidator {
         fail(name + ": id " + std::to_string(pool.id()) + " differs from its index");
       if (pool.tier() == plan::TIER_UNSPECIFIED) fail(name + ": tier is unspecified");
       if (pool.tier() == plan::DISK) fail(name + ": the DISK tier is not supported yet");
+      // Backends round pools up to their alignment and preflight sums them:
+      // sizes from the file are bounded first so that neither can wrap.
+      if (pool.size_bytes() > kMaxPoolBytes)
+        fail(name + ": size " + std::to_string(pool.size_bytes()) + " bytes is over the limit of " +
+             std::to_string(kMaxPoolBytes) + " (2^56)");
+      total += pool.size_bytes();
+      if (total > kMaxPoolBytes)
+        fail(name + ": the pools up to it total " + std::to_string(total) + " bytes, over the limit of " +
+             std::to_string(kMaxPoolBytes) + " (2^56)");
     }
+  }
+
+  // The compiler's predicted times: the memory plot and trace walk them, so a
+  // non-finite (or absurd) one must not reach them. Unset fields are 0.
+  void checkTimings() const {
+    auto check = [&](double value, const std::string& field) {
+      if (!std::isfinite(value) || value < 0 || value > kMaxPredictedSeconds)
+        fail(field + " is " + formatReal(value) + " (expected a finite time in [0, 1e9] seconds)");
+    };
+    const plan::Header& header = plan_.header();
+    check(header.predicted_step_s(), "header: predicted_step_s");
+    const plan::StepTimeBreakdown& b = header.predicted_breakdown();
+    check(b.compute_s(), "header: predicted_breakdown.compute_s");
+    check(b.exposed_transfer_s(), "header: predicted_breakdown.exposed_transfer_s");
+    check(b.recompute_s(), "header: predicted_breakdown.recompute_s");
+    check(b.host_optimizer_s(), "header: predicted_breakdown.host_optimizer_s");
+    check(b.idle_s(), "header: predicted_breakdown.idle_s");
+    for (int i = 0; i < plan_.steps_size(); ++i) {
+      const plan::Step& step = plan_.steps(i);
+      check(step.predicted_start_s(), "step " + std::to_string(i) + ": predicted_start_s");
+      check(step.predicted_end_s(), "step " + std::to_string(i) + ": predicted_end_s");
+    }
+  }
+
+  static std::string formatReal(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
   }
 
   void checkStreams() {
@@ -111,10 +158,16 @@ class PlanValidator {
            formatShape(tensor.shape()) + " " + dtypeName(tensor.dtype()) + " needs " +
            std::to_string(expected));
     if (buffer.offset() > pool.size_bytes() ||
-        buffer.size_bytes() > pool.size_bytes() - buffer.offset())
-      fail(name + ": buffer [" + std::to_string(buffer.offset()) + ", " +
-           std::to_string(buffer.offset() + buffer.size_bytes()) + ") lies outside pool '" +
-           pool.name() + "' of " + std::to_string(pool.size_bytes()) + " bytes");
+        buffer.size_bytes() > pool.size_bytes() - buffer.offset()) {
+      // offset + size may wrap: then say so rather than print the wrapped end.
+      const uint64_t end = buffer.offset() + buffer.size_bytes();
+      const std::string extent = end < buffer.offset()
+                                     ? std::to_string(buffer.size_bytes()) + " bytes at offset " +
+                                           std::to_string(buffer.offset()) + " (the end overflows)"
+                                     : "[" + std::to_string(buffer.offset()) + ", " + std::to_string(end) + ")";
+      fail(name + ": buffer " + extent + " lies outside pool '" + pool.name() + "' of " +
+           std::to_string(pool.size_bytes()) + " bytes");
+    }
     if (buffer.offset() % elementSize != 0)
       fail(name + ": offset " + std::to_string(buffer.offset()) +
            " is not a multiple of its element size " + std::to_string(elementSize));

@@ -3,6 +3,7 @@
 
 #include <sys/statvfs.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,13 +24,17 @@ std::string shortfall(const std::string& need, uint64_t needBytes, const std::st
          formatBytes(needBytes - haveBytes) + ")";
 }
 
+// a + b, or the largest uint64 where it would wrap: a need that large is
+// short on every machine, and must not wrap around to look small.
+uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 }  // namespace
 
 PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir) {
   PreflightNeeds needs;
   for (const plan::Pool& pool : plan.pools()) {
-    if (pool.tier() == plan::HOST_PINNED) needs.hostPinnedBytes += pool.size_bytes();
-    if (pool.tier() == plan::DEVICE) needs.deviceBytes += pool.size_bytes();
+    if (pool.tier() == plan::HOST_PINNED) needs.hostPinnedBytes = saturatingAdd(needs.hostPinnedBytes, pool.size_bytes());
+    if (pool.tier() == plan::DEVICE) needs.deviceBytes = saturatingAdd(needs.deviceBytes, pool.size_bytes());
   }
   needs.deviceInHostMemory = !backend.deviceMemory().has_value();
   needs.saveDir = saveDir;
@@ -47,7 +52,8 @@ std::optional<uint64_t> parseMemAvailable(const std::string& meminfo) {
     std::string unit;
     if (!(fields >> value)) return std::nullopt;
     fields >> unit;
-    return unit == "kB" ? value * 1024 : value;
+    if (unit == "kB") return value > UINT64_MAX / 1024 ? UINT64_MAX : value * 1024;
+    return value;
   }
   return std::nullopt;
 }
@@ -76,7 +82,7 @@ std::vector<std::string> preflightShortfalls(const PreflightNeeds& needs, const 
   std::vector<std::string> problems;
   if (machine.hostAvailable) {
     // The cpu backend's "device" arena is host memory too.
-    const uint64_t host = needs.hostPinnedBytes + (needs.deviceInHostMemory ? needs.deviceBytes : 0);
+    const uint64_t host = saturatingAdd(needs.hostPinnedBytes, needs.deviceInHostMemory ? needs.deviceBytes : 0);
     if (host > *machine.hostAvailable) {
       const std::string what =
           needs.deviceInHostMemory && needs.deviceBytes
@@ -88,10 +94,11 @@ std::vector<std::string> preflightShortfalls(const PreflightNeeds& needs, const 
   if (machine.deviceFree && !needs.deviceInHostMemory && needs.deviceBytes > *machine.deviceFree)
     problems.push_back(
         shortfall("the plan's device arena needs", needs.deviceBytes, "the device has", *machine.deviceFree, "free"));
-  if (machine.diskFree && !needs.saveDir.empty() && 2 * needs.checkpointBytes > *machine.diskFree)
+  const uint64_t twoCheckpoints = saturatingAdd(needs.checkpointBytes, needs.checkpointBytes);
+  if (machine.diskFree && !needs.saveDir.empty() && twoCheckpoints > *machine.diskFree)
     problems.push_back(
         shortfall("two checkpoints of " + formatBytes(needs.checkpointBytes) + " under " + needs.saveDir + " need",
-                  2 * needs.checkpointBytes, "its disk has", *machine.diskFree, "free"));
+                  twoCheckpoints, "its disk has", *machine.diskFree, "free"));
   return problems;
 }
 

@@ -154,9 +154,14 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
 
   std::optional<ResumePoint> resumed;
   if (!options.resume.empty()) {
-    resumed = resumeNewest(options.resume, executor, s.planHash, [](const std::string& why) {
-      std::fprintf(stderr, "megatrain-run: warning: skipping %s\n", why.c_str());
-    });
+    resumed = resumeNewest(options.resume, executor, s.planHash,
+                           [](const std::string& why, const std::string& fallback) {
+                             if (fallback.empty())
+                               std::fprintf(stderr, "megatrain-run: warning: skipping %s\n", why.c_str());
+                             else
+                               std::fprintf(stderr, "megatrain-run: warning: skipping %s; resuming from %s instead\n",
+                                            why.c_str(), fallback.c_str());
+                           });
     if (!resumed && setup.weights.empty())
       throw Error("--resume " + options.resume + ": no checkpoint (step-N.ckpt) there, and no --weights to start from");
   }

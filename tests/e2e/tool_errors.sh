@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tool_errors.sh - bad input gets a one-line error naming the problem, a non-zero exit
 # code and no crash: malformed ONNX, an unknown op, a missing --shape, a plan of another
-# format version, a corrupt plan, missing files, and the malformed models that once
-# crashed megatrain-compile (exit status exactly 1, the whole line checked).
+# format version, a corrupt or edited plan, missing files, the malformed models that once
+# crashed megatrain-compile (exit status exactly 1, the whole line checked), sizes, times and
+# counts out of range, and external data outside the model's folder.
 set -u
 BIN=$1
 SRC=$2
@@ -123,6 +124,54 @@ expect_error "weights file missing" "no_such\.onnx" \
   "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/no_such.onnx" --steps 1
 expect_error "unknown flag" "--frobnicate" \
   "$BIN/megatrain-run" "$TMP/good.plan" --frobnicate
+
+# Robustness (issue 14). edit_plan NAME PYTHON: good.plan's text form edited by a
+# python expression on `t`, encoded again as $TMP/NAME.plan.
+edit_plan() {
+  python3 -c "import re, sys; t = open('$TMP/good.txt').read(); t = $2; open('$TMP/$1.txt', 'w').write(t)"
+  protoc --encode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" <"$TMP/$1.txt" >"$TMP/$1.plan"
+}
+# A pool near 2^64: the round-up and preflight's sum wrapped, then memset ran past the allocation.
+edit_plan huge "re.sub(r'(pools \{\n(?:  .*\n)*?  size_bytes: )\d+', r'\g<1>18446744073709551615', t, count=1)"
+huge="huge\.plan: pool [0-9]+ '[^']*': size 18446744073709551615 bytes is over the limit of 72057594037927936 \(2\^56\)$"
+expect_error "pool size near 2^64 (run)" "$huge" "$BIN/megatrain-run" "$TMP/huge.plan" --weights "$TINY" --steps 1
+expect_error "pool size near 2^64 (inspect)" "$huge" "$BIN/megatrain-inspect" "$TMP/huge.plan"
+# An infinite predicted time: --memory-plot walked it forever.
+edit_plan inf "re.sub(r'(?m)^  predicted_end_s: .*$', '  predicted_end_s: inf', t, count=1)"
+expect_error "infinite predicted time (inspect --memory-plot)" \
+  "inf\.plan: step [0-9]+: predicted_end_s is inf \(expected a finite time in \[0, 1e9\] seconds\)$" \
+  "$BIN/megatrain-inspect" "$TMP/inf.plan" --memory-plot "$TMP/inf.svg"
+expect_error "--microbatches past 2^32" "--microbatches expects 1 <= N <= 1024, got '4294967297'$" \
+  "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --shape input_ids=2x64 --loss next-token-ce \
+  --microbatches 4294967297
+# External data leaving the model's folder: `..`, and a symlink to a file outside.
+# external NAME LOCATION: the tiny model with its first float initializer stored at LOCATION.
+external() {
+  mkdir -p "$TMP/$1"
+  python3 - "$TINY" "$TMP/$1/model.onnx" "$2" <<'PY'
+import sys, onnx
+model = onnx.load(sys.argv[1])
+t = next(t for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) > 0)
+t.ClearField("raw_data"); t.ClearField("float_data")
+t.data_location = onnx.TensorProto.EXTERNAL
+t.external_data.add(key="location", value=sys.argv[3])
+onnx.save(model, sys.argv[2])
+print(t.name)
+PY
+}
+name=$(external dotdot "../../../../etc/passwd")
+expect_error "external data with '..'" \
+  "dotdot/model\.onnx: initializer '$name': external data location '\.\./\.\./\.\./\.\./etc/passwd' has a '\.\.' component; it must stay inside the model's directory$" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/dotdot/model.onnx" --steps 1
+name=$(external link "w.bin")
+ln -s /etc/passwd "$TMP/link/w.bin"
+expect_error "external data through a symlink out" \
+  "link/model\.onnx: initializer '$name': external data location 'w\.bin' resolves to /etc/passwd, outside the model's directory /.*/link$" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/link/model.onnx" --steps 1
+name=$(external absolute "/etc/passwd")
+expect_error "external data at an absolute path" \
+  "absolute/model\.onnx: initializer '$name': external data location '/etc/passwd' is absolute; it must be relative to the model's directory$" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/absolute/model.onnx" --steps 1
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -134,7 +134,7 @@ corrupt)
   # A newer corrupt checkpoint is skipped in favour of an older good one.
   cp truncated/step-2.ckpt good/step-3.ckpt
   run --steps 4 --resume good --save good 2>warn.txt >/dev/null
-  grep -qx "megatrain-run: warning: skipping good/step-3.ckpt: truncated: $((size / 2)) of $size bytes" warn.txt ||
+  grep -qx "megatrain-run: warning: skipping good/step-3.ckpt: truncated: $((size / 2)) of $size bytes; resuming from good/step-2.ckpt instead" warn.txt ||
     fail "no warning: $(cat warn.txt)"
   # Another plan (here: another lr) is refused outright.
   "$BIN/megatrain-compile" "$TINY" -o other.plan --shape input_ids=2x64 \

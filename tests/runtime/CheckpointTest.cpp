@@ -188,6 +188,37 @@ TEST_F(CheckpointTest, CorruptCheckpointsAreRejectedWithWhatIsWrong) {
   EXPECT_EQ(loadError(dir_ + "/none.ckpt").rfind(dir_ + "/none.ckpt: cannot open", 0), 0u);
 }
 
+// A header whose checksum holds but whose sizes lie: refused before the
+// table it claims is allocated (a 1 TiB table would otherwise be attempted).
+TEST_F(CheckpointTest, HeaderSizesAreCheckedAgainstTheFileBeforeAllocating) {
+  auto header = [](uint64_t fileBytes, uint64_t tableBytes) {
+    std::string h(kCheckpointMagic, 8);
+    auto put = [&h](uint64_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) h.push_back(static_cast<char>(v >> (8 * i)));
+    };
+    put(kCheckpointVersion, 4);
+    put(1, 4);  // entries
+    put(fileBytes, 8);
+    put(kPlanHash, 8);
+    put(tableBytes, 8);
+    put(0, 4);  // table CRC: never reached
+    put(crc32(h.data(), h.size()), 4);
+    return h;
+  };
+  const uint64_t tib = uint64_t(1) << 40;
+  // The file is exactly its header: fileBytes - 52 must not wrap around.
+  writeFile(dir_ + "/only-header.ckpt", header(48, tib));
+  EXPECT_EQ(loadError(dir_ + "/only-header.ckpt"),
+            dir_ + "/only-header.ckpt: table of " + std::to_string(tib) + " bytes does not fit");
+  writeFile(dir_ + "/big-table.ckpt", header(200, tib) + std::string(152, '\0'));
+  EXPECT_EQ(loadError(dir_ + "/big-table.ckpt"),
+            dir_ + "/big-table.ckpt: table of " + std::to_string(tib) + " bytes does not fit");
+  // A header claiming a 1 TiB file on a 100-byte one.
+  writeFile(dir_ + "/big-file.ckpt", header(tib, 16) + std::string(52, '\0'));
+  EXPECT_EQ(loadError(dir_ + "/big-file.ckpt"),
+            dir_ + "/big-file.ckpt: truncated: 100 of " + std::to_string(tib) + " bytes");
+}
+
 TEST_F(CheckpointTest, PlanMismatchIsItsOwnKind) {
   const std::string good = goodCheckpoint();
   auto executor = makeExecutor(plan::F32, false);
@@ -219,28 +250,75 @@ TEST_F(CheckpointTest, ResumeTakesTheNewestValidAndReportsTheOthers) {
 
   auto executor = makeExecutor(plan::F32, false);
   std::vector<std::string> skipped;
-  const auto point = resumeNewest(dir, *executor, kPlanHash, [&](const std::string& why) { skipped.push_back(why); });
+  const auto point = resumeNewest(dir, *executor, kPlanHash, [&](const std::string& why, const std::string& fallback) {
+    skipped.push_back(why + " -> " + fallback);
+  });
   ASSERT_TRUE(point.has_value());
   EXPECT_EQ(point->path, good);
   EXPECT_EQ(point->state.step, 2);
   EXPECT_EQ(skipped, (std::vector<std::string>{
-                         dir + "/step-10.ckpt: truncated: 100 of " + std::to_string(whole.size()) + " bytes",
-                         dir + "/step-7.ckpt: bad magic (not a megatrain checkpoint)"}));
+                         dir + "/step-10.ckpt: truncated: 100 of " + std::to_string(whole.size()) + " bytes -> " + good,
+                         dir + "/step-7.ckpt: bad magic (not a megatrain checkpoint) -> " + good}));
 
   // Another plan stops the resume rather than falling back to older files.
-  EXPECT_THROW(resumeNewest(dir, *executor, 7, [](const std::string&) {}), CheckpointError);
+  EXPECT_THROW(resumeNewest(dir, *executor, 7, [](const std::string&, const std::string&) {}), CheckpointError);
   // Nothing valid at all.
   const std::string bad = dir_ + "/bad";
   std::filesystem::create_directories(bad);
   writeFile(bad + "/step-3.ckpt", "short");
+  std::vector<std::string> fallbacks;
   try {
-    resumeNewest(bad, *executor, kPlanHash, [](const std::string&) {});
+    resumeNewest(bad, *executor, kPlanHash,
+                 [&](const std::string&, const std::string& fallback) { fallbacks.push_back(fallback); });
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), bad + ": none of its 1 checkpoints is valid");
   }
+  EXPECT_EQ(fallbacks, std::vector<std::string>{""});
   // An empty (or missing) directory: nothing to resume.
-  EXPECT_FALSE(resumeNewest(dir_ + "/empty", *executor, kPlanHash, [](const std::string&) {}).has_value());
+  EXPECT_FALSE(
+      resumeNewest(dir_ + "/empty", *executor, kPlanHash, [](const std::string&, const std::string&) {}).has_value());
+}
+
+// A newer checkpoint whose data is damaged is streamed into the tensors before
+// its trailer fails; the fallback must overwrite all of it, so the run
+// continues exactly as one resumed from the good checkpoint directly.
+TEST_F(CheckpointTest, FallingBackPastACorruptNewestIsBitExact) {
+  auto original = makeExecutor();
+  original->runStep();
+  original->runStep();
+  CheckpointWriter writer(*original, kPlanHash, dir_ + "/run");
+  const std::string good = writer.save(state(2, 2));
+  original->runStep();
+  const std::string newest = writer.save(state(3, 3));
+  std::string bytes = readFile(newest);
+  // Every tensor byte (from the first entry, after the table, to the 13 run-state entries).
+  uint64_t tableBytes = 0;
+  std::memcpy(&tableBytes, bytes.data() + 32, 8);
+  for (size_t i = (48 + tableBytes + 63) / 64 * 64; i < bytes.size() - 4 - 64 * 13; ++i)
+    bytes[i] = static_cast<char>(~bytes[i]);
+  writeFile(newest, bytes);
+
+  auto direct = makeExecutor(plan::F32, false);
+  loadCheckpoint(good, *direct, kPlanHash);
+  auto fallen = makeExecutor(plan::F32, false);
+  std::vector<std::string> warnings;
+  const auto point = resumeNewest(dir_ + "/run", *fallen, kPlanHash, [&](const std::string& why, const std::string& to) {
+    warnings.push_back(why + " -> " + to);
+  });
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->path, good);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind(newest + ": checksum mismatch (stored 0x", 0), 0u) << warnings[0];
+  EXPECT_EQ(warnings[0].substr(warnings[0].size() - good.size() - 4), " -> " + good);
+  EXPECT_EQ(fallen->optimizerStep(), 2);
+  for (const char* name : {"W", "adam_m:W", "adam_v:W"})
+    EXPECT_EQ(fallen->readBytes(name), direct->readBytes(name)) << name;
+  for (int i = 0; i < 2; ++i) {
+    const double a = direct->runStep(), b = fallen->runStep();
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << i;
+  }
+  EXPECT_EQ(fallen->readBytes("W"), direct->readBytes("W"));
 }
 
 TEST_F(CheckpointTest, UnfinishedTempFilesOfDeadRunsAreRemoved) {

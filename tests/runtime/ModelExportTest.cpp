@@ -165,6 +165,39 @@ TEST_F(ModelExportTest, ExternalDataIsAlignedAndReadable) {
   EXPECT_EQ(readFloats(out, "table", 4), (std::vector<float>{10, 20, 30, 40}));
 }
 
+// The frozen external "table" is carried into the export: a location that
+// leaves the source's folder is refused, and nothing is written.
+TEST_F(ModelExportTest, ExternalDataOutsideTheSourceFolderIsNotCarriedOver) {
+  onnx::ModelProto model = loadModel(source_);
+  for (onnx::TensorProto& tensor : *model.mutable_graph()->mutable_initializer())
+    if (tensor.name() == "table") tensor.mutable_external_data(0)->set_value("../../../../etc/passwd");
+  std::ofstream(source_, std::ios::binary | std::ios::trunc) << model.SerializeAsString();
+  const std::string out = dir_ + "/out/trained.onnx";
+  try {
+    exportOnnx(OnnxWeights(source_), trained_, out, ExternalData::Always);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), source_ + ": initializer 'table': external data location '../../../../etc/passwd' "
+                                               "has a '..' component; it must stay inside the model's directory");
+  }
+  EXPECT_TRUE(fs::is_empty(dir_ + "/out"));
+  // A length that is not a number, named rather than a bare `stoull`.
+  for (onnx::TensorProto& tensor : *model.mutable_graph()->mutable_initializer())
+    if (tensor.name() == "table") {
+      tensor.mutable_external_data(0)->set_value("table.bin");
+      tensor.mutable_external_data(2)->set_value("lots");
+    }
+  std::ofstream(source_, std::ios::binary | std::ios::trunc) << model.SerializeAsString();
+  try {
+    exportOnnx(OnnxWeights(source_), trained_, out, ExternalData::Always);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              source_ + ": initializer 'table': external data length 'lots' is not a non-negative integer");
+  }
+  EXPECT_TRUE(fs::is_empty(dir_ + "/out"));
+}
+
 TEST_F(ModelExportTest, AutoGoesExternalAboveTheThreshold) {
   const std::string out = dir_ + "/out/trained.onnx";
   EXPECT_TRUE(exportOnnx(OnnxWeights(source_), trained_, out, ExternalData::Auto).dataPath.empty());

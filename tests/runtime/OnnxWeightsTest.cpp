@@ -1,5 +1,8 @@
 // OnnxWeightsTest.cpp - initializers from every storage field and from external data, with conversions.
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -110,9 +113,106 @@ TEST_F(OnnxWeightsTest, ErrorsNameTheInitializer) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), model + ": initializer 'external': external data file " + dir_ +
-                                         "/weights.bin is too short for 16 bytes at offset 16");
+                                         "/weights.bin is too short for 16 bytes at offset 16 (it holds 5)");
   }
   EXPECT_THROW(OnnxWeights(dir_ + "/nothing.onnx"), Error);
+}
+
+// One DOUBLE initializer "w" of 2 elements stored externally, with the
+// entries given ("" leaves an entry out), in the model dir/m/model.onnx.
+class ExternalDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    std::filesystem::create_directories(dir_ + "/m/data");
+    std::filesystem::create_directories(dir_ + "/outside");
+    const double values[2] = {1.25, -4.0};
+    for (const std::string path : {dir_ + "/m/data/w.bin", dir_ + "/outside/secret.bin"})
+      std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(values), sizeof values);
+  }
+
+  std::string model(const std::string& location, const std::string& offset = "0", const std::string& length = "16") {
+    onnx::ModelProto proto;
+    onnx::TensorProto* t = proto.mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(onnx::TensorProto::DOUBLE);
+    t->add_dims(2);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [key, value] : {std::pair<const char*, std::string>{"location", location}, {"offset", offset},
+                                     {"length", length}}) {
+      if (value.empty()) continue;
+      onnx::StringStringEntryProto* kv = t->add_external_data();
+      kv->set_key(key);
+      kv->set_value(value);
+    }
+    const std::string path = dir_ + "/m/model.onnx";
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    proto.SerializeToOstream(&out);
+    return path;
+  }
+
+  // The error reading "w" from `path`, "" if it loads.
+  std::string readError(const std::string& path) {
+    double values[2] = {};
+    try {
+      OnnxWeights(path).read("w", plan::F64, {2}, values, sizeof values);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return values[0] == 1.25 && values[1] == -4.0 ? "" : "wrong values";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ExternalDataTest, InsideTheModelsFolderIsRead) {
+  EXPECT_EQ(readError(model("data/w.bin")), "");
+  EXPECT_EQ(readError(model("./data/w.bin")), "");
+  // A symlink whose target stays inside the folder is fine.
+  std::filesystem::create_symlink("data/w.bin", dir_ + "/m/link.bin");
+  EXPECT_EQ(readError(model("link.bin")), "");
+  // No length: the initializer's own size.
+  EXPECT_EQ(readError(model("data/w.bin", "", "")), "");
+}
+
+TEST_F(ExternalDataTest, LocationsLeavingTheModelsFolderAreRefused) {
+  const std::string m = dir_ + "/m/model.onnx";
+  EXPECT_EQ(readError(model("../../../../etc/passwd")),
+            m + ": initializer 'w': external data location '../../../../etc/passwd' has a '..' component; it must "
+                "stay inside the model's directory");
+  EXPECT_EQ(readError(model("data/../../outside/secret.bin")),
+            m + ": initializer 'w': external data location 'data/../../outside/secret.bin' has a '..' component; it "
+                "must stay inside the model's directory");
+  EXPECT_EQ(readError(model(dir_ + "/outside/secret.bin")),
+            m + ": initializer 'w': external data location '" + dir_ +
+                "/outside/secret.bin' is absolute; it must be relative to the model's directory");
+  // A symlink out of the folder, to a file and to a directory.
+  std::filesystem::create_symlink(dir_ + "/outside/secret.bin", dir_ + "/m/escape.bin");
+  const std::string canonical = std::filesystem::canonical(dir_).string();
+  EXPECT_EQ(readError(model("escape.bin")),
+            m + ": initializer 'w': external data location 'escape.bin' resolves to " + canonical +
+                "/outside/secret.bin, outside the model's directory " + canonical + "/m");
+  std::filesystem::create_directory_symlink(dir_ + "/outside", dir_ + "/m/elsewhere");
+  EXPECT_EQ(readError(model("elsewhere/secret.bin")),
+            m + ": initializer 'w': external data location 'elsewhere/secret.bin' resolves to " + canonical +
+                "/outside/secret.bin, outside the model's directory " + canonical + "/m");
+}
+
+TEST_F(ExternalDataTest, OffsetsAndLengthsAreNumbersWithinTheFile) {
+  const std::string w = dir_ + "/m/model.onnx: initializer 'w': ";
+  EXPECT_EQ(readError(model("data/w.bin", "sixteen")),
+            w + "external data offset 'sixteen' is not a non-negative integer");
+  EXPECT_EQ(readError(model("data/w.bin", "0", "-16")), w + "external data length '-16' is not a non-negative integer");
+  EXPECT_EQ(readError(model("data/w.bin", "99999999999999999999")),
+            w + "external data offset '99999999999999999999' is not a non-negative integer");
+  EXPECT_EQ(readError(model("data/w.bin", "0", "16 ")), w + "external data length '16 ' is not a non-negative integer");
+  EXPECT_EQ(readError(model("", "0", "16")), w + "external data without a location");
+  // A length of 1 TiB is checked against the 16-byte file before anything is allocated.
+  const std::string file = std::filesystem::canonical(dir_).string() + "/m/data/w.bin";
+  EXPECT_EQ(readError(model("data/w.bin", "0", "1099511627776")),
+            w + "external data file " + file + " is too short for 1099511627776 bytes at offset 0 (it holds 16)");
+  EXPECT_EQ(readError(model("data/w.bin", "18446744073709551615", "16")),
+            w + "external data file " + file + " is too short for 16 bytes at offset 18446744073709551615 (it holds 16)");
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 // PlanLoaderTest.cpp - the plan loader's version checks and the validator's rejections, message by message.
+#include <cmath>
+#include <cstdint>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -145,6 +147,36 @@ TEST(PlanValidator, HostTasksNeedHostTensorsOfTheRightRoles) {
 TEST(PlanValidator, KernelsWorkOnTheDeviceArena) {
   EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(3)->mutable_kernel()->set_inputs(1, 0); }),
             "t.plan: step 3 (kernel matmul): input tensor 0 'W' is not in a DEVICE pool (kernels work on the device arena)");
+}
+
+// Sizes near 2^64 once wrapped in the backends' round-up and preflight's sum,
+// and memset then ran past the allocation: bounded at load.
+TEST(PlanValidator, PoolSizesAndOffsetsCannotWrap) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_pools(0)->set_size_bytes(UINT64_MAX); }),
+            "t.plan: pool 0 'device': size 18446744073709551615 bytes is over the limit of 72057594037927936 (2^56)");
+  EXPECT_EQ(validationError([](plan::Plan& p) {
+              p.mutable_pools(0)->set_size_bytes(uint64_t(1) << 55);
+              p.mutable_pools(1)->set_size_bytes((uint64_t(1) << 55) + 64);
+            }),
+            "t.plan: pool 1 'host': the pools up to it total 72057594037928000 bytes, over the limit of "
+            "72057594037927936 (2^56)");
+  EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "W").mutable_buffer()->set_offset(UINT64_MAX - 8); }),
+            "t.plan: tensor 0 'W': buffer 24 bytes at offset 18446744073709551607 (the end overflows) lies outside "
+            "pool 'host' of 320 bytes");
+}
+
+// --memory-plot walked an infinite predicted time forever.
+TEST(PlanValidator, PredictedTimesMustBeFinite) {
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(4)->set_predicted_end_s(INFINITY); }),
+            "t.plan: step 4: predicted_end_s is inf (expected a finite time in [0, 1e9] seconds)");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(0)->set_predicted_start_s(-1); }),
+            "t.plan: step 0: predicted_start_s is -1 (expected a finite time in [0, 1e9] seconds)");
+  EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_header()->set_predicted_step_s(NAN); }),
+            "t.plan: header: predicted_step_s is nan (expected a finite time in [0, 1e9] seconds)");
+  EXPECT_EQ(validationError([](plan::Plan& p) {
+              p.mutable_header()->mutable_predicted_breakdown()->set_idle_s(1e300);
+            }),
+            "t.plan: header: predicted_breakdown.idle_s is 1e+300 (expected a finite time in [0, 1e9] seconds)");
 }
 
 TEST(PlanValidator, LastUseMustBeAStep) {

@@ -75,7 +75,8 @@ Optimizer (AdamW, torch defaults except lr):
   --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
   --weight-decay F (0.01)
   --microbatches N         accumulate the gradients of N micro-batches (each
-                           the --shape batch) before one update (default 1)
+                           the --shape batch) before one update (default 1,
+                           at most 1024)
 Parameters (floating initializers are trainable by default; ECMAScript
 regexes, full match, --frozen wins):
   --trainable REGEX        make matching initializers trainable
@@ -262,9 +263,12 @@ CompileArgs parseArgs(int argc, char **argv) {
     } else if (flag == "keep-output") {
       args.pipeline.keepOutputs.push_back(value);
     } else if (flag == "microbatches") {
+      // Each micro-batch is a copy of the step's graph, and the plan's header
+      // holds the count in 32 bits: a limit keeps a typo from exhausting memory.
+      constexpr int64_t kMaxMicrobatches = 1024;
       args.pipeline.microbatches = parseInt(flag, value);
-      if (args.pipeline.microbatches < 1)
-        fail("--microbatches expects N >= 1, got '" + value + "'");
+      if (args.pipeline.microbatches < 1 || args.pipeline.microbatches > kMaxMicrobatches)
+        fail("--microbatches expects 1 <= N <= " + std::to_string(kMaxMicrobatches) + ", got '" + value + "'");
     } else if (flag == "ignore-index") {
       args.pipeline.ignoreIndex = parseInt(flag, value);
     } else if (flag == "lr") {

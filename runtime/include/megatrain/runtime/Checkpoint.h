@@ -85,16 +85,17 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
 // The `step-<N>.ckpt` files in `dir`, newest (largest N) first.
 std::vector<std::string> listCheckpoints(const std::string& dir);
 
-// Loads the newest checkpoint in `dir` that is valid, calling `skipped` with
-// a line for each newer one that is not (corrupt or truncated, with why).
-// nullopt if dir holds no checkpoint; Error if none of them is valid or one
-// was written for another plan.
+// Loads the newest checkpoint in `dir` that is valid, calling `skipped` for
+// each newer one that is not (corrupt or truncated: `why` names the file and
+// the reason) with the path it fell back to ("" when none is valid), so a
+// warning can name both. nullopt if dir holds no checkpoint; Error if none
+// of them is valid or one was written for another plan.
 struct ResumePoint {
   std::string path;
   TrainingState state;
 };
 std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planHash,
-                                        const std::function<void(const std::string&)>& skipped);
+                                        const std::function<void(const std::string& why, const std::string& fallback)>& skipped);
 
 // Removes the temp files of checkpoints that a killed run left unfinished in
 // `dir`; returns their paths.

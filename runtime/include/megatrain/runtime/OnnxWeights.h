@@ -21,6 +21,18 @@ namespace megatrain::runtime {
 // STRING and for the types this runtime does not size (float8, 4-bit).
 size_t onnxElementSize(int dataType);
 
+// An initializer's external_data entries, parsed: `location` as written, and
+// `offset` and `length` (absent: 0 and "to be computed"). Error naming the
+// initializer and the field for a missing location or a number that is not a
+// non-negative decimal integer.
+struct ExternalDataRef {
+  std::string location;
+  uint64_t offset = 0;
+  bool hasLength = false;
+  uint64_t length = 0;
+};
+ExternalDataRef parseExternalData(const onnx::TensorProto& tensor, const std::string& what);
+
 // Parses the model once and indexes its graph initializers by name. Values are
 // read on request, from the model itself (float_data, double_data, int64_data,
 // int32_data, raw_data) or from external data files relative to the model's
@@ -51,7 +63,10 @@ class OnnxWeights {
 
   // The bytes an initializer with data_location EXTERNAL points at (`location`
   // relative to the model's directory, `offset`, `length`); `elementBytes` is
-  // the size expected when `length` is absent. Error if the file is short.
+  // the size expected when `length` is absent. Error if the file is short, or
+  // if `location` leaves the model's directory (absolute, a `..` component, or
+  // a symlink resolving outside it), as onnxruntime refuses too. Nothing is
+  // allocated before offset and length are checked against the file's size.
   std::string readExternal(const onnx::TensorProto& tensor, size_t elementBytes) const;
 
  private:
