@@ -340,6 +340,7 @@ int TrainingSession::run() {
     }
   }
   if (s.writer && s.lastSaved != s.setup.steps) s.save(s.setup.steps, progress);
+  if (s.metrics) s.metrics->close();
   progress.summary(s.setup.steps, elapsed());
   measurements.finish(s.setup.quiet);
   return 0;
