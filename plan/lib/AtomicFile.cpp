@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "megatrain/plan/Error.h"
@@ -23,8 +25,25 @@ std::string directoryOf(const std::string& path) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path)
-    : path_(std::move(path)), temp_(path_ + ".tmp." + std::to_string(::getpid())) {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  struct stat info;
+  if (::stat(path_.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) throw Error(path_ + ": is a directory, not a file to write");
+    if (!S_ISREG(info.st_mode)) {
+      // A device node, FIFO or socket: renaming a temp file over it would
+      // replace it with a regular file (as root, -o /dev/null would), so the
+      // bytes go to it directly and nothing is atomic.
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd_ < 0) throw Error(path_ + ": cannot open for writing (" + systemError() + ")");
+      direct_ = true;
+      return;
+    }
+    // A symlink to a regular file: replace the file it names, not the link.
+    char resolved[PATH_MAX];
+    if (::realpath(path_.c_str(), resolved) != nullptr) target_ = resolved;
+  }
+  if (target_.empty()) target_ = path_;
+  temp_ = target_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(path_ + ": cannot write (" + temp_ + ": " + systemError() + ")");
 }
@@ -32,7 +51,7 @@ AtomicFile::AtomicFile(std::string path)
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) {
     ::close(fd_);
-    ::unlink(temp_.c_str());
+    if (!direct_) ::unlink(temp_.c_str());
   }
 }
 
@@ -58,6 +77,12 @@ void AtomicFile::padTo(uint64_t alignment) {
 }
 
 void AtomicFile::commit() {
+  if (direct_) {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw Error(path_ + ": close failed: " + systemError());
+    return;
+  }
   if (::fsync(fd_) != 0) throw Error(path_ + ": fsync failed: " + systemError());
   const int fd = fd_;
   fd_ = -1;
@@ -65,13 +90,13 @@ void AtomicFile::commit() {
     ::unlink(temp_.c_str());
     throw Error(path_ + ": close failed: " + systemError());
   }
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
     const std::string why = systemError();
     ::unlink(temp_.c_str());
     throw Error(path_ + ": cannot rename " + temp_ + " over it: " + why);
   }
   // The rename itself is durable only once the directory is synced.
-  const int dir = ::open(directoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = ::open(directoryOf(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);

@@ -124,10 +124,13 @@ void scale(const KernelArgs& args) {
   });
 }
 
+// relu and relu_grad keep a NaN (x or dy) a NaN: `x > 0 ? x : 0` alone maps
+// NaN to 0, which lets NaN weights train to finite losses and hides the CPU
+// backend's poisoning of dead tensors. -0 still maps to +0, as before.
 void relu(const KernelArgs& args) {
   dispatchOperands(args, inMask(0) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
-    unaryImpl<T>(args, [](T x) { return x > 0 ? x : T(0); });
+    unaryImpl<T>(args, [](T x) { return x > 0 || x != x ? x : T(0); });
   });
 }
 
@@ -156,7 +159,7 @@ void softplus(const KernelArgs& args) {
 void reluGrad(const KernelArgs& args) {
   dispatchOperands(args, inMask(0) | inMask(1) | outMask(0), [&](auto tag) {
     using T = decltype(tag);
-    unaryGradImpl<T>(args, [](T x, T dy) { return x > 0 ? dy : T(0); });
+    unaryGradImpl<T>(args, [](T x, T dy) { return x > 0 ? dy : x != x || dy != dy ? x + dy : T(0); });
   });
 }
 

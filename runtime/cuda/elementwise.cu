@@ -39,7 +39,8 @@ struct PicksLhsOfMin { template <typename T> __device__ bool operator()(T a, T b
 template <typename Pick>
 struct Choose { template <typename T> __device__ T operator()(T a, T b) const { return Pick{}(a, b) ? a : b; } };
 
-struct Relu { template <typename T> __device__ T operator()(T x) const { return x > T(0) ? x : T(0); } };
+// relu and relu_grad keep a NaN (x or dy) a NaN, as their CPU twins; -0 still maps to +0.
+struct Relu { template <typename T> __device__ T operator()(T x) const { return x > T(0) || x != x ? x : T(0); } };
 struct Tanh { template <typename T> __device__ T operator()(T x) const { return tanhOf(x); } };
 struct Sigmoid {
   // Both branches keep exp's argument non-positive, so neither overflows.
@@ -77,7 +78,12 @@ struct Pow {
 };
 
 // Gradients: op(v, dy) with v the forward input (relu) or output (tanh, sigmoid).
-struct ReluGrad { template <typename T> __device__ T operator()(T x, T dy) const { return x > T(0) ? dy : T(0); } };
+struct ReluGrad {
+  template <typename T>
+  __device__ T operator()(T x, T dy) const {
+    return x > T(0) ? dy : x != x || dy != dy ? T(x + dy) : T(0);
+  }
+};
 struct TanhGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * (T(1) - y * y); } };
 struct SigmoidGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * y * (T(1) - y); } };
 struct ErfGrad {

@@ -27,6 +27,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/runtime/Checksum.h"
 #include "megatrain/runtime/Executor.h"
+#include "megatrain/runtime/Finite.h"
 
 namespace megatrain::runtime {
 namespace {
@@ -273,7 +274,18 @@ std::string CheckpointWriter::save(const TrainingState& state) {
       emit(&layout_->words[entry.index], 8);
     } else {
       const plan::Tensor& tensor = executor_.plan().tensors(entry.index);
-      emit(executor_.backend().hostData(tensor), entry.bytes);
+      const std::byte* data = executor_.backend().hostData(tensor);
+      // Never save a poisoned state over a good one: the temp file is removed
+      // and `latest` keeps naming the last good checkpoint. The weights
+      // suffice: an AdamW update that reads a NaN gradient or moment writes a
+      // NaN weight in the same step.
+      if (tensor.role() == plan::PARAMETER) {
+        const int64_t bad = firstNonFinite(data, static_cast<size_t>(elementCount(tensor.shape())), tensor.dtype());
+        if (bad >= 0)
+          throw Error(path + ": not written: parameter '" + tensor.name() + "' is " +
+                      nonFiniteValueName(data, bad, tensor.dtype()) + " at flat index " + std::to_string(bad));
+      }
+      emit(data, entry.bytes);
     }
   }
   const unsigned char trailer[4] = {static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),

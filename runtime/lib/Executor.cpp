@@ -8,6 +8,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Accumulate.h"
+#include "megatrain/runtime/Finite.h"
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/PlanLoader.h"
 
@@ -176,6 +177,13 @@ void Executor::loadWeights(const OnnxWeights& weights) {
     if (tensor.role() == plan::PARAMETER) {
       bytes.resize(tensor.buffer().size_bytes());
       weights.read(tensor.source(), tensor.dtype(), shapeOf(tensor), bytes.data(), bytes.size());
+      // A NaN or infinity here would train to NaN (or, through a select that
+      // drops it, to a finite loss that means nothing): refuse it at the door.
+      const int64_t bad = firstNonFinite(bytes.data(), static_cast<size_t>(elementCount(tensor.shape())), tensor.dtype());
+      if (bad >= 0)
+        throw Error(weights.path() + ": weight '" + tensor.source() + "' is " +
+                    nonFiniteValueName(bytes.data(), bad, tensor.dtype()) + " at flat index " + std::to_string(bad) +
+                    " (of " + std::to_string(elementCount(tensor.shape())) + " elements)");
       backend_->write(tensor, bytes.data(), bytes.size());
     } else if (tensor.role() == plan::OPTIMIZER_STATE) {
       bytes.assign(tensor.buffer().size_bytes(), std::byte{0});

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime {
@@ -128,18 +129,18 @@ void writeNpy(const std::string& path, const HostArray& array) {
   header += '\n';
   if (header.size() > 0xFFFF) throw Error(path + ": .npy header too long");
 
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(path + ": cannot open for writing");
+  // AtomicFile: a failed write or close is an error, and a device node
+  // given as the path (/dev/null) is written, not replaced.
+  AtomicFile out(path);
   out.write(kMagic, kMagicSize);
   const char version[2] = {1, 0};
   out.write(version, 2);
   const char length[2] = {static_cast<char>(header.size() & 0xFF),
                           static_cast<char>(header.size() >> 8)};
   out.write(length, 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(array.bytes.data()),
-            static_cast<std::streamsize>(array.bytes.size()));
-  if (!out) throw Error(path + ": write failed");
+  out.write(header.data(), header.size());
+  out.write(array.bytes.data(), array.bytes.size());
+  out.commit();
 }
 
 }  // namespace megatrain::runtime

@@ -162,11 +162,25 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keepThroughStep) : path_
   file_ = std::fopen(path.c_str(), "w");
   if (!file_) throw Error(path + ": cannot open for writing (" + std::strerror(errno) + ")");
   if (!kept.empty()) std::fputs(kept.c_str(), file_);
-  std::fflush(file_);
+  check("write");
 }
 
 MetricsLog::~MetricsLog() {
   if (file_) std::fclose(file_);
+}
+
+void MetricsLog::check(const char* what) {
+  // The error flag is sticky: a short fprintf earlier is seen here too.
+  const bool failed = std::fflush(file_) != 0 || std::ferror(file_);
+  if (failed) throw Error(path_ + ": " + what + " failed: " + std::strerror(errno ? errno : EIO));
+}
+
+void MetricsLog::close() {
+  if (!file_) return;
+  check("write");
+  std::FILE* file = file_;
+  file_ = nullptr;
+  if (std::fclose(file) != 0) throw Error(path_ + ": close failed: " + std::strerror(errno));
 }
 
 void MetricsLog::write(int64_t step, const StepResult& result, uint64_t tokens, double seconds, double elapsed,
@@ -183,7 +197,7 @@ void MetricsLog::write(int64_t step, const StepResult& result, uint64_t tokens, 
                lr);
   if (clipping) std::fprintf(file_, ", \"grad_norm\": %s", norm);
   std::fprintf(file_, ", \"elapsed_s\": %.6f}\n", elapsed);
-  std::fflush(file_);
+  check("write");
 }
 
 }  // namespace megatrain::runtime::tools

@@ -67,7 +67,8 @@ class ProgressReporter {
 // --metrics FILE.jsonl: one JSON object per step. With `keepThroughStep`
 // >= 0 (a resumed run) the rows of steps up to it are kept and the rest
 // dropped (a killed run may have logged steps past its last checkpoint);
-// otherwise the file starts empty.
+// otherwise the file starts empty. Every row is flushed as it is written,
+// and a failed write or flush (ENOSPC, ...) throws Error naming the file.
 class MetricsLog {
  public:
   MetricsLog(const std::string& path, int64_t keepThroughStep);
@@ -78,8 +79,13 @@ class MetricsLog {
   // step, loss (null if not finite), tokens_per_s, step_time_s, tokens, lr,
   // grad_norm (only when clipping), elapsed_s; numbers round-trip exactly.
   void write(int64_t step, const StepResult& result, uint64_t tokens, double seconds, double elapsed, bool clipping);
+  // Closes the file; a close error throws (the destructor only closes).
+  void close();
 
  private:
+  // Throws if the stream took an error since it was opened.
+  void check(const char* what);
+
   std::string path_;
   std::FILE* file_ = nullptr;
 };

@@ -132,6 +132,7 @@ struct TrainingSession::Impl {
   std::unique_ptr<MetricsLog> metrics;
   std::unique_ptr<CheckpointWriter> writer;
   int64_t lastSaved = -1;
+  std::string lastCheckpoint;  // the newest good checkpoint: resumed from or saved; empty if none
   int64_t saves = 0;
   int64_t crashInSave = 0;  // MEGATRAIN_TEST_CRASH_IN_SAVE: the save that SIGKILLs itself
 };
@@ -167,6 +168,7 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
   }
   if (resumed) {
     s.startStep = resumed->state.step;
+    s.lastCheckpoint = resumed->path;
     if (s.startStep > setup.steps)
       throw Error(resumed->path + " is at step " + std::to_string(s.startStep) + ", past --steps " +
                   std::to_string(setup.steps));
@@ -240,6 +242,7 @@ std::string TrainingSession::Impl::save(int64_t step, ProgressReporter& progress
   std::snprintf(timing, sizeof timing, " in %.3f s)", seconds);
   progress.note("saved     " + path + " (" + formatBytes(writer->fileBytes()) + timing);
   lastSaved = step;
+  lastCheckpoint = path;
   return path;
 }
 
@@ -315,10 +318,16 @@ int TrainingSession::run() {
     progress.step(step, result, seconds, spent);
     if (s.metrics)
       s.metrics->write(step, result, s.setup.stats.tokensPerStep, seconds, spent, stepOptions.clipGradNorm.has_value());
-    if (!std::isfinite(result.loss)) {
+    // A non-finite loss or gradient norm means the weights are (or are about
+    // to be) poisoned: stop before any checkpoint of this state is written.
+    const bool badLoss = !std::isfinite(result.loss);
+    if (badLoss || (stepOptions.clipGradNorm && !std::isfinite(result.gradNorm))) {
       char text[32];
-      std::snprintf(text, sizeof text, "%g", result.loss);
-      throw Error("loss is " + std::string(text) + " at step " + std::to_string(step) + ", stopping");
+      std::snprintf(text, sizeof text, "%g", badLoss ? result.loss : result.gradNorm);
+      throw Error(std::string(badLoss ? "loss" : "gradient norm") + " is " + text + " at step " +
+                  std::to_string(step) + ", stopping; " +
+                  (s.lastCheckpoint.empty() ? std::string("no checkpoint was written")
+                                            : "the last good checkpoint, " + s.lastCheckpoint + ", is kept"));
     }
     if (s.writer && s.options.saveEvery > 0 && step % s.options.saveEvery == 0) s.save(step, progress);
 
@@ -336,6 +345,7 @@ int TrainingSession::run() {
     }
   }
   if (s.writer && s.lastSaved != s.setup.steps) s.save(s.setup.steps, progress);
+  if (s.metrics) s.metrics->close();
   progress.summary(s.setup.steps, elapsed());
   measurements.finish(s.setup.quiet);
   return 0;

@@ -3,7 +3,8 @@
 # code and no crash: malformed ONNX, an unknown op, a missing --shape, a plan of another
 # format version, a corrupt or edited plan, missing files, the malformed models that once
 # crashed megatrain-compile (exit status exactly 1, the whole line checked), sizes, times and
-# counts out of range, and external data outside the model's folder.
+# counts out of range, external data outside the model's folder, outputs to device nodes
+# (/dev/null stays a device, /dev/full's ENOSPC is an error) and a weight that is not finite.
 set -u
 BIN=$1
 SRC=$2
@@ -127,8 +128,9 @@ expect_error "unknown flag" "--frobnicate" \
 
 # Robustness (issue 14). edit_plan NAME PYTHON: good.plan's text form edited by a
 # python expression on `t`, encoded again as $TMP/NAME.plan.
+# An edited plan no longer matches its checksum: it is written as format 1.3, which has none.
 edit_plan() {
-  python3 -c "import re, sys; t = open('$TMP/good.txt').read(); t = $2; open('$TMP/$1.txt', 'w').write(t)"
+  python3 -c "import re, sys; t = open('$TMP/good.txt').read(); t = $2; t = re.sub(r'\n *checksum: \d+', '', t).replace('format_minor: 4', 'format_minor: 3', 1); open('$TMP/$1.txt', 'w').write(t)"
   protoc --encode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" <"$TMP/$1.txt" >"$TMP/$1.plan"
 }
 # A pool near 2^64: the round-up and preflight's sum wrapped, then memset ran past the allocation.
@@ -172,6 +174,67 @@ name=$(external absolute "/etc/passwd")
 expect_error "external data at an absolute path" \
   "absolute/model\.onnx: initializer '$name': external data location '/etc/passwd' is absolute; it must be relative to the model's directory$" \
   "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/absolute/model.onnx" --steps 1
+python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.zeros((2, 64), np.int64))" "$TMP/ids.npy"
+FEED=(--input "input_ids=$TMP/ids.npy")
+# no_stdout COMMAND...: the run's summary lines (printed even with --quiet) left out.
+no_stdout() { "$@" >/dev/null; }
+# Outputs: a device node is written in place, never replaced by a regular file (this
+# runs as root in CI, where a rename over /dev/null would succeed); a full disk is an error.
+expect_ok() {
+  local name=$1
+  shift
+  if "$@" >"$TMP/ok.out" 2>&1; then
+    echo "ok    $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name (exit $?):"
+    sed 's/^/      /' "$TMP/ok.out"
+    failed=$((failed + 1))
+  fi
+}
+expect_ok "-o /dev/null" \
+  "$BIN/megatrain-compile" "$TINY" -o /dev/null --shape input_ids=2x64 --loss next-token-ce
+expect_ok "--report and --metrics to /dev/null" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 1 --quiet --report /dev/null --metrics /dev/null \
+  --export-onnx /dev/null --export-safetensors /dev/null
+expect_ok "--trace and --memory-plot to /dev/null (inspect)" \
+  "$BIN/megatrain-inspect" "$TMP/good.plan" --trace /dev/null --memory-plot /dev/null
+if [[ -c /dev/null ]]; then
+  echo "ok    /dev/null is still a character device"
+  passed=$((passed + 1))
+else
+  echo "FAIL  /dev/null is no longer a character device"
+  failed=$((failed + 1))
+fi
+expect_error "-o /dev/full" "/dev/full.*No space left on device" \
+  "$BIN/megatrain-compile" "$TINY" -o /dev/full --shape input_ids=2x64 --loss next-token-ce
+expect_error "--metrics /dev/full" "/dev/full: write failed: No space left on device" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 2 --quiet --metrics /dev/full
+expect_error "--report /dev/full" "/dev/full.*No space left on device" \
+  no_stdout "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 1 --quiet --report /dev/full
+expect_error "--trace /dev/full (inspect)" "/dev/full.*No space left on device" \
+  no_stdout "$BIN/megatrain-inspect" "$TMP/good.plan" --trace /dev/full
+expect_error "--export-onnx /dev/full" "/dev/full.*No space left on device" \
+  no_stdout "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 1 --quiet --export-onnx /dev/full
+expect_error "--export-safetensors /dev/full" "/dev/full.*No space left on device" \
+  no_stdout "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 1 --quiet --export-safetensors /dev/full
+expect_error "-o a directory" "is a directory" \
+  "$BIN/megatrain-compile" "$TINY" -o "$TMP" --shape input_ids=2x64 --loss next-token-ce
+
+# A NaN weight is refused when it loads, by name and flat index.
+python3 - "$TINY" "$TMP/nan.onnx" <<'PY'
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+model = onnx.load(sys.argv[1])
+for init in model.graph.initializer:
+    if init.name == "ln1.weight":
+        values = numpy_helper.to_array(init).copy()
+        values[37] = np.nan
+        init.CopyFrom(numpy_helper.from_array(values, init.name))
+onnx.save(model, sys.argv[2])
+PY
+expect_error "NaN weight" "nan\.onnx: weight 'ln1\.weight' is nan at flat index 37" \
+  "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TMP/nan.onnx" --steps 1
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -127,6 +127,30 @@ TEST_F(CudaKernels, ActivationGradients) {
     }
 }
 
+// ReLU once mapped NaN to 0 (`x > 0 ? x : 0`) on both backends alike, so the
+// twins agreed; the NaN positions are also checked on the CUDA output itself.
+TEST_F(CudaKernels, ReluAndReluGradPropagateNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : {Shape{7}, Shape{1000}, Shape{17, 33}}) {
+      HostTensor x = uniform(shape, dt), dy = uniform(shape, dt);
+      for (size_t i = 0; i < x.values.size(); i += 5) x.values[i] = nan;
+      x.values[1] = -1.0;  // below zero with a NaN dy: relu_grad stays NaN
+      dy.values[1] = nan;
+      const KernelCase relu{"relu", {x}, {{shape, dt}}, {}};
+      const KernelCase grad{"relu_grad", {x, dy}, {{shape, dt}}, {}};
+      check(relu);
+      check(grad);
+      const HostTensor y = runCase(cudaBackend(), oneKernelPlan(relu), relu)[0];
+      const HostTensor dx = runCase(cudaBackend(), oneKernelPlan(grad), grad)[0];
+      for (size_t i = 0; i < x.values.size(); i += 5) {
+        EXPECT_TRUE(std::isnan(y.values[i])) << describe(relu) << " at " << i;
+        EXPECT_TRUE(std::isnan(dx.values[i])) << describe(grad) << " at " << i;
+      }
+      EXPECT_TRUE(std::isnan(dx.values[1])) << describe(grad);
+    }
+}
+
 // ---- math functions, max/min, isnan ----
 
 TEST_F(CudaKernels, MathFunctions) {

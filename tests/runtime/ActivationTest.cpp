@@ -46,6 +46,25 @@ TEST_P(ActivationTest, MatchesTheFormulas) {
                 map(x.values, geluTanh), 4 * tolerance(dtype));
 }
 
+TEST_P(ActivationTest, PropagateNaN) {
+  std::mt19937 rng(62);
+  const plan::DType dtype = GetParam();
+  HostTensor x = randomTensor({2, 4}, dtype, rng, -3, 3);
+  HostTensor u = randomTensor({2, 4}, dtype, rng, -2, 2);
+  x.values[2] = std::nan("");
+  u.values[5] = std::nan("");
+  const OutputSpec out{{2, 4}, dtype};
+  for (const auto& [name, y] : {std::pair{"silu", runKernel("silu", {x}, {out})[0]},
+                                std::pair{"swiglu", runKernel("swiglu", {x, u}, {out})[0]},
+                                std::pair{"gelu", runKernel("gelu", {x}, {out}, {stringAttr("approximate", "none")})[0]},
+                                std::pair{"gelu tanh",
+                                          runKernel("gelu", {x}, {out}, {stringAttr("approximate", "tanh")})[0]}}) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(std::isnan(y.values[2]));
+    if (std::string(name) == "swiglu") EXPECT_TRUE(std::isnan(y.values[5]));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, ActivationTest, ::testing::Values(plan::F32, plan::F64),
                          [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
 

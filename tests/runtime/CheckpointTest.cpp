@@ -11,6 +11,7 @@
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
+#include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Checkpoint.h"
 #include "megatrain/runtime/Checksum.h"
 #include "megatrain/runtime/CpuBackend.h"
@@ -145,6 +146,30 @@ TEST_F(CheckpointTest, RoundTripIsBitExactAndTrainingContinuesIdentically) {
     EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << i;
   }
   EXPECT_EQ(resumed->readBytes("W"), original->readBytes("W"));
+}
+
+// A poisoned state is never saved: the save throws naming the parameter and
+// index, leaves no file (temp or final) and `latest` names the last good one.
+TEST_F(CheckpointTest, NonFiniteWeightsAreNotSaved) {
+  auto executor = makeExecutor();
+  executor->runStep();
+  CheckpointWriter writer(*executor, kPlanHash, dir_ + "/ckpt");
+  writer.save(state(1, 1));
+  executor->runStep();
+  std::vector<double> w = executor->readTensor("W");
+  w[3] = std::nan("");
+  executor->writeTensor("W", w);
+  try {
+    writer.save(state(2, 2));
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), dir_ + "/ckpt/step-2.ckpt: not written: parameter 'W' is nan at flat index 3");
+  }
+  EXPECT_EQ(readFile(dir_ + "/ckpt/latest"), "step-1.ckpt\n");
+  EXPECT_EQ(listCheckpoints(dir_ + "/ckpt"), std::vector<std::string>{dir_ + "/ckpt/step-1.ckpt"});
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir_ + "/ckpt")) ++files;
+  EXPECT_EQ(files, 2u);  // step-1.ckpt and latest: no temp file left
 }
 
 TEST_F(CheckpointTest, CorruptCheckpointsAreRejectedWithWhatIsWrong) {

@@ -87,6 +87,23 @@ TEST_P(CrossEntropyTest, NextTokenCe) {
   EXPECT_NEAR(loss.values[0], nextTokenReference(logits.values, tokens.values, 2, 4, 5), tolerance(dtype));
 }
 
+TEST_P(CrossEntropyTest, NaNLogitGivesNaNLoss) {
+  std::mt19937 rng(53);
+  const plan::DType dtype = GetParam();
+  HostTensor logits = randomTensor({3, 4, 2}, dtype, rng, -3, 3);
+  logits.values[5] = std::nan("");  // not the label's logit
+  const HostTensor labels = intTensor({3, 2}, {0, 3, kIgnore, 1, 2, 2});
+  const HostTensor mean = runKernel("softmax_ce", {logits, labels}, {{{}, dtype}},
+                                    {intAttr("ignore_index", kIgnore), stringAttr("reduction", "mean")})[0];
+  EXPECT_TRUE(std::isnan(mean.values[0]));
+  HostTensor next = randomTensor({2, 4, 5}, dtype, rng, -3, 3);
+  next.values[7] = std::nan("");
+  const HostTensor tokens = intTensor({2, 4}, {1, 4, 0, 2, 3, kIgnore, 4, 4});
+  const HostTensor loss =
+      runKernel("next_token_ce", {next, tokens}, {{{}, dtype}}, {intAttr("ignore_index", kIgnore)})[0];
+  EXPECT_TRUE(std::isnan(loss.values[0]));
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CrossEntropyTest, ::testing::Values(plan::F32, plan::F64),
                          [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
 

@@ -89,6 +89,42 @@ TEST_P(ElementwiseTest, ActivationGradientsMatchTheirDerivatives) {
   }
 }
 
+// A NaN must reach the output: `x > 0 ? x : 0` once mapped it to 0, so NaN
+// weights trained to finite losses.
+TEST_P(ElementwiseTest, ActivationsPropagateNaN) {
+  const double nan = std::nan("");
+  HostTensor x = randomTensor({2, 3}, dtype(), rng, -2, 2);
+  x.values[1] = nan;
+  x.values[4] = nan;
+  x.values[0] = -1;  // relu_grad: a NaN dy below zero stays NaN
+  HostTensor dy = randomTensor({2, 3}, dtype(), rng);
+  dy.values[0] = nan;
+  for (const char* name : {"relu", "tanh", "sigmoid", "softplus", "neg", "exp", "sqrt", "scale"}) {
+    SCOPED_TRACE(name);
+    const std::vector<plan::Attribute> attrs =
+        std::string(name) == "scale" ? std::vector<plan::Attribute>{floatAttr("alpha", 2.0)} : std::vector<plan::Attribute>{};
+    const HostTensor y = runKernel(name, {x}, {{{2, 3}, dtype()}}, attrs)[0];
+    EXPECT_TRUE(std::isnan(y.values[1]));
+    EXPECT_TRUE(std::isnan(y.values[4]));
+  }
+  for (const char* name : {"max", "min", "add", "mul"}) {
+    SCOPED_TRACE(name);
+    const HostTensor b = randomTensor({2, 3}, dtype(), rng);
+    const HostTensor left = runKernel(name, {x, b}, {{{2, 3}, dtype()}})[0];
+    const HostTensor right = runKernel(name, {b, x}, {{{2, 3}, dtype()}})[0];
+    EXPECT_TRUE(std::isnan(left.values[1]) && std::isnan(right.values[1]));
+  }
+  const HostTensor reluGrad = runKernel("relu_grad", {x, dy}, {{{2, 3}, dtype()}})[0];
+  EXPECT_TRUE(std::isnan(reluGrad.values[0]));  // x < 0, dy NaN
+  EXPECT_TRUE(std::isnan(reluGrad.values[1]));  // x NaN
+  EXPECT_TRUE(std::isnan(reluGrad.values[4]));
+  for (const char* name : {"tanh_grad", "sigmoid_grad"}) {
+    SCOPED_TRACE(name);
+    const HostTensor g = runKernel(name, {x, dy}, {{{2, 3}, dtype()}})[0];
+    EXPECT_TRUE(std::isnan(g.values[0]) && std::isnan(g.values[1]));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, ElementwiseTest, ::testing::Values(plan::F32, plan::F64),
                          [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
 

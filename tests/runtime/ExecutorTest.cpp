@@ -161,6 +161,34 @@ TEST_F(LinearPlanTest, MisuseIsReportedClearly) {
   }
 }
 
+// A NaN or infinite weight is refused when it loads, naming the tensor and
+// the flat index of the first bad element (training on it would hide or spread it).
+TEST_F(LinearPlanTest, NonFiniteWeightsAreRefusedByNameAndIndex) {
+  for (plan::DType dtype : {plan::F32, plan::F64}) {
+    Executor executor(linearPlan(dtype), std::make_unique<CpuBackend>());
+    HostTensor w = w_;
+    w.dtype = dtype;
+    w.values[4] = std::nan("");
+    w.values[5] = INFINITY;
+    writeModel(dir_ + "/nan.onnx", {{"W", w}});
+    try {
+      executor.loadWeights(OnnxWeights(dir_ + "/nan.onnx"));
+      ADD_FAILURE() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), dir_ + "/nan.onnx: weight 'W' is nan at flat index 4 (of 6 elements)");
+    }
+    w.values[4] = 0.5;
+    w.values[2] = -INFINITY;
+    writeModel(dir_ + "/inf.onnx", {{"W", w}});
+    try {
+      executor.loadWeights(OnnxWeights(dir_ + "/inf.onnx"));
+      ADD_FAILURE() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), dir_ + "/inf.onnx: weight 'W' is -inf at flat index 2 (of 6 elements)");
+    }
+  }
+}
+
 TEST_F(LinearPlanTest, KernelShapeErrorsNameTheStepAtLoad) {
   // sq keeps its byte size but gets the wrong shape: only mul's shape rule can
   // tell, and the validator runs it before anything is allocated.

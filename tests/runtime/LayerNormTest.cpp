@@ -38,6 +38,19 @@ TEST_P(LayerNormTest, MatchesTheFormula) {
   expectAllNear(y.values, layerNormReference(x.values, scale.values, bias.values, 12), 5 * tolerance(dtype));
 }
 
+TEST_P(LayerNormTest, NaNPoisonsItsRowOnly) {
+  std::mt19937 rng(42);
+  const plan::DType dtype = GetParam();
+  HostTensor x = randomTensor({2, 3, 4}, dtype, rng, -3, 3);
+  x.values[5] = std::nan("");
+  const HostTensor scale = randomTensor({3, 4}, dtype, rng, 0.5, 1.5);
+  const HostTensor bias = randomTensor({3, 4}, dtype, rng);
+  const HostTensor y = runKernel("layer_norm", {x, scale, bias}, {{{2, 3, 4}, dtype}},
+                                 {intAttr("axis", 1), floatAttr("epsilon", kEpsilon)})[0];
+  for (int i = 0; i < 12; ++i) EXPECT_TRUE(std::isnan(y.values[i])) << i;
+  for (int i = 12; i < 24; ++i) EXPECT_FALSE(std::isnan(y.values[i])) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, LayerNormTest, ::testing::Values(plan::F32, plan::F64),
                          [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
 

@@ -38,6 +38,17 @@ TEST_P(RmsNormTest, MatchesTheFormula) {
   expectAllNear(z.values, rmsNormReference(x.values, w34.values, 12), 5 * tolerance(dtype));
 }
 
+TEST_P(RmsNormTest, NaNPoisonsItsRowOnly) {
+  std::mt19937 rng(52);
+  const plan::DType dtype = GetParam();
+  HostTensor x = randomTensor({2, 3, 4}, dtype, rng, -3, 3);
+  x.values[5] = std::nan("");
+  const HostTensor w = randomTensor({4}, dtype, rng, 0.5, 1.5);
+  const HostTensor y = runKernel("rms_norm", {x, w}, {{{2, 3, 4}, dtype}},
+                                 {intAttr("axis", 2), floatAttr("epsilon", kEpsilon)})[0];
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(std::isnan(y.values[i]), i >= 4 && i < 8) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, RmsNormTest, ::testing::Values(plan::F32, plan::F64),
                          [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
 

@@ -55,6 +55,20 @@ TEST_P(SoftmaxTest, GradientIsTheJacobianTransposeProduct) {
     }
 }
 
+// fmax drops a NaN from the row's maximum; exp(NaN - max) must still put it in every output of the row.
+TEST_P(SoftmaxTest, NaNPoisonsItsRowOnly) {
+  std::mt19937 rng(33);
+  const plan::DType dtype = GetParam();
+  HostTensor x = randomTensor({2, 4}, dtype, rng, -2, 2);
+  x.values[1] = std::nan("");
+  const HostTensor y = runKernel("softmax", {x}, {{{2, 4}, dtype}}, {intAttr("axis", 1)})[0];
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(y.values[i])) << i;
+  for (int i = 4; i < 8; ++i) EXPECT_FALSE(std::isnan(y.values[i])) << i;
+  const HostTensor dy = randomTensor({2, 4}, dtype, rng);
+  const HostTensor dx = runKernel("softmax_grad", {y, dy}, {{{2, 4}, dtype}}, {intAttr("axis", 1)})[0];
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(dx.values[i])) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, SoftmaxTest, ::testing::Values(plan::F32, plan::F64),
                          [](const auto& info) { return info.param == plan::F32 ? "f32" : "f64"; });
 

@@ -118,7 +118,25 @@ TEST_F(ToolsTest, RunStopsOnANonFiniteLoss) {
   const Result r = runCommand(run(dir_ + "/linear.plan --weights " + dir_ + "/linear.onnx --input x=" + dir_ +
                                   "/big.npy --quiet"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, "megatrain-run: error: loss is inf at step 1, stopping\n");
+  EXPECT_EQ(r.output, "megatrain-run: error: loss is inf at step 1, stopping; no checkpoint was written\n");
+}
+
+// The poisoned state is never saved, even with a save due at that very step:
+// the last good checkpoint stays the newest, and `latest` names it.
+TEST_F(ToolsTest, NonFiniteLossKeepsTheLastGoodCheckpoint) {
+  HostArray x = HostArray::zeros(ElementType::F32, {4, 3});
+  x.data<float>()[0] = 1e30f;  // y^2 overflows f32
+  writeNpy(dir_ + "/big.npy", x);
+  const std::string ck = dir_ + "/ck", plan = dir_ + "/linear.plan --quiet --save-every 1 --save " + ck;
+  Result r = runCommand(run(plan + " --weights " + dir_ + "/linear.onnx --input x=" + dir_ + "/x.npy --steps 2"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = runCommand(run(plan + " --resume " + ck + " --input x=" + dir_ + "/big.npy --steps 4"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: loss is inf at step 3, stopping; the last good checkpoint, " + ck +
+                          "/step-2.ckpt, is kept\n");
+  std::ifstream latest(ck + "/latest");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(latest), std::istreambuf_iterator<char>()), "step-2.ckpt\n");
+  EXPECT_FALSE(std::ifstream(ck + "/step-3.ckpt").good());
 }
 
 TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {

@@ -11,7 +11,13 @@ namespace megatrain {
 // to disk, renames the temporary over `path` and syncs the directory, so a
 // crash or an error part-way leaves the previous file (or none), never half of
 // one. Destroying an uncommitted AtomicFile removes the temporary. Errors
-// throw Error naming the file. Not thread-safe.
+// throw Error naming the file; a failed write (ENOSPC, ...), fsync or close
+// is one. Not thread-safe.
+//
+// Only a regular file (or a new path) is replaced: a symlink's target is
+// replaced, not the link; an existing device node, FIFO or socket (/dev/null,
+// /dev/stdout) is opened and written in place, without a temporary, so it
+// survives; a directory is refused.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);
@@ -28,7 +34,9 @@ class AtomicFile {
 
  private:
   std::string path_;
+  std::string target_;  // the file renamed over: path_, or what its symlink names
   std::string temp_;
+  bool direct_ = false;  // writing path_ itself (not a regular file)
   int fd_ = -1;
   uint64_t size_ = 0;
 };
