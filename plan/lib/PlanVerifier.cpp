@@ -29,6 +29,10 @@
 //    That poison is a write: every access of the tensor on another stream
 //    happens before the step, and every later write of overlapping bytes
 //    happens after it (it counts as an access of the tensor there).
+// 7. Optimizer: every trainable PARAMETER is the parameter of exactly one
+//    ADAMW task per step, and every ADAMW updates a trainable PARAMETER. A
+//    plan that drops a parameter's update, or updates one twice, trains to
+//    other numbers while every access above stays well ordered.
 #include "megatrain/plan/PlanVerifier.h"
 
 #include <algorithm>
@@ -65,6 +69,7 @@ class ScheduleVerifier {
     computeLifetimes();
     checkSharing();
     checkBudget();
+    checkOptimizerUpdates();
     return failures_;
   }
 
@@ -390,6 +395,32 @@ class ScheduleVerifier {
       fail(label(peakStep) + ": " + std::to_string(peak) +
            " bytes are live on the device, over the device budget of " + std::to_string(budget) +
            " bytes");
+  }
+
+  void checkOptimizerUpdates() {
+    std::vector<std::vector<int>> updates(static_cast<size_t>(tensors_));  // per tensor: its ADAMW steps
+    for (int s = 0; s < steps_; ++s) {
+      const plan::Step& step = plan_.steps(s);
+      if (step.op_case() != plan::Step::kHostTask || step.host_task().kind() != plan::HostTask::ADAMW ||
+          step.host_task().tensors_size() == 0)
+        continue;
+      const uint32_t param = step.host_task().tensors(0);
+      if (param >= static_cast<uint32_t>(tensors_)) continue;  // the validator names a bad id
+      const plan::Tensor& tensor = plan_.tensors(static_cast<int>(param));
+      if (tensor.role() != plan::PARAMETER || !tensor.trainable())
+        fail(label(s) + ": updates tensor '" + tensor.name() + "', which is not a trainable PARAMETER");
+      updates[param].push_back(s);
+    }
+    for (int t = 0; t < tensors_; ++t) {
+      const plan::Tensor& tensor = plan_.tensors(t);
+      if (tensor.role() != plan::PARAMETER || !tensor.trainable()) continue;
+      const std::vector<int>& steps = updates[static_cast<size_t>(t)];
+      if (steps.size() == 1) continue;
+      std::string where;
+      for (int s : steps) where += std::string(where.empty() ? " (steps " : ", ") + std::to_string(s);
+      fail("trainable parameter '" + tensor.name() + "' is updated by " + std::to_string(steps.size()) +
+           " ADAMW tasks" + (where.empty() ? "" : where + ")") + ", expected exactly one per step");
+    }
   }
 
   const plan::Plan& plan_;

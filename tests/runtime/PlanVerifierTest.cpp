@@ -46,6 +46,26 @@ TEST(PlanVerifier, ProvesTheHandBuiltPlans) {
   EXPECT_EQ(verifySchedule(tokenPlan(plan::F32)), Failures{});
 }
 
+// Every trainable parameter gets exactly one update: a plan without W's ADAMW
+// is well ordered, but W would never train.
+TEST(PlanVerifier, EveryTrainableParameterIsUpdatedOnce) {
+  plan::Plan dropped = linearPlan(plan::F32);
+  eraseStep(dropped, 23);
+  EXPECT_EQ(verifySchedule(dropped),
+            Failures{"trainable parameter 'W' is updated by 0 ADAMW tasks, expected exactly one per step"});
+  plan::Plan twice = linearPlan(plan::F32);
+  *twice.add_steps() = twice.steps(23);
+  twice.mutable_steps(24)->set_index(24);
+  const Failures failures = verifySchedule(twice);
+  ASSERT_FALSE(failures.empty());
+  EXPECT_EQ(failures.back(), "trainable parameter 'W' is updated by 2 ADAMW tasks (steps 23, 24), expected exactly one per step");
+  // An ADAMW of a frozen parameter.
+  plan::Plan frozen = linearPlan(plan::F32);
+  tensorNamed(frozen, "W").set_trainable(false);
+  EXPECT_EQ(verifySchedule(frozen),
+            Failures{"step 23 (host, host_task ADAMW): updates tensor 'W', which is not a trainable PARAMETER"});
+}
+
 // (a) Without compute's wait for the h2d copy, the matmul may read dev:W
 // before it lands, and the host's update of W may overwrite it while the
 // copy still reads it.

@@ -216,10 +216,7 @@ uint32_t PlanBuilder::tensor(const std::string& name, const std::vector<int64_t>
   t->mutable_buffer()->set_offset(used_[pool]);
   t->mutable_buffer()->set_size_bytes(size);
   used_[pool] += (size + 63) / 64 * 64;
-  if (role == plan::PARAMETER) {
-    t->set_source(name);
-    t->set_trainable(true);
-  }
+  if (role == plan::PARAMETER) t->set_source(name);  // trainable once an ADAMW updates it
   if (role == plan::INPUT) t->set_source(name);
   if (role == plan::LOSS_READOUT) plan_.mutable_header()->set_loss_tensor(t->id());
   return t->id();
@@ -267,6 +264,7 @@ uint32_t PlanBuilder::adamw(uint32_t param, uint32_t grad, uint32_t m, uint32_t 
   plan::Step& step = addStep("host");
   step.mutable_host_task()->set_kind(plan::HostTask::ADAMW);
   for (uint32_t id : {param, grad, m, v}) step.mutable_host_task()->add_tensors(id);
+  plan_.mutable_tensors(static_cast<int>(param))->set_trainable(true);
   return step.index();
 }
 
