@@ -61,10 +61,11 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (count < 1) {
+    if (count < 1 || count > kMaxMicrobatches) {
       func.emitError("invalid mt-microbatch option count=" +
                      std::to_string(static_cast<int64_t>(count)) +
-                     " (must be >= 1)");
+                     " (must be >= 1 and <= " +
+                     std::to_string(kMaxMicrobatches) + ")");
       return signalPassFailure();
     }
     if (count == 1)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-  cmake ninja-build ccache g++ python3 python3-numpy
+  cmake ninja-build ccache g++ python3 python3-numpy zlib1g-dev
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev googletest

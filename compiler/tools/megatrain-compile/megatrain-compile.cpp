@@ -8,6 +8,7 @@
 #include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
+#include "megatrain/Passes/Passes.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
 #include "megatrain/Plan/Simulate.h"
@@ -263,9 +264,8 @@ CompileArgs parseArgs(int argc, char **argv) {
     } else if (flag == "keep-output") {
       args.pipeline.keepOutputs.push_back(value);
     } else if (flag == "microbatches") {
-      // Each micro-batch is a copy of the step's graph, and the plan's header
-      // holds the count in 32 bits: a limit keeps a typo from exhausting memory.
-      constexpr int64_t kMaxMicrobatches = 1024;
+      // The pass's limit (megatrain/Passes/Passes.h), said in the flag's words.
+      using megatrain::kMaxMicrobatches;
       args.pipeline.microbatches = parseInt(flag, value);
       if (args.pipeline.microbatches < 1 || args.pipeline.microbatches > kMaxMicrobatches)
         fail("--microbatches expects 1 <= N <= " + std::to_string(kMaxMicrobatches) + ", got '" + value + "'");

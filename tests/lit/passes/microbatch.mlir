@@ -2,6 +2,7 @@
 // RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=3 | FileCheck %s --check-prefix=THREE
 // RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=1 | FileCheck %s --check-prefix=ONE
 // RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=4294967297 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not megatrain-opt %s --mt-autodiff --mt-adamw --mt-microbatch=count=2 2>&1 | FileCheck %s --check-prefix=AFTER-ADAMW
 // RUN: not megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-microbatch=count=2 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-adamw --mt-schedule | FileCheck %s --check-prefix=SCHED
@@ -99,7 +100,8 @@
 // SCHED-NEXT:    mt.adamw %[[PB1]] {{.*}}param = "b"
 // SCHED-NOT:     mt.param_grad
 
-// ZERO: error: invalid mt-microbatch option count=0 (must be >= 1)
+// ZERO: error: invalid mt-microbatch option count=0 (must be >= 1 and <= 1024)
+// HUGE: error: invalid mt-microbatch option count=4294967297 (must be >= 1 and <= 1024)
 // AFTER-ADAMW: error: mt-microbatch must run before mt-adamw
 // TWICE: error: mt-microbatch: the function is already split into micro-batches
 
