@@ -102,7 +102,9 @@ HostArray readNpy(const std::string& path) {
     throw Error(path + ": expected " + std::to_string(expected) + " data bytes, found " +
                 std::to_string(available));
   array.bytes.resize(expected);
-  std::memcpy(array.bytes.data(), data.data() + headerStart + headerLength, expected);
+  // An empty array's vector may have no storage: memcpy from or to null is
+  // undefined even for zero bytes (found by tests/fuzz/fuzz_npy).
+  if (expected != 0) std::memcpy(array.bytes.data(), data.data() + headerStart + headerLength, expected);
   return array;
 }
 
