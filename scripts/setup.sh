@@ -10,6 +10,10 @@ PKGS=(
   libgtest-dev googletest
   fortunes-min fortunes
 )
+# The libFuzzer build (scripts/fuzz.sh, docs/fuzzing.md) only when asked: FUZZ=1.
+if [[ ${FUZZ:-0} == 1 ]]; then
+  PKGS+=(clang-19 libfuzzer-19-dev)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

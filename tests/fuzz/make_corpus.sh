@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tests/fuzz/make_corpus.sh - builds the fuzz targets' seed corpora from the repository's own files and tools.
+#
+# usage: tests/fuzz/make_corpus.sh BIN OUTDIR [FUZZ_BIN]
+#   BIN       the default build's tools (megatrain-compile, megatrain-run: build/bin)
+#   OUTDIR    gets one folder per target (fuzz_plan_loader, fuzz_checkpoint, ...)
+#   FUZZ_BIN  the fuzz build's targets (default: build-fuzz/bin), for the
+#             checkpoint seed that fuzz_checkpoint writes of its own executor
+# Nothing large is committed: the seeds are the committed models, plans compiled
+# from them, a checkpoint and token files written by the tools, and .npy files
+# written by numpy (the reference format; python3-numpy is in scripts/setup.sh).
+set -euo pipefail
+[[ $# -ge 2 ]] || { echo "usage: $0 BIN OUTDIR [FUZZ_BIN]" >&2; exit 2; }
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$(cd "$1" && pwd)
+mkdir -p "$2"
+OUT=$(cd "$2" && pwd)
+FUZZ_BIN=${3:-$SRC/build-fuzz/bin}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for t in fuzz_plan_loader fuzz_checkpoint fuzz_npy fuzz_token_sidecar fuzz_onnx_import; do
+  mkdir -p "$OUT/$t"
+done
+
+# ONNX: every committed model.
+cp "$SRC"/frontends/models/*.onnx "$SRC"/tests/frontends/models/*.onnx "$OUT/fuzz_onnx_import/"
+
+# Plans: the two demo models compiled as the tests compile them.
+"$BIN/megatrain-compile" "$SRC/frontends/models/mlp.onnx" -o "$OUT/fuzz_plan_loader/mlp.plan" --shape x=8x16 >/dev/null
+"$BIN/megatrain-compile" "$SRC/frontends/models/tiny_transformer.onnx" -o "$OUT/fuzz_plan_loader/tiny.plan" \
+  --shape input_ids=2x64 --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 >/dev/null
+
+# Token files: make_corpus.py's sidecar, and the other dtype spellings.
+python3 "$SRC/frontends/python/make_corpus.py" --out "$TMP/corpus.bin" >/dev/null
+cp "$TMP/corpus.bin.json" "$OUT/fuzz_token_sidecar/make_corpus.json"
+printf '{"dtype": "uint32"}' >"$OUT/fuzz_token_sidecar/uint32.json"
+printf '{"dtype": "uint16", "vocab": 16}' >"$OUT/fuzz_token_sidecar/vocab16.json"
+
+# Checkpoints: one of megatrain-run training the tiny transformer (another
+# plan than the target's: it exercises the table-against-plan checks), and
+# one that fuzz_checkpoint writes of its own executor (loads cleanly).
+"$BIN/megatrain-run" "$OUT/fuzz_plan_loader/tiny.plan" --weights "$SRC/frontends/models/tiny_transformer.onnx" \
+  --data "$TMP/corpus.bin" --steps 1 --quiet --save "$TMP/ckpt" >/dev/null
+cp "$TMP"/ckpt/step-1.ckpt "$OUT/fuzz_checkpoint/tiny-step-1.ckpt"
+if [[ -x "$FUZZ_BIN/fuzz_checkpoint" ]]; then
+  MEGATRAIN_FUZZ_WRITE_SEED="$TMP/own" "$FUZZ_BIN/fuzz_checkpoint" >/dev/null 2>&1
+  cp "$TMP"/own/step-*.ckpt "$OUT/fuzz_checkpoint/linear.ckpt"
+fi
+
+# .npy: each dtype the reader takes, both orders, a 0-d and an empty array, format 2.0.
+python3 - "$OUT/fuzz_npy" <<'PY'
+import sys
+import numpy as np
+from numpy.lib import format as npf
+out = sys.argv[1]
+for dt in ["<f4", "<f8", "<f2", "<i8", "<i4", "<u2", "|u1", "|b1"]:
+    np.save(f"{out}/{dt[1:]}.npy", np.arange(6).reshape(2, 3).astype(dt))
+np.save(f"{out}/fortran.npy", np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)))
+np.save(f"{out}/scalar.npy", np.array(1.5, dtype="<f4"))
+np.save(f"{out}/empty.npy", np.zeros((0, 4), dtype="<f4"))
+with open(f"{out}/v2.npy", "wb") as f:
+    a = np.ones((3,), dtype="<f4")
+    npf.write_array(f, a, version=(2, 0))
+PY
+for t in "$OUT"/*/; do echo "make_corpus: $(ls "$t" | wc -l) seeds in $t"; done
