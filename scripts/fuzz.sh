@@ -37,7 +37,8 @@ LOG=$FUZZ_DIR/fuzz-$TARGET.log
 # The committed regressions are read but never written (only the first
 # directory receives new inputs).
 set +e
-"$FUZZ_DIR/bin/$TARGET" -max_total_time="$SECONDS_" -print_final_stats=1 -artifact_prefix="$CRASHES/" \
+# An input that takes over 30 s (ASan included) is reported as a timeout, a crash.
+"$FUZZ_DIR/bin/$TARGET" -max_total_time="$SECONDS_" -timeout=30 -print_final_stats=1 -artifact_prefix="$CRASHES/" \
   "$@" "$CORPUS/$TARGET" "tests/fuzz/regressions/$TARGET" 2>&1 | tee "$LOG" | grep -E '^#[0-9]+.*(pulse|DONE)|ERROR|SUMMARY'
 rc=${PIPESTATUS[0]}
 set -e
