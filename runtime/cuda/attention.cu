@@ -186,8 +186,9 @@ bool gemmPathTakes(const Launch& launch, const AttentionDims& d, bool backward) 
   return attentionGemmPlan(gemmShape(d), attentionPrecision(launch), backward).bytes > 0;
 }
 
-// The scratch of the GEMM path for F32 operands of a shape it takes, else 0
-// (the shape is checked at launch, so a bad one asks for nothing here).
+// The scratch of the GEMM path for F32 operands of a shape it takes, else 0.
+// prepare() runs the shape rule first; this reads the inputs alone (the GPU
+// tests size the workspace from q, k and v), so a bad shape asks for nothing.
 size_t gemmScratch(const Launch& launch, bool backward) {
   const Shape &q = launch.in[0].shape, &k = launch.in[1].shape;
   if (launch.in[0].dtype != DType::F32 || q.rank != 4 || k.rank != 4) return 0;

@@ -93,12 +93,10 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
            << "; a plan has one optimizer configuration";
   }
 
-  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
+  mlir::FailureOr<uint32_t> gradient = gradientOf(op, param, op.getGrad(), master->second);
   if (mlir::failed(gradient))
     return mlir::failure();
   mlir::Type type = op.getGrad().getType();
-  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
-    return mlir::failure();
 
   // Micro-batches: the update's gradient is the last part; the earlier ones
   // are already on the host (emitGradPart).
@@ -146,19 +144,21 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   return mlir::success();
 }
 
-mlir::LogicalResult PlanBuilder::checkGradientType(mlir::Operation *op,
+mlir::FailureOr<uint32_t> PlanBuilder::gradientOf(mlir::Operation *op,
                                                    const std::string &param,
-                                                   uint32_t gradient, uint32_t master,
-                                                   mlir::Type type) {
+                                                   mlir::Value grad, uint32_t master) {
+  mlir::FailureOr<uint32_t> gradient = tensorOf(op, grad);
+  if (mlir::failed(gradient))
+    return mlir::failure();
   const pb::Tensor &masterTensor = plan.tensors(master);
-  const pb::Tensor &gradTensor = plan.tensors(gradient);
+  const pb::Tensor &gradTensor = plan.tensors(*gradient);
   if (gradTensor.dtype() != masterTensor.dtype() ||
       gradTensor.buffer().size_bytes() != masterTensor.buffer().size_bytes() ||
       !std::equal(gradTensor.shape().begin(), gradTensor.shape().end(),
                   masterTensor.shape().begin(), masterTensor.shape().end()))
     return op->emitError("the gradient of '")
-           << param << "' has type " << type << ", unlike the parameter";
-  return mlir::success();
+           << param << "' has type " << grad.getType() << ", unlike the parameter";
+  return gradient;
 }
 
 mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
@@ -210,12 +210,10 @@ mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep)
   lastPart.insert_or_assign(param, op);
   ++partsSeen[param];
 
-  mlir::FailureOr<uint32_t> gradient = tensorOf(op, op.getGrad());
+  mlir::FailureOr<uint32_t> gradient = gradientOf(op, param, op.getGrad(), master->second);
   if (mlir::failed(gradient))
     return mlir::failure();
   mlir::Type type = op.getGrad().getType();
-  if (mlir::failed(checkGradientType(op, param, *gradient, master->second, type)))
-    return mlir::failure();
   if (index > 0)
     return emitAccumulate(op, param, *gradient, type, opStep);
 

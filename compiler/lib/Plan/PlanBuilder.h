@@ -90,10 +90,9 @@ private:
   mlir::LogicalResult emitAccumulate(mlir::Operation *op, const std::string &param,
                                      uint32_t gradient, mlir::Type type,
                                      int64_t opStep);
-  /// Checks that `gradient` has the master's shape and dtype.
-  mlir::LogicalResult checkGradientType(mlir::Operation *op, const std::string &param,
-                                        uint32_t gradient, uint32_t master,
-                                        mlir::Type type);
+  /// The tensor of gradient value `grad`, checked to have the master's shape and dtype.
+  mlir::FailureOr<uint32_t> gradientOf(mlir::Operation *op, const std::string &param,
+                                       mlir::Value grad, uint32_t master);
 
   mlir::func::FuncOp func;
   const PlanEmitOptions &options;
