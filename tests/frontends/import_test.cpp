@@ -570,7 +570,7 @@ TEST(OnnxImportMalformed, FunctionsNestedPastTheLimit) {
 TEST(OnnxImportMalformed, FunctionsExpandingPastTheNodeLimit) {
   auto m = import(testModel("function_wide"));
   EXPECT_EQ(m->error(), "inlining the model-local functions would give more than "
-                        "1048576 nodes");
+                        "262144 nodes");
 }
 
 TEST(OnnxImportMalformed, InputOfRankNine) {
