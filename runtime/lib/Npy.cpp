@@ -6,6 +6,7 @@
 // spaces to a multiple of 64 bytes and ending in '\n', then the raw data.
 #include "megatrain/runtime/Npy.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -59,7 +60,12 @@ std::vector<int64_t> parseShape(const std::string& header, const std::string& pa
     size_t digits = at;
     while (digits < end && value[digits] >= '0' && value[digits] <= '9') ++digits;
     if (digits == at) throw Error(path + ": malformed 'shape' in .npy header");
-    shape.push_back(std::stoll(value.substr(at, digits - at)));
+    // Digits only, so the one way to fail is a dim past int64: saturate and
+    // let the reader's size check name it against the file.
+    int64_t dim = 0;
+    for (size_t k = at; k < digits; ++k)
+      dim = dim > (INT64_MAX - 9) / 10 ? INT64_MAX : dim * 10 + (value[k] - '0');
+    shape.push_back(dim);
     at = digits;
   }
   return shape;
@@ -96,7 +102,15 @@ HostArray readNpy(const std::string& path) {
   array.type = parseDescr(header, path);
   array.shape = parseShape(header, path);
 
-  const size_t expected = static_cast<size_t>(array.elements()) * elementSize(array.type);
+  // The shape's byte count, checked: its dims come from the file.
+  size_t expected = elementSize(array.type);
+  for (int64_t dim : array.shape) if (dim == 0) expected = 0;
+  for (int64_t dim : array.shape) {
+    if (expected == 0) break;
+    if (static_cast<uint64_t>(dim) > SIZE_MAX / expected)
+      throw Error(path + ": the .npy shape holds more bytes than memory can address");
+    expected *= static_cast<size_t>(dim);
+  }
   const size_t available = data.size() - headerStart - headerLength;
   if (available != expected)
     throw Error(path + ": expected " + std::to_string(expected) + " data bytes, found " +

@@ -82,6 +82,11 @@ TEST(Npy, RejectsWhatItCannotRead) {
             dir + "/b.npy: unsupported .npy dtype '>f4' (supported: <f4, <f8, <i4, <i8)");
   writeRaw(dir + "/t.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", 16);
   EXPECT_EQ(readError(dir + "/t.npy"), dir + "/t.npy: expected 24 data bytes, found 16");
+  // Dims from the file past int64, or whose product overflows: refused, never wrapped.
+  writeRaw(dir + "/h.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", 8);
+  EXPECT_EQ(readError(dir + "/h.npy"), dir + "/h.npy: the .npy shape holds more bytes than memory can address");
+  writeRaw(dir + "/p.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 8);
+  EXPECT_EQ(readError(dir + "/p.npy"), dir + "/p.npy: the .npy shape holds more bytes than memory can address");
   std::ofstream(dir + "/x.npy") << "hello";
   EXPECT_EQ(readError(dir + "/x.npy"), dir + "/x.npy: not a .npy file");
 }
