@@ -22,6 +22,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/DType.h"
@@ -294,6 +295,47 @@ std::string CheckpointWriter::save(const TrainingState& state) {
   file.commit();
   writeFileAtomically(dir_ + "/latest", stepFileName(state.step) + "\n");
   return path;
+}
+
+CheckpointWriter::Pruned CheckpointWriter::removeOldCheckpoints(int64_t keep) const {
+  if (keep < 1) throw Error("removeOldCheckpoints: keep must be at least 1, got " + std::to_string(keep));
+  // Whether `path` is a regular file that starts with this writer's header.
+  auto ours = [&](const std::string& path) {
+    struct stat info;
+    if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return false;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    unsigned char header[kHeaderBytes];
+    uint64_t got = 0;
+    while (got < kHeaderBytes) {
+      const ssize_t n = ::read(fd, header + got, kHeaderBytes - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
+    return got == kHeaderBytes && std::memcmp(header, layout_->prefix.data(), kHeaderBytes) == 0;
+  };
+  std::string latest;
+  {
+    std::ifstream in(dir_ + "/latest");
+    std::getline(in, latest);
+  }
+  Pruned pruned;
+  int64_t kept = 0;
+  for (const std::string& path : listCheckpoints(dir_)) {  // newest first
+    if (!ours(path)) continue;
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    if (path == dir_ + "/" + latest) continue;
+    if (::unlink(path.c_str()) == 0)
+      pruned.removed.push_back(path);
+    else
+      pruned.failed.push_back(path + ": " + systemError());
+  }
+  return pruned;
 }
 
 namespace {

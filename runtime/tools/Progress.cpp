@@ -126,6 +126,12 @@ void ProgressReporter::important(const std::string& text) {
   std::fflush(stdout);
 }
 
+void ProgressReporter::warning(const std::string& text) {
+  endInPlaceLine();
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", text.c_str());
+}
+
 void ProgressReporter::summary(int64_t lastStep, double elapsed) {
   endInPlaceLine();
   std::printf("done      %lld steps, loss %.6f -> %.6f", static_cast<long long>(lastStep), firstLoss_, lastLoss_);

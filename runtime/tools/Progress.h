@@ -47,6 +47,8 @@ class ProgressReporter {
   void note(const std::string& text);
   // Printed even with --quiet.
   void important(const std::string& text);
+  // A line on stderr (after ending an in-place progress line), even with --quiet.
+  void warning(const std::string& text);
   // The end-of-run summary line.
   void summary(int64_t lastStep, double elapsed);
 

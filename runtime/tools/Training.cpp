@@ -97,6 +97,8 @@ bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions&
     options.save = args.value(arg);
   } else if (arg == "--save-every") {
     options.saveEvery = parsePositive(args.value(arg), arg);
+  } else if (arg == "--keep-checkpoints") {
+    options.keepCheckpoints = parsePositive(args.value(arg), arg);
   } else if (arg == "--resume") {
     options.resume = args.value(arg);
   } else if (arg == "--log-every") {
@@ -142,6 +144,7 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
   Impl& s = *impl_;
   const plan::Plan& plan = executor.plan();
   if (options.saveEvery > 0 && options.save.empty()) throw Error("--save-every needs --save DIR");
+  if (options.keepCheckpoints > 0 && options.save.empty()) throw Error("--keep-checkpoints needs --save DIR");
   s.planHash = hashFile(setup.planPath);
 
   s.schedule.kind = options.schedule;
@@ -243,6 +246,15 @@ std::string TrainingSession::Impl::save(int64_t step, ProgressReporter& progress
   progress.note("saved     " + path + " (" + formatBytes(writer->fileBytes()) + timing);
   lastSaved = step;
   lastCheckpoint = path;
+  // --keep-checkpoints: the older ones go only once the new one is on disk
+  // (and `latest` names it), so a crash in between leaves one more, never less.
+  if (options.keepCheckpoints > 0) {
+    const CheckpointWriter::Pruned pruned = writer->removeOldCheckpoints(options.keepCheckpoints);
+    for (const std::string& removed : pruned.removed)
+      progress.note("removed   " + removed + " (--keep-checkpoints " + std::to_string(options.keepCheckpoints) + ")");
+    for (const std::string& failed : pruned.failed)
+      progress.warning("megatrain-run: warning: --keep-checkpoints: cannot remove " + failed);
+  }
   return path;
 }
 

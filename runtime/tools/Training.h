@@ -32,6 +32,7 @@ struct TrainingOptions {
   std::optional<double> clipGradNorm;
   std::string save;
   int64_t saveEvery = 0;  // 0: only at the end (and on Ctrl-C)
+  int64_t keepCheckpoints = 0;  // --keep-checkpoints N: after each save, only the N newest stay; 0: all
   std::string resume;
   int64_t logEvery = 1;
   bool skipPreflight = false;

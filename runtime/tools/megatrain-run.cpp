@@ -62,6 +62,9 @@ options:
   --save DIR               write checkpoints into DIR: at the end, on Ctrl-C or SIGTERM,
                            and every --save-every steps
   --save-every N           also save after every N-th step
+  --keep-checkpoints N     after each save, delete all but the N newest (largest step)
+                           of this plan's step-*.ckpt files in DIR, never the one
+                           DIR/latest names (N >= 1; default: keep every one)
   --resume DIR             continue from DIR's newest valid checkpoint
   --metrics FILE.jsonl     write one JSON object per step (step, loss, tokens_per_s,
                            step_time_s, tokens, lr, grad_norm, elapsed_s)

@@ -346,6 +346,38 @@ TEST_F(CheckpointTest, FallingBackPastACorruptNewestIsBitExact) {
   EXPECT_EQ(fallen->readBytes("W"), direct->readBytes("W"));
 }
 
+// --keep-checkpoints: all but the `keep` newest of this writer's checkpoints go; the one
+// `latest` names stays whatever its step, and nothing the writer would not have written
+// is touched: another plan's checkpoint, a symlink, a file that only has the name.
+TEST_F(CheckpointTest, RemoveOldCheckpointsKeepsTheNewestAndLatestAndNothingElse) {
+  const std::string dir = dir_ + "/prune";
+  auto executor = makeExecutor();
+  executor->runStep();
+  // Another plan's (another hash) at step 9: not counted among the newest, not removed.
+  CheckpointWriter(*executor, kPlanHash + 1, dir).save(state(9, 1));
+  CheckpointWriter writer(*executor, kPlanHash, dir);
+  for (int64_t step = 1; step <= 5; ++step) writer.save(state(step, 1));
+  writeFile(dir + "/step-8.ckpt", "not a checkpoint");
+  std::filesystem::create_symlink("step-5.ckpt", dir + "/step-7.ckpt");
+  writeFile(dir + "/notes.txt", "x");
+  writeFile(dir + "/latest", "step-2.ckpt\n");  // older than the newest two
+
+  const CheckpointWriter::Pruned pruned = writer.removeOldCheckpoints(2);
+  EXPECT_EQ(pruned.removed, (std::vector<std::string>{dir + "/step-3.ckpt", dir + "/step-1.ckpt"}));
+  EXPECT_TRUE(pruned.failed.empty());
+  EXPECT_EQ(listCheckpoints(dir), (std::vector<std::string>{dir + "/step-9.ckpt", dir + "/step-8.ckpt", dir + "/step-7.ckpt",
+                                                            dir + "/step-5.ckpt", dir + "/step-4.ckpt", dir + "/step-2.ckpt"}));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/step-7.ckpt"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/notes.txt"));
+  EXPECT_EQ(loadError(dir + "/step-5.ckpt"), "");
+
+  // Keeping one: step-4 goes; latest (step-2) still stays.
+  EXPECT_EQ(writer.removeOldCheckpoints(1).removed, std::vector<std::string>{dir + "/step-4.ckpt"});
+  EXPECT_TRUE(writer.removeOldCheckpoints(1).removed.empty());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/step-2.ckpt"));
+  EXPECT_THROW(writer.removeOldCheckpoints(0), Error);
+}
+
 TEST_F(CheckpointTest, UnfinishedTempFilesOfDeadRunsAreRemoved) {
   const std::string dir = dir_ + "/tmp";
   std::filesystem::create_directories(dir);

@@ -1,8 +1,11 @@
 // ToolsTest.cpp - megatrain-run and megatrain-inspect as a user runs them: output lines, metrics, errors.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sys/wait.h>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -30,6 +33,19 @@ Result runCommand(const std::string& command) {
   const int status = pclose(pipe);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> filesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 class ToolsTest : public ::testing::Test {
@@ -106,9 +122,46 @@ TEST_F(ToolsTest, RunErrorsAreOneLine) {
   EXPECT_EQ(r.output, "megatrain-run: error: --steps needs a positive integer, got 'zero'\n");
   r = runCommand(run(dir_ + "/x.npy --weights " + dir_ + "/linear.onnx"));
   EXPECT_EQ(r.output, "megatrain-run: error: " + dir_ + "/x.npy: not a megatrain plan (protobuf parse failed)\n");
+  r = runCommand(run(base + " --keep-checkpoints 0 --save " + dir_ + "/ck"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: --keep-checkpoints needs a positive integer, got '0'\n");
+  r = runCommand(run(base + " --keep-checkpoints=two --save " + dir_ + "/ck"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: --keep-checkpoints needs a positive integer, got 'two'\n");
+  r = runCommand(run(base + " --keep-checkpoints 2"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: --keep-checkpoints needs --save DIR\n");
   r = runCommand(run("--help"));
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.output.rfind("usage: megatrain-run MODEL.plan --weights MODEL.onnx", 0), 0u);
+  EXPECT_NE(r.output.find("  --keep-checkpoints N "), std::string::npos);
+}
+
+// --keep-checkpoints 2 with a save after every step: only the two newest stay, each
+// removal is printed, `latest` names the newest, and a resumed run prunes the checkpoints
+// the first run left. Files that are not this plan's checkpoints are never removed.
+TEST_F(ToolsTest, KeepCheckpointsLeavesOnlyTheNewest) {
+  const std::string ck = dir_ + "/ck";
+  std::filesystem::create_directories(ck);
+  std::ofstream(ck + "/notes.txt") << "mine\n";
+  std::ofstream(ck + "/step-100.ckpt") << "not a checkpoint\n";
+  const std::string base = dir_ + "/linear.plan --input x=" + dir_ + "/x.npy --save-every 1 --keep-checkpoints 2 --save " + ck;
+  Result r = runCommand(run(base + " --weights " + dir_ + "/linear.onnx --steps 5"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(filesIn(ck), (std::vector<std::string>{"latest", "notes.txt", "step-100.ckpt", "step-4.ckpt", "step-5.ckpt"}));
+  EXPECT_EQ(readFile(ck + "/latest"), "step-5.ckpt\n");
+  for (int step = 1; step <= 3; ++step)
+    EXPECT_NE(r.output.find("removed   " + ck + "/step-" + std::to_string(step) + ".ckpt (--keep-checkpoints 2)\n"),
+              std::string::npos)
+        << r.output;
+  EXPECT_EQ(r.output.find("removed   " + ck + "/step-4.ckpt"), std::string::npos) << r.output;
+
+  // Resuming (past step-100.ckpt, which is no checkpoint) from step 5, on to step 7.
+  r = runCommand(run(base + " --resume " + ck + " --steps 7"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed   " + ck + "/step-5.ckpt"), std::string::npos) << r.output;
+  EXPECT_EQ(filesIn(ck), (std::vector<std::string>{"latest", "notes.txt", "step-100.ckpt", "step-6.ckpt", "step-7.ckpt"}));
+  EXPECT_EQ(readFile(ck + "/latest"), "step-7.ckpt\n");
 }
 
 TEST_F(ToolsTest, RunStopsOnANonFiniteLoss) {

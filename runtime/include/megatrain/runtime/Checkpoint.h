@@ -61,6 +61,20 @@ class CheckpointWriter {
   // way. Returns the checkpoint's path.
   std::string save(const TrainingState& state);
 
+  // Removes the checkpoints in dir() beyond the `keep` newest (keep >= 1;
+  // newest: the largest N of `step-N.ckpt`, as resumeNewest orders them).
+  // Only the checkpoints this writer would write are counted or removed:
+  // regular files named `step-N.ckpt` whose 48-byte header is this writer's
+  // (the magic, version, layout and plan hash of this plan). Any other file,
+  // a symlink, a checkpoint of another plan or one whose header cannot be
+  // read is left alone, and so is the checkpoint `dir()/latest` names,
+  // whatever its step.
+  struct Pruned {
+    std::vector<std::string> removed;  // the paths removed
+    std::vector<std::string> failed;   // "<path>: <reason>" for each that could not be
+  };
+  Pruned removeOldCheckpoints(int64_t keep) const;
+
   // Test hook: the process SIGKILLs itself once `bytes` bytes of the next
   // checkpoint's temp file are written (0: never).
   void killAfterBytes(uint64_t bytes) { killAfter_ = bytes; }
