@@ -1,5 +1,6 @@
 // ToolsTest.cpp - megatrain-run and megatrain-inspect as a user runs them: output lines, metrics, errors.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -190,6 +191,44 @@ TEST_F(ToolsTest, NonFiniteLossKeepsTheLastGoodCheckpoint) {
   std::ifstream latest(ck + "/latest");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(latest), std::istreambuf_iterator<char>()), "step-2.ckpt\n");
   EXPECT_FALSE(std::ifstream(ck + "/step-3.ckpt").good());
+}
+
+// The same for the gradient norm (computed under --clip-grad-norm) with the loss finite.
+// W's first row is 0 and stays 0 while x's first column is 0 (its gradient is 0), so x[0][0]
+// = 3e38 leaves y, and the loss, finite; but dW[0][j] = x[0][0] * dy[0][j] (dy = y / 4,
+// y[0] about 10) overflows f32, so the gradient norm is inf.
+TEST_F(ToolsTest, NonFiniteGradientNormKeepsTheLastGoodCheckpoint) {
+  writeModel(dir_ + "/zero_row.onnx", {{"W", HostTensor{{3, 2}, plan::F32, {0, 0, 1, 1, 1, 1}}}});
+  HostArray x = HostArray::zeros(ElementType::F32, {4, 3});
+  const float rows[4][3] = {{0, 5, 5}, {0, -1, 0.5f}, {0, 2, -1}, {0, 0.5f, 1}};
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < 3; ++k) x.data<float>()[i * 3 + k] = rows[i][k];
+  writeNpy(dir_ + "/good.npy", x);
+  x.data<float>()[0] = 3e38f;
+  writeNpy(dir_ + "/huge.npy", x);
+  const std::string ck = dir_ + "/ck", metrics = dir_ + "/m.jsonl";
+  const std::string plan = dir_ + "/linear.plan --quiet --clip-grad-norm 1 --save-every 1 --save " + ck + " --metrics " + metrics;
+  Result r = runCommand(run(plan + " --weights " + dir_ + "/zero_row.onnx --input x=" + dir_ + "/good.npy --steps 2"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = runCommand(run(plan + " --resume " + ck + " --input x=" + dir_ + "/huge.npy --steps 4"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: gradient norm is inf at step 3, stopping; the last good checkpoint, " + ck +
+                          "/step-2.ckpt, is kept\n");
+  EXPECT_EQ(readFile(ck + "/latest"), "step-2.ckpt\n");
+  EXPECT_EQ(filesIn(ck), (std::vector<std::string>{"latest", "step-1.ckpt", "step-2.ckpt"}));
+
+  // Step 3's row: a finite loss (the loss check did not stop the run), no gradient norm.
+  std::ifstream rows3(metrics);
+  std::string line, last;
+  while (std::getline(rows3, line)) last = line;
+  ASSERT_EQ(last.rfind("{\"step\": 3, \"loss\": ", 0), 0u) << last;
+  const double loss = std::stod(last.substr(std::string("{\"step\": 3, \"loss\": ").size()));
+  EXPECT_TRUE(std::isfinite(loss) && loss > 0) << last;
+  EXPECT_NE(last.find("\"grad_norm\": null"), std::string::npos) << last;
+
+  // The checkpoint kept is good: the run continues from it with the good input.
+  r = runCommand(run(plan + " --resume " + ck + " --input x=" + dir_ + "/good.npy --steps 3"));
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
