@@ -4,7 +4,8 @@
 # format version, a corrupt or edited plan, missing files, the malformed models that once
 # crashed megatrain-compile (exit status exactly 1, the whole line checked), sizes, times and
 # counts out of range, external data outside the model's folder, outputs to device nodes
-# (/dev/null stays a device, /dev/full's ENOSPC is an error) and a weight that is not finite.
+# (/dev/null stays a device, /dev/full's ENOSPC is an error, standard output included) and a
+# weight that is not finite.
 set -u
 BIN=$1
 SRC=$2
@@ -220,6 +221,38 @@ expect_error "--export-safetensors /dev/full" "/dev/full.*No space left on devic
   no_stdout "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 1 --quiet --export-safetensors /dev/full
 expect_error "-o a directory" "is a directory" \
   "$BIN/megatrain-compile" "$TINY" -o "$TMP" --shape input_ids=2x64 --loss next-token-ce
+
+# Standard output that cannot be written is an error of every tool (exit 1, one line),
+# not a silent exit 0: the help, the compiler's summary and IR, a run's progress, a plan's
+# schedule, all to /dev/full (ENOSPC).
+to_full() { "$@" >/dev/full; }
+F="error: writing standard output: No space left on device"
+expect_line "megatrain-compile --help >/dev/full" "megatrain-compile: $F" \
+  to_full "$BIN/megatrain-compile" --help
+expect_line "megatrain-compile's summary >/dev/full" "megatrain-compile: $F" \
+  to_full "$BIN/megatrain-compile" "$TINY" -o "$TMP/full.plan" --shape input_ids=2x64 --loss next-token-ce
+expect_line "megatrain-compile --emit=mt >/dev/full" "megatrain-compile: $F" \
+  to_full "$BIN/megatrain-compile" "$TINY" --emit=mt --shape input_ids=2x64
+expect_line "megatrain-compile --emit=plan-text -o - >/dev/full" "megatrain-compile: $F" \
+  to_full "$BIN/megatrain-compile" "$TINY" --emit=plan-text -o - --shape input_ids=2x64 --loss next-token-ce
+expect_line "megatrain-compile --emit=mt -o /dev/full" \
+  "megatrain-compile: error: cannot write '/dev/full': No space left on device" \
+  "$BIN/megatrain-compile" "$TINY" --emit=mt --shape input_ids=2x64 -o /dev/full
+expect_line "megatrain-run --help >/dev/full" "megatrain-run: $F" \
+  to_full "$BIN/megatrain-run" --help
+expect_line "megatrain-run's progress >/dev/full" "megatrain-run: $F" \
+  to_full "$BIN/megatrain-run" "$TMP/good.plan" --weights "$TINY" "${FEED[@]}" --steps 2
+expect_line "megatrain-inspect --help >/dev/full" "megatrain-inspect: $F" \
+  to_full "$BIN/megatrain-inspect" --help
+expect_line "megatrain-inspect >/dev/full" "megatrain-inspect: $F" \
+  to_full "$BIN/megatrain-inspect" "$TMP/good.plan"
+# megatrain-profile is built with the CUDA backend only; --help needs no GPU.
+if [[ -x "$BIN/megatrain-profile" ]]; then
+  expect_line "megatrain-profile --help >/dev/full" "megatrain-profile: $F" \
+    to_full "$BIN/megatrain-profile" --help
+else
+  echo "skip  megatrain-profile --help >/dev/full: no megatrain-profile in $BIN (a build without CUDA)"
+fi
 
 # A NaN weight is refused when it loads, by name and flat index.
 python3 - "$TINY" "$TMP/nan.onnx" <<'PY'

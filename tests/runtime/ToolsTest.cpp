@@ -231,6 +231,31 @@ TEST_F(ToolsTest, NonFiniteGradientNormKeepsTheLastGoodCheckpoint) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// Standard output that cannot be written (here /dev/full: ENOSPC) is an error, one line
+// on stderr and exit status 1, not a silent exit 0; the shell's ( ) keeps stderr apart.
+TEST_F(ToolsTest, AFailedWriteToStandardOutputIsAnError) {
+  auto toFull = [](const std::string& command) { return runCommand("(" + command + " >/dev/full)"); };
+  const std::string run1 = run(dir_ + "/linear.plan --weights " + dir_ + "/linear.onnx --input x=" + dir_ + "/x.npy --steps 2");
+  const std::string inspect = std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/linear.plan";
+  for (const std::string& command : {run("--help"), run1, run1 + " --quiet"}) {
+    const Result r = toFull(command);
+    EXPECT_EQ(r.status, 1) << command;
+    EXPECT_EQ(r.output, "megatrain-run: error: writing standard output: No space left on device\n") << command;
+  }
+  for (const std::string& command : {std::string(MEGATRAIN_INSPECT) + " --help", inspect, inspect + " --max-steps 2"}) {
+    const Result r = toFull(command);
+    EXPECT_EQ(r.status, 1) << command;
+    EXPECT_EQ(r.output, "megatrain-inspect: error: writing standard output: No space left on device\n") << command;
+  }
+  // The same runs with stdout that takes everything: exit 0, nothing on stderr.
+  const Result ok = runCommand("(" + inspect + " >/dev/null)");
+  EXPECT_EQ(ok.status, 0);
+  EXPECT_EQ(ok.output, "");
+  const Result trained = runCommand("(" + run1 + " >/dev/null)");
+  EXPECT_EQ(trained.status, 0);
+  EXPECT_EQ(trained.output, "");
+}
+
 TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
   const Result r = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/linear.plan --max-steps 5");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -122,6 +122,25 @@ Examples:
   std::exit(1);
 }
 
+/// Flushes (closes, for a file) a text output and fails, naming the reason,
+/// if any of it could not be written. runTool checks stdio's stdout, which
+/// llvm::outs() and the streams of openTextOutput bypass; left unchecked, the
+/// stream's destructor would end the process with LLVM's own fatal error.
+void finishOutput(llvm::raw_fd_ostream &out, const std::string &path) {
+  const bool toStdout = path.empty() || path == "-";
+  if (toStdout)
+    out.flush();
+  else
+    out.close();
+  if (!out.has_error())
+    return;
+  const std::error_code error = out.error();
+  out.clear_error();
+  if (toStdout)
+    fail("writing standard output: " + error.message());
+  fail("cannot write '" + path + "': " + error.message());
+}
+
 struct CompileArgs {
   CompileArgs() { pipeline.precision = "bf16"; }
   std::string model;
@@ -186,6 +205,7 @@ CompileArgs parseArgs(int argc, char **argv) {
     llvm::StringRef arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       llvm::outs() << kHelp;
+      finishOutput(llvm::outs(), "-");
       std::exit(0);
     }
     if (arg == "--no-memory-reuse") {
@@ -496,6 +516,7 @@ int compile(int argc, char **argv) {
   if (*stage != megatrain::EmitStage::Plan) {
     auto out = openTextOutput(args.output);
     module->print(*out);
+    finishOutput(*out, args.output);
     return 0;
   }
 
@@ -528,6 +549,7 @@ int compile(int argc, char **argv) {
       fail("cannot print the plan as text");
     auto out = openTextOutput(args.output);
     *out << text;
+    finishOutput(*out, args.output);
     return 0;
   }
   std::string bytes;
@@ -551,5 +573,9 @@ int compile(int argc, char **argv) {
 int main(int argc, char **argv) {
   // Any exception (std::bad_alloc from a hostile file included) is one line
   // and exit status 1, like every other failure.
-  return megatrain::runTool(kTool, [&] { return compile(argc, argv); });
+  return megatrain::runTool(kTool, [&] {
+    const int status = compile(argc, argv);
+    finishOutput(llvm::outs(), "-");
+    return status;
+  });
 }

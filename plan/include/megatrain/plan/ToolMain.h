@@ -10,7 +10,12 @@ namespace megatrain {
 // Runs body and returns its exit status. Any exception it lets out (megatrain::Error,
 // any std::exception, std::bad_alloc, anything else) becomes one line on stderr,
 // `<tool>: error: <message>`, and exit status 1: a tool never dies of an uncaught
-// exception, whatever the input. Both the compiler and the runtime tools call it.
+// exception, whatever the input. When body returns, standard output (stdio's stdout
+// and std::cout) is flushed; if any of it failed to be written (a full disk, /dev/full,
+// a closed descriptor), that is one line too, `<tool>: error: writing standard output:
+// No space left on device`, and the status is 1 (or body's, if that was not 0).
+// Output written around stdio (llvm::outs()) is the tool's to check. Both the compiler
+// and the runtime tools call it.
 int runTool(const char* tool, const std::function<int()>& body);
 
 // The line runTool prints for `error` (without the newline): `<tool>: error: <message>`,
