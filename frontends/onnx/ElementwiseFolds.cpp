@@ -81,10 +81,18 @@ const BinaryFn *binaryFn(llvm::StringRef op) {
                 }};
     t["Pow"] = {Family::Arithmetic, [](double a, double b) { return std::pow(a, b); },
                 ok([](int64_t a, int64_t b) {
-                  int64_t r = 1;
-                  for (int64_t k = 0; k < b; ++k)
-                    r *= a;
-                  return r;
+                  // Two's complement wrapping, as numpy's int64 power, by
+                  // squaring (an exponent near 2^63 must not loop that
+                  // often). A negative exponent truncates 1/a^|b| toward 0.
+                  if (b < 0)
+                    return a == 1 ? int64_t{1} : a == -1 ? (b % 2 ? int64_t{-1} : int64_t{1}) : int64_t{0};
+                  uint64_t r = 1, base = static_cast<uint64_t>(a);
+                  for (uint64_t e = static_cast<uint64_t>(b); e; e >>= 1) {
+                    if (e & 1)
+                      r *= base;
+                    base *= base;
+                  }
+                  return static_cast<int64_t>(r);
                 })};
     t["Max"] = {Family::Arithmetic,
                 [](double a, double b) { return std::isnan(a) || a >= b ? a : b; },

@@ -5,12 +5,15 @@
 //      before anything is copied: a function that calls itself (directly or
 //      through others) is an error naming the cycle; calls nesting deeper than
 //      kMaxInlineDepth, or a graph that would grow past kMaxInlinedNodes
-//      nodes (a function calling another twice, a few dozen levels deep,
-//      doubles the count per level), are errors too. So a hostile file fails
-//      here, in time and memory linear in its size.
+//      nodes and calls (a function calling another twice, a few dozen levels
+//      deep, doubles the count per level, even when the last is empty), are
+//      errors too. So a hostile file fails here, in time and memory linear in
+//      its size.
 //   2. Each call is replaced by its callee's body. The body's names get a
 //      prefix "<function>.<n>/" with n counting calls, so names stay as long
-//      as the file's own, however deep the calls nest.
+//      as the file's own, however deep the calls nest. The bytes copied are
+//      counted as they are copied: past kMaxInlinedBytes (a large Constant in
+//      a body called many times) the import stops.
 //
 //===----------------------------------------------------------------------===//
 #include "FunctionInliner.h"
@@ -31,12 +34,15 @@ namespace megatrain::onnx_import {
 
 /// Model-local functions calling functions deeper than this are refused.
 static constexpr int kMaxInlineDepth = 32;
-/// A graph whose calls would expand to more nodes than this is refused
-/// (the largest exported LLM graphs hold some tens of thousands). Importing
-/// takes a few microseconds a node, so a file under the limit still fails, if
-/// it must, within about a second (fuzzed models of 2.1M and 1M nodes took
-/// 6.5 s and 3.8 s).
+/// A graph whose calls would expand to more nodes than this, counting each
+/// call as one, is refused (the largest exported LLM graphs hold some tens of
+/// thousands). Importing takes a few microseconds a node, so a file under the
+/// limit still fails, if it must, within about a second (fuzzed models of
+/// 2.1M and 1M nodes took 6.5 s and 3.8 s; one of 4M calls of an empty
+/// function, 39 s).
 static constexpr int64_t kMaxInlinedNodes = 1 << 18;
+/// Inlining stops with an error once the copied nodes pass this many bytes.
+static constexpr uint64_t kMaxInlinedBytes = uint64_t{1} << 30;
 
 /// FunctionProto.attribute_proto (field 11, IR version 9): the defaults of
 /// a function's attributes. The ONNX headers megatrain builds against
@@ -71,7 +77,7 @@ public:
       : model_(model), opsets_(opsets), fileLoc_(fileLoc), nodes_(nodes) {}
 
   /// Stage 1: refuses recursion, nesting past kMaxInlineDepth and a result
-  /// over kMaxInlinedNodes, before anything is copied.
+  /// over kMaxInlinedNodes nodes and calls, before anything is copied.
   LogicalResult checkCallGraph();
 
   LogicalResult inlineNode(const onnx::NodeProto &node, int64_t opset,
@@ -80,7 +86,7 @@ public:
 private:
   /// The model-local function `node` calls, or null for a plain node.
   const onnx::FunctionProto *calleeOf(const onnx::NodeProto &node) const;
-  /// The nodes `f` expands to (saturating at kMaxInlinedNodes + 1) and the
+  /// The nodes and calls `f` expands to (saturating at kMaxInlinedNodes + 1) and the
   /// depth of its calls, memoized; `stack` holds the functions being walked.
   LogicalResult walk(const onnx::FunctionProto *f,
                      std::vector<const onnx::FunctionProto *> &stack);
@@ -93,6 +99,8 @@ private:
   std::map<const onnx::FunctionProto *, Expansion> expansions_;
   /// Calls inlined so far: the n of each body's prefix.
   int64_t calls_ = 0;
+  /// Bytes of the nodes copied out of bodies so far.
+  uint64_t copiedBytes_ = 0;
 
   const onnx::ModelProto &model_;
   const llvm::StringMap<int64_t> &opsets_;
@@ -153,7 +161,7 @@ LogicalResult FunctionInliner::walk(const onnx::FunctionProto *f,
     // A callee walked before from a shallower caller: its depth is memoized.
     if ((int)stack.size() + inner.depth > kMaxInlineDepth)
       return tooDeep(stack.front(), callee);
-    e.nodes = saturatingAdd(e.nodes, inner.nodes);
+    e.nodes = saturatingAdd(e.nodes, saturatingAdd(1, inner.nodes)); // the call, then its body
     e.depth = std::max(e.depth, inner.depth + 1);
   }
   stack.pop_back();
@@ -172,11 +180,11 @@ LogicalResult FunctionInliner::checkCallGraph() {
     }
     if (failed(walk(callee, stack)))
       return failure();
-    total = saturatingAdd(total, expansions_[callee].nodes);
+    total = saturatingAdd(total, saturatingAdd(1, expansions_[callee].nodes));
   }
   if (total > kMaxInlinedNodes)
     return emitError(fileLoc_) << "inlining the model-local functions would give more "
-                               << "than " << kMaxInlinedNodes << " nodes";
+                               << "than " << kMaxInlinedNodes << " nodes and calls";
   return success();
 }
 
@@ -247,6 +255,10 @@ LogicalResult FunctionInliner::inlineNode(const onnx::NodeProto &node, int64_t o
       *added = *value;
       added->set_name(a.name());
     }
+    copiedBytes_ += copy.ByteSizeLong();
+    if (copiedBytes_ > kMaxInlinedBytes)
+      return emitError(fileLoc_) << "inlining the model-local functions would copy more "
+                                 << "than " << kMaxInlinedBytes << " bytes of nodes";
     llvm::StringRef domain = normalizeDomain(copy.domain());
     auto own = calleeOpsets.find(domain);
     int64_t innerOpset = own != calleeOpsets.end() ? own->second : opsets_.lookup(domain);

@@ -73,6 +73,11 @@ bool NodeImport::hasInput(int i) const {
   return i < node_.input_size() && !node_.input(i).empty();
 }
 
+std::string NodeImport::inputLabel(int i) const {
+  const std::string index = "input " + std::to_string(i);
+  return hasInput(i) ? index + " ('" + node_.input(i) + "')" : index + " (not given)";
+}
+
 FailureOr<Value> NodeImport::operand(int i) {
   if (!hasInput(i)) {
     error() << "input " << i << " is required";
@@ -126,8 +131,7 @@ FailureOr<std::vector<int64_t>> NodeImport::constantIntegers(int i) {
 FailureOr<double> NodeImport::constantScalar(int i) {
   const ConstTensor *value = constant(i);
   if (!value || value->elements() != 1) {
-    error() << "input " << i << " ('" << (hasInput(i) ? node_.input(i) : "")
-            << "') must be a scalar known at import time";
+    error() << inputLabel(i) << " must be a scalar known at import time";
     return failure();
   }
   return value->real(0);
@@ -235,11 +239,14 @@ FailureOr<GraphValue> NodeImport::input(int i) {
   return graph_.values_.lookup(node_.input(i));
 }
 
-void NodeImport::aliasResult(int i, int j) {
+LogicalResult NodeImport::aliasResult(int i, int j) {
+  if (!hasInput(j))
+    return error() << "input " << j << " is required";
   if (i >= node_.output_size() || node_.output(i).empty())
-    return;
+    return success();
   GraphValue entry = graph_.values_.lookup(node_.input(j));
   graph_.values_[node_.output(i)] = entry;
+  return success();
 }
 
 const onnx::AttributeProto *NodeImport::attribute(llvm::StringRef name) const {
@@ -625,6 +632,10 @@ LogicalResult GraphImporter::importNodes() {
       return unsupported(node);
     if (opset <= 0)
       return node.error() << "the model declares no opset for domain 'ai.onnx'";
+    // Every op megatrain imports has a required first output; importers name
+    // derived values after it.
+    if (proto.output_size() == 0 || proto.output(0).empty())
+      return node.error() << "output 0 is required";
     for (int j = 0; j < proto.input_size(); ++j)
       if (!proto.input(j).empty() && !values_.count(proto.input(j)))
         return node.error() << "input '" << proto.input(j)

@@ -70,6 +70,9 @@ public:
 
   /// Whether optional input `i` is given (present and non-empty).
   bool hasInput(int i) const;
+  /// Input `i` for a message: "input 1 ('name')", or "input 1 (not given)"
+  /// when the node has no such input or leaves it empty.
+  std::string inputLabel(int i) const;
   /// Input `i` as a tensor value (materializing parameters and constants).
   mlir::FailureOr<mlir::Value> operand(int i);
   /// Input `i`'s value if it is known at import time, else null.
@@ -103,8 +106,9 @@ public:
   void bindResult(int i, GraphValue value);
   /// What input `i` stands for (SequenceConstruct).
   mlir::FailureOr<GraphValue> input(int i);
-  /// Binds output `i` to whatever input `j` is (Identity, no-op reshapes).
-  void aliasResult(int i, int j);
+  /// Binds output `i` to whatever input `j` is (Identity, no-op reshapes);
+  /// an error when the node lacks input `j`.
+  [[nodiscard]] mlir::LogicalResult aliasResult(int i, int j);
 
   const onnx::AttributeProto *attribute(llvm::StringRef name) const;
   int64_t intAttr(llvm::StringRef name, int64_t fallback) const;

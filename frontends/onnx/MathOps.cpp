@@ -21,8 +21,7 @@ static FailureOr<Value> floatOperand(NodeImport &n, int i) {
   if (failed(v))
     return failure();
   if (!isa<FloatType>(elementOf(*v))) {
-    n.error() << "input " << i << " ('" << n.node().input(i)
-              << "') must be floating point, got " << v->getType();
+    n.error() << n.inputLabel(i) << " must be floating point, got " << v->getType();
     return failure();
   }
   return v;
@@ -174,13 +173,12 @@ static LogicalResult importPow(NodeImport &n) {
     return failure();
   const ConstTensor *exponent = n.constant(1);
   if (!exponent || exponent->elements() != 1)
-    return n.error() << "the exponent (input 1, '" << n.node().input(1)
-                     << "') must be a scalar known at import time; a run-time exponent "
+    return n.error() << "the exponent, " << n.inputLabel(1)
+                     << ", must be a scalar known at import time; a run-time exponent "
                      << "is not supported (nearest supported: Exp and Log)";
   double e = exponent->real(0);
   if (e == 1.0) {
-    n.aliasResult(0, 0);
-    return success();
+    return n.aliasResult(0, 0);
   }
   OpBuilder &b = n.builder();
   if (e == 2.0)
@@ -274,8 +272,7 @@ static LogicalResult importDropout(NodeImport &n) {
   if (n.outputUsed(1))
     return n.error() << "output 1 (mask) is used; only inference-mode Dropout is "
                         "supported";
-  n.aliasResult(0, 0);
-  return success();
+  return n.aliasResult(0, 0);
 }
 
 void registerMathOps(llvm::StringMap<OpImportFn> &table) {

@@ -86,8 +86,11 @@ bool reshapeTarget(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> target,
       return false;
     }
     out.push_back(d);
-    if ((int)k != inferred)
-      known *= d;
+    // A product past int64 cannot match the input's element count.
+    if ((int)k != inferred && __builtin_mul_overflow(known, d, &known)) {
+      error = "cannot reshape " + shapeStr(in) + " to " + shapeStr(target);
+      return false;
+    }
   }
   int64_t total = numElements(in);
   if (inferred >= 0) {

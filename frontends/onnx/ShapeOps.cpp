@@ -28,8 +28,7 @@ static Value reshapeTo(NodeImport &n, Value x, ArrayRef<int64_t> shape) {
 /// Binds output 0 to `x` reshaped to `shape` (an alias when nothing changes).
 static LogicalResult setReshaped(NodeImport &n, Value x, ArrayRef<int64_t> shape) {
   if (shapeOf(x) == shape) {
-    n.aliasResult(0, 0);
-    return success();
+    return n.aliasResult(0, 0);
   }
   n.setResult(0, reshapeTo(n, x, shape));
   return success();
@@ -97,8 +96,7 @@ static LogicalResult importTranspose(NodeImport &n) {
   for (size_t i = 0; i < perm.size(); ++i)
     identity &= perm[i] == (int64_t)i;
   if (identity) {
-    n.aliasResult(0, 0);
-    return success();
+    return n.aliasResult(0, 0);
   }
   std::vector<int64_t> shape = permuteShape(shapeOf(*x), perm);
   n.setResult(
@@ -119,8 +117,7 @@ static LogicalResult importExpand(NodeImport &n) {
     return n.error() << "cannot expand " << shapeStr(shapeOf(*x)) << " to "
                      << shapeStr(*target);
   if (ArrayRef<int64_t>(*shape) == shapeOf(*x)) {
-    n.aliasResult(0, 0);
-    return success();
+    return n.aliasResult(0, 0);
   }
   n.setResult(0, n.builder().create<mt::BroadcastToOp>(
                      n.loc(), mt::tensorLike(x->getType(), *shape), *x));
@@ -240,8 +237,7 @@ static LogicalResult importSlice(NodeImport &n) {
       return n.error() << "the slice is empty (zero-sized tensors are not supported)";
   }
   if (isWhole(shapeOf(*x), dims)) {
-    n.aliasResult(0, 0);
-    return success();
+    return n.aliasResult(0, 0);
   }
   n.setResult(0, slice(n, *x, dims));
   return success();
@@ -309,8 +305,7 @@ static LogicalResult importSplitToSequence(NodeImport &n) {
   } else {
     const ConstTensor *split = n.constant(1);
     if (!split || split->isFloat())
-      return n.error() << "input 1 ('" << n.node().input(1)
-                       << "') must be integers known at import time";
+      return n.error() << n.inputLabel(1) << " must be integers known at import time";
     if (split->shape.empty()) {
       int64_t chunk = split->i[0];
       if (chunk <= 0)
@@ -433,8 +428,7 @@ static LogicalResult importCast(NodeImport &n) {
     return failure();
   Type element = mlirTypeOf(*n.context(), *to);
   if (element == elementOf(*x)) {
-    n.aliasResult(0, 0);
-    return success();
+    return n.aliasResult(0, 0);
   }
   if (!constKindOf(elementOf(*x)))
     return n.error() << "cannot cast " << x->getType();
@@ -504,8 +498,7 @@ template <typename Op> static LogicalResult importReduce(NodeImport &n) {
   }
   if (axes.empty()) {
     if (n.intAttr("noop_with_empty_axes", 0) != 0) {
-      n.aliasResult(0, 0);
-      return success();
+      return n.aliasResult(0, 0);
     }
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
@@ -549,8 +542,7 @@ static LogicalResult importGather(NodeImport &n) {
 static LogicalResult importIdentity(NodeImport &n) {
   if (!n.hasInput(0))
     return n.error() << "input 0 is required";
-  n.aliasResult(0, 0);
-  return success();
+  return n.aliasResult(0, 0);
 }
 
 void registerShapeOps(llvm::StringMap<OpImportFn> &table) {

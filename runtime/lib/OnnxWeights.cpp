@@ -229,10 +229,11 @@ void OnnxWeights::read(const std::string& name, plan::DType dtype,
     if (raw.size() != count * elementSize)
       throw Error(what + ": " + where + " holds " + std::to_string(raw.size()) + " bytes, expected " +
                   std::to_string(count * elementSize));
-    // The common case, same type on both sides, is a plain copy.
+    // The common case, same type on both sides, is a plain copy (none for an
+    // empty tensor, whose destination may be null).
     if ((dataType == onnx::TensorProto::FLOAT && dtype == plan::F32) ||
         (dataType == onnx::TensorProto::DOUBLE && dtype == plan::F64)) {
-      std::memcpy(out, raw.data(), raw.size());
+      if (!raw.empty()) std::memcpy(out, raw.data(), raw.size());
       copied = true;
     }
     element = [&raw, dataType](size_t i) { return rawElement(raw.data(), dataType, i); };

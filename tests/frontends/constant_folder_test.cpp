@@ -185,6 +185,25 @@ TEST(ConstantFolder, IntegerDivisionTruncatesAndModFollowsTheDivisor) {
   EXPECT_EQ(error, "integer division by zero");
 }
 
+// Integer Pow wraps as numpy's int64 power, and an exponent near 2^63 takes
+// 63 squarings, not 2^63 multiplications (a fuzzed model hung here).
+TEST(ConstantFolder, IntegerPowWrapsAndHugeExponentsFinish) {
+  ConstTensor base = ints({3, 2, -1, 1, 5}), exponent = ints({4, 64, (int64_t{1} << 62) + 1, -3, -1});
+  EXPECT_EQ(fold(Node("Pow"), {&base, &exponent})[0].i, (std::vector<int64_t>{81, 0, -1, 1, 0}));
+  ConstTensor three = ints({3}), big = ints({std::numeric_limits<int64_t>::max()});
+  // 3 is odd, so every power is odd: wrapping keeps the low bit.
+  EXPECT_EQ(fold(Node("Pow"), {&three, &big})[0].i[0] & 1, 1);
+}
+
+// A Reshape target whose dims multiply past int64 is refused, not wrapped.
+TEST(ConstantFolder, ReshapeTargetsThatOverflowAreRefused) {
+  ConstTensor x = ints({1, 2, 3, 4});
+  ConstTensor target = ints({4, 5758133589979955202});
+  std::string error;
+  fold(Node("Reshape"), {&x, &target}, &error);
+  EXPECT_EQ(error, "cannot reshape [4] to [4x5758133589979955202]");
+}
+
 TEST(ConstantFolder, Float32ResultsAreRoundedToFloat) {
   ConstTensor one = floats({1.0}), three = floats({3.0});
   one.shape = three.shape = {};

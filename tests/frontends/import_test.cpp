@@ -552,6 +552,15 @@ TEST(OnnxImportMalformed, FoldedNodeWithTooFewInputs) {
                         "opset 17): input 1 is required but the node has 1 input");
 }
 
+// An importer's message names an input the node lacks without reading past
+// its inputs (this was a heap overflow).
+TEST(OnnxImportMalformed, PowWithoutExponent) {
+  auto m = import(testModel("pow_no_exponent"));
+  EXPECT_EQ(m->error(), "node 'pow' (op Pow, domain 'ai.onnx', opset 17): the exponent, "
+                        "input 1 (not given), must be a scalar known at import time; a "
+                        "run-time exponent is not supported (nearest supported: Exp and Log)");
+}
+
 // Recursion through another function is found before anything is inlined
 // (this ran out of memory: names doubled per level).
 TEST(OnnxImportMalformed, RecursiveFunctionsNameTheCycle) {
@@ -570,7 +579,22 @@ TEST(OnnxImportMalformed, FunctionsNestedPastTheLimit) {
 TEST(OnnxImportMalformed, FunctionsExpandingPastTheNodeLimit) {
   auto m = import(testModel("function_wide"));
   EXPECT_EQ(m->error(), "inlining the model-local functions would give more than "
-                        "262144 nodes");
+                        "262144 nodes and calls");
+}
+
+// The same calls with an empty last function: no nodes, but 2^24 calls (a
+// fuzzed model took 39 s before calls counted toward the limit).
+TEST(OnnxImportMalformed, CallsOfAnEmptyFunctionCountTowardTheLimit) {
+  auto m = import(testModel("function_wide_empty"));
+  EXPECT_EQ(m->error(), "inlining the model-local functions would give more than "
+                        "262144 nodes and calls");
+}
+
+// 2^16 calls of a body with a 64 KiB Constant: the copying stops at 1 GiB.
+TEST(OnnxImportMalformed, InliningStopsPastAGibibyteOfCopies) {
+  auto m = import(testModel("function_wide_constant"));
+  EXPECT_EQ(m->error(), "inlining the model-local functions would copy more than "
+                        "1073741824 bytes of nodes");
 }
 
 TEST(OnnxImportMalformed, InputOfRankNine) {

@@ -251,6 +251,11 @@ def malformed_models():
         n("MatMul", ["a"], ["b"], name="matmul_one_input"),
         n("Add", ["x", "b"], ["y"], name="add"),
     ], [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], check=False)
+    # Pow with no exponent (a structure-fuzzed model: the message read input 1
+    # past the end of the node's inputs).
+    out["pow_no_exponent"] = model("pow_no_exponent", [
+        n("Pow", ["x"], ["y"], name="pow"),
+    ], [vi("x", F, [2])], [vi("y", F, [2])], check=False)
     # Functions calling themselves through another, 40 deep, and 24 deep with
     # two calls per level (2^24 nodes).
     out["function_recursion"] = function_model("function_recursion", [
@@ -267,6 +272,25 @@ def malformed_models():
             n(f"W{k + 1}", ["x"], ["h"], name="first", domain="local"),
             n(f"W{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(23)]
         + [local_function("W23", [n("Relu", ["x"], ["y"], name="relu")])])
+    # The same with an empty last function: no node at all comes out, but 2^24
+    # calls go in (a fuzzed model: 39 s to import before calls were counted).
+    out["function_wide_empty"] = function_model("function_wide_empty", [
+        n("W0", ["x"], ["y"], name="call", domain="local")],
+        [local_function(f"W{k}", [
+            n(f"W{k + 1}", ["x"], ["h"], name="first", domain="local"),
+            n(f"W{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(23)]
+        + [helper.make_function("local", "W23", ["x"], ["y"], [], [helper.make_opsetid("", 18)])])
+    # 2^16 calls of a body holding a 64 KiB Constant: within the node limit,
+    # but 4 GiB to copy.
+    out["function_wide_constant"] = function_model("function_wide_constant", [
+        n("C0", ["x"], ["y"], name="call", domain="local")],
+        [local_function(f"C{k}", [
+            n(f"C{k + 1}", ["x"], ["h"], name="first", domain="local"),
+            n(f"C{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(16)]
+        + [local_function("C16", [
+            n("Constant", [], ["table"], name="table",
+              value=numpy_helper.from_array(np.arange(16384, dtype=np.float32), "table")),
+            n("Add", ["x", "table"], ["y"], name="add")])])
     # Sizes from the file: rank 9, and shapes whose byte size overflows int64.
     out["rank_nine_input"] = model("rank_nine_input", [
         n("Relu", ["x"], ["y"], name="relu"),

@@ -18,12 +18,57 @@ OUT=$(cd "$2" && pwd)
 FUZZ_BIN=${3:-$SRC/build-fuzz/bin}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-for t in fuzz_plan_loader fuzz_checkpoint fuzz_npy fuzz_token_sidecar fuzz_onnx_import; do
+for t in fuzz_plan_loader fuzz_checkpoint fuzz_npy fuzz_token_sidecar fuzz_onnx_import fuzz_onnx_structure \
+  fuzz_onnx_weights; do
   mkdir -p "$OUT/$t"
 done
 
-# ONNX: every committed model.
+# ONNX: every committed model, for the byte and the structure-aware mutator.
 cp "$SRC"/frontends/models/*.onnx "$SRC"/tests/frontends/models/*.onnx "$OUT/fuzz_onnx_import/"
+cp "$OUT"/fuzz_onnx_import/*.onnx "$OUT/fuzz_onnx_structure/"
+
+# Weights: fuzz_onnx_weights takes a 4-byte little-endian model length, the
+# model, then the bytes of its external data file weights.bin. Seeds: the
+# committed models with no data file, and models whose initializers of each
+# type live in weights.bin (onnx's own external-data writer), with and without
+# offset and length.
+python3 - "$OUT/fuzz_onnx_weights" "$SRC"/frontends/models/*.onnx <<'PY'
+import os, struct, sys, tempfile
+import numpy as np
+import onnx
+from onnx import external_data_helper, helper, numpy_helper
+out = sys.argv[1]
+def seed(name, model_bytes, data=b""):
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(struct.pack("<I", len(model_bytes)) + model_bytes + data)
+for path in sys.argv[2:]:
+    with open(path, "rb") as f:
+        seed(os.path.basename(path), f.read())
+arrays = {
+    "w_f32": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
+    "w_f64": np.linspace(-1, 1, 6).reshape(2, 3),
+    "w_f16": np.arange(8, dtype=np.float16),
+    "w_i64": np.arange(5, dtype=np.int64) - 2,
+    "w_i32": np.arange(4, dtype=np.int32),
+    "w_u8": np.arange(3, dtype=np.uint8),
+    "w_scalar": np.array(2.5, dtype=np.float32),
+    "w_empty": np.zeros((0, 3), dtype=np.float32),
+}
+for threshold in (0, 1 << 30):  # all external; all inline
+    graph = helper.make_graph([], "weights", [], [],
+                              [numpy_helper.from_array(a, n) for n, a in arrays.items()])
+    model = helper.make_model(graph)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        onnx.save_model(model, path, save_as_external_data=threshold == 0, all_tensors_to_one_file=True,
+                        location="weights.bin", size_threshold=threshold)
+        data = b""
+        if threshold == 0:
+            with open(os.path.join(tmp, "weights.bin"), "rb") as f:
+                data = f.read()
+        with open(path, "rb") as f:
+            seed("external.onnx" if threshold == 0 else "inline.onnx", f.read(), data)
+PY
 
 # Plans: the two demo models compiled as the tests compile them.
 "$BIN/megatrain-compile" "$SRC/frontends/models/mlp.onnx" -o "$OUT/fuzz_plan_loader/mlp.plan" --shape x=8x16 >/dev/null
