@@ -12,7 +12,7 @@
 //   2. Each call is replaced by its callee's body. The body's names get a
 //      prefix "<function>.<n>/" with n counting calls, so names stay as long
 //      as the file's own, however deep the calls nest. The bytes copied are
-//      counted as they are copied: past kMaxInlinedBytes (a large Constant in
+//      counted as they are copied: past kMaxInlinedBytes (256 MiB: a large Constant in
 //      a body called many times) the import stops.
 //
 //===----------------------------------------------------------------------===//
@@ -42,7 +42,7 @@ static constexpr int kMaxInlineDepth = 32;
 /// function, 39 s).
 static constexpr int64_t kMaxInlinedNodes = 1 << 18;
 /// Inlining stops with an error once the copied nodes pass this many bytes.
-static constexpr uint64_t kMaxInlinedBytes = uint64_t{1} << 30;
+static constexpr uint64_t kMaxInlinedBytes = uint64_t{1} << 28;
 
 /// FunctionProto.attribute_proto (field 11, IR version 9): the defaults of
 /// a function's attributes. The ONNX headers megatrain builds against

@@ -590,11 +590,11 @@ TEST(OnnxImportMalformed, CallsOfAnEmptyFunctionCountTowardTheLimit) {
                         "262144 nodes and calls");
 }
 
-// 2^16 calls of a body with a 64 KiB Constant: the copying stops at 1 GiB.
+// 2^16 calls of a body with a 64 KiB Constant: the copying stops at 256 MiB.
 TEST(OnnxImportMalformed, InliningStopsPastAGibibyteOfCopies) {
   auto m = import(testModel("function_wide_constant"));
   EXPECT_EQ(m->error(), "inlining the model-local functions would copy more than "
-                        "1073741824 bytes of nodes");
+                        "268435456 bytes of nodes");
 }
 
 TEST(OnnxImportMalformed, InputOfRankNine) {
