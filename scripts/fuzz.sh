@@ -2,7 +2,8 @@
 # scripts/fuzz.sh - runs one libFuzzer target for a while over the repository's seeds (docs/fuzzing.md).
 #
 # usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET   fuzz_plan_loader, fuzz_checkpoint, fuzz_npy, fuzz_token_sidecar or fuzz_onnx_import
+#   TARGET   a target of tests/fuzz/CMakeLists.txt: fuzz_plan_loader, fuzz_checkpoint, fuzz_npy,
+#            fuzz_token_sidecar, fuzz_onnx_weights, fuzz_onnx_import or fuzz_onnx_structure
 # Installs clang-19 and libFuzzer when missing (FUZZ=1 scripts/setup.sh), configures
 # build-fuzz/ (clang, MEGATRAIN_FUZZ=ON, no CUDA), builds TARGET, makes the seed
 # corpus (tests/fuzz/make_corpus.sh, with the tools of build/, built if missing)
