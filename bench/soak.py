@@ -22,7 +22,8 @@ While A and B run, their memory is sampled every --sample-every seconds into
 OUT/memory.csv: VmRSS (and VmHWM, RssAnon, RssFile, RssShmem) from /proc/PID/status, and
 on cuda nvidia-smi's used_memory for the process (--query-compute-apps) and the GPU's
 memory.used. A process's memory is flat when, over the samples after its first
-checkpoint, max - min <= max(--flat-pct % of max, --flat-mib MiB).
+checkpoint and before its last step completes (then it saves, frees its pools and
+exits), max - min <= max(--flat-pct % of max, --flat-mib MiB).
 
 Every figure goes to OUT/soak.json; the table goes to OUT/summary.txt and is printed
 last. Exit status 1 when a check fails.
@@ -596,7 +597,12 @@ def run(a, soak):
     # Memory: each process after its first checkpoint.
     memory = {}
     for name, first in (("A", first_ckpt_a), ("B", first_ckpt_b)):
-        window = [s for s in soak.samples if s["run"] == name and s["after_first_ckpt"]]
+        # From the first checkpoint until the last step completes: after it the
+        # process saves, frees its pools and exits, which is not a leak.
+        last_step = max((s["step"] for s in soak.samples if s["run"] == name and s["step"] is not None),
+                        default=None)
+        window = [s for s in soak.samples if s["run"] == name and s["after_first_ckpt"]
+                  and s["step"] is not None and s["step"] < last_step]
         entry = {"samples_total": sum(1 for s in soak.samples if s["run"] == name), "samples_after_first_ckpt": len(window),
                  "host_rss": flatness(window, "rss_mib", a.flat_pct, a.flat_mib)}
         hwm = [s["hwm_mib"] for s in soak.samples if s["run"] == name and s["hwm_mib"] is not None]

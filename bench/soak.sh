@@ -22,7 +22,7 @@
 # to the calibration's; one checkpoint is left, B's last; the device memory (nvidia-smi:
 # the process's used_memory from --query-compute-apps, or the GPU's memory.used when the
 # process is not listed) and the host memory (VmRSS of /proc/PID/status), sampled every
-# SAMPLE_EVERY seconds, are flat in each process after its first checkpoint: max - min
+# SAMPLE_EVERY seconds, are flat in each process from its first checkpoint to its last step: max - min
 # within FLAT_PCT percent of the max or within FLAT_MIB MiB, whichever is larger.
 #
 # On the H200, two device commands (each under the 10-minute limit):
