@@ -33,6 +33,7 @@
 #include <string>
 
 #include "CudaBackendImpl.h"
+#include "DeviceSupport.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/KernelBinding.h"
@@ -55,6 +56,7 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
                 " found)");
   MT_CUDA_CHECK(cudaSetDevice(device));
   MT_CUDA_CHECK(cudaFree(nullptr));  // makes the context now, so that the memory report sees it
+  checkDeviceSupported(device);
   MT_CUDA_CHECK(cudaDeviceGetAttribute(&context_.smCount, cudaDevAttrMultiProcessorCount, device));
   MT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   MT_CUBLAS_CHECK(cublasCreate(&cublas_));

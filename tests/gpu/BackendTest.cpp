@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include "CudaHarness.h"
+#include "DeviceSupport.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/CpuBackend.h"
@@ -25,6 +28,20 @@ void writeAll(Backend& backend, const plan::Tensor& tensor, const HostTensor& va
 }
 
 // host -> device, a kernel, device -> host: the path every parameter and gradient takes.
+// The device's own machine code is loaded, not PTX compiled at run time: this
+// build's architecture list (cmake/CudaArchitectures.cmake) holds the GPU's.
+TEST(CudaBackend, RunsMachineCodeBuiltForThisGpu) {
+  ASSERT_NO_THROW(cuda::checkDeviceSupported(0));
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const int capability = prop.major * 10 + prop.minor;
+  const std::string archs = "," + cuda::compiledArchitectures() + ",";
+  const bool built = archs.find("," + std::to_string(capability) + ",") != std::string::npos ||
+                     archs.find("," + std::to_string(capability) + "a,") != std::string::npos;
+  ASSERT_TRUE(built) << prop.name << " (" << capability << ") is not in " << cuda::compiledArchitectures();
+  EXPECT_EQ(cuda::loadedBinaryVersion(), capability);
+}
+
 TEST(CudaBackend, CopiesBetweenPinnedHostAndDevice) {
   std::mt19937 rng(testSeed());
   for (plan::DType dt : {plan::F32, plan::F64}) {
