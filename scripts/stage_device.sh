@@ -14,7 +14,10 @@
 # and checks: megatrain-compile needs no shared library beyond libc, libstdc++, libm,
 # libgcc_s, libprotobuf and libz (ldd); it compiles the tiny model to the same plan as
 # build/bin/megatrain-compile (when that exists); the stage is under LIMIT_MIB (60) MiB.
-# Settings: BUILD_DIR, STAGE, LIMIT_MIB, JOBS (default nproc).
+# The GPU machine is an H200, so the stage holds sm_90a code only (CUDA_ARCHITECTURES,
+# default 90a): the four architectures a release binary holds (docs/cuda.md, "Supported
+# GPUs") would more than double each CUDA binary, past what a device call carries.
+# Settings: BUILD_DIR, STAGE, LIMIT_MIB, JOBS (default nproc), CUDA_ARCHITECTURES.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-static}
@@ -26,6 +29,10 @@ TARGETS=(megatrain-compile megatrain-run megatrain-inspect megatrain-profile
 
 if [[ ! -f $BUILD_DIR/build.ninja ]] || ! grep -q '^MEGATRAIN_STATIC_MLIR:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRAIN_STATIC_MLIR=ON
+fi
+CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES:-90a}
+if ! grep -q "^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=$CUDA_ARCHITECTURES\$" "$BUILD_DIR/CMakeCache.txt"; then
+  cmake "$BUILD_DIR" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHITECTURES" >/dev/null
 fi
 if ! grep -q '^MEGATRAIN_CUDA_BUILT' "$BUILD_DIR/megatrain-features.txt"; then
   echo "stage_device.sh: $BUILD_DIR has no CUDA backend (nvcc not found?); the GPU binaries need it" >&2
