@@ -13,13 +13,18 @@
 # Each target sets CUDA_ARCHITECTURES OFF and takes MEGATRAIN_CUDA_GENCODE, so
 # CMake 3.25's own handling of arch-specific (90a) entries is never relied on.
 set(MEGATRAIN_DEFAULT_CUDA_ARCHITECTURES "80;86;89;90a")
-if(DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+# A value CMake chose itself (enable_language(CUDA) in a build folder configured
+# before this file existed caches the compiler's default, sm_75, with the help
+# string "CUDA architectures") is not the user's: it is replaced.
+get_property(_help CACHE CMAKE_CUDA_ARCHITECTURES PROPERTY HELPSTRING)
+if(DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT CMAKE_CUDA_ARCHITECTURES STREQUAL ""
+   AND NOT _help STREQUAL "CUDA architectures")
   set(MEGATRAIN_CUDA_ARCH_LIST "${CMAKE_CUDA_ARCHITECTURES}")
 else()
   set(MEGATRAIN_CUDA_ARCH_LIST "${MEGATRAIN_DEFAULT_CUDA_ARCHITECTURES}")
   # enable_language(CUDA) would otherwise pick the compiler's default (sm_75).
   set(CMAKE_CUDA_ARCHITECTURES "${MEGATRAIN_DEFAULT_CUDA_ARCHITECTURES}" CACHE STRING
-      "GPU architectures of the CUDA backend (default: 80;86;89;90a)")
+      "GPU architectures of the CUDA backend (default: 80;86;89;90a)" FORCE)
 endif()
 
 set(MEGATRAIN_CUDA_GENCODE "")
