@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 
 using namespace mlir;
 
@@ -35,12 +36,13 @@ namespace megatrain::onnx_import {
 /// Model-local functions calling functions deeper than this are refused.
 static constexpr int kMaxInlineDepth = 32;
 /// A graph whose calls would expand to more nodes than this, counting each
-/// call as one, is refused (the largest exported LLM graphs hold some tens of
-/// thousands). Importing takes a few microseconds a node, so a file under the
-/// limit still fails, if it must, within about a second (fuzzed models of
-/// 2.1M and 1M nodes took 6.5 s and 3.8 s; one of 4M calls of an empty
-/// function, 39 s).
-static constexpr int64_t kMaxInlinedNodes = 1 << 18;
+/// call as one, is refused: 12x the 5,128 nodes of the Llama-2-7B export
+/// (tests/models/graphs), 3x a 126-layer model's. Inlining and importing take
+/// a few microseconds a node, so a file under the limit still fails, if it
+/// must, in a fraction of a second (fuzzed models of 2.1M and 1M nodes took
+/// 6.5 s and 3.8 s; one of 4M calls of an empty function 39 s; at 2^18 nodes a
+/// 2.5 KB file still took 5 s under ASan).
+static constexpr int64_t kMaxInlinedNodes = 1 << 16;
 /// Inlining stops with an error once the copied nodes pass this many bytes.
 static constexpr uint64_t kMaxInlinedBytes = uint64_t{1} << 28;
 
@@ -170,6 +172,12 @@ LogicalResult FunctionInliner::walk(const onnx::FunctionProto *f,
 }
 
 LogicalResult FunctionInliner::checkCallGraph() {
+  // A call must name one body: ONNX identifies a function by domain and name.
+  std::set<std::pair<std::string, std::string>> defined;
+  for (const onnx::FunctionProto &f : model_.functions())
+    if (!defined.emplace(normalizeDomain(f.domain()).str(), f.name()).second)
+      return emitError(fileLoc_) << "model-local function '" << f.name() << "' (domain '"
+                                 << normalizeDomain(f.domain()) << "') is defined twice";
   int64_t total = 0;
   std::vector<const onnx::FunctionProto *> stack;
   for (const onnx::NodeProto &node : model_.graph().node()) {

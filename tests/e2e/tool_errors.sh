@@ -81,7 +81,7 @@ expect_line "functions 40 deep" \
   "$C $M/function_deep.onnx: model-local functions call each other more than 32 deep (from 'F0' down to 'F32')" \
   "$BIN/megatrain-compile" "$M/function_deep.onnx" -o "$TMP/a.plan"
 expect_line "functions expanding to 2^24 nodes" \
-  "$C $M/function_wide.onnx: inlining the model-local functions would give more than 262144 nodes and calls" \
+  "$C $M/function_wide.onnx: inlining the model-local functions would give more than 65536 nodes and calls" \
   "$BIN/megatrain-compile" "$M/function_wide.onnx" -o "$TMP/a.plan"
 expect_line "input of rank 9" \
   "$C $M/rank_nine_input.onnx: input 'x' has rank 9; at most 8 dims are supported" \

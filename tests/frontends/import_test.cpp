@@ -569,6 +569,11 @@ TEST(OnnxImportMalformed, RecursiveFunctionsNameTheCycle) {
   EXPECT_EQ(m->errorFiles.front(), testModel("function_recursion"));
 }
 
+TEST(OnnxImportMalformed, FunctionDefinedTwice) {
+  auto m = import(testModel("function_duplicate"));
+  EXPECT_EQ(m->error(), "model-local function 'Twice' (domain 'local') is defined twice");
+}
+
 TEST(OnnxImportMalformed, FunctionsNestedPastTheLimit) {
   auto m = import(testModel("function_deep"));
   EXPECT_EQ(m->error(), "model-local functions call each other more than 32 deep "
@@ -579,7 +584,7 @@ TEST(OnnxImportMalformed, FunctionsNestedPastTheLimit) {
 TEST(OnnxImportMalformed, FunctionsExpandingPastTheNodeLimit) {
   auto m = import(testModel("function_wide"));
   EXPECT_EQ(m->error(), "inlining the model-local functions would give more than "
-                        "262144 nodes and calls");
+                        "65536 nodes and calls");
 }
 
 // The same calls with an empty last function: no nodes, but 2^24 calls (a
@@ -587,10 +592,10 @@ TEST(OnnxImportMalformed, FunctionsExpandingPastTheNodeLimit) {
 TEST(OnnxImportMalformed, CallsOfAnEmptyFunctionCountTowardTheLimit) {
   auto m = import(testModel("function_wide_empty"));
   EXPECT_EQ(m->error(), "inlining the model-local functions would give more than "
-                        "262144 nodes and calls");
+                        "65536 nodes and calls");
 }
 
-// 2^16 calls of a body with a 64 KiB Constant: the copying stops at 256 MiB.
+// 2^14 calls of a body with a 64 KiB Constant: the copying stops at 256 MiB.
 TEST(OnnxImportMalformed, InliningStopsPastAGibibyteOfCopies) {
   auto m = import(testModel("function_wide_constant"));
   EXPECT_EQ(m->error(), "inlining the model-local functions would copy more than "

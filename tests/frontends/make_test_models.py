@@ -262,6 +262,11 @@ def malformed_models():
         n("Ping", ["x"], ["y"], name="call", domain="local")], [
         local_function("Ping", [n("Pong", ["x"], ["y"], name="to_pong", domain="local")]),
         local_function("Pong", [n("Ping", ["x"], ["y"], name="to_ping", domain="local")])])
+    # Two bodies under one name: which one a call means is undefined.
+    out["function_duplicate"] = function_model("function_duplicate", [
+        n("Twice", ["x"], ["y"], name="call", domain="local")], [
+        local_function("Twice", [n("Relu", ["x"], ["y"], name="relu")]),
+        local_function("Twice", [n("Neg", ["x"], ["y"], name="neg")])])
     out["function_deep"] = function_model("function_deep", [
         n("F0", ["x"], ["y"], name="call", domain="local")],
         [local_function(f"F{k}", [n(f"F{k + 1}", ["x"], ["y"], name="next", domain="local")])
@@ -280,14 +285,14 @@ def malformed_models():
             n(f"W{k + 1}", ["x"], ["h"], name="first", domain="local"),
             n(f"W{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(23)]
         + [helper.make_function("local", "W23", ["x"], ["y"], [], [helper.make_opsetid("", 18)])])
-    # 2^16 calls of a body holding a 64 KiB Constant: within the node limit,
-    # but 4 GiB to copy.
+    # 2^14 calls of a body holding a 64 KiB Constant: within the node limit
+    # (65,535 nodes and calls), but 1 GiB to copy.
     out["function_wide_constant"] = function_model("function_wide_constant", [
         n("C0", ["x"], ["y"], name="call", domain="local")],
         [local_function(f"C{k}", [
             n(f"C{k + 1}", ["x"], ["h"], name="first", domain="local"),
-            n(f"C{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(16)]
-        + [local_function("C16", [
+            n(f"C{k + 1}", ["h"], ["y"], name="second", domain="local")]) for k in range(14)]
+        + [local_function("C14", [
             n("Constant", [], ["table"], name="table",
               value=numpy_helper.from_array(np.arange(16384, dtype=np.float32), "table")),
             n("Add", ["x", "table"], ["y"], name="add")])])
