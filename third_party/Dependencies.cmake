@@ -1,8 +1,11 @@
-# third_party/Dependencies.cmake - finds MLIR, GoogleTest and CUDA (included at top level
-# so the variables they set are visible everywhere).
+# third_party/Dependencies.cmake - finds protobuf, zlib, MLIR, GoogleTest and CUDA (included at
+# top level so the variables and imported targets they set are visible everywhere).
 
 find_package(Protobuf REQUIRED)
 find_package(Threads REQUIRED)
+# zlib: the CRC-32 of the plan checksum (plan/lib/PlanChecksum.cpp) and of checkpoints
+# (runtime/lib/Checksum.cpp).
+find_package(ZLIB REQUIRED)
 
 if(MEGATRAIN_BUILD_COMPILER)
   find_package(MLIR REQUIRED CONFIG
