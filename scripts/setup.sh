@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # scripts/setup.sh - installs what megatrain needs to build and test (idempotent).
-# Debian 12: MLIR/LLVM 19, protobuf 3.21, the ONNX schema, GoogleTest, the demo corpus.
+# Debian 12: MLIR/LLVM 19, protobuf 3.21, the ONNX schema, zlib, nlohmann-json, GoogleTest,
+# the demo corpus.
 set -euo pipefail
 
 PKGS=(
-  cmake ninja-build ccache g++ python3 python3-numpy zlib1g-dev
+  cmake ninja-build ccache g++ python3 python3-numpy zlib1g-dev nlohmann-json3-dev
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev googletest

@@ -1,8 +1,16 @@
-# third_party/Dependencies.cmake - finds MLIR, GoogleTest and CUDA (included at top level
-# so the variables they set are visible everywhere).
+# third_party/Dependencies.cmake - finds protobuf, zlib, nlohmann-json, MLIR, GoogleTest and CUDA
+# (included at top level so the variables and imported targets they set are visible everywhere).
 
 find_package(Protobuf REQUIRED)
 find_package(Threads REQUIRED)
+# zlib: the CRC-32 of the plan checksum (plan/lib/PlanChecksum.cpp) and of checkpoints
+# (runtime/lib/Checksum.cpp).
+find_package(ZLIB REQUIRED)
+# nlohmann-json (header-only; Debian's nlohmann-json3-dev): every JSON the runtime reads,
+# through plan/lib/Json.cpp (a token file's sidecar, the plan header's device profile,
+# the --metrics rows a resumed run keeps).
+find_package(nlohmann_json 3 REQUIRED)
+message(STATUS "nlohmann-json ${nlohmann_json_VERSION} (${nlohmann_json_DIR})")
 
 if(MEGATRAIN_BUILD_COMPILER)
   find_package(MLIR REQUIRED CONFIG

@@ -1,9 +1,12 @@
-// ProfileJson.cpp - writes a measured device profile as JSON (no dependencies).
+// ProfileJson.cpp - writes a measured device profile as JSON; reads a profile's name back.
 #include "megatrain/plan/ProfileJson.h"
 
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Json.h"
 
 namespace megatrain {
 
@@ -94,6 +97,19 @@ std::string profileJson(const MeasuredProfile& profile) {
   std::string json = "{";
   for (size_t i = 0; i < lines.size(); ++i) json += (i ? ",\n  " : "\n  ") + lines[i];
   return json + "\n}\n";
+}
+
+std::optional<std::string> profileName(const std::string& json) {
+  nlohmann::json parsed;
+  try {
+    parsed = parseJson(json, "device profile");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (!parsed.is_object()) return std::nullopt;
+  const auto name = parsed.find("name");
+  if (name == parsed.end() || !name->is_string()) return std::nullopt;
+  return name->get<std::string>();
 }
 
 }  // namespace megatrain

@@ -1,55 +1,28 @@
-// Checksum.cpp - CRC-32 (slicing by 8) for checkpoint integrity and FNV-1a 64 for file identity.
+// Checksum.cpp - CRC-32 (zlib's) for checkpoint integrity and FNV-1a 64 for file identity.
 #include "megatrain/runtime/Checksum.h"
 
-#include <array>
-#include <cstring>
+#include <zlib.h>
+
 #include <fstream>
 #include <vector>
 
 #include "megatrain/plan/Error.h"
 
+// crc32_z (zlib 1.2.9) takes the length as z_size_t, which is size_t wherever
+// zlib is built with a standard library: a checkpoint of any size goes in one
+// call, without cutting it into the pieces of under 4 GiB that crc32's uInt
+// length would need.
+#if !defined(ZLIB_VERNUM) || ZLIB_VERNUM < 0x1290
+#error "megatrain needs zlib 1.2.9 or newer (crc32_z)"
+#endif
+static_assert(sizeof(z_size_t) >= sizeof(size_t), "zlib's crc32_z must take any size_t length");
+
 namespace megatrain::runtime {
-namespace {
-
-// tables[0] is the classic byte-at-a-time table; tables[k][b] is the CRC of
-// byte b followed by k zero bytes, which lets the loop fold 8 input bytes per
-// iteration (checkpoints are gigabytes: one byte per step would be the bottleneck).
-using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
-
-CrcTables makeCrcTables() {
-  CrcTables tables{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    uint32_t crc = b;
-    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1u) ? 0xEDB88320u : 0u);
-    tables[0][b] = crc;
-  }
-  for (int k = 1; k < 8; ++k)
-    for (uint32_t b = 0; b < 256; ++b) tables[k][b] = (tables[k - 1][b] >> 8) ^ tables[0][tables[k - 1][b] & 0xFFu];
-  return tables;
-}
-
-const CrcTables& crcTables() {
-  static const CrcTables tables = makeCrcTables();
-  return tables;
-}
-
-}  // namespace
 
 uint32_t crc32(const void* bytes, size_t size, uint32_t crc) {
-  const CrcTables& t = crcTables();
-  const auto* p = static_cast<const unsigned char*>(bytes);
-  crc = ~crc;
-  while (size >= 8) {
-    // Assemble little-endian words byte by byte: no alignment or host-order assumption.
-    const uint32_t lo = crc ^ (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
-    const uint32_t hi = uint32_t(p[4]) | uint32_t(p[5]) << 8 | uint32_t(p[6]) << 16 | uint32_t(p[7]) << 24;
-    crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][hi & 0xFF] ^
-          t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
-    p += 8;
-    size -= 8;
-  }
-  while (size--) crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xFF];
-  return ~crc;
+  // zlib answers a null buffer with its initial value (0), not with `crc`.
+  if (size == 0) return crc;
+  return static_cast<uint32_t>(::crc32_z(crc, static_cast<const Bytef*>(bytes), size));
 }
 
 uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash) {

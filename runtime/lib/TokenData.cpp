@@ -5,38 +5,43 @@
 #include <iterator>
 
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/Json.h"
 
 namespace megatrain::runtime {
 namespace {
 
-// The value of "dtype" in a small JSON object; empty if absent. A full JSON
-// parser is not worth a dependency for two keys.
-std::string sidecarDType(const std::string& json) {
-  size_t at = json.find("\"dtype\"");
-  if (at == std::string::npos) return "";
-  at = json.find(':', at);
-  if (at == std::string::npos) return "";
-  at = json.find('"', at);
-  if (at == std::string::npos) return "";
-  size_t end = json.find('"', at + 1);
-  if (end == std::string::npos) return "";
-  return json.substr(at + 1, end - at - 1);
-}
+// The sidecar's two keys: "dtype" (required, "uint16" or "uint32") and "vocab"
+// (optional, a non-negative integer; 0 or absent: no bound). Other keys (the
+// tokenizers write "tokens", "source", "sha256", ...) are left alone.
+// Every failure names the sidecar and the key.
+struct Sidecar {
+  TokenDType dtype = TokenDType::U16;
+  uint64_t vocab = 0;
+};
 
-// The non-negative integer value of "vocab"; 0 if absent, -1 if not an integer.
-int64_t sidecarVocab(const std::string& json) {
-  size_t at = json.find("\"vocab\"");
-  if (at == std::string::npos) return 0;
-  at = json.find(':', at);
-  if (at == std::string::npos) return -1;
-  at = json.find_first_not_of(" \t\r\n", at + 1);
-  if (at == std::string::npos || json[at] < '0' || json[at] > '9') return -1;
-  int64_t value = 0;
-  for (; at < json.size() && json[at] >= '0' && json[at] <= '9'; ++at) {
-    if (value > (INT64_MAX - 9) / 10) return -1;
-    value = value * 10 + (json[at] - '0');
+Sidecar readSidecar(const std::string& text, const std::string& label) {
+  const nlohmann::json json = parseJson(text, label);
+  if (!json.is_object())
+    throw Error(label + ": expected a JSON object such as {\"dtype\": \"uint16\", \"vocab\": 50257}, got " +
+                std::string(json.type_name()));
+  Sidecar sidecar;
+  const auto dtype = json.find("dtype");
+  if (dtype == json.end()) throw Error(label + ": no \"dtype\" key");
+  if (!dtype->is_string())
+    throw Error(label + ": \"dtype\" is not a string (uint16 or uint32): " + jsonForMessage(*dtype));
+  const std::string& name = dtype->get_ref<const std::string&>();
+  if (name != "uint16" && name != "uint32")  // parseTokenDType's message, the name printable
+    throw Error(label + ": unknown token dtype " + jsonForMessage(*dtype) + " (expected uint16 or uint32)");
+  sidecar.dtype = parseTokenDType(name);
+  const auto vocab = json.find("vocab");
+  if (vocab != json.end()) {
+    // nlohmann reads a non-negative integer written without fraction or
+    // exponent, up to 2^64 - 1, as unsigned; -1, 1.5, 1e3 and 2^64 are not.
+    if (!vocab->is_number_unsigned())
+      throw Error(label + ": \"vocab\" is not a non-negative integer: " + jsonForMessage(*vocab));
+    sidecar.vocab = vocab->get<uint64_t>();
   }
-  return value;
+  return sidecar;
 }
 
 }  // namespace
@@ -55,17 +60,10 @@ TokenData::TokenData(const std::string& path, TokenDType fallback)
     : path_(path), dtype_(fallback) {
   std::ifstream sidecar(path + ".json");
   if (sidecar) {
-    std::string json((std::istreambuf_iterator<char>(sidecar)), std::istreambuf_iterator<char>());
-    const std::string dtype = sidecarDType(json);
-    if (dtype.empty()) throw Error(path + ".json: no \"dtype\" key");
-    try {
-      dtype_ = parseTokenDType(dtype);
-    } catch (const Error& e) {
-      throw Error(path + ".json: " + e.what());
-    }
-    const int64_t vocab = sidecarVocab(json);
-    if (vocab < 0) throw Error(path + ".json: \"vocab\" is not a non-negative integer");
-    vocab_ = static_cast<uint64_t>(vocab);
+    const std::string text((std::istreambuf_iterator<char>(sidecar)), std::istreambuf_iterator<char>());
+    const Sidecar parsed = readSidecar(text, path + ".json");
+    dtype_ = parsed.dtype;
+    vocab_ = parsed.vocab;
   }
   file_.open(path, std::ios::binary | std::ios::ate);
   if (!file_) throw Error(path + ": cannot open");

@@ -12,6 +12,7 @@
 
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/Json.h"
 #include "megatrain/runtime/Backend.h"
 
 namespace megatrain::runtime::tools {
@@ -157,12 +158,27 @@ void ProgressReporter::summary(int64_t lastStep, double elapsed) {
 MetricsLog::MetricsLog(const std::string& path, int64_t keepThroughStep) : path_(path) {
   std::string kept;
   if (keepThroughStep >= 0) {
-    // Rows are `{"step": N, ...}`, one per line, as write() makes them.
+    // Rows are JSON objects, one per line, as write() makes them; a row is kept,
+    // as it was written, when its "step" is an integer up to keepThroughStep.
+    // Any other line (one cut short when a run was killed mid-write, or not a
+    // row at all) is dropped like the rows past the checkpoint.
     std::ifstream old(path);
     std::string line;
-    while (std::getline(old, line)) {
-      long long step = -1;
-      if (std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 && step <= keepThroughStep) kept += line + "\n";
+    for (int64_t number = 1; std::getline(old, line); ++number) {
+      nlohmann::json row;
+      try {
+        row = parseJson(line, path + ":" + std::to_string(number));
+      } catch (const Error&) {
+        continue;
+      }
+      if (!row.is_object()) continue;
+      const auto step = row.find("step");
+      if (step == row.end() || !step->is_number_integer()) continue;
+      // (An unsigned step past INT64_MAX is past any checkpoint, not negative.)
+      const bool upToCheckpoint = step->is_number_unsigned()
+                                      ? step->get<uint64_t>() <= static_cast<uint64_t>(keepThroughStep)
+                                      : step->get<int64_t>() <= keepThroughStep;
+      if (upToCheckpoint) kept += line + "\n";
     }
   }
   file_ = std::fopen(path.c_str(), "w");

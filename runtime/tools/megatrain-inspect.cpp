@@ -13,6 +13,7 @@
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/PlanTimeline.h"
+#include "megatrain/plan/ProfileJson.h"
 #include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/PlanLoader.h"
@@ -45,15 +46,6 @@ options:
 by megatrain-compile's plan simulator).
 )";
 
-// The profile's name from the header's JSON (the whole text if it has none).
-std::string profileName(const std::string& json) {
-  const std::string key = "\"name\":\"";
-  const size_t at = json.find(key);
-  if (at == std::string::npos) return json;
-  const size_t end = json.find('"', at + key.size());
-  return end == std::string::npos ? json : json.substr(at + key.size(), end - at - key.size());
-}
-
 // "12.345 ms" style, in the unit that suits the value.
 std::string formatSeconds(double seconds) {
   char text[32];
@@ -81,7 +73,8 @@ void printHeader(const plan::Plan& plan) {
   std::string options;
   for (const std::string& option : h.compile_options()) options += (options.empty() ? "" : " ") + option;
   row("options", options);
-  row("device", profileName(h.device_profile()));
+  // The profile's name; the whole text when it is not a JSON object with a string "name".
+  row("device", profileName(h.device_profile()).value_or(h.device_profile()));
   const plan::AdamW& o = h.optimizer();
   row("optimizer", "AdamW lr " + formatDouble(o.lr()) + ", betas (" + formatDouble(o.beta1()) +
                        ", " + formatDouble(o.beta2()) + "), eps " + formatDouble(o.eps()) +

@@ -142,5 +142,21 @@ TEST(ProfileJson, TheGpuMachinesCheckerAcceptsItAndCatchesAMissingField) {
   std::remove(path.c_str());
 }
 
+TEST(ProfileJson, NameReadsBackFromTheCompilersHeaderText) {
+  // megatrain-inspect's "device" row: the name from the JSON the compiler puts
+  // in Header.device_profile, quotes, backslashes and all (a search for the
+  // next quote used to cut it at the first escaped one).
+  DeviceProfile profile;
+  profile.name = "NVIDIA H200 \"test\" \\ card";
+  EXPECT_EQ(profileName(deviceProfileToJson(profile)), profile.name);
+  EXPECT_EQ(profileName(profileJson(everyField())), everyField().name);
+  EXPECT_EQ(profileName(R"({"name":"bench-card","launch_s":4e-06})"), "bench-card");
+  EXPECT_EQ(profileName(R"({"name": "caf\u00e9"})"), "caf\xc3\xa9");
+  // Anything else has no name, and nothing throws.
+  for (const char *text : {"", "h200", R"({"name": "cut)", R"({"name":"a"} x)", R"(["name", "a"])", R"({"name": 3})",
+                           R"({"launch_s": 4e-06})", R"({"name": "a", "name": "b"})", "{\"name\": \"\xff\"}"})
+    EXPECT_EQ(profileName(text), std::nullopt) << text;
+}
+
 } // namespace
 } // namespace megatrain

@@ -1,13 +1,17 @@
 // CheckpointTest.cpp - checkpoints: checksums, a bit-exact round trip, every rejection by its message, resume's choice.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <vector>
 
 #include "TestUtil.h"
 #include "TinyPlans.h"
@@ -44,6 +48,78 @@ TEST(Checksum, KnownValues) {
   EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ull);
   EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cull);
   EXPECT_EQ(fnv1a64("foobar", 6), 0x85944171f73967e8ull);
+}
+
+// The CRC-32 one bit at a time, straight from the polynomial: the reference the
+// checkpoints written before (by a slicing-by-8 loop) and after (by zlib) agree with.
+uint32_t bitwiseCrc32(const unsigned char* p, size_t size) {
+  uint32_t crc = ~0u;
+  for (size_t i = 0; i < size; ++i) {
+    crc ^= p[i];
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1u) ? 0xEDB88320u : 0u);
+  }
+  return ~crc;
+}
+
+// Bytes from a 64-bit LCG (the top byte of each state): the same in every build.
+std::vector<unsigned char> lcgBytes(size_t size) {
+  std::vector<unsigned char> bytes(size);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (auto& byte : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    byte = static_cast<unsigned char>(state >> 56);
+  }
+  return bytes;
+}
+
+TEST(Checksum, MatchesTheBitwiseDefinition) {
+  // Every length to 300 and some long ones, at every alignment of the start
+  // (zlib's loops work in words and blocks; the ends of each must be right),
+  // and continued from a split at several points.
+  const std::vector<unsigned char> bytes = lcgBytes((1 << 16) + 64);
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 300; ++n) sizes.push_back(n);
+  for (size_t n : {1021u, 4096u, 5003u, 32768u, 65536u + 7u}) sizes.push_back(n);
+  for (size_t offset = 0; offset < 8; ++offset)
+    for (size_t n : sizes) {
+      const unsigned char* p = bytes.data() + offset;
+      const uint32_t expected = bitwiseCrc32(p, n);
+      ASSERT_EQ(crc32(p, n), expected) << "offset " << offset << ", " << n << " bytes";
+      for (size_t cut : {n / 3, n / 2, n - n / 7})
+        ASSERT_EQ(crc32(p + cut, n - cut, crc32(p, cut)), expected) << "offset " << offset << ", cut " << cut;
+    }
+  // Nothing to add leaves a running CRC as it is, null pointer or not.
+  EXPECT_EQ(crc32(nullptr, 0, 0x12345678u), 0x12345678u);
+  EXPECT_EQ(crc32(bytes.data(), 0, 0x12345678u), 0x12345678u);
+}
+
+TEST(Checksum, PinnedValueOfAMegabyte) {
+  // Python: zlib.crc32 of the same LCG bytes (and the slicing-by-8 loop
+  // checkpoints were written with before zlib computed them).
+  const std::vector<unsigned char> bytes = lcgBytes(1 << 20);
+  EXPECT_EQ(crc32(bytes.data(), bytes.size()), 0xcfa8d20eu);
+}
+
+TEST(Checksum, OneCallPastFourGiB) {
+  // zlib's crc32 takes a 32-bit length; crc32_z a size_t. A buffer of 4 GiB + 4099
+  // bytes (zero pages, nothing resident but the four bytes set) in one call must
+  // equal the same bytes fed in 1 GiB pieces and Python's zlib.crc32 of them: a
+  // length cut to 32 bits would see 4099 bytes.
+  const size_t size = (size_t(1) << 32) + 4099;
+  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapped == MAP_FAILED) GTEST_SKIP() << "cannot map " << size << " bytes: " << std::strerror(errno);
+  auto* bytes = static_cast<unsigned char*>(mapped);
+  bytes[0] = 0x5A;
+  bytes[(size_t(1) << 32) - 1] = 0x33;
+  bytes[size_t(1) << 32] = 0x44;
+  bytes[size - 1] = 0xA5;
+  const uint32_t whole = crc32(bytes, size);
+  uint32_t pieces = 0;
+  for (size_t at = 0; at < size; at += size_t(1) << 30)
+    pieces = crc32(bytes + at, std::min(size - at, size_t(1) << 30), pieces);
+  munmap(mapped, size);
+  EXPECT_EQ(whole, pieces);
+  EXPECT_EQ(whole, 0xa2a20d46u);
 }
 
 class CheckpointTest : public ::testing::Test {

@@ -70,5 +70,100 @@ TEST(TokenData, ErrorsNameTheFile) {
   EXPECT_THROW(parseTokenDType("int8"), Error);
 }
 
+// The error TokenData gives for a sidecar holding `json`, or "" if it loads.
+std::string sidecarError(const std::string& path, const std::string& json) {
+  std::ofstream(path + ".json", std::ios::binary | std::ios::trunc) << json;
+  try {
+    TokenData data(path, TokenDType::U16);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(TokenData, SidecarKeysAndTheirTypes) {
+  const std::string dir = makeTempDir();
+  const std::string path = writeTokens<uint16_t>(dir, "t.bin", 4);
+  const std::string side = path + ".json: ";
+  // What loads: other keys are left alone (the tokenizers write several), vocab is
+  // optional and any integer from 0 (no bound) to 2^64 - 1.
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16"})"), "");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "vocab": 0})"), "");
+  EXPECT_EQ(sidecarError(path, " {\n\"tokens\": 4, \"dtype\": \"uint16\", \"files\": [\"a\", {\"b\": null}],"
+                               " \"vocab\": 18446744073709551615, \"byte_order\": \"little\"}\n"),
+            "");
+  {
+    std::ofstream(path + ".json", std::ios::trunc) << R"({"sha256": "00", "dtype": "uint32", "vocab": 70000})";
+    TokenData data(path, TokenDType::U16);
+    EXPECT_EQ(data.dtype(), TokenDType::U32);
+    EXPECT_EQ(data.vocab(), 70000u);
+    EXPECT_EQ(data.tokenCount(), 2u);
+  }
+  // Wrong keys and types: one line naming the sidecar and the key.
+  EXPECT_EQ(sidecarError(path, R"({"vocab": 5})"), side + "no \"dtype\" key");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": 3})"), side + "\"dtype\" is not a string (uint16 or uint32): 3");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": null})"), side + "\"dtype\" is not a string (uint16 or uint32): null");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "int8"})"),
+            side + "unknown token dtype \"int8\" (expected uint16 or uint32)");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16\n"})"),
+            side + "unknown token dtype \"uint16\\n\" (expected uint16 or uint32)");
+  EXPECT_EQ(sidecarError(path, R"({"Dtype": "uint16"})"), side + "no \"dtype\" key");
+  for (const char* vocab : {"-1", "1e30", "1e3", "3.0", "18446744073709551616", "\"many\"", "true", "null"})
+    EXPECT_EQ(sidecarError(path, std::string(R"({"dtype": "uint16", "vocab": )") + vocab + "}"),
+              side + "\"vocab\" is not a non-negative integer: " +
+                  (std::string(vocab) == "1e30" ? "1e+30" : std::string(vocab) == "1e3" ? "1000.0" :
+                   std::string(vocab) == "18446744073709551616" ? "1.8446744073709552e+19" : vocab));
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "vocab": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]})"),
+            side + "\"vocab\" is not a non-negative integer: [1,2,3,4,5,6,7,8,9,10,11,12,13,14]");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "vocab": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]})"),
+            side + "\"vocab\" is not a non-negative integer: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,...");
+  EXPECT_EQ(sidecarError(path, R"(["dtype", "uint16"])"),
+            side + "expected a JSON object such as {\"dtype\": \"uint16\", \"vocab\": 50257}, got array");
+  EXPECT_EQ(sidecarError(path, R"("uint16")"),
+            side + "expected a JSON object such as {\"dtype\": \"uint16\", \"vocab\": 50257}, got string");
+}
+
+TEST(TokenData, MalformedSidecarsAreOneLineErrors) {
+  const std::string dir = makeTempDir();
+  const std::string path = writeTokens<uint16_t>(dir, "t.bin", 4);
+  const std::string side = path + ".json: ";
+  // Truncated, empty, trailing text, bad bytes: nlohmann's reason and the byte
+  // (from 1) where it stopped.
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16")"),
+            side + "not valid JSON at byte 19: syntax error while parsing object - unexpected end of input; "
+                   "expected '}'");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint)"),
+            side + "not valid JSON at byte 16: syntax error while parsing value - invalid string: missing closing "
+                   "quote; last read: '\"uint'");
+  EXPECT_EQ(sidecarError(path, ""),
+            side + "not valid JSON at byte 1: syntax error while parsing value - unexpected end of input; "
+                   "expected '[', '{', or a literal");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16"} {})"),
+            side + "not valid JSON at byte 21: syntax error while parsing value - unexpected '{'; expected end of "
+                   "input");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16",})"),
+            side + "not valid JSON at byte 20: syntax error while parsing object key - unexpected '}'; expected "
+                   "string literal");
+  EXPECT_EQ(sidecarError(path, "{\"dtype\": \"\xff\"}"),
+            side + "not valid JSON at byte 12: syntax error while parsing value - invalid string: ill-formed UTF-8 "
+                   "byte; last read: '\"\\xff'");
+  EXPECT_EQ(sidecarError(path, std::string("{\"dtype\":\0\"uint16\"}", 19)), side + "not valid JSON at byte 10: a NUL byte");
+  // (nlohmann alone would end the text at the NUL and accept this.)
+  EXPECT_EQ(sidecarError(path, std::string("{\"dtype\": \"uint16\"}\0{", 21)),
+            side + "not valid JSON at byte 20: a NUL byte");
+  EXPECT_EQ(sidecarError(path, "{\"dtype\": \"uint16\"}\x01"),
+            side + "not valid JSON at byte 20: syntax error while parsing value - invalid literal; last read: "
+                   "'\"uint16\"}<U+0001>'; expected end of input");
+  // A key given twice: which one counts would be a guess, so neither does.
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "dtype": "uint32"})"), side + "duplicate key \"dtype\"");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "vocab": 5, "vocab": 5})"), side + "duplicate key \"vocab\"");
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "files": [{"a": 1, "a": 2}]})"), side + "duplicate key \"a\"");
+  // The same key in two objects is no duplicate.
+  EXPECT_EQ(sidecarError(path, R"({"dtype": "uint16", "files": [{"a": 1}, {"a": 2}], "a": 3})"), "");
+  // Deep nesting is no crash.
+  EXPECT_EQ(sidecarError(path, "{\"dtype\": \"uint16\", \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}"),
+            "");
+}
+
 }  // namespace
 }  // namespace megatrain::runtime::testing

@@ -1,7 +1,7 @@
 // ProfileJson.h - the device profile a measurement writes, as the JSON megatrain-compile --device-profile reads.
 //
 // megatrain-profile cannot use the compiler's DeviceProfile (it parses with
-// LLVM's JSON), so this is a second, dependency-free writer of the same fields.
+// LLVM's JSON), so this is a second writer of the same fields, without LLVM.
 // The field names are those of compiler/lib/Cost/DeviceProfile.cpp (kFields);
 // tests/plan/ProfileJsonTest.cpp checks that every one written here parses
 // there and that the two lists name the same fields.
@@ -47,5 +47,11 @@ struct MeasuredProfile {
 // on a key that is not a profile field or a value that is not positive and
 // finite (the compiler would refuse the file).
 std::string profileJson(const MeasuredProfile& profile);
+
+// The "name" of a device profile's JSON, such as the text the compiler stores
+// in a plan's Header.device_profile (megatrain-inspect's "device" row); nullopt
+// when the text is not JSON (parseJson, Json.h), not an object, or its "name"
+// is missing or not a string.
+std::optional<std::string> profileName(const std::string& json);
 
 }  // namespace megatrain

@@ -7,10 +7,10 @@
 
 namespace megatrain::runtime {
 
-// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), the one zlib and
-// Python's zlib.crc32 compute, so a checkpoint can be checked without
-// megatrain. Pass the previous result as `crc` to continue over more bytes;
-// start from 0.
+// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), computed by zlib
+// (crc32_z, any size in one call), so Python's zlib.crc32 checks a checkpoint
+// without megatrain. Pass the previous result as `crc` to continue over more
+// bytes; start from 0. A size of 0 returns `crc` (`bytes` may then be null).
 uint32_t crc32(const void* bytes, size_t size, uint32_t crc = 0);
 
 // FNV-1a 64 over bytes; continue from a previous result, starting from
