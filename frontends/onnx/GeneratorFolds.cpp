@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace megatrain::onnx_import {
 
@@ -46,11 +47,17 @@ bool foldRange(Fold &f) {
   double s = start.real(0), l = f.value(1).real(0), d = f.value(2).real(0);
   if (d == 0)
     return f.fail("delta is 0");
-  int64_t n = std::max<int64_t>((int64_t)std::ceil((l - s) / d), 0);
+  int64_t n = 0;
   if (kind == ConstKind::I64) {
-    int64_t si = start.i[0], li = f.value(1).i[0], di = f.value(2).i[0];
-    n = di > 0 ? (li - si + di - 1) / di : (si - li - di - 1) / -di;
-    n = std::max<int64_t>(n, 0);
+    // In 128 bits: the int64 bounds' difference and its rounding overflow 64.
+    const __int128 si = start.i[0], li = f.value(1).i[0], di = f.value(2).i[0];
+    const __int128 count = di > 0 ? (li - si + di - 1) / di : (si - li - di - 1) / -di;
+    n = (int64_t)std::clamp<__int128>(count, 0, std::numeric_limits<int64_t>::max());
+  } else {
+    const double count = std::ceil((l - s) / d);
+    if (std::isnan(count))
+      return f.fail("start, limit and delta give no length (NaN)");
+    n = std::max<int64_t>(floatToInt(count), 0); // saturates: checkSize refuses it
   }
   if (!f.checkSize({n}))
     return false;
@@ -58,8 +65,8 @@ bool foldRange(Fold &f) {
   for (int64_t k = 0; k < n; ++k) {
     if (y.isFloat())
       y.f[k] = roundTo(kind, s + k * d);
-    else
-      y.i[k] = start.i[0] + k * f.value(2).i[0];
+    else // within the bounds, so no wrap; unsigned keeps the arithmetic defined
+      y.i[k] = (int64_t)((uint64_t)start.i[0] + (uint64_t)k * (uint64_t)f.value(2).i[0]);
   }
   return f.emit(std::move(y));
 }

@@ -115,6 +115,29 @@ TEST(ConstantFolder, RangeCountsAsTheSpecSays) {
             (std::vector<int64_t>{10, 7, 4, 1}));
 }
 
+// Bounds whose range has no length, or more elements than int64 counts, are
+// refused by name (a NaN length was converted to int64: undefined, and the
+// int64 bounds' difference overflowed).
+TEST(ConstantFolder, RangeOfNaNOrExtremeBoundsIsRefused) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  ConstTensor s = floats({nan}), l = floats({4}), d = floats({1});
+  std::string error;
+  fold(Node("Range"), {&s, &l, &d}, &error);
+  EXPECT_EQ(error, "start, limit and delta give no length (NaN)");
+  ConstTensor zero = floats({0}), huge = floats({inf});
+  error.clear();
+  fold(Node("Range"), {&zero, &huge, &d}, &error);
+  EXPECT_NE(error.find("9223372036854775807"), std::string::npos) << error;
+  ConstTensor lo = ints({std::numeric_limits<int64_t>::min()}), hi = ints({std::numeric_limits<int64_t>::max()}),
+              one = ints({1});
+  error.clear();
+  fold(Node("Range"), {&lo, &hi, &one}, &error);
+  EXPECT_NE(error.find("9223372036854775807"), std::string::npos) << error;
+  ConstTensor down = ints({-3});
+  EXPECT_EQ(fold(Node("Range"), {&hi, &lo, &down}, &error).size(), 0u);
+}
+
 TEST(ConstantFolder, CumSumExclusiveAndReverse) {
   ConstTensor x = ints({1, 2, 3}), axis = ints({0});
   axis.shape = {};
