@@ -168,6 +168,8 @@ static LogicalResult importAttention(NodeImport &n) {
     ConstTensor causal;
     causal.kind = constKindOf(element).value_or(ConstKind::F32);
     causal.shape = {sq, skv};
+    if (failed(n.checkComputedSize(causal, n.node().output(0) + "/causal")))
+      return failure();
     for (int64_t i = 0; i < sq; ++i)
       for (int64_t j = 0; j < skv; ++j)
         causal.f.push_back(j <= i ? 0.0 : (double)(float)kMasked);

@@ -25,14 +25,11 @@ ConstTensor ConstTensor::zeros(ConstKind kind, std::vector<int64_t> shape) {
 int64_t ConstTensor::elements() const { return numElements(shape); }
 
 int64_t ConstTensor::bytes() const {
-  switch (kind) {
-  case ConstKind::F32:
-    return elements() * 4;
-  case ConstKind::Bool:
-    return elements();
-  default:
-    return elements() * 8;
-  }
+  const int64_t size = kind == ConstKind::F32 ? 4 : kind == ConstKind::Bool ? 1 : 8;
+  int64_t out; // saturating, as elements() is
+  if (__builtin_mul_overflow(elements(), size, &out))
+    return std::numeric_limits<int64_t>::max();
+  return out;
 }
 
 std::optional<ConstKind> constKindOf(int32_t dtype) {

@@ -174,6 +174,14 @@ FailureOr<Value> NodeImport::computedConstant(const ConstTensor &value,
   return result;
 }
 
+LogicalResult NodeImport::checkComputedSize(const ConstTensor &value, const std::string &name) {
+  if (value.bytes() > kMaxFoldedBytes)
+    return error() << "value '" << name << "' is " << value.bytes()
+                   << " bytes; values folded at import time are limited to " << kMaxFoldedBytes
+                   << " bytes";
+  return success();
+}
+
 FailureOr<std::vector<GraphValue>> NodeImport::sequence(int i) {
   if (!hasInput(i)) {
     error() << "input " << i << " is required";

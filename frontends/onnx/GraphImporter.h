@@ -89,6 +89,10 @@ public:
   /// sharing and broadcasting as for folded values); `name` names it.
   mlir::FailureOr<mlir::Value> computedConstant(const ConstTensor &value,
                                                 const std::string &name);
+  /// Before computing a value of `value`'s kind and shape (no data yet): an
+  /// error, with computedConstant's message, when it would pass the limit on
+  /// folded values, so that nothing that size is ever built.
+  mlir::LogicalResult checkComputedSize(const ConstTensor &value, const std::string &name);
   /// The elements of sequence input `i`.
   mlir::FailureOr<std::vector<GraphValue>> sequence(int i);
   /// `axis` of a rank-`rank` operand in [0, rank); an error when out of range.

@@ -461,6 +461,8 @@ static LogicalResult importTrilu(NodeImport &n) {
   ConstTensor mask;
   mask.kind = ConstKind::Bool;
   mask.shape = {rows, cols};
+  if (failed(n.checkComputedSize(mask, n.node().output(0) + "/mask")))
+    return failure();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       mask.i.push_back(triluKeeps(r, c, k, upper));

@@ -552,6 +552,12 @@ TEST(OnnxImportMalformed, FoldedNodeWithTooFewInputs) {
                         "opset 17): input 1 is required but the node has 1 input");
 }
 
+TEST(OnnxImportMalformed, HugeComputedMaskIsRefusedBeforeItIsBuilt) {
+  auto m = import(testModel("trilu_huge"));
+  EXPECT_EQ(m->error(), "node 'trilu' (op Trilu, domain 'ai.onnx', opset 17): value 'y/mask' is "
+                        "10000000000 bytes; values folded at import time are limited to 16777216 bytes");
+}
+
 // An importer's message names an input the node lacks without reading past
 // its inputs (this was a heap overflow).
 TEST(OnnxImportMalformed, PowWithoutExponent) {

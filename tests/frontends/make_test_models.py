@@ -251,6 +251,11 @@ def malformed_models():
         n("MatMul", ["a"], ["b"], name="matmul_one_input"),
         n("Add", ["x", "b"], ["y"], name="add"),
     ], [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], check=False)
+    # Trilu of a [100000, 100000] input: its 10^10-element mask is refused
+    # before it is built (a structure-fuzzed model allocated 2 GiB for one).
+    out["trilu_huge"] = model("trilu_huge", [
+        n("Trilu", ["x"], ["y"], name="trilu"),
+    ], [vi("x", F, [100000, 100000])], [vi("y", F, [100000, 100000])], check=False)
     # Pow with no exponent (a structure-fuzzed model: the message read input 1
     # past the end of the node's inputs).
     out["pow_no_exponent"] = model("pow_no_exponent", [
