@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/llama1b3.sh - megatrain against the PyTorch peers on the Llama-shaped 1.36B model, in one run.
 #
-# On the GPU machine: exports the model of DEVICE.md (hidden 2048, 24 layers, 16 heads,
+# On the GPU machine (docs/hardware.md): exports the Llama-shaped 1.36B model (hidden 2048, 24 layers, 16 heads,
 # intermediate 5632, vocabulary 32000; random init, seed 0) with
 # frontends/python/export_hf.py, compiles it for a 16 GiB device budget for each setting,
 # trains STEPS steps with megatrain-run on cuda, runs the two PyTorch peers

@@ -49,7 +49,7 @@ def parse(log):
     policy = re.search(r"tiering policy\s+(.*)", text)
     return m, arena, links, text
 print(f"Model: `{sys.argv[2]}` (hidden 2048, 24 layers, 16 heads, intermediate 5632, vocab 32000, "
-      "batch 8 x seq 2048), fp32 compute, default device profile (the H200 of DEVICE.md). "
+      "batch 8 x seq 2048), fp32 compute, default device profile (the H200 of docs/hardware.md). "
       "Predicted by the plan simulator; compile only.\n")
 print("| budget | policy | fits | predicted step (ms) | compute | exposed transfer | recompute | host optimizer | idle | device arena | h2d / d2h per step |")
 print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")

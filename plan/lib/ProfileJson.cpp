@@ -11,7 +11,7 @@
 namespace megatrain {
 
 const std::vector<ProfileField>& profileFields() {
-  // Ceilings: /work/shared/DEVICE.md, one H200, 2026-11-30 (the compiler's defaults).
+  // Ceilings: docs/hardware.md, one H200, 2026-11-30 (the compiler's defaults).
   static const std::vector<ProfileField> fields = {
       {"matmul_fp32_flops", 51e12, 1e12, "TFLOP/s", "matmul fp32 (no TF32)"},
       {"matmul_tf32_flops", 395e12, 1e12, "TFLOP/s", "matmul tf32"},

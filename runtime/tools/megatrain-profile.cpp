@@ -6,7 +6,7 @@
 // host thread pool, MEGATRAIN_HOST_THREADS threads or every core), host memory
 // bandwidth with every core, and, when asked, direct-I/O disk bandwidth.
 // The JSON goes to -o FILE or stdout; a table of each figure beside
-// DEVICE.md's H200 ceiling goes to stderr.
+// its H200 ceiling (docs/hardware.md) goes to stderr.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,7 +57,7 @@ megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
   launch_s                     empty kernel launches on one stream, per launch
   device_memory_bytes, name    the card
 Each figure is the best of several timed runs after a warm-up. A table of
-the figures beside the H200 ceilings of DEVICE.md goes to stderr.
+the figures beside the H200 ceilings of docs/hardware.md goes to stderr.
 
 options:
   -o FILE          write the JSON here (default: stdout)
@@ -204,7 +204,7 @@ DiskFigures measureDisk(const std::string& dir, size_t totalBytes) {
 void printTable(const MeasuredProfile& profile, const std::vector<std::string>& notes) {
   std::fprintf(stderr, "device profile of %s (%.1f GB)\n", profile.name.c_str(),
                static_cast<double>(profile.deviceMemoryBytes) / 1e9);
-  std::fprintf(stderr, "%-24s %-36s %10s %-10s %10s %6s\n", "field", "what", "measured", "unit", "DEVICE.md", "ratio");
+  std::fprintf(stderr, "%-24s %-36s %10s %-10s %10s %6s\n", "field", "what", "measured", "unit", "H200", "ratio");
   for (const ProfileField& field : profileFields()) {
     const std::optional<double> value = profile.get(field.key);
     char measured[32] = "-", ratio[16] = "-";
@@ -299,7 +299,7 @@ int run(int argc, char** argv) {
       "host AdamW: the runtime's adamwUpdate (f32, " + std::string(adamwIsaName(adamwBestIsa())) + ") on " +
           std::to_string(adamwDefaultChunks(options.adamwParams)) + " of " + std::to_string(hostThreadCount()) +
           " host threads, as the runtime runs it, over " + std::to_string(options.adamwParams >> 20) +
-          "M parameters (DEVICE.md's 3.5 G/s is torch's fused AdamW on 16 threads)",
+          "M parameters (the ceiling, 3.5 G/s, is torch's fused AdamW on 16 threads; docs/hardware.md)",
       "host memory: " + std::to_string(threads) + " threads, arrays of " + sizeText(options.hostBytes),
       options.disk.empty() ? std::string("disk: not measured (--disk DIR); the profile keeps the compiler's defaults")
                            : "disk: " + sizeText(options.diskBytes) + " in " + options.disk + ", 16 MiB O_DIRECT blocks",

@@ -5,7 +5,7 @@
 // reported as GB/s of compulsory traffic (every input read once, every output
 // written once) against the H200's 4.2 TB/s device copy (read + write);
 // matmuls as TFLOP/s against the ceiling of their precision: 51 TFLOP/s
-// fp32, 395 tf32, 777 bf16 (docs: /work/shared/DEVICE.md).
+// fp32, 395 tf32, 777 bf16 (docs/hardware.md).
 // Shapes: tokens 8 x 2048, hidden 2048, heads 16 x 128, intermediate 5632,
 // vocab 32000 (the loss rows shortened to 4 x 1024 to keep inputs small).
 // Matmuls: every product of a Llama-1.36B layer and the LM head at 16384
@@ -188,7 +188,7 @@ int main() {
   // ---- attention at the benchmark shape (B 8, H 16, S = T = 2048, D 128,
   // causal), forward and backward per precision: effective TFLOP/s of
   // 4 B H S T D (forward; 2.5x that backward), halved for causal, against
-  // the precision's matmul rate (docs: /work/shared/DEVICE.md) ----
+  // the precision's matmul rate (docs/hardware.md) ----
   std::vector<BenchCase> attentionCases;
   {
     const int64_t b = 8, h = 16, s = 2048, d = 128;

@@ -10,7 +10,7 @@ must give: every field present (the disk ones only with --disk, as the tool
 writes them only when asked). tests/plan/ProfileJsonTest.cpp runs this on a
 profile written by the C++ writer, so the field list below cannot go stale.
 Prints one line; exit 0 when the profile passes. --rows: then one line per
-group of figures, "label<TAB>figures (DEVICE.md's H200)", for bench/device.sh's table.
+group of figures, "label<TAB>figures (docs/hardware.md's H200)", for bench/device.sh's table.
 """
 import json
 import math

@@ -52,7 +52,7 @@ TEST(ProfileJson, WritesTheSameFieldsTheCompilerKnows) {
 
 TEST(ProfileJson, CeilingsAreTheCompilerDefaults) {
   // The table megatrain-profile prints compares with the figures the compiler
-  // assumes when a field is absent (DEVICE.md's H200).
+  // assumes when a field is absent (docs/hardware.md's H200).
   const llvm::json::Object defaults = compilerFields(DeviceProfile());
   for (const ProfileField &field : profileFields()) {
     std::optional<double> value = defaults.getNumber(field.key);

@@ -101,7 +101,7 @@ Device memory (docs/tiering.md):
   --tiering-policy P       auto (default: the cost-model planner) | keep |
                            checkpoint | offload (reference policies)
   --device-profile FILE    JSON machine figures for the cost model (default:
-                           the H200 of DEVICE.md); also predicts the
+                           the H200 of docs/hardware.md); also predicts the
                            step time the summary shows
   --no-fusion              keep the imported ops as they are (no RMSNorm,
                            LayerNorm, SiLU, SwiGLU, GELU, attention, rotary

@@ -2,7 +2,7 @@
 //
 // What the planner knows about the machine: achievable matmul rates per
 // precision, memory and link bandwidths, host optimizer throughput. The
-// defaults are the H200 figures of DEVICE.md; `megatrain-compile
+// defaults are the H200 figures of docs/hardware.md; `megatrain-compile
 // --device-profile FILE` reads a JSON object with any subset of the fields
 // below (the rest keep their defaults). docs/tiering.md lists the fields.
 //

@@ -14,11 +14,11 @@
 
 namespace megatrain {
 
-// One rate field of the profile, with DEVICE.md's H200 figure beside it (the
+// One rate field of the profile, with docs/hardware.md's H200 figure beside it (the
 // compiler's default for the field) and how to print it for a person.
 struct ProfileField {
   const char* key;       // JSON name, e.g. "h2d_bytes_per_s"
-  double ceiling;        // the H200 figure of DEVICE.md
+  double ceiling;        // the H200 figure of docs/hardware.md
   double displayScale;   // value / displayScale is printed ...
   const char* unit;      // ... in this unit, e.g. "GB/s"
   const char* what;      // a few words, e.g. "host-to-device, pinned"
