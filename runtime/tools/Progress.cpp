@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -181,6 +182,12 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keepThroughStep) : path_
       if (upToCheckpoint) kept += line + "\n";
     }
   }
+  // The folder is made as --save makes its own, so `--save runs/a --metrics
+  // runs/a/metrics.jsonl` works on the first run, before any checkpoint.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code made;
+  if (!parent.empty()) std::filesystem::create_directories(parent, made);
+  if (made) throw Error(path + ": cannot create the folder " + parent.string() + " (" + made.message() + ")");
   file_ = std::fopen(path.c_str(), "w");
   if (!file_) throw Error(path + ": cannot open for writing (" + std::strerror(errno) + ")");
   if (!kept.empty()) std::fputs(kept.c_str(), file_);

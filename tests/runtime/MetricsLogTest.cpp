@@ -7,6 +7,7 @@
 
 #include "Progress.h"
 #include "TestUtil.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime::testing {
 namespace {
@@ -31,6 +32,24 @@ TEST(MetricsLog, AResumedRunKeepsTheRowsUpToItsCheckpointVerbatim) {
   // A new run (-1) starts the file empty.
   { tools::MetricsLog log(path, -1); log.close(); }
   EXPECT_EQ(readText(path), "");
+}
+
+// `--save runs/a --metrics runs/a/metrics.jsonl` on a first run: the metrics
+// file's folder does not exist yet and is made (it was "cannot open").
+TEST(MetricsLog, MakesItsFolder) {
+  const std::string dir = makeTempDir();
+  const std::string path = dir + "/runs/a/metrics.jsonl";
+  { tools::MetricsLog log(path, -1); log.close(); }
+  EXPECT_EQ(readText(path), "");
+  // A folder that cannot be made is one error naming it.
+  std::ofstream(dir + "/file") << "x";
+  try {
+    tools::MetricsLog log(dir + "/file/sub/m.jsonl", -1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create the folder " + dir + "/file/sub"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(MetricsLog, LinesThatAreNotRowsAreDropped) {
