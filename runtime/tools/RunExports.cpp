@@ -61,7 +61,9 @@ void writeRunExports(const RunExports& exports, const Executor& executor, const 
   }
   if (!exports.safetensors.empty()) {
     writeSafetensors(exports.safetensors, parameters,
-                     {{"source_model", weights},
+                     // transformers 4.x loads a file only with "format": "pt".
+                     {{"format", "pt"},
+                      {"source_model", weights},
                       {"generator", "megatrain-run"},
                       {"optimizer_steps", std::to_string(executor.optimizerStep())}});
     uint64_t bytes = 0;

@@ -101,6 +101,7 @@ assert a == b, "the graph outside the initializers changed"
 # 3. The safetensors file parses and holds the same trained values.
 metadata, tensors = read_safetensors(f"{tmp}/trained.safetensors")
 assert metadata["source_model"] == original, metadata
+assert metadata["format"] == "pt", metadata  # what transformers 4.x requires to load it
 for name, array in tensors.items():
     assert np.array_equal(array, after[name]), name
 print(f"safetensors: {len(tensors)} tensors, equal to trained.onnx's initializers")
