@@ -63,7 +63,13 @@ TEST(DeviceProfile, NonNumericFieldIsAnError) {
   EXPECT_FALSE(parseDeviceProfile(R"([1, 2])", profile, error));
   EXPECT_EQ(error, "expected a JSON object of profile fields");
   EXPECT_FALSE(parseDeviceProfile("{not json", profile, error));
-  EXPECT_EQ(error.rfind("not JSON: ", 0), 0u) << error;
+  EXPECT_EQ(error.rfind("not JSON: not valid JSON at byte 3: ", 0), 0u) << error;
+  // A field named twice: which one counts would be a guess (LLVM's parser took the last).
+  EXPECT_FALSE(parseDeviceProfile(R"({"launch_s": 1e-6, "launch_s": 2e-6})", profile, error));
+  EXPECT_EQ(error, "not JSON: duplicate key \"launch_s\"");
+  // A size past 2^63 bytes would not convert to uint64 (undefined behaviour).
+  EXPECT_FALSE(parseDeviceProfile(R"({"device_memory_bytes": 1e30})", profile, error));
+  EXPECT_EQ(error, "field 'device_memory_bytes' must be a positive number of bytes below 2^63");
 }
 
 TEST(DeviceProfile, MissingFileNamesIt) {

@@ -1,6 +1,9 @@
 //===- DeviceProfile.cpp - device profile JSON and byte sizes -------------===//
 #include "megatrain/Cost/DeviceProfile.h"
 
+#include "megatrain/plan/Error.h"
+#include "megatrain/plan/Json.h"
+
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -36,34 +39,38 @@ const Field kFields[] = {
 
 bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
                         std::string &error) {
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  if (!parsed) {
-    error = "not JSON: " + llvm::toString(parsed.takeError());
+  // parseJson (nlohmann-json, as every runtime reader): a malformed text, and an
+  // object naming a field twice, are errors rather than a guess.
+  nlohmann::json parsed;
+  try {
+    parsed = parseJson(json, "not JSON");
+  } catch (const Error &e) {
+    error = e.what();
     return false;
   }
-  const llvm::json::Object *object = parsed->getAsObject();
-  if (!object) {
+  if (!parsed.is_object()) {
     error = "expected a JSON object of profile fields";
     return false;
   }
-  for (const auto &entry : *object) {
-    std::string key = entry.first.str();
+  auto positive = [](const nlohmann::json &v) {
+    return v.is_number() && v.get<double>() > 0 && std::isfinite(v.get<double>());
+  };
+  for (const auto &[key, value] : parsed.items()) {
     if (key == "name") {
-      std::optional<llvm::StringRef> name = entry.second.getAsString();
-      if (!name) {
+      if (!value.is_string()) {
         error = "field 'name' must be a string";
         return false;
       }
-      profile.name = name->str();
+      profile.name = value.get<std::string>();
       continue;
     }
     if (key == "device_memory_bytes") {
-      std::optional<double> value = entry.second.getAsNumber();
-      if (!value || *value <= 0) {
-        error = "field 'device_memory_bytes' must be a positive number";
+      // Below 2^63, so that the conversion to bytes is defined.
+      if (!positive(value) || value.get<double>() >= 9.2e18) {
+        error = "field 'device_memory_bytes' must be a positive number of bytes below 2^63";
         return false;
       }
-      profile.deviceMemoryBytes = static_cast<uint64_t>(*value);
+      profile.deviceMemoryBytes = static_cast<uint64_t>(value.get<double>());
       continue;
     }
     const Field *field = nullptr;
@@ -77,12 +84,11 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
       error += ")";
       return false;
     }
-    std::optional<double> value = entry.second.getAsNumber();
-    if (!value || !(*value > 0) || !std::isfinite(*value)) {
+    if (!positive(value)) {
       error = "field '" + key + "' must be a positive number";
       return false;
     }
-    profile.*(field->member) = *value;
+    profile.*(field->member) = value.get<double>();
   }
   return true;
 }

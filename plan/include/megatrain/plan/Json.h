@@ -1,8 +1,9 @@
 // Json.h - reading JSON (nlohmann-json) with failures as one-line Errors naming the file.
 //
-// Every JSON the runtime reads goes through parseJson: a token file's sidecar,
+// Every JSON megatrain reads goes through parseJson: a token file's sidecar,
 // the device profile a plan's header carries, the --metrics rows a resumed run
-// keeps. Malformed text is an Error naming the file (or what the text is) and
+// keeps, the compiler's --device-profile. Malformed text is an Error naming
+// the file (or what the text is) and
 // the byte where parsing stopped; nlohmann's exceptions never leave it.
 #pragma once
 
