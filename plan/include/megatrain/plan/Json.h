@@ -3,8 +3,8 @@
 // Every JSON megatrain reads goes through parseJson: a token file's sidecar,
 // the device profile a plan's header carries, the --metrics rows a resumed run
 // keeps, the compiler's --device-profile. Malformed text is an Error naming
-// the file (or what the text is) and
-// the byte where parsing stopped; nlohmann's exceptions never leave it.
+// the file (or what the text is) and the byte where parsing stopped;
+// nlohmann's exceptions never leave it.
 #pragma once
 
 #include <string>
