@@ -253,4 +253,13 @@ std::unique_ptr<Backend> makeCudaBackend(int device, const CudaOptions& options)
   return std::make_unique<cuda::CudaBackend>(device, options);
 }
 
+int cudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver, no device: the answer is none
+    return 0;
+  }
+  return count;
+}
+
 }  // namespace megatrain::runtime

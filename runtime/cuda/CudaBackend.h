@@ -43,4 +43,8 @@ struct CudaOptions {
 std::unique_ptr<Backend> makeCudaBackend(int device = 0);
 std::unique_ptr<Backend> makeCudaBackend(int device, const CudaOptions& options);
 
+// How many CUDA devices the driver reports; 0 when there is no driver or no
+// device (never an error: `--backend auto` asks it to choose).
+int cudaDeviceCount();
+
 }  // namespace megatrain::runtime

@@ -40,7 +40,9 @@ initializers, and executes the plan's training step --steps times.
 options:
   --weights MODEL.onnx     the ONNX model whose initializers hold the initial weights
                            (required unless --resume finds a checkpoint)
-  --backend cpu|cuda       where to run (default cpu)
+  --backend auto|cpu|cuda  where to run (default auto: cuda when this binary has the
+                           CUDA backend and a GPU is present, else cpu; the choice is
+                           printed)
   --steps N                train until step N, resumed steps included (default 10)
   --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable);
                            with micro-batches also to every NAME@k not given its own
@@ -98,7 +100,7 @@ options:
 struct Options {
   std::string plan;
   std::string weights;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   int64_t steps = 10;
   std::vector<std::pair<std::string, std::string>> inputs;  // name, file
   TrainingOptions training;
@@ -149,6 +151,15 @@ Options parseOptions(int argc, char** argv) {
   return options;
 }
 
+// `auto`: cuda when the binary has it and the driver reports a device, else cpu.
+std::string resolveBackend(const std::string& name) {
+  if (name != "auto") return name;
+#ifdef MEGATRAIN_WITH_CUDA
+  if (cudaDeviceCount() > 0) return "cuda";
+#endif
+  return "cpu";
+}
+
 std::unique_ptr<Backend> makeBackend(const std::string& name, bool poison) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
 #ifdef MEGATRAIN_WITH_CUDA
@@ -158,7 +169,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, bool poison) {
 #else
   if (name == "cuda") throw Error("the CUDA backend is not built into this binary");
 #endif
-  throw Error("unknown backend '" + name + "' (expected cpu or cuda)");
+  throw Error("unknown backend '" + name + "' (expected auto, cpu or cuda)");
 }
 
 void printSummary(const Options& options, const plan::Plan& plan, const PlanStats& stats,
@@ -177,7 +188,11 @@ void printSummary(const Options& options, const plan::Plan& plan, const PlanStat
     pools += (pools.empty() ? "" : ", ") + pool.name() + " " + formatBytes(pool.size_bytes()) +
              " (" + tierName(pool.tier()) + ")";
   std::printf("pools     %s\n", pools.c_str());
-  std::printf("steps     %d per training step, %s backend\n", plan.steps_size(), backend.c_str());
+  std::printf("steps     %d per training step, %s backend", plan.steps_size(), backend.c_str());
+  if (options.backend == "auto")
+    std::printf(" (--backend auto: %s)",
+                backend == "cuda" ? "a GPU is present" : "no usable GPU, or no CUDA backend in this binary");
+  std::printf("\n");
   if (stats.tokensPerStep)
     std::printf("tokens    %s per step\n", formatCount(stats.tokensPerStep).c_str());
   std::printf("training  %lld steps\n", static_cast<long long>(options.steps));
@@ -192,7 +207,8 @@ int run(int argc, char** argv) {
   }
 
   plan::Plan plan = loadPlan(options.plan);
-  std::unique_ptr<Backend> backend = makeBackend(options.backend, options.report.poison);
+  const std::string chosen = resolveBackend(options.backend);
+  std::unique_ptr<Backend> backend = makeBackend(chosen, options.report.poison);
   validatePlan(plan, *backend, options.plan);
   const PlanStats stats = computePlanStats(plan);
   const std::string backendName = backend->name();

@@ -87,6 +87,24 @@ TEST_F(ToolsTest, RunTrainsAndReportsEachStep) {
   EXPECT_EQ(lines, 3);
 }
 
+// No --backend: auto picks cuda only where the binary has it and a GPU is
+// present, says which, and runs there (CI has no GPU: cpu).
+TEST_F(ToolsTest, RunPicksItsBackendAndSaysWhich) {
+  const Result r = runCommand(run(dir_ + "/linear.plan --weights " + dir_ + "/linear.onnx --input x=" + dir_ +
+                                  "/x.npy --steps 1"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const bool cuda = r.output.find(", cuda backend (--backend auto: a GPU is present)\n") != std::string::npos;
+  const bool cpu =
+      r.output.find(", cpu backend (--backend auto: no usable GPU, or no CUDA backend in this binary)\n") !=
+      std::string::npos;
+  ASSERT_TRUE(cuda != cpu) << r.output;
+  const Result wrong = runCommand(run(dir_ + "/linear.plan --weights " + dir_ + "/linear.onnx --backend gpu 2>&1"));
+  EXPECT_EQ(wrong.status, 1);
+  EXPECT_NE(wrong.output.find("megatrain-run: error: unknown backend 'gpu' (expected auto, cpu or cuda)"),
+            std::string::npos)
+      << wrong.output;
+}
+
 TEST_F(ToolsTest, RunStreamsTokenData) {
   std::mt19937 rng(82);
   writePlan(dir_ + "/tokens.plan", tokenPlan(plan::F32));
