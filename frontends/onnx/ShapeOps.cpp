@@ -299,7 +299,12 @@ static LogicalResult importSplitToSequence(NodeImport &n) {
   int64_t dim = inShape[*axis];
   std::vector<int64_t> sizes;
   bool squeeze = false;
+  // Every piece becomes a value of its own: as many as the inliner allows nodes.
+  constexpr int64_t kMaxPieces = 1 << 16;
   if (!n.hasInput(1)) {
+    if (dim > kMaxPieces)
+      return n.error() << "splitting a dim of " << dim << " into pieces of 1 gives more than "
+                       << kMaxPieces << " pieces";
     sizes.assign(dim, 1);
     squeeze = n.intAttr("keepdims", 1) == 0;
   } else {
@@ -310,6 +315,9 @@ static LogicalResult importSplitToSequence(NodeImport &n) {
       int64_t chunk = split->i[0];
       if (chunk <= 0)
         return n.error() << "split " << chunk << " must be positive";
+      if (dim / chunk + (dim % chunk != 0) > kMaxPieces)
+        return n.error() << "splitting a dim of " << dim << " into pieces of " << chunk
+                         << " gives more than " << kMaxPieces << " pieces";
       for (int64_t left = dim; left > 0; left -= chunk)
         sizes.push_back(std::min(chunk, left));
     } else {
