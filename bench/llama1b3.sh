@@ -74,20 +74,8 @@ TOKENS=$WORK/tokens.bin
 # cuBLAS comes from the machine's CUDA; the CUDA runtime is inside the binaries.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-failed=0
-phases=()
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-begin=$(now)
-phase_start() { echo; echo "== $1 ($(since "$begin") s since the start)"; phase_t=$(now); phase_name=$1; }
-phase_end() {  # status [detail]
-  local line
-  line=$(printf '%-26s %-5s %6s s  %s' "$phase_name" "$1" "$(since "$phase_t")" "${2:-}")
-  phases+=("$line")
-  echo "-- $line"
-  [[ $1 == FAIL ]] && failed=1
-  return 0
-}
+PHASE_WIDTH=26
+source bench/phases.sh
 microbatches() { case $1 in 16k) echo 1 ;; 64k) echo 4 ;; *) echo "unknown setting '$1' (16k or 64k)" >&2; return 1 ;; esac; }
 IFS=, read -ra settings <<< "$SETTINGS"
 for s in "${settings[@]}"; do microbatches "$s" > /dev/null || exit 2; mkdir -p "$OUT/$s"; done
@@ -229,7 +217,7 @@ fi
 
 # ---- 5. the table ----
 echo
-echo "== phases (total $(since "$begin") s)"
+echo "== phases (total $(since "$PHASES_BEGIN") s)"
 printf '%s\n' "${phases[@]}" | tee "$OUT/phases.txt"
 echo
 python3 bench/bench_table.py "$OUT" --settings "$SETTINGS" --warmup "$WARMUP" --md "$OUT/bench.md" --title "$TITLE" || failed=1

@@ -114,19 +114,8 @@ CKPT=$WORK/soak-ckpt
 # cuBLAS comes from the machine's CUDA; the CUDA runtime is inside the binaries.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-failed=0
-phases=()
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-phase_start() { echo; echo "== $1 ($(since "$start_epoch") s since the start)"; phase_t=$(now); phase_name=$1; }
-phase_end() {  # status [detail]
-  local line
-  line=$(printf '%-12s %-5s %6s s  %s' "$phase_name" "$1" "$(since "$phase_t")" "${2:-}")
-  phases+=("$line")
-  echo "-- $line"
-  [[ $1 == FAIL ]] && failed=1
-  return 0
-}
+PHASES_BEGIN=$start_epoch PHASE_WIDTH=12
+source bench/phases.sh
 
 {
   echo "date    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
