@@ -8,7 +8,7 @@ PKGS=(
   cmake ninja-build ccache g++ python3 python3-numpy zlib1g-dev nlohmann-json3-dev
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libprotobuf-dev protobuf-compiler libonnx-dev
-  libgtest-dev googletest
+  libgtest-dev googletest libcli11-dev
   fortunes-min fortunes
 )
 # The libFuzzer build (scripts/fuzz.sh, docs/fuzzing.md) only when asked: FUZZ=1.
@@ -31,8 +31,9 @@ else
   echo "setup: all packages present"
 fi
 
-# Python packages of the tests (onnxruntime checks exported models), from PyPI; only when missing.
-if ! python3 -c "import onnx, onnxruntime" >/dev/null 2>&1; then
+# Python packages of the tests (onnxruntime checks exported models; torch and transformers for the
+# Hugging Face path), from PyPI; only when missing.
+if ! python3 -c "import onnx, onnxruntime, onnxscript, torch, transformers, safetensors, tokenizers" >/dev/null 2>&1; then
   echo "setup: installing the Python test packages (requirements-test.txt)"
   req="$(dirname "$0")/../requirements-test.txt"
   # A Debian-managed python3 refuses plain pip installs (PEP 668); a user or pyenv one does not.
