@@ -67,6 +67,7 @@
 
 #include "IrCost.h"
 #include "Liveness.h"
+#include "tiering/StateHomes.h"
 #include "tiering/TieringPolicies.h"
 
 #include "megatrain/Passes/Placement.h"
@@ -123,8 +124,34 @@ struct Tier : impl::TierBase<Tier> {
           << policy << "' (auto, keep, checkpoint or offload)";
       return signalPassFailure();
     }
-    uint64_t budget = deviceMemory;
     std::string why;
+    // The state that host and disk cannot hold (and the state forced to the
+    // device) lives on the device beside the arena: the arena's budget is
+    // what the device has left (docs/tiering.md, "State homes").
+    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(stateHome, why);
+    if (!forcings) {
+      func.emitError("mt-tier: ") << why;
+      return signalPassFailure();
+    }
+    uint64_t budget = deviceMemory;
+    uint64_t reserve = deviceStateReserve(collectParameterState(func), *forcings,
+                                          hostMemory, diskMemory);
+    if (reserve > 0) {
+      uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
+      if (device == 0) {
+        // megatrain-opt without capacities: the arena keeps no budget.
+      } else if (device <= reserve) {
+        func.emitError("mt-tier: ")
+            << formatBytes(reserve) << " of training state must live on the device "
+            << "(what --host-memory and --disk-memory cannot hold, and --state-home "
+               "device), leaving no arena in --device-memory "
+            << formatBytes(device)
+            << "; raise --device-memory, --host-memory or --disk-memory";
+        return signalPassFailure();
+      } else {
+        budget = device - reserve;
+      }
+    }
     mlir::FailureOr<TieringChoice> choice = choosePlan(func, policy, profile, budget, why);
     if (mlir::failed(choice)) {
       func.emitError("mt-tier: ") << why;

@@ -121,9 +121,18 @@ void Executor::refreshComputeCopies() {
   for (auto [masterId, copyId] : computeCopies_) {
     const plan::Tensor& master = plan_.tensors(static_cast<int>(masterId));
     const plan::Tensor& copy = plan_.tensors(static_cast<int>(copyId));
+    const size_t count = static_cast<size_t>(elementCount(master.shape()));
+    if (plan_.pools(static_cast<int>(master.buffer().pool())).tier() == plan::DEVICE) {
+      // Device-resident state (docs/tiering.md "State homes"): through the host.
+      std::vector<float> from(count);
+      std::vector<uint16_t> to(count);
+      backend_->read(master, from.data(), count * sizeof(float));
+      for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
+      backend_->write(copy, to.data(), count * sizeof(uint16_t));
+      continue;
+    }
     const float* from = reinterpret_cast<const float*>(backend_->hostData(master));
     uint16_t* to = reinterpret_cast<uint16_t*>(backend_->hostData(copy));
-    const size_t count = static_cast<size_t>(elementCount(master.shape()));
     for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
   }
 }
@@ -132,6 +141,18 @@ void Executor::checkClippingIsSafe() {
   // Clipping moves every ADAMW to the position of the last one. That is only
   // the same computation if no step in between touches a tensor an earlier
   // ADAMW updates or reads (its parameter, gradient or moments).
+  // A device update reads a gradient that lives in the arena only until the
+  // update (or a device accumulator): clipping cannot hold them all.
+  for (uint32_t index : adamwSteps_) {
+    const plan::Tensor& grad = plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(1)));
+    if (plan_.pools(static_cast<int>(grad.buffer().pool())).tier() == plan::DEVICE) {
+      clippingConflict_ = "gradient clipping needs every gradient on the host before any AdamW update, but '" +
+                          plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(0))).name() +
+                          "' is updated on the device from '" + grad.name() +
+                          "' (compile with --state-home host to clip)";
+      return;
+    }
+  }
   if (adamwSteps_.size() < 2) return;
   const uint32_t last = adamwSteps_.back();
   std::vector<int64_t> updatedAt(static_cast<size_t>(plan_.tensors_size()), -1);

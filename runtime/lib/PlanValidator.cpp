@@ -186,8 +186,7 @@ class PlanValidator {
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER_COMPUTE) {
-      if (pool.tier() == plan::DEVICE)
-        fail(name + ": PARAMETER_COMPUTE is in a DEVICE pool, compute copies live in host memory");
+      // Host memory, or a DEVICE pool for a device-resident parameter (minor 5).
       if (tensor.dtype() != plan::BF16)
         fail(name + ": PARAMETER_COMPUTE dtype " + dtypeName(tensor.dtype()) + " (expected bf16)");
     }
@@ -276,6 +275,27 @@ class PlanValidator {
            " is " + std::to_string(dst.buffer().size_bytes()));
   }
 
+  // An ADAMW or ACCUMULATE runs where its first tensor lives (minor 5): on
+  // the host, or on the device when it is in a DEVICE pool, and then every
+  // operand is, and the gradient read may be the arena's (an ACTIVATION).
+  bool onDeviceTask(int index, const plan::HostTask& task) const {
+    if (task.tensors_size() == 0) return false;
+    checkTensorId(index, task.tensors(0), "host task");
+    return tierOf(plan_.tensors(static_cast<int>(task.tensors(0)))) == plan::DEVICE;
+  }
+
+  void checkTaskOperand(int index, uint32_t id, plan::Role role, bool device, bool gradient) const {
+    if (!device) return checkHostOperand(index, id, role);
+    checkTensorId(index, id, "device task");
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
+    if (tensor.role() != role && !(gradient && tensor.role() == plan::ACTIVATION))
+      fail(stepLabel(index) + ": " + tensorLabel(id) + " has role " + roleName(tensor.role()) +
+           ", expected " + roleName(role));
+    if (tierOf(tensor) != plan::DEVICE)
+      fail(stepLabel(index) + ": " + tensorLabel(id) + " is not in a DEVICE pool, but the task's first "
+           "tensor is: a device update needs all of its tensors on the device");
+  }
+
   void checkHostOperand(int index, uint32_t id, plan::Role role) const {
     checkTensorId(index, id, "host task");
     const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
@@ -330,7 +350,8 @@ class PlanValidator {
              std::to_string(task.tensors_size()));
       const plan::Role roles[4] = {plan::PARAMETER, plan::GRADIENT, plan::OPTIMIZER_STATE,
                                    plan::OPTIMIZER_STATE};
-      for (int i = 0; i < 4; ++i) checkHostOperand(index, task.tensors(i), roles[i]);
+      const bool device = onDeviceTask(index, task);
+      for (int i = 0; i < 4; ++i) checkTaskOperand(index, task.tensors(i), roles[i], device, i == 1);
       const plan::Tensor& param = plan_.tensors(static_cast<int>(task.tensors(0)));
       if (!param.trainable())
         fail(stepLabel(index) + ": " + tensorLabel(task.tensors(0)) + " is not trainable");
@@ -345,7 +366,7 @@ class PlanValidator {
       }
       // The bf16 compute copy of an f32 master, rewritten by the update.
       if (task.tensors_size() == 5) {
-        checkHostOperand(index, task.tensors(4), plan::PARAMETER_COMPUTE);
+        checkTaskOperand(index, task.tensors(4), plan::PARAMETER_COMPUTE, device, false);
         checkComputeCopy(index, task.tensors(4), task.tensors(0));
       }
       hasAdamW_ = true;
@@ -360,7 +381,8 @@ class PlanValidator {
       if (task.tensors_size() != 2)
         fail(stepLabel(index) + ": ACCUMULATE takes 2 tensors (accumulator, addend), got " +
              std::to_string(task.tensors_size()));
-      for (int i = 0; i < 2; ++i) checkHostOperand(index, task.tensors(i), plan::GRADIENT);
+      const bool device = onDeviceTask(index, task);
+      for (int i = 0; i < 2; ++i) checkTaskOperand(index, task.tensors(i), plan::GRADIENT, device, i == 1);
       const plan::Tensor& acc = plan_.tensors(static_cast<int>(task.tensors(0)));
       const plan::Tensor& addend = plan_.tensors(static_cast<int>(task.tensors(1)));
       if (acc.dtype() != plan::F32 && acc.dtype() != plan::F64)

@@ -17,6 +17,13 @@
 //                 mt.adamw is then the last part: copy into grad_part,
 //                 ACCUMULATE, ADAMW.
 //
+// A parameter whose state lives on the device (mt.home = "device", mt-homes;
+// docs/tiering.md "State homes") has its m, v (and micro-batch accumulator
+// grad:<param>) in the device_state pool, and its steps run on the compute
+// stream: ADAMW reads the arena gradient itself (no gradient is kept), part 0
+// is a device copy into grad:<param>, parts k >= 1 ACCUMULATE the arena
+// gradient into it; the plan is then format minor 5.
+//
 // The checks here are those of a consistent update: one mt.adamw per
 // trainable parameter, gradients of the master's type, parts in micro-batch
 // order with one count.
@@ -113,28 +120,36 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
            << param << "' in a function of micro-batches has no earlier "
                        "mt.grad_part (run mt-microbatch as a whole)";
 
+  // A device update reads the arena gradient; nothing is kept.
+  const bool device = onDevice(param);
   mlir::FailureOr<uint32_t> hostGrad =
       accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
+      : device    ? gradient
                   : addTensor(op, "grad:" + param, type, pb::GRADIENT);
   mlir::FailureOr<uint32_t> m = addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
   mlir::FailureOr<uint32_t> v = addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
   if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
     return mlir::failure();
-  if (!accumulated)
+  if (!accumulated && !device)
     placeOnHost(*hostGrad);
-  placeOnHost(*m);
-  placeOnHost(*v);
+  placeState(param, *m);
+  placeState(param, *v);
 
   if (accumulated) {
     if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
       return mlir::failure();
+  } else if (device) {
+    // The update below reads it on the same stream.
   } else {
     pb::Step &copy = addStep(kDeviceToHost, op, opStep);
     copy.mutable_copy()->set_src(*gradient);
     copy.mutable_copy()->set_dst(*hostGrad);
     noteRead(*gradient);
   }
-  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
+  pb::HostTask *task =
+      addStep(device ? kCompute : kHostStream, op, opStep).mutable_host_task();
+  if (device && !accumulated)
+    noteRead(*gradient);
   task->set_kind(pb::HostTask::ADAMW);
   for (uint32_t id : {master->second, *hostGrad, *m, *v})
     task->add_tensors(id);
@@ -165,6 +180,17 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
                                                 int64_t opStep) {
+  if (onDevice(param)) {
+    // On the device: the arena gradient is added straight into the
+    // accumulator, on the compute stream.
+    pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
+    noteRead(gradient);
+    task->set_kind(pb::HostTask::ACCUMULATE);
+    task->add_tensors(hostGradients.at(param));
+    task->add_tensors(gradient);
+    requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
+    return mlir::success();
+  }
   auto stage = partStages.find(param);
   if (stage == partStages.end()) {
     // One staging tensor per parameter, reused by every part k >= 1: the
@@ -220,9 +246,9 @@ mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep)
   mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
   if (mlir::failed(hostGrad))
     return mlir::failure();
-  placeOnHost(*hostGrad);
+  placeState(param, *hostGrad);
   hostGradients[param] = *hostGrad;
-  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  pb::Step &copy = addStep(onDevice(param) ? kCompute : kDeviceToHost, op, opStep);
   copy.mutable_copy()->set_src(*gradient);
   copy.mutable_copy()->set_dst(*hostGrad);
   noteRead(*gradient);

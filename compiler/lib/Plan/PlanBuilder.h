@@ -72,6 +72,11 @@ private:
   mlir::FailureOr<uint32_t> addTensor(mlir::Operation *op, const std::string &name,
                                       mlir::Type type, pb::Role role);
   void placeOnHost(uint32_t id);
+  /// Places a parameter's state tensor in its home's pool: the host pool, or
+  /// the device_state pool for a device home (mt-homes).
+  void placeState(const std::string &param, uint32_t id);
+  /// Whether `param`'s state lives on the device (mt.home = "device").
+  bool onDevice(const std::string &param) const;
   /// Places result `result` of `op` (already a tensor `id`) at its mt.offset.
   mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
                                    uint32_t id, int64_t opStep,
@@ -100,6 +105,11 @@ private:
   uint64_t arenaSize = 0;
   uint64_t stageSize = 0;
   uint64_t hostTop = 0;
+  // Device-resident training state (docs/tiering.md "State homes"): the
+  // pool's id (after the host staging pool when there is one) and its top.
+  uint32_t statePool = 2;
+  uint64_t stateTop = 0;
+  std::map<std::string, std::string> homes; // parameter -> mt.home
   llvm::StringSet<> names;
   llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
   std::map<std::string, uint32_t> parameterMasters;

@@ -70,6 +70,14 @@ inline constexpr llvm::StringLiteral kMasterElement = "mt.master_element";
 /// more than one micro-batch): k. mt-tier splits forward from backward per
 /// micro-batch at the first such op of each k.
 inline constexpr llvm::StringLiteral kMicrobatchBackward = "mt.microbatch_backward";
+/// string on every mt.param, set by mt-homes: the home of the parameter's
+/// training state, "device", "host" or "disk" (absent: host).
+inline constexpr llvm::StringLiteral kHome = "mt.home";
+/// i64 on the function, set by mt-homes: the capacities the homes were
+/// chosen for, bytes (docs/tiering.md "State homes"; -1: unlimited).
+inline constexpr llvm::StringLiteral kDeviceCapacity = "mt.device_capacity";
+inline constexpr llvm::StringLiteral kHostCapacity = "mt.host_capacity";
+inline constexpr llvm::StringLiteral kDiskCapacity = "mt.disk_capacity";
 } // namespace attr
 
 } // namespace megatrain::mt
