@@ -98,9 +98,19 @@ struct Homes : impl::HomesBase<Homes> {
     uint64_t hostCapacity = hostMemory < 0 ? 0 : static_cast<uint64_t>(hostMemory);
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     rooms.left[kDsk] = diskMemory;
+    std::vector<ParameterState> states = collectParameterState(func);
+    // With a disk, its staging (two slots of m and v of the largest
+    // parameter, 4 KiB blocks) comes out of the host's room.
+    if (diskMemory > 0) {
+      uint64_t largest = 0;
+      for (const ParameterState &state : states)
+        if (state.trainable)
+          largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
+      stage += 4 * largest;
+      rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
+    }
     const Rooms initial = rooms;
 
-    std::vector<ParameterState> states = collectParameterState(func);
     llvm::StringMap<Home> homes;
     std::vector<const ParameterState *> free;
     for (const ParameterState &state : states) {

@@ -86,7 +86,6 @@ class PlanValidator {
       if (pool.id() != static_cast<uint32_t>(i))
         fail(name + ": id " + std::to_string(pool.id()) + " differs from its index");
       if (pool.tier() == plan::TIER_UNSPECIFIED) fail(name + ": tier is unspecified");
-      if (pool.tier() == plan::DISK) fail(name + ": the DISK tier is not supported yet");
       // Backends round pools up to their alignment and preflight sums them:
       // sizes from the file are bounded first so that neither can wrap.
       if (pool.size_bytes() > kMaxPoolBytes)
@@ -183,6 +182,12 @@ class PlanValidator {
     // Read by the runtime after the step, so never poisoned device memory.
     if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
+    // The disk tier (minor 5) holds optimizer state only, staged through host memory.
+    if (pool.tier() == plan::DISK && tensor.role() != plan::OPTIMIZER_STATE)
+      fail(name + ": " + roleName(tensor.role()) + " is in a DISK pool, which holds OPTIMIZER_STATE only");
+    if (tensor.role() == plan::STATE_STAGE && pool.tier() != plan::HOST_PINNED)
+      fail(name + ": STATE_STAGE is in a " + std::string(plan::Tier_Name(pool.tier())) +
+           " pool, staging lives in pinned host memory");
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER_COMPUTE) {
@@ -285,6 +290,10 @@ class PlanValidator {
   }
 
   void checkTaskOperand(int index, uint32_t id, plan::Role role, bool device, bool gradient) const {
+    // A disk-resident moment is updated in its host staging copy.
+    if (!device && role == plan::OPTIMIZER_STATE && id < static_cast<uint32_t>(plan_.tensors_size()) &&
+        plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
+      return checkHostOperand(index, id, plan::STATE_STAGE);
     if (!device) return checkHostOperand(index, id, role);
     checkTensorId(index, id, "device task");
     const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));

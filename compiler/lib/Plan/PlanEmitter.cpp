@@ -120,6 +120,11 @@ bool PlanBuilder::onDevice(const std::string &param) const {
   return it != homes.end() && it->second == "device";
 }
 
+bool PlanBuilder::onDisk(const std::string &param) const {
+  auto it = homes.find(param);
+  return it != homes.end() && it->second == "disk";
+}
+
 void PlanBuilder::placeState(const std::string &param, uint32_t id) {
   if (!onDevice(param))
     return placeOnHost(id);
@@ -205,15 +210,16 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     mlir::Type masterType = masterTypeOf(param);
     if (masterType != param.getType())
       computeFetches.push_back(param);
-    // The state's home (mt-homes; absent: host). The disk tier's steps are
-    // not emitted yet.
+    // The state's home (mt-homes; absent: host).
     std::string home = "host";
     if (auto attr = param->getAttrOfType<mlir::StringAttr>(mt::attr::kHome))
       home = attr.str();
-    if (home != "host" && home != "device")
+    if (home != "host" && home != "device" && home != "disk")
       return param.emitError("mt.param '")
-             << name << "' has mt.home = \"" << home
-             << "\"; plans hold device and host homes (the disk tier is not emitted yet)";
+             << name << "' has mt.home = \"" << home << "\" (device, host or disk)";
+    if (home == "disk" && !param.getTrainable())
+      return param.emitError("mt.param '")
+             << name << "' is frozen but has mt.home = \"disk\"; only optimizer state goes to disk";
     auto [previousHome, firstHome] = homes.emplace(name, home);
     if (!firstHome && previousHome->second != home)
       return param.emitError("mt.param '")
@@ -561,7 +567,19 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   arenaSize = static_cast<uint64_t>(arenaAttr.getInt());
   if (auto stage = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kHostStageSize))
     stageSize = static_cast<uint64_t>(stage.getInt());
-  statePool = stageSize > 0 ? kHostStagePool + 1 : kHostStagePool;
+  // Pools after the host staging pool, in this order when present:
+  // device_state, disk, disk_stage.
+  bool anyDevice = false, anyDisk = false;
+  func.walk([&](mt::ParamOp param) {
+    if (auto home = param->getAttrOfType<mlir::StringAttr>(mt::attr::kHome)) {
+      anyDevice |= home.getValue() == "device";
+      anyDisk |= home.getValue() == "disk";
+    }
+  });
+  uint32_t nextPool = stageSize > 0 ? kHostStagePool + 1 : kHostStagePool;
+  statePool = anyDevice ? nextPool++ : 0;
+  diskPool = anyDisk ? nextPool++ : 0;
+  diskStagePool = anyDisk ? nextPool++ : 0;
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -610,11 +628,13 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   header->set_disk_capacity_bytes(capacity(mt::attr::kDiskCapacity));
   for (const char *stream : {kCompute, kHostToDevice, kDeviceToHost, kHostStream})
     plan.add_streams(stream);
+  if (anyDisk)
+    plan.add_streams(kDiskStream);
 
   std::vector<mlir::Operation *> ops;
   for (auto &[step, op] : ordered)
     ops.push_back(op);
-  if (mlir::failed(addParameterMasters(ops)))
+  if (mlir::failed(addParameterMasters(ops)) || mlir::failed(addDiskState(ops)))
     return mlir::failure();
   for (auto &[step, op] : ordered) {
     if (mlir::failed(emitOp(op, step)))
@@ -662,6 +682,20 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     state->set_name("device_state");
     state->set_tier(pb::DEVICE);
     state->set_size_bytes(stateTop);
+    requirePlanFormatMinor(*header, kPlanMinorHomes);
+  }
+  if (anyDisk) {
+    pb::Pool *disk = plan.add_pools();
+    disk->set_id(diskPool);
+    disk->set_name("disk");
+    disk->set_tier(pb::DISK);
+    disk->set_size_bytes(diskTop);
+    // Two slots, each holding one parameter's m and v.
+    pb::Pool *stage = plan.add_pools();
+    stage->set_id(diskStagePool);
+    stage->set_name("disk_stage");
+    stage->set_tier(pb::HOST_PINNED);
+    stage->set_size_bytes(4 * diskSlotBytes);
     requirePlanFormatMinor(*header, kPlanMinorHomes);
   }
 

@@ -211,7 +211,7 @@ void Simulator::run() {
       break;
     case pb::Step::kHostTask:
       seconds = hostTaskSeconds(step.host_task());
-      cause = step.stream() == "compute" ? Cause::Compute : Cause::Host;
+      cause = step.stream() == kComputeStream ? Cause::Compute : Cause::Host;
       break;
     case pb::Step::kWait: {
       auto it = recorded.find(step.wait().event());

@@ -33,7 +33,9 @@ inline constexpr uint32_t kPlanMinorPrecision = 3;
 inline constexpr uint32_t kPlanMinorChecksum = 4;
 // Minor 5: state homes: training state in DEVICE pools (pool `device_state`),
 // ADAMW and ACCUMULATE on device tensors (run on the compute stream), an
-// ADAMW gradient that is an arena ACTIVATION, and the header's capacities.
+// ADAMW gradient that is an arena ACTIVATION, the header's capacities, and
+// the disk tier: a DISK pool of optimizer state, the host pool `disk_stage`
+// of STATE_STAGE tensors and the `disk` stream of its copies.
 inline constexpr uint32_t kPlanMinorHomes = 5;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
