@@ -275,10 +275,10 @@ std::string CheckpointWriter::save(const TrainingState& state) {
       emit(&layout_->words[entry.index], 8);
     } else {
       const plan::Tensor& tensor = executor_.plan().tensors(entry.index);
-      // Device-resident state (docs/tiering.md "State homes") through a host copy.
+      // Device- and disk-resident state (docs/tiering.md "State homes") through a host copy.
       std::vector<std::byte> fromDevice;
       const bool device =
-          executor_.plan().pools(static_cast<int>(tensor.buffer().pool())).tier() == plan::DEVICE;
+          executor_.plan().pools(static_cast<int>(tensor.buffer().pool())).tier() != plan::HOST_PINNED;
       if (device) {
         fromDevice.resize(tensor.buffer().size_bytes());
         executor_.backend().synchronize();
@@ -502,7 +502,7 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
     in.skipTo(entry.offset);
     if (entry.kind == kRunState)
       in.read(&words[entry.index], 8);
-    else if (plan.pools(static_cast<int>(plan.tensors(entry.index).buffer().pool())).tier() == plan::DEVICE) {
+    else if (plan.pools(static_cast<int>(plan.tensors(entry.index).buffer().pool())).tier() != plan::HOST_PINNED) {
       std::vector<std::byte> bytes(entry.bytes);
       in.read(bytes.data(), entry.bytes);
       executor.backend().write(plan.tensors(entry.index), bytes.data(), bytes.size());

@@ -105,6 +105,8 @@ bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions&
     options.logEvery = parsePositive(args.value(arg), arg);
   } else if (arg == "--skip-preflight") {
     options.skipPreflight = true;
+  } else if (arg == "--disk-dir") {
+    options.diskDir = args.value(arg);
   } else {
     return false;
   }

@@ -36,6 +36,7 @@ struct TrainingOptions {
   std::string resume;
   int64_t logEvery = 1;
   bool skipPreflight = false;
+  std::string diskDir;  // --disk-dir: the files of the plan's DISK pools
 };
 
 // Takes `arg` (and its value from `args`) if it is one of the flags above;
