@@ -147,11 +147,21 @@ struct Homes : impl::HomesBase<Homes> {
         below.push_back(state);
       }
     }
-    // Host for the later updates, disk for the earlier ones: fill the host
-    // from the latest update down, the disk takes what is left.
-    for (const ParameterState *state : below) {
+    // Host for the later updates, disk for the earlier ones. A parameter on
+    // disk still keeps its master and gradient on the host, so one goes to
+    // the host only while the host keeps room for every later one in its
+    // disk form (when the disk can take them): the latest updates get the
+    // host, and the rest still fit.
+    std::vector<uint64_t> diskFormHostAfter(below.size() + 1, 0);
+    for (size_t i = below.size(); i-- > 0;)
+      diskFormHostAfter[i] = diskFormHostAfter[i + 1] + below[i]->bytes[kDsk][kHst];
+    for (size_t i = 0; i < below.size(); ++i) {
+      const ParameterState *state = below[i];
       Home home = Home::Host;
-      if (!rooms.fits(*state, Home::Host)) {
+      bool leavesRoom = rooms.unlimited[kHst] || diskMemory == 0 || !state->trainable ||
+                        (rooms.fits(*state, Home::Host) &&
+                         rooms.left[kHst] - state->bytes[kHst][kHst] >= diskFormHostAfter[i + 1]);
+      if (!rooms.fits(*state, Home::Host) || !leavesRoom) {
         home = Home::Disk;
         if (!rooms.fits(*state, Home::Disk)) {
           uint64_t needed = 0;

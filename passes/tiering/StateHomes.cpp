@@ -155,7 +155,9 @@ uint64_t deviceStateReserve(llvm::ArrayRef<ParameterState> states,
     hostUsed += bytes[hst];
     diskUsed += bytes[dsk];
   }
-  // The others below the device, largest first, host before disk; what
+  // The others below the device, largest first, each in the form that takes
+  // the least host memory (disk: only its master, gradient and compute copy
+  // stay on the host) while the disk has room, else on the host; what
   // neither holds goes to the device.
   std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {
     return a->elements > b->elements;
@@ -166,12 +168,11 @@ uint64_t deviceStateReserve(llvm::ArrayRef<ParameterState> states,
   for (const ParameterState *state : free) {
     const auto &onHost = state->bytes[hst];
     const auto &onDisk = state->bytes[dsk];
-    if (fitsHost(onHost[hst])) {
-      hostUsed += onHost[hst];
-    } else if (onDisk[dsk] > 0 && diskUsed + onDisk[dsk] <= diskCapacity &&
-               fitsHost(onDisk[hst])) {
+    if (onDisk[dsk] > 0 && diskUsed + onDisk[dsk] <= diskCapacity && fitsHost(onDisk[hst])) {
       diskUsed += onDisk[dsk];
       hostUsed += onDisk[hst];
+    } else if (fitsHost(onHost[hst])) {
+      hostUsed += onHost[hst];
     } else {
       reserve += state->bytes[dev][dev];
     }

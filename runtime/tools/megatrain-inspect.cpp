@@ -101,6 +101,14 @@ void printStateHomes(const plan::Plan& plan) {
               capacity(h.host_capacity_bytes()).c_str(), capacity(h.disk_capacity_bytes()).c_str());
   const plan::Tier tiers[] = {plan::DEVICE, plan::HOST_PINNED, plan::DISK};
   const char* names[] = {"device", "host", "disk"};
+  // Every pool of each tier (arena, staging and state), exact, against the capacities.
+  uint64_t poolBytes[3] = {};
+  for (const plan::Pool& pool : plan.pools())
+    for (int i = 0; i < 3; ++i)
+      if (pool.tier() == tiers[i]) poolBytes[i] += pool.size_bytes();
+  std::printf("  %-14s device %llu, host %llu, disk %llu\n", "pool bytes",
+              static_cast<unsigned long long>(poolBytes[0]), static_cast<unsigned long long>(poolBytes[1]),
+              static_cast<unsigned long long>(poolBytes[2]));
   std::printf("  %-14s", "bytes/param");
   for (int i = 0; i < 3; ++i)
     std::printf("%s %s %.2f", i ? "," : "", names[i], homes.bytesPerParameter(tiers[i]));
