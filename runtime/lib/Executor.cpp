@@ -1,7 +1,11 @@
 // Executor.cpp - runs a plan's steps, one training step per call, over a backend.
 #include "megatrain/runtime/Executor.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -107,6 +111,18 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
       adamwSteps_.push_back(step.index());
   hyper_ = plan_.header().optimizer();
   checkClippingIsSafe();
+
+  if (const char* kill = std::getenv("MEGATRAIN_TEST_KILL_IN_STEP")) {
+    killInStep_ = std::atoll(kill);
+    killAfter_ = static_cast<uint32_t>(steps / 2);
+    for (const plan::Step& step : plan_.steps())
+      if (step.op_case() == plan::Step::kCopy &&
+          plan_.pools(static_cast<int>(plan_.tensors(static_cast<int>(step.copy().dst())).buffer().pool())).tier() ==
+              plan::DISK) {
+        killAfter_ = step.index();
+        break;
+      }
+  }
 
   // Compute copies name their master by source (validated).
   std::unordered_map<std::string, uint32_t> masters;
@@ -365,6 +381,10 @@ StepResult Executor::runStep(const StepOptions& options) {
     if (poison)
       for (size_t k = poisonStart_[step.index()]; k < poisonStart_[step.index() + 1]; ++k)
         backend_->poisonOnStream(plan_.tensors(static_cast<int>(poisonAfter_[k])), step.stream());
+    if (killInStep_ == step_ && step.index() == killAfter_) {
+      backend_->synchronize();
+      ::kill(::getpid(), SIGKILL);
+    }
   }
   backend_->synchronize();
   if (options.trace) result.trace = backend_->endStepTrace();
