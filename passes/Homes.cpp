@@ -77,7 +77,7 @@ struct Homes : impl::HomesBase<Homes> {
       return signalPassFailure();
     }
     std::string why;
-    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(stateHome, why);
+    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(std::vector<std::string>(stateHome.begin(), stateHome.end()), why);
     if (!forcings) {
       func.emitError("mt-homes: ") << why;
       return signalPassFailure();

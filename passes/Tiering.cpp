@@ -128,7 +128,7 @@ struct Tier : impl::TierBase<Tier> {
     // The state that host and disk cannot hold (and the state forced to the
     // device) lives on the device beside the arena: the arena's budget is
     // what the device has left (docs/tiering.md, "State homes").
-    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(stateHome, why);
+    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(std::vector<std::string>(stateHome.begin(), stateHome.end()), why);
     if (!forcings) {
       func.emitError("mt-tier: ") << why;
       return signalPassFailure();
