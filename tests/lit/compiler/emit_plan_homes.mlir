@@ -5,7 +5,7 @@
 
 // State homes in the plan (docs/tiering.md "State homes"), on emit_plan.mlir's step.
 //
-// device: w, adam_m:w and adam_v:w in the device_state pool (pool 2: there is no
+// With --state-home device, w, adam_m:w and adam_v:w in the device_state pool (pool 2: there is no
 // staging pool), the fetch a copy on compute, no grad:w, and ADAMW on compute
 // reading the arena's gradient (the matmul's result); format 1.5.
 // DEVICE:       format_minor: 5
@@ -18,13 +18,15 @@
 // DEVICE:       name: "device_state"
 // DEVICE-NEXT:  tier: DEVICE
 // DEVICE-NEXT:  size_bytes: 1536
-// DEVICE:       stream: "compute"
-// DEVICE-NEXT:  copy {
-// DEVICE:       stream: "compute"
-// DEVICE-NEXT:  host_task {
-// DEVICE-NEXT:    kind: ADAMW
+// DEVICE:       steps {
+// DEVICE-NEXT:    stream: "compute"
+// DEVICE-NEXT:    copy {
+// DEVICE:         index: 13
+// DEVICE-NEXT:    stream: "compute"
+// DEVICE-NEXT:    host_task {
+// DEVICE-NEXT:      kind: ADAMW
 //
-// disk: adam_m:w and adam_v:w in the DISK pool (pool 2, 4 KiB each), their
+// With --state-home disk, adam_m:w and adam_v:w in the DISK pool (pool 2, 4 KiB each), their
 // staging in disk_stage (pool 3); copies on the disk stream before and after the
 // host ADAMW, which updates the staging.
 // DISK:         format_minor: 5
@@ -42,8 +44,8 @@
 // DISK:         stream: "disk"
 // DISK-NEXT:    copy {
 // DISK:         kind: ADAMW
-// DISK:         stream: "disk"
-// DISK-NEXT:    copy {
+// DISK:         src: 3
+// DISK-NEXT:      dst: 1
 //
 // BAD: --state-home 'cloud': the tier is 'cloud', expected device, host or disk
 // NODISK: mt-homes: --state-home forces 'w' to disk, which has no room left

@@ -2,8 +2,6 @@
 // RUN: megatrain-compile --precision fp32 --state-home host %models/mlp.onnx --shape x=32x16,labels=32 --emit=plan-text -o - \
 // RUN:   | FileCheck %s --check-prefix=MLP
 
-// Every parameter at home on the host (--state-home host): the host path of the
-// plan; emit_plan_homes.mlir checks the device and disk homes.
 
 // Emission ends with insertEvents: every dependency between steps on two
 // streams gets `record eN` right after the earlier step and `wait eN` right
@@ -136,3 +134,6 @@ func.func @main() {
 // MLP-NEXT:     kernel: "{{[a-z_]+}}"
 // MLP-NEXT:     inputs: {{[0-9]+}}
 // MLP-NEXT:     inputs: [[W]]
+
+// Every parameter at home on the host (--state-home host): the host path of the
+// plan; emit_plan_homes.mlir checks the device and disk homes.

@@ -16,8 +16,6 @@
 // RUN:   --emit=plan-text -o - > %t.one
 // RUN: not grep -q 'ACCUMULATE\|grad_part' %t.one
 
-// Every parameter at home on the host (--state-home host): the host path of the
-// plan; emit_plan_homes.mlir checks the device and disk homes.
 
 // A training step of two micro-batches as mt-microbatch and mt-adamw leave it
 // (the form --emit=training prints): micro-batch 0's gradient part of w goes
@@ -105,3 +103,6 @@ func.func @main() attributes {mt.microbatches = 2 : i64} {
 // CHECK-NEXT:    kind: ADAMW
 // CHECK-NEXT:    tensors: {{[0-9]+}}
 // CHECK-NEXT:    tensors: [[GRAD]]
+
+// Every parameter at home on the host (--state-home host): the host path of the
+// plan; emit_plan_homes.mlir checks the device and disk homes.

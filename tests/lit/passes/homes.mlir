@@ -9,31 +9,31 @@
 // 12288 bytes), b 256 (3072), c 64 (768); updated in the order a, b, c. The
 // arena is 1000 bytes.
 //
-// ALL: the device holds 1000 + 12288 + 3072 + 768 = 17128: every home is device.
+// The ALL run: the device holds 1000 + 12288 + 3072 + 768 = 17128: every home is device.
 // ALL-LABEL: func.func @three
 // ALL-SAME:    mt.device_capacity = 17128
 // ALL-COUNT-3: mt.home = "device"
 //
-// SOME: 4840 leaves 3840 beside the arena: c (updated last) and b fit, a goes
+// The SOME run: 4840 leaves 3840 beside the arena: c (updated last) and b fit, a goes
 // to the unlimited host.
 // SOME-LABEL: func.func @three
 // SOME: mt.param {{.*}}mt.home = "host"{{.*}}name = "a"
 // SOME: mt.param {{.*}}mt.home = "device"{{.*}}name = "b"
 // SOME: mt.param {{.*}}mt.home = "device"{{.*}}name = "c"
 //
-// FORCED: the first matching --state-home wins: a to the host, b and c to the device.
+// The FORCED run: the first matching --state-home wins: a to the host, b and c to the device.
 // FORCED-LABEL: func.func @three
 // FORCED: mt.param {{.*}}mt.home = "host"{{.*}}name = "a"
 // FORCED: mt.param {{.*}}mt.home = "device"{{.*}}name = "b"
 // FORCED: mt.param {{.*}}mt.home = "device"{{.*}}name = "c"
 //
-// HOST: no device room; on the host each parameter takes master, gradient,
+// The HOST run: no device room; on the host each parameter takes master, gradient,
 // m, v, each padded to 256 bytes: 16384 + 4096 + 1024 = 21504 <= 30000.
 // HOST-LABEL: func.func @three
 // HOST-COUNT-3: mt.home = "host"
 // HOST-NOT: mt.home = "device"
 //
-// FULL: mt-homes: the training state does not fit: parameter 'a'
+// FULL: mt-homes: the training state does not fit: parameter 'c'
 // FULL-SAME: --host-memory
 // BADTIER: --state-home 'cloud': the tier is 'cloud', expected device, host or disk
 func.func @three() attributes {mt.arena_size = 1000 : i64} {
