@@ -47,7 +47,15 @@ StateHomes computeStateHomes(const plan::Plan& plan) {
     const plan::Tier tier = plan.pools(static_cast<int>(tensor.buffer().pool())).tier();
     homes.bytesPerTier[tier] += tensor.buffer().size_bytes();
     auto it = index.find(parameterOf(tensor));
-    if (it != index.end()) homes.parameters[it->second].stateBytes += tensor.buffer().size_bytes();
+    if (it == index.end()) continue;
+    ParameterHome& home = homes.parameters[it->second];
+    home.stateBytes += tensor.buffer().size_bytes();
+    // A disk home keeps its master on the host and its moments on disk.
+    if (tier == plan::DISK && home.tier != plan::DISK) {
+      --homes.parametersPerTier[home.tier];
+      home.tier = plan::DISK;
+      ++homes.parametersPerTier[plan::DISK];
+    }
   }
   return homes;
 }

@@ -17,7 +17,7 @@ compile() {
 }
 compile host --state-home host
 compile disk --state-home disk --disk-memory 1GiB
-"$BIN/megatrain-inspect" disk.plan --max-steps 0 > disk.inspect
+"$BIN/megatrain-inspect" disk.plan --max-steps 1 > disk.inspect
 grep -q "'disk' DISK" disk.inspect || fail "no DISK pool"
 grep -q "^  home *disk " disk.inspect || fail "no parameter at home on disk"
 

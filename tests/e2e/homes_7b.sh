@@ -21,7 +21,7 @@ GiB=$((1 << 30))
 check() {
   local name=$1 device=$2 host=$3 disk=$4; shift 4
   "$BIN/megatrain-compile" step.mlir -o "$name.plan" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name: compile"; }
-  "$BIN/megatrain-inspect" "$name.plan" --max-steps 0 > "$name.inspect" || fail "$name: inspect"
+  "$BIN/megatrain-inspect" "$name.plan" --max-steps 1 > "$name.inspect" || fail "$name: inspect"
   read -r d h k < <(sed -n 's/.*pool bytes *device \([0-9]*\), host \([0-9]*\), disk \([0-9]*\).*/\1 \2 \3/p' "$name.inspect")
   [[ -n ${d:-} ]] || fail "$name: no pool bytes in the inspect output"
   (( d <= device )) || fail "$name: device pools $d over $device"

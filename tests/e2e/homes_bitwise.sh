@@ -21,7 +21,7 @@ compile() {
   local name=$1; shift
   "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "${EXTRA[@]}" "$@" > "$name.log" 2>&1 ||
     { cat "$name.log"; fail "$name: compile failed"; }
-  "$BIN/megatrain-inspect" "$name.plan" --max-steps 0 > "$name.inspect" || fail "$name: inspect failed"
+  "$BIN/megatrain-inspect" "$name.plan" --max-steps 1 > "$name.inspect" || fail "$name: inspect failed"
 }
 # bytes NAME TIER: the inspect's bytes per parameter in TIER.
 bytes() { sed -n "s/.*bytes\/param.* $2 \([0-9.]*\).*/\1/p" "$1.inspect"; }

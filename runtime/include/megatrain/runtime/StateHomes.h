@@ -15,7 +15,7 @@ namespace megatrain::runtime {
 
 struct ParameterHome {
   std::string name;       // the PARAMETER's name
-  plan::Tier tier;        // the tier of its master's pool
+  plan::Tier tier;        // its home: the tier of its master's pool, or DISK when its moments are there
   uint64_t elements = 0;
   uint64_t stateBytes = 0;  // master, compute copy, gradient(s), moments: every tier
 };
