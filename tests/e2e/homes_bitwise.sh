@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # homes_bitwise.sh - a parameter's home never changes the math (docs/tiering.md "State homes"):
 # the model compiled with every parameter's state forced to the host (the plan of before homes),
-# to the device, mixed (matrices on the device, the rest on the host), and with the homes the
-# compiler chooses, trains 20 steps on the CPU backend (every tier emulated in host memory,
+# to the device, to disk (optimizer state in a file under --disk-dir), mixed (matrices on the
+# device, the rest on the host), mixed over all three tiers, and with the homes the compiler
+# chooses, trains 20 steps on the CPU backend (every tier emulated in host memory,
 # dead tensors poisoned) to bitwise-identical losses and weights. The device plans must have the
 # device_state pool and run their updates on the compute stream; `megatrain-inspect` must show
 # the bytes per parameter of each tier that the homes imply.
@@ -29,6 +30,9 @@ bytes() { sed -n "s/.*bytes\/param.* $2 \([0-9.]*\).*/\1/p" "$1.inspect"; }
 compile host --state-home host
 compile device --state-home device
 compile mixed --state-home 'device:.*weight' --state-home host
+compile disk --state-home disk --disk-memory 1GiB
+compile three --state-home 'device:.*(weight|val_1)' --state-home 'disk:.*(bias|val_2|layer)' --state-home host \
+  --disk-memory 1GiB
 compile auto
 
 [[ $(bytes host device) == 0.00 ]] || fail "host: $(bytes host device) bytes/param on the device"
@@ -49,11 +53,23 @@ if grep -q 'name: "grad:' device.txt && [[ " ${EXTRA[*]} " != *microbatches* ]];
   fail "device: a kept gradient without micro-batches"
 fi
 
+# Every run gets a directory for its disk state (a plan without a DISK pool ignores it).
+train() {
+  mkdir -p "$1.disk"
+  "$BIN/megatrain-run" "$1.plan" --weights "$ONNX" "${FEED[@]}" --steps 20 --quiet --disk-dir "$1.disk" \
+    --metrics "$1.jsonl" --export-safetensors "$1.safetensors" >/dev/null
+  python3 -c "
+import json
+for line in open('$1.jsonl'):
+    print(repr(json.loads(line)['loss']))" > "$1.losses"
+}
+awk -v d="$(bytes disk disk)" 'BEGIN { exit !(d >= 8) }' || fail "disk: $(bytes disk disk) bytes/param on disk"
+
 train host
-for run in device mixed auto; do
+for run in device disk mixed three auto; do
   train "$run"
   cmp -s host.losses "$run.losses" || { paste host.losses "$run.losses"; fail "$run: losses differ"; }
   cmp -s host.safetensors "$run.safetensors" || fail "$run: trained weights differ"
-  echo "$MODEL ${EXTRA[*]}: $run (device $(bytes "$run" device), host $(bytes "$run" host) bytes/param) bitwise equal to all-host over 20 steps"
+  echo "$MODEL ${EXTRA[*]}: $run (device $(bytes "$run" device), host $(bytes "$run" host), disk $(bytes "$run" disk) bytes/param) bitwise equal to all-host over 20 steps"
 done
 echo "PASS $MODEL"
