@@ -95,6 +95,33 @@ uint64_t deviceArenaBytes(mlir::func::FuncOp func) {
   return placeBestFit(slots);
 }
 
+/// Bytes of every mt.offload result, as if none shared bytes: at least the
+/// host staging pool mt-plan-memory will place.
+uint64_t offloadBytes(mlir::func::FuncOp func) {
+  uint64_t bytes = 0;
+  func.walk([&](mt::OffloadOp op) { bytes += valueBytes(op.getResult()); });
+  return bytes;
+}
+
+/// The host readouts (loss, kept outputs), as the emitter pads them.
+uint64_t readoutBytes(mlir::func::FuncOp func) {
+  uint64_t bytes = 0;
+  func.walk([&](mlir::Operation *op) {
+    if (mlir::isa<mt::LossOp, mt::OutputOp>(op))
+      bytes += std::max<uint64_t>((valueBytes(op->getOperand(0)) + 255) / 256 * 256, 256);
+  });
+  return bytes;
+}
+
+/// The disk's host staging: two slots of the largest parameter's m and v.
+uint64_t diskStagingBytes(llvm::ArrayRef<ParameterState> states) {
+  uint64_t largest = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable)
+      largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
+  return 4 * largest;
+}
+
 /// Stage 6.
 mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profile,
                              uint64_t budget) {
@@ -133,29 +160,44 @@ struct Tier : impl::TierBase<Tier> {
       func.emitError("mt-tier: ") << why;
       return signalPassFailure();
     }
+    // The host also holds what is not state: the staging of offloaded
+    // activations (known once a plan is chosen: planned again when it takes
+    // room the state needed), the readouts and, with a disk, its staging.
+    std::vector<ParameterState> states = collectParameterState(func);
+    uint64_t hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0);
+    uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
+    mlir::FailureOr<TieringChoice> choice = mlir::failure();
     uint64_t budget = deviceMemory;
-    uint64_t reserve = deviceStateReserve(collectParameterState(func), *forcings,
-                                          hostMemory, diskMemory);
-    if (reserve > 0) {
-      uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
-      if (device == 0) {
-        // megatrain-opt without capacities: the arena keeps no budget.
-      } else if (device <= reserve) {
-        func.emitError("mt-tier: ")
-            << formatBytes(reserve) << " of training state must live on the device "
-            << "(what --host-memory and --disk-memory cannot hold, and --state-home "
-               "device), leaving no arena in --device-memory "
-            << formatBytes(device)
-            << "; raise --device-memory, --host-memory or --disk-memory";
-        return signalPassFailure();
-      } else {
+    for (int attempt = 0;; ++attempt) {
+      int64_t host = hostMemory < 0 ? hostMemory
+                                    : std::max<int64_t>(0, hostMemory - static_cast<int64_t>(hostFixed));
+      uint64_t reserve = deviceStateReserve(states, *forcings, host, diskMemory);
+      budget = deviceMemory;
+      if (reserve > 0 && device != 0) {
+        // (Without a device capacity, megatrain-opt's default, the arena keeps no budget.)
+        if (device <= reserve) {
+          func.emitError("mt-tier: ")
+              << formatBytes(reserve) << " of training state must live on the device "
+              << "(what --host-memory and --disk-memory cannot hold, and --state-home "
+                 "device), leaving no arena in --device-memory "
+              << formatBytes(device)
+              << "; raise --device-memory, --host-memory or --disk-memory";
+          return signalPassFailure();
+        }
         budget = device - reserve;
       }
-    }
-    mlir::FailureOr<TieringChoice> choice = choosePlan(func, policy, profile, budget, why);
-    if (mlir::failed(choice)) {
-      func.emitError("mt-tier: ") << why;
-      return signalPassFailure();
+      if (mlir::succeeded(choice))
+        choice->plan.erase();
+      choice = choosePlan(func, policy, profile, budget, why);
+      if (mlir::failed(choice)) {
+        func.emitError("mt-tier: ") << why;
+        return signalPassFailure();
+      }
+      uint64_t staged = offloadBytes(choice->plan);
+      if (hostMemory < 0 || reserve == 0 || attempt == 3 ||
+          readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged <= hostFixed)
+        break;
+      hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged;
     }
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
