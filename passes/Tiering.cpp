@@ -95,12 +95,28 @@ uint64_t deviceArenaBytes(mlir::func::FuncOp func) {
   return placeBestFit(slots);
 }
 
-/// Bytes of every mt.offload result, as if none shared bytes: at least the
-/// host staging pool mt-plan-memory will place.
+/// The host staging pool of the plan's mt.offload results, placed as
+/// mt-plan-memory will place it, with lifetimes from block order (def to
+/// last user).
 uint64_t offloadBytes(mlir::func::FuncOp func) {
-  uint64_t bytes = 0;
-  func.walk([&](mt::OffloadOp op) { bytes += valueBytes(op.getResult()); });
-  return bytes;
+  llvm::DenseMap<mlir::Operation *, int64_t> position;
+  int64_t index = 0;
+  for (mlir::Operation &op : func.getBody().front())
+    position[&op] = index++;
+  std::vector<Slot> slots;
+  for (mlir::Operation &op : func.getBody().front()) {
+    auto offload = mlir::dyn_cast<mt::OffloadOp>(op);
+    if (!offload)
+      continue;
+    Slot slot;
+    slot.first = position[&op];
+    slot.last = slot.first;
+    for (mlir::Operation *user : offload.getResult().getUsers())
+      slot.last = std::max(slot.last, position.lookup(user));
+    slot.size = valueBytes(offload.getResult());
+    slots.push_back(slot);
+  }
+  return placeBestFit(slots);
 }
 
 /// The host readouts (loss, kept outputs), as the emitter pads them.
@@ -171,7 +187,10 @@ struct Tier : impl::TierBase<Tier> {
     for (int attempt = 0;; ++attempt) {
       int64_t host = hostMemory < 0 ? hostMemory
                                     : std::max<int64_t>(0, hostMemory - static_cast<int64_t>(hostFixed));
+      // With 1/16 more: mt-homes fills the device by update order, not by
+      // size, so the parameters it leaves below need not pack as these did.
       uint64_t reserve = deviceStateReserve(states, *forcings, host, diskMemory);
+      reserve += reserve / 16;
       budget = deviceMemory;
       if (reserve > 0 && device != 0) {
         // (Without a device capacity, megatrain-opt's default, the arena keeps no budget.)
@@ -181,7 +200,9 @@ struct Tier : impl::TierBase<Tier> {
               << "(what --host-memory and --disk-memory cannot hold, and --state-home "
                  "device), leaving no arena in --device-memory "
               << formatBytes(device)
-              << "; raise --device-memory, --host-memory or --disk-memory";
+              << " (the host keeps " << formatBytes(hostFixed)
+              << " of readouts and staging); raise --device-memory, --host-memory or "
+                 "--disk-memory";
           return signalPassFailure();
         }
         budget = device - reserve;
