@@ -188,7 +188,6 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
     if (resumed->state.hasData && options.data.empty())
       throw Error(resumed->path + " was written by a run that sampled --data; resume with the same --data");
   } else {
-    if (!options.resume.empty())
     const std::unique_ptr<WeightSource> weights =
         openInitialWeights(setup.weights, options.init, options.initSeed, options.seed);
     if (!options.resume.empty())
