@@ -8,6 +8,7 @@
 
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime {
 namespace {
@@ -42,14 +43,18 @@ void fill(T* out, size_t count, InitKind kind, double std, uint64_t key) {
     for (size_t i = 0; i < count; ++i) out[i] = kind == InitKind::Ones ? T(1) : T(0);
     return;
   }
-  // Box-Muller: uniforms 2k and 2k+1 give elements 2k and 2k+1.
+  // Box-Muller: uniforms 2k and 2k+1 give elements 2k and 2k+1. Ranges start
+  // at multiples of 16, so no pair is split and the threads change no value.
   constexpr double kTwoPi = 6.283185307179586476925286766559;
-  for (size_t i = 0; i < count; i += 2) {
-    const double radius = std * std::sqrt(-2.0 * std::log(uniform(key, i)));
-    const double angle = kTwoPi * uniform(key, i + 1);
-    out[i] = static_cast<T>(radius * std::cos(angle));
-    if (i + 1 < count) out[i + 1] = static_cast<T>(radius * std::sin(angle));
-  }
+  const unsigned chunks = count >= (size_t{1} << 16) ? hostThreadCount() : 1;
+  hostParallelRanges(count, chunks, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; i += 2) {
+      const double radius = std * std::sqrt(-2.0 * std::log(uniform(key, i)));
+      const double angle = kTwoPi * uniform(key, i + 1);
+      out[i] = static_cast<T>(radius * std::cos(angle));
+      if (i + 1 < end) out[i + 1] = static_cast<T>(radius * std::sin(angle));
+    }
+  });
 }
 
 }  // namespace
