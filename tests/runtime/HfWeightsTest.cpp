@@ -1,4 +1,5 @@
 // HfWeightsTest.cpp - --init's rule and determinism, and --export-hf's directory (shards, index, ties, dtype, copies).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -45,7 +46,7 @@ TEST(WeightInit, RuleByNameAndRank) {
 
 TEST(WeightInit, SeededNormalIsDeterministicPerNameAndHasTheStd) {
   const NormalInit a(0.02, 7), b(0.02, 7), other(0.02, 8);
-  const std::vector<int64_t> shape = {256, 64};
+  const std::vector<int64_t> shape = {256, 512};  // big enough to be split over the host threads
   const std::vector<float> first = initValues(a, "w", shape);
   EXPECT_EQ(first, initValues(b, "w", shape));       // same seed, same name: same bits
   EXPECT_NE(first, initValues(other, "w", shape));   // another seed
@@ -58,6 +59,10 @@ TEST(WeightInit, SeededNormalIsDeterministicPerNameAndHasTheStd) {
   const double n = static_cast<double>(first.size());
   EXPECT_NEAR(sum / n, 0.0, 0.002);
   EXPECT_NEAR(std::sqrt(squares / n), 0.02, 0.0005);
+  // Element i is the same whatever the tensor's size, so whatever the split.
+  const std::vector<float> shorter = initValues(a, "w", {100000}), serial = initValues(a, "w", {1000});
+  EXPECT_TRUE(std::equal(shorter.begin(), shorter.end(), first.begin()));
+  EXPECT_TRUE(std::equal(serial.begin(), serial.end(), first.begin()));
   // f64 masters get the same draws, unrounded.
   std::vector<double> wide(3);
   a.read("w", plan::F64, {3}, wide.data(), 24);
