@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "FuzzFile.h"
+#include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/SafetensorsReader.h"
 
