@@ -364,16 +364,6 @@ std::string SafetensorsWeights::resolve(const std::string& name) const {
               " tensors stored; nearest: " + (nearest.empty() ? "none" : nearest) + ")" + why);
 }
 
-uint64_t SafetensorsWeights::storedBytes(const std::string& name) const {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) {
-    std::vector<std::string> stored;
-    for (const auto& entry : tensors_) stored.push_back(entry.first);
-    it = tensors_.find(tiedEmbeddingPartner(name, stored));
-  }
-  return it == tensors_.end() ? 0 : it->second.end - it->second.begin;
-}
-
 void SafetensorsWeights::read(const std::string& name, plan::DType dtype, const std::vector<int64_t>& shape,
                               void* out, size_t outBytes) const {
   const std::string stored = resolve(name);

@@ -58,7 +58,6 @@ class SafetensorsWeights : public WeightSource {
   const std::string& path() const override { return path_; }
   void read(const std::string& name, plan::DType dtype, const std::vector<int64_t>& shape, void* out,
             size_t outBytes) const override;
-  uint64_t storedBytes(const std::string& name) const override;
   std::vector<std::string> notes() const override { return notes_; }
 
   // The stored tensors, by name (as the files hold them, ties not resolved).

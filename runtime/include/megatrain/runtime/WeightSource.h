@@ -30,9 +30,6 @@ class WeightSource {
   virtual void read(const std::string& name, plan::DType dtype, const std::vector<int64_t>& shape,
                     void* out, size_t outBytes) const = 0;
 
-  // Bytes read() will read for the parameter (for progress), 0 if unknown.
-  virtual uint64_t storedBytes(const std::string& /*name*/) const { return 0; }
-
   // Lines worth telling the user once loading is done (a tied weight
   // resolved, ...); empty by default.
   virtual std::vector<std::string> notes() const { return {}; }
