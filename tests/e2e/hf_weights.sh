@@ -2,8 +2,8 @@
 # hf_weights.sh - a Hugging Face checkpoint in and out: the tiny Llama of tests/models/hf/tiny_llama
 # (save_pretrained, bf16 safetensors, tied embeddings) exported graph-only, compiled, and trained
 # from --weights DIR. Its first loss and logits must be PyTorch's (fp32, 1e-4); after a few steps
-# --export-hf writes a directory that transformers loads, whose logits must be megatrain's on the
-# same weights (1e-4); --init normal:STD must train from scratch, the same bits twice.
+# --export-hf writes a directory that transformers loads (shards and their index), whose logits
+# must be megatrain's on the same weights (1e-4); --init normal:STD must train from scratch, the same bits twice.
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -30,12 +30,13 @@ IDS=$HF/references/input_ids.npy
 grep -q "^tied      lm_head.weight reads model.embed_tokens.weight" "$TMP/first.txt" || {
   echo "the tied lm_head.weight was not reported as read from model.embed_tokens.weight"; exit 1; }
 
-# 2. Train a few steps, export for transformers (bf16, as the source is).
+# 2. Train a few steps, export for transformers (bf16, as the source is), in shards of at
+# most 100 KB (the model's 218 KiB make three) with their index, as a large model would be.
 "$BIN/megatrain-run" "$TMP/tiny.plan" --weights "$HF" --input input_ids="$IDS" --steps 4 --quiet \
-  --export-hf "$TMP/out" --hf-source "$HF" | tee "$TMP/train.txt"
-grep -q "^exported  $TMP/out (20 tensors, .* as bf16, " "$TMP/train.txt" || { echo "no --export-hf line"; exit 1; }
+  --export-hf "$TMP/out" --hf-source "$HF" --export-shard-size 100KB | tee "$TMP/train.txt"
+grep -q "^exported  $TMP/out (20 tensors, .* as bf16, 8 files)" "$TMP/train.txt" || { echo "no --export-hf line"; exit 1; }
 
-# 3. megatrain's logits on the exported weights (read back through the same reader).
+# 3. megatrain's logits on the exported weights (read back through the same reader, shards and index).
 "$BIN/megatrain-run" "$TMP/tiny.plan" --weights "$TMP/out" --input input_ids="$IDS" --steps 1 --quiet \
   --dump-output logits="$TMP/logits_trained.npy" >/dev/null
 
@@ -66,14 +67,23 @@ assert diff <= 1e-4, diff
 out = f"{tmp}/out"
 for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
     assert os.path.exists(f"{out}/{name}"), f"--export-hf did not copy {name}"
-with safe_open(f"{out}/model.safetensors", "pt") as f:
-    assert f.metadata().get("format") == "pt", f.metadata()
-    keys = set(f.keys())
-    assert "lm_head.weight" not in keys and "model.embed_tokens.weight" in keys, sorted(keys)
-    assert f.get_tensor("model.norm.weight").dtype == torch.bfloat16
-with safe_open(f"{hf}/model.safetensors", "pt") as src, safe_open(f"{out}/model.safetensors", "pt") as dst:
+index = json.load(open(f"{out}/model.safetensors.index.json"))
+shards = sorted(set(index["weight_map"].values()))
+assert shards == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)], shards
+exported = {}
+for shard in shards:
+    with safe_open(f"{out}/{shard}", "pt") as f:
+        assert f.metadata().get("format") == "pt", f.metadata()
+        for key in f.keys():
+            assert index["weight_map"][key] == shard, key
+            exported[key] = f.get_tensor(key)
+assert index["metadata"]["total_size"] == sum(t.numel() * 2 for t in exported.values())
+assert "lm_head.weight" not in exported and "model.embed_tokens.weight" in exported, sorted(exported)
+assert all(t.dtype == torch.bfloat16 for t in exported.values())
+with safe_open(f"{hf}/model.safetensors", "pt") as src:
+    assert sorted(src.keys()) == sorted(exported), "the export's names differ from the source's"
     assert not torch.equal(src.get_tensor("model.layers.0.mlp.up_proj.weight"),
-                           dst.get_tensor("model.layers.0.mlp.up_proj.weight")), "training changed nothing"
+                           exported["model.layers.0.mlp.up_proj.weight"]), "training changed nothing"
 assert tf.AutoTokenizer.from_pretrained(out).eos_token == "</s>"
 
 ids = torch.from_numpy(np.load(f"{hf}/references/input_ids.npy"))
