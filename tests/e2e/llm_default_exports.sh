@@ -4,8 +4,8 @@
 # the logits output named after its node), with the exporter's optimizer on and off, compiles
 # with no loss or logits flag (`megatrain-compile --precision fp32`), without a warning, and
 # trains 10 AdamW steps on the CPU backend with losses within 1e-3 of PyTorch's (fp32, from the
-# same weights; tests/models/make_llm_default_exports.py). DTYPE is float32 or bfloat16 (the
-# export's initializers; the compiler trains fp32 masters of them).
+# same weights; tests/models/make_llm_default_exports.py). DTYPE is float32, bfloat16 or (for
+# llama) float16: the export's initializers; the compiler trains fp32 masters of them.
 #
 # llm_default_exports.sh BIN SRC merged - an export whose optimizer merged equal norm scales
 # (tests/models/llm/llama_opt.onnx) gets the compile-time warning that names them and the fix.

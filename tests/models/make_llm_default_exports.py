@@ -5,7 +5,7 @@
 
 For each family (Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma, GPT-2, GPT-NeoX) it builds a
 tiny model from frontends/python/export_hf.py's configs (hidden 64, 2 layers, vocabulary
-128, fixed seed), in fp32 and in bf16, and exports the Hugging Face model itself with
+128, fixed seed), in fp32 and in bf16 (and Llama in fp16), and exports the Hugging Face model itself with
 `torch.onnx.export(model, (input_ids,), path, dynamo=True)`: the exporter's defaults
 (optimizer on, weights as external data `<name>.onnx.data`, the logits output named after
 its node), and once more with `optimize=False`. No megatrain metadata is added: these are
@@ -49,6 +49,8 @@ FAMILIES = {
     "gpt_neox": ["--family", "gpt_neox", "--intermediate", "128"],
 }
 DTYPES = ["float32", "bfloat16"]
+# float16 too, for one family: the same path as bf16 (16-bit initializers, widened).
+EXTRA_DTYPES = {"llama": ["float16"]}
 
 
 def build(flags, dtype):
@@ -104,7 +106,9 @@ def export(model, ids, path, optimize):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.path.join(HERE, "llm_default"))
-    p.add_argument("--only", nargs="*", default=None)
+    p.add_argument("--only", nargs="*", default=None, help="only these families")
+    p.add_argument("--dtypes", nargs="*", default=None,
+                   help="only these dtypes (default float32 and bfloat16, and float16 for llama)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import onnx
@@ -127,7 +131,7 @@ def main():
     for fam, flags in FAMILIES.items():
         if args.only and fam not in args.only:
             continue
-        for dtype in DTYPES:
+        for dtype in args.dtypes or DTYPES + EXTRA_DTYPES.get(fam, []):
             model, reference = build(flags, dtype)
             losses = losses_of(reference, ids)
             name = f"{fam}_{dtype}"
