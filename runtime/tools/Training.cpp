@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "Progress.h"
+#include "WeightLoading.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Checkpoint.h"
@@ -17,7 +18,6 @@
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/Microbatch.h"
-#include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/TokenSampler.h"
 
 namespace megatrain::runtime::tools {
@@ -105,6 +105,10 @@ bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions&
     options.logEvery = parsePositive(args.value(arg), arg);
   } else if (arg == "--skip-preflight") {
     options.skipPreflight = true;
+  } else if (arg == "--init") {
+    options.init = args.value(arg);
+  } else if (arg == "--init-seed") {
+    options.initSeed = parseSeed(args.value(arg));
   } else {
     return false;
   }
@@ -166,8 +170,9 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
                                std::fprintf(stderr, "megatrain-run: warning: skipping %s; resuming from %s instead\n",
                                             why.c_str(), fallback.c_str());
                            });
-    if (!resumed && setup.weights.empty())
-      throw Error("--resume " + options.resume + ": no checkpoint (step-N.ckpt) there, and no --weights to start from");
+    if (!resumed && setup.weights.empty() && options.init.empty())
+      throw Error("--resume " + options.resume +
+                  ": no checkpoint (step-N.ckpt) there, and no --weights or --init to start from");
   }
   if (resumed) {
     s.startStep = resumed->state.step;
@@ -183,9 +188,11 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
     if (resumed->state.hasData && options.data.empty())
       throw Error(resumed->path + " was written by a run that sampled --data; resume with the same --data");
   } else {
+    const std::unique_ptr<WeightSource> weights =
+        openInitialWeights(setup.weights, options.init, options.initSeed, options.seed);
     if (!options.resume.empty())
-      s.notes.push_back("resume    " + options.resume + " holds no checkpoint yet, starting from " + setup.weights);
-    executor.loadWeights(OnnxWeights(setup.weights));
+      s.notes.push_back("resume    " + options.resume + " holds no checkpoint yet, starting from " + weights->path());
+    loadInitialWeights(executor, *weights, s.notes);
   }
 
   if (!options.data.empty()) {
