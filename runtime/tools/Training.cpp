@@ -120,7 +120,7 @@ struct TrainingSession::Impl {
   Executor& executor;
   TrainingSetup setup;
   TrainingOptions options;
-  uint64_t planHash = 0;
+  uint64_t planHash = 0;  // of the plan file: reads version 1 checkpoints
   LrSchedule schedule;
   int64_t startStep = 0;           // steps done before this run (from the checkpoint)
   std::vector<std::string> notes;  // printed when run() starts
@@ -220,7 +220,7 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
   if (!options.save.empty()) {
     for (const std::string& path : removeUnfinishedCheckpoints(options.save))
       s.notes.push_back("removed   " + path + " (a checkpoint a stopped run did not finish)");
-    s.writer = std::make_unique<CheckpointWriter>(executor, s.planHash, options.save);
+    s.writer = std::make_unique<CheckpointWriter>(executor, options.save);
     if (resumed) s.lastSaved = s.startStep;  // do not write the checkpoint just loaded again
     if (const char* crash = std::getenv("MEGATRAIN_TEST_CRASH_IN_SAVE")) s.crashInSave = std::atoll(crash);
   }
