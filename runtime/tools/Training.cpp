@@ -130,6 +130,12 @@ struct TrainingSession::Impl {
   std::vector<std::string> tokenInputs;  // tokenInput and its micro-batch copies, each a window per step
   int64_t batch = 0;
   HostArray tokens;  // [batch, seq], refilled every step
+  // A plan whose loss reads a targets input (header.target_input): its inputs
+  // in micro-batch order, the tokens' loss mask and the targets made of them.
+  std::vector<std::string> targetInputs;
+  int64_t ignoreIndex = 0;
+  std::vector<uint8_t> mask;  // [batch * seq]
+  HostArray targets;          // [batch, seq]: tokens, or ignoreIndex where mask is 0
 
   std::unique_ptr<MetricsLog> metrics;
   std::unique_ptr<CheckpointWriter> writer;
@@ -204,6 +210,21 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
     if (s.tokenInputs.empty()) s.tokenInputs.push_back(s.tokenInput);
     s.sampler.emplace(options.data, options.dataDType, seqLen, options.seed);
     s.tokens = HostArray::zeros(ElementType::I64, {s.batch, seqLen});
+    if (!plan.header().target_input().empty()) {
+      s.targetInputs = microbatchInputs(plan, plan.header().target_input());
+      s.ignoreIndex = plan.header().ignore_index();
+      s.mask.assign(static_cast<size_t>(s.batch * seqLen), 1);
+      s.targets = HostArray::zeros(ElementType::I64, {s.batch, seqLen});
+      if (s.targetInputs.size() != s.tokenInputs.size())
+        throw Error("the plan has " + std::to_string(s.targetInputs.size()) + " targets inputs for " +
+                    std::to_string(s.tokenInputs.size()) + " token inputs");
+    } else if (s.sampler->hasMask()) {
+      for (const TokenData& file : s.sampler->files())
+        if (!file.maskPath().empty())
+          throw Error("--data " + file.path() + " has a loss mask (" + file.maskPath() +
+                      ") but the plan's loss reads the tokens themselves; compile with --targets NAME "
+                      "(megatrain-compile) so that masked positions contribute no loss");
+    }
     if (resumed && resumed->state.hasData) {
       try {
         s.sampler->restore(resumed->state.data);
@@ -316,9 +337,20 @@ int TrainingSession::run() {
   for (int64_t step = s.startStep + 1; step <= s.setup.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     if (s.sampler) {
-      for (const std::string& input : s.tokenInputs) {
-        s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
-        s.executor.setInput(input, s.tokens);
+      for (size_t k = 0; k < s.tokenInputs.size(); ++k) {
+        if (s.targetInputs.empty()) {
+          s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
+          s.executor.setInput(s.tokenInputs[k], s.tokens);
+          continue;
+        }
+        // The loss's targets: the tokens, with ignoreIndex where the mask is 0
+        // (the cross-entropy shifts them by one, as it shifts the tokens).
+        s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch, s.mask.data());
+        const int64_t* token = s.tokens.data<int64_t>();
+        int64_t* target = s.targets.data<int64_t>();
+        for (size_t i = 0; i < s.mask.size(); ++i) target[i] = s.mask[i] ? token[i] : s.ignoreIndex;
+        s.executor.setInput(s.tokenInputs[k], s.tokens);
+        s.executor.setInput(s.targetInputs[k], s.targets);
       }
     }
     stepOptions.lr = s.schedule.at(step);

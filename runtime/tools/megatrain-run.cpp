@@ -231,6 +231,7 @@ int run(int argc, char** argv) {
   // --input NAME=FILE feeds NAME and, in a plan with micro-batches, every
   // "NAME@k" that no --input names itself (docs/runtime.md).
   const std::string& tokenInput = planView->header().token_input();
+  const std::string& targetInput = planView->header().target_input();
   auto given = [&](const std::string& name) {
     for (const auto& input : options.inputs)
       if (input.first == name) return true;
@@ -240,6 +241,8 @@ int run(int argc, char** argv) {
     if (!options.training.data.empty() && !tokenInput.empty() &&
         microbatchIndex(name, tokenInput) >= 0)
       throw Error("--input " + name + " conflicts with --data, which feeds the same input");
+    if (!options.training.data.empty() && !targetInput.empty() && microbatchIndex(name, targetInput) >= 0)
+      throw Error("--input " + name + " conflicts with --data, which fills the targets input from its tokens and loss mask");
     try {
       const HostArray array = readNpy(file);
       executor.setInput(name, array);

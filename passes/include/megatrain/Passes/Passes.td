@@ -129,6 +129,9 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
            "Graph input holding [B, T] token ids (next-token-ce)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Target id that contributes no loss">,
+    Option<"targets", "targets", "std::string", "\"\"",
+           "Name of a new [B, T] graph input the loss reads its targets from "
+           "instead of the tokens (next-token-ce; empty: the tokens)">,
     ListOption<"keepOutputs", "keep-outputs", "std::string",
                "Graph outputs to keep readable after the step (mt.output)">,
   ];

@@ -15,8 +15,11 @@ struct StateTensorKey {
   bool optimizerState = false;
   plan::DType dtype = plan::DTYPE_UNSPECIFIED;
   std::vector<int64_t> shape;
-  bool operator==(const StateTensorKey&) const = default;
 };
+inline bool operator==(const StateTensorKey& a, const StateTensorKey& b) {
+  return a.name == b.name && a.optimizerState == b.optimizerState && a.dtype == b.dtype && a.shape == b.shape;
+}
+inline bool operator!=(const StateTensorKey& a, const StateTensorKey& b) { return !(a == b); }
 
 // The settings a checkpoint is only valid under: AdamW's constants (not the lr,
 // which is schedule state: a resumed run may change it), and what one step
