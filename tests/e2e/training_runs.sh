@@ -61,46 +61,57 @@ resume)
 recompile)
   # Checkpoints are keyed by the training state: 10 steps, a recompile with another
   # --device-memory (and path), a resume to 20 == 20 steps unbroken, bitwise.
-  arena=$("$BIN/megatrain-compile" "$TINY" -o full.plan --shape input_ids=2x64 --loss next-token-ce --logits logits \
-    --tokens input_ids --lr 3e-3 | sed -n 's/.*device arena .*(\([0-9]*\) bytes).*/\1/p')
-  [[ -n $arena ]] || fail "no arena size in the compile summary"
+  # compile_half OUT FLAGS...: the tiny model with half its unconstrained device arena, or
+  # the smallest budget that fits when half does not; prints "BUDGET of ARENA".
+  compile_half() {
+    local out=$1; shift
+    local flags=(--shape input_ids=2x64 --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 "$@")
+    local arena budget
+    arena=$("$BIN/megatrain-compile" "$TINY" -o "$out" "${flags[@]}" 2>&1 | sed -n 's/.*device arena .*(\([0-9]*\) bytes).*/\1/p')
+    [[ -n $arena ]] || fail "no arena size in the compile summary"
+    budget=$((arena / 2))
+    if ! "$BIN/megatrain-compile" "$TINY" -o "$out" "${flags[@]}" --device-memory $budget >half.log 2>&1; then
+      budget=$(sed -n 's/.*the smallest budget that fits is [^(]*(\([0-9]*\) bytes).*/\1/p' half.log)
+      [[ -n $budget ]] || fail "half the arena: $(cat half.log)"
+      "$BIN/megatrain-compile" "$TINY" -o "$out" "${flags[@]}" --device-memory $budget >/dev/null
+    fi
+    echo "$budget of $arena"
+  }
   mkdir -p elsewhere
-  "$BIN/megatrain-compile" "$TINY" -o elsewhere/half.plan --shape input_ids=2x64 --loss next-token-ce --logits logits \
-    --tokens input_ids --lr 3e-3 --device-memory $((arena / 2)) >/dev/null
+  fit=$(compile_half elsewhere/half.plan)
   cmp -s tiny.plan elsewhere/half.plan && fail "the budget did not change the plan"
   run --weights "$TINY" --steps 20 --quiet --metrics full.jsonl --save full
   run --weights "$TINY" --steps 10 --quiet --metrics split.jsonl --save split
-  cp -r split split_bf16 && cp -r split split_bf16b && cp split.jsonl split_bf16.jsonl
+  cp -r split split_fp32 && cp -r split split_fp32b && cp split.jsonl split_fp32.jsonl
   "$BIN/megatrain-run" elsewhere/half.plan --data corpus.bin --steps 20 --quiet --metrics split.jsonl --save split \
     --resume split >resume.out
   grep -q "(resumed at step 10, 10 steps in this run)" resume.out || fail "no resume summary: $(cat resume.out)"
   same_rows full.jsonl split.jsonl 1 20
   cmp full/step-20.ckpt split/step-20.ckpt || fail "the final checkpoints differ"
-  echo "ok: 10 steps, recompiled with --device-memory $((arena / 2)) of $arena, resumed to 20 == 20 unbroken, bitwise"
-  # Another --precision stores the same state (fp32 masters and moments): the fp32
-  # checkpoint resumes under bf16 plans (with and without a budget, equal to each
-  # other bitwise), whose checkpoints have the fp32 run's header and table.
-  for p in bf16 bf16b; do
-    budget=()
-    [[ $p == bf16b ]] && budget=(--device-memory $((arena / 2)))
-    "$BIN/megatrain-compile" "$TINY" -o $p.plan --shape input_ids=2x64 --loss next-token-ce --logits logits \
-      --tokens input_ids --lr 3e-3 --precision bf16 "${budget[@]}" >/dev/null
+  echo "ok: 10 steps, recompiled with --device-memory $fit bytes, resumed to 20 == 20 unbroken, bitwise"
+  # Another --precision stores the same state (fp32 masters and moments): the step-10
+  # checkpoint of the default (bf16) plan resumes under fp32 plans, with and without a
+  # budget (equal to each other bitwise), whose checkpoints have the bf16 run's header and table.
+  "$BIN/megatrain-compile" "$TINY" -o fp32.plan --shape input_ids=2x64 --loss next-token-ce --logits logits \
+    --tokens input_ids --lr 3e-3 --precision fp32 >/dev/null
+  compile_half fp32b.plan --precision fp32 >/dev/null
+  for p in fp32 fp32b; do
     "$BIN/megatrain-run" $p.plan --data corpus.bin --steps 20 --quiet --metrics split_$p.jsonl --save split_$p \
       --resume split_$p >/dev/null
   done
-  python3 - <<'PY' || fail "bf16 resumes"
+  python3 - <<'PY' || fail "fp32 resumes"
 import json
-a = [json.loads(l) for l in open("split_bf16.jsonl")]
-b = [json.loads(l) for l in open("split_bf16b.jsonl")]
-assert len(a) == 20 and len(b) == 10, (len(a), len(b))  # split_bf16b.jsonl had no rows 1..10
+a = [json.loads(l) for l in open("split_fp32.jsonl")]
+b = [json.loads(l) for l in open("split_fp32b.jsonl")]
+assert len(a) == 20 and len(b) == 10, (len(a), len(b))  # split_fp32b.jsonl had no rows 1..10
 for ra, rb in zip(a[10:], b):
     assert ra["step"] == rb["step"] and ra["loss"] == rb["loss"], (ra, rb)
-print("bf16 resumes agree at steps 11..20, step 20 loss", a[-1]["loss"])
+print("fp32 resumes agree at steps 11..20, step 20 loss", a[-1]["loss"])
 PY
   table=$(python3 -c "import struct; print(48 + struct.unpack_from('<Q', open('full/step-20.ckpt','rb').read(), 32)[0])")
-  cmp -n "$table" full/step-20.ckpt split_bf16/step-20.ckpt || fail "bf16 and fp32 checkpoints have other headers"
-  cmp split_bf16/step-20.ckpt split_bf16b/step-20.ckpt || fail "bf16 resumes differ"
-  echo "ok: the fp32 step-10 checkpoint resumed under --precision bf16 (with and without a budget, bitwise equal)"
+  cmp -n "$table" full/step-20.ckpt split_fp32/step-20.ckpt || fail "fp32 and bf16 checkpoints have other headers"
+  cmp split_fp32/step-20.ckpt split_fp32b/step-20.ckpt || fail "fp32 resumes differ"
+  echo "ok: the bf16 step-10 checkpoint resumed under --precision fp32 (with and without a budget, bitwise equal)"
   ;;
 kill)
   flags=(--steps 20 --quiet --save-every 5)
