@@ -381,8 +381,11 @@ TEST_F(CheckpointTest, ResumeTakesTheNewestValidAndReportsTheOthers) {
                          dir + "/step-10.ckpt: truncated: 100 of " + std::to_string(whole.size()) + " bytes -> " + good,
                          dir + "/step-7.ckpt: bad magic (not a megatrain checkpoint) -> " + good}));
 
-  // Another plan stops the resume rather than falling back to older files.
-  EXPECT_THROW(resumeNewest(dir, *executor, 7, [](const std::string&, const std::string&) {}), CheckpointError);
+  // Other training state stops the resume rather than falling back to older files;
+  // another plan file of the same state does not matter.
+  auto other = makeExecutor(plan::F32, false, [](plan::Plan& p) { p.mutable_header()->mutable_optimizer()->set_eps(1e-6); });
+  EXPECT_THROW(resumeNewest(dir, *other, kPlanHash, [](const std::string&, const std::string&) {}), CheckpointError);
+  EXPECT_EQ(resumeNewest(dir, *executor, 7, [](const std::string&, const std::string&) {})->path, good);
   // Nothing valid at all.
   const std::string bad = dir_ + "/bad";
   std::filesystem::create_directories(bad);
