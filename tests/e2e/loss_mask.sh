@@ -80,7 +80,6 @@ set +e
 out=$("$BIN/megatrain-run" plain.plan --weights "$TINY" --data batch.bin --steps 1 2>&1)
 rc=$?
 set -e
-[[ $rc -eq 1 ]] && grep -qF "has a loss mask (./batch.bin.mask) but the plan's loss reads the tokens themselves; compile with --targets NAME" <<<"$out" ||
-  grep -qF "has a loss mask (batch.bin.mask) but the plan's loss reads the tokens themselves; compile with --targets NAME" <<<"$out" ||
+[[ $rc -eq 1 ]] && grep -qF "megatrain-run: error: --data batch.bin has a loss mask (batch.bin.mask) but the plan's loss reads the tokens themselves; compile with --targets NAME" <<<"$out" ||
   fail "mask without targets: exit $rc: $out"
 echo "ok: $out"
