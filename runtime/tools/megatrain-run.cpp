@@ -259,14 +259,17 @@ int run(int argc, char** argv) {
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
     const std::string& name = inputName(tensor);
-    bool fed = training.feedsTokenInput() && !tokenInput.empty() &&
-               (microbatchIndex(tensor.source(), tokenInput) >= 0 || tensor.name() == tokenInput);
+    // --data feeds the token input and, in a plan with one, the targets input.
+    bool fed = false;
+    for (const std::string* fromData : {&tokenInput, &targetInput})
+      fed = fed || (training.feedsTokenInput() && !fromData->empty() &&
+                    (microbatchIndex(tensor.source(), *fromData) >= 0 || tensor.name() == *fromData));
     for (const auto& input : options.inputs)
       fed = fed || input.first == tensor.source() || input.first == tensor.name() ||
             microbatchIndex(name, input.first) > 0;
     if (!fed)
       throw Error("graph input '" + name + "' is not fed (give --input " + name + "=FILE.npy" +
-                  (name == tokenInput ? " or --data TOKENS.bin)" : ")"));
+                  (name == tokenInput || name == targetInput ? " or --data TOKENS.bin)" : ")"));
   }
 
   if (!options.quiet) printSummary(options, *planView, stats, backendName);
