@@ -250,6 +250,7 @@ int run(int argc, char** argv) {
   // --input NAME=FILE feeds NAME and, in a plan with micro-batches, every
   // "NAME@k" that no --input names itself (docs/runtime.md).
   const std::string& tokenInput = planView->header().token_input();
+  const std::string& targetInput = planView->header().target_input();
   auto given = [&](const std::string& name) {
     for (const auto& input : options.inputs)
       if (input.first == name) return true;
@@ -259,6 +260,8 @@ int run(int argc, char** argv) {
     if (!options.training.data.empty() && !tokenInput.empty() &&
         microbatchIndex(name, tokenInput) >= 0)
       throw Error("--input " + name + " conflicts with --data, which feeds the same input");
+    if (!options.training.data.empty() && !targetInput.empty() && microbatchIndex(name, targetInput) >= 0)
+      throw Error("--input " + name + " conflicts with --data, which fills the targets input from its tokens and loss mask");
     try {
       const HostArray array = readNpy(file);
       executor.setInput(name, array);
@@ -275,14 +278,17 @@ int run(int argc, char** argv) {
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
     const std::string& name = inputName(tensor);
-    bool fed = training.feedsTokenInput() && !tokenInput.empty() &&
-               (microbatchIndex(tensor.source(), tokenInput) >= 0 || tensor.name() == tokenInput);
+    // --data feeds the token input and, in a plan with one, the targets input.
+    bool fed = false;
+    for (const std::string* fromData : {&tokenInput, &targetInput})
+      fed = fed || (training.feedsTokenInput() && !fromData->empty() &&
+                    (microbatchIndex(tensor.source(), *fromData) >= 0 || tensor.name() == *fromData));
     for (const auto& input : options.inputs)
       fed = fed || input.first == tensor.source() || input.first == tensor.name() ||
             microbatchIndex(name, input.first) > 0;
     if (!fed)
       throw Error("graph input '" + name + "' is not fed (give --input " + name + "=FILE.npy" +
-                  (name == tokenInput ? " or --data TOKENS.bin)" : ")"));
+                  (name == tokenInput || name == targetInput ? " or --data TOKENS.bin)" : ")"));
   }
 
   if (!options.quiet) printSummary(options, *planView, stats, backendName);

@@ -80,6 +80,7 @@ python3 "$SRC/frontends/python/make_corpus.py" --out "$TMP/corpus.bin" >/dev/nul
 cp "$TMP/corpus.bin.json" "$OUT/fuzz_token_sidecar/make_corpus.json"
 printf '{"dtype": "uint32"}' >"$OUT/fuzz_token_sidecar/uint32.json"
 printf '{"dtype": "uint16", "vocab": 16}' >"$OUT/fuzz_token_sidecar/vocab16.json"
+printf '{"dtype": "uint16", "mask": "tokens.mask"}' >"$OUT/fuzz_token_sidecar/mask.json"
 
 # Checkpoints: one of megatrain-run training the tiny transformer (another
 # plan than the target's: it exercises the table-against-plan checks), and
