@@ -9,6 +9,12 @@
 // dump), makes the function return nothing and erases what only the dropped
 // outputs needed.
 //
+// With targets=NAME the cross-entropy reads its targets from a new graph
+// input NAME of the tokens' type, marked `mt.targets_of = <tokens>`, instead
+// of the tokens themselves: the runtime fills it from the tokens with the
+// positions a loss mask excludes set to ignore-index, the positions torch's
+// cross_entropy(ignore_index=...) skips.
+//
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
 
@@ -27,6 +33,9 @@ using namespace mlir;
 using namespace megatrain;
 
 namespace {
+
+/// The default names of the logits output and the token input.
+constexpr llvm::StringLiteral kDefaultLogits = "logits", kDefaultTokens = "input_ids";
 
 /// The graph outputs of a function: its returned values by output name.
 struct GraphOutputs {
@@ -132,6 +141,10 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
                                      const GraphOutputs &outputs,
                                      func::ReturnOp ret) {
     Value logitsValue = outputs.lookup(logits);
+    // A graph with one output (torch.onnx.export names it after its node,
+    // linear_14): that output is the logits unless a name was given.
+    if (!logitsValue && logits == kDefaultLogits && outputs.values.size() == 1)
+      logitsValue = outputs.values.front();
     if (!logitsValue) {
       func.emitError("no graph output named '")
           << logits << "' (logits); the graph outputs are: " << outputs.list();
@@ -139,11 +152,17 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
     }
     mt::InputOp tokenInput;
     SmallVector<std::string> inputNames;
+    SmallVector<mt::InputOp> inputs;
     for (mt::InputOp input : func.getOps<mt::InputOp>()) {
       inputNames.push_back(input.getName().str());
+      inputs.push_back(input);
       if (input.getName() == tokens && !tokenInput)
         tokenInput = input;
     }
+    // Likewise a graph with one input (torch.onnx.export names it after the
+    // forward's argument, ids) reads its tokens there.
+    if (!tokenInput && tokens == kDefaultTokens && inputs.size() == 1)
+      tokenInput = inputs.front();
     if (!tokenInput) {
       func.emitError("no graph input named '")
           << tokens << "' (tokens); the graph inputs are: "
@@ -166,10 +185,26 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
           << logitsType;
       return failure();
     }
+    Value targetValues = tokenInput.getResult();
+    if (!targets.empty()) {
+      if (llvm::is_contained(inputNames, targets)) {
+        func.emitError("targets input '")
+            << targets << "' is already a graph input; name the targets "
+            << "input something else";
+        return failure();
+      }
+      // Beside the tokens, so the inputs stay together in the schedule.
+      OpBuilder inputs(tokenInput);
+      inputs.setInsertionPointAfter(tokenInput);
+      auto input = inputs.create<mt::InputOp>(tokenInput.getLoc(), tokType,
+                                              inputs.getStringAttr(targets));
+      input->setAttr("mt.targets_of", inputs.getStringAttr(tokens));
+      targetValues = input.getResult();
+    }
     OpBuilder builder(ret);
     auto ce = builder.create<mt::NextTokenCrossEntropyOp>(
         ret.getLoc(), mt::tensorLike(logitsType, {}), logitsValue,
-        tokenInput.getResult(), builder.getI64IntegerAttr(ignoreIndex));
+        targetValues, builder.getI64IntegerAttr(ignoreIndex));
     return ce.getResult();
   }
 

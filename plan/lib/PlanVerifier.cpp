@@ -367,7 +367,7 @@ class ScheduleVerifier {
     }
   }
 
-  // Device-resident training state (minor 5: PARAMETER, GRADIENT,
+  // Device-resident training state (minor 6: PARAMETER, GRADIENT,
   // OPTIMIZER_STATE, PARAMETER_COMPUTE in a DEVICE pool) sits beside the
   // arena: the budget is the arena's, the capacity the device's.
   static bool isState(const plan::Tensor& tensor) {

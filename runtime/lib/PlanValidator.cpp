@@ -17,6 +17,7 @@
 #include "megatrain/kernels/Manifest.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/runtime/KernelBinding.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
@@ -182,7 +183,7 @@ class PlanValidator {
     // Read by the runtime after the step, so never poisoned device memory.
     if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
-    // The disk tier (minor 5) holds optimizer state only, staged through host memory.
+    // The disk tier (minor 6) holds optimizer state only, staged through host memory.
     if (pool.tier() == plan::DISK && tensor.role() != plan::OPTIMIZER_STATE)
       fail(name + ": " + roleName(tensor.role()) + " is in a DISK pool, which holds OPTIMIZER_STATE only");
     if (tensor.role() == plan::STATE_STAGE && pool.tier() != plan::HOST_PINNED)
@@ -191,7 +192,7 @@ class PlanValidator {
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER_COMPUTE) {
-      // Host memory, or a DEVICE pool for a device-resident parameter (minor 5).
+      // Host memory, or a DEVICE pool for a device-resident parameter (minor 6).
       if (tensor.dtype() != plan::BF16)
         fail(name + ": PARAMETER_COMPUTE dtype " + dtypeName(tensor.dtype()) + " (expected bf16)");
     }
@@ -280,7 +281,7 @@ class PlanValidator {
            " is " + std::to_string(dst.buffer().size_bytes()));
   }
 
-  // An ADAMW or ACCUMULATE runs where its first tensor lives (minor 5): on
+  // An ADAMW or ACCUMULATE runs where its first tensor lives (minor 6): on
   // the host, or on the device when it is in a DEVICE pool, and then every
   // operand is, and the gradient read may be the arena's (an ACTIVATION).
   bool onDeviceTask(int index, const plan::HostTask& task) const {
@@ -458,6 +459,35 @@ class PlanValidator {
                header.token_input() + "' has " + std::to_string(copies) + " micro-batch copies (expected " +
                std::to_string(microbatches - 1) + ")");
       }
+    }
+
+    // The targets input (minor 6): beside a token input, an INPUT of its
+    // shape and dtype, with as many micro-batch copies.
+    if (!header.target_input().empty()) {
+      if (header.token_input().empty()) fail("header: target_input '" + header.target_input() + "' without a token_input");
+      const plan::Tensor* tokens = nullptr;
+      const plan::Tensor* targets = nullptr;
+      uint32_t tokenCopies = 0, targetCopies = 0;
+      for (const plan::Tensor& tensor : plan_.tensors()) {
+        if (tensor.role() != plan::INPUT) continue;
+        const int64_t tokenIndex = microbatchIndex(inputName(tensor), header.token_input());
+        const int64_t targetIndex = microbatchIndex(inputName(tensor), header.target_input());
+        if (tokenIndex == 0) tokens = &tensor;
+        if (targetIndex == 0) targets = &tensor;
+        tokenCopies += tokenIndex > 0;
+        targetCopies += targetIndex > 0;
+      }
+      if (!targets) fail("header: target_input '" + header.target_input() + "' is not an INPUT tensor");
+      if (tokens && (targets->dtype() != tokens->dtype() || formatShape(targets->shape()) != formatShape(tokens->shape())))
+        fail("header: target_input '" + header.target_input() + "' is " + formatShape(targets->shape()) + " " +
+             dtypeName(targets->dtype()) + ", unlike the token input " + formatShape(tokens->shape()) + " " +
+             dtypeName(tokens->dtype()));
+      if (targetCopies != tokenCopies)
+        fail("header: target_input '" + header.target_input() + "' has " + std::to_string(targetCopies) +
+             " micro-batch copies, the token input " + std::to_string(tokenCopies));
+      if (header.format_minor() < kPlanMinorTargets)
+        fail("header: target_input needs format minor " + std::to_string(kPlanMinorTargets) + ", the plan says " +
+             std::to_string(header.format_minor()));
     }
 
     if (hasAdamW_) {

@@ -62,13 +62,19 @@ Input shapes:
   --shape NAME=DxDx...     bind a graph input's shape (repeatable, or
                            comma-separated: --shape a=8x64,b=8)
 Loss (default: a scalar output named `loss`; else next-token-ce when the
-model has an output `logits` and an input `input_ids`):
+model has an output `logits` (or only one output) and an input `input_ids`
+(or only one input)):
   --loss-output NAME       minimize the scalar graph output NAME
   --loss next-token-ce     append next-token cross-entropy of --logits
                            against --tokens (shifted by one)
-  --logits NAME            [B, T, V] logits output (default logits)
-  --tokens NAME            [B, T] token input (default input_ids)
+  --logits NAME            [B, T, V] logits output (default logits, or the
+                           only output)
+  --tokens NAME            [B, T] token input (default input_ids, or the
+                           only input)
   --ignore-index N         target id that contributes no loss (default -100)
+  --targets NAME           read the targets from a new [B, T] input NAME,
+                           which megatrain-run fills from --data and its loss
+                           mask (masked positions get --ignore-index)
   --keep-output NAME       also copy graph output NAME to the host each step,
                            as tensor output:NAME (repeatable; megatrain-run
                            --dump-output writes it)
@@ -78,7 +84,7 @@ Optimizer (AdamW, torch defaults except lr):
   --microbatches N         accumulate the gradients of N micro-batches (each
                            the --shape batch) before one update (default 1,
                            at most 1024)
-Parameters (floating initializers are trainable by default; ECMAScript
+Parameters (docs/frontends.md, "Trainable rule"; ECMAScript
 regexes, full match, --frozen wins):
   --trainable REGEX        make matching initializers trainable
   --frozen REGEX           make matching initializers frozen
@@ -247,8 +253,8 @@ CompileArgs parseArgs(int argc, char **argv) {
                                     "frozen", "emit", "keep-output",
                                     "device-memory", "tiering-policy",
                                     "device-profile", "microbatches",
-                                    "precision", "host-memory", "disk-memory",
-                                    "state-home"};
+                                    "precision", "targets", "host-memory",
+                                    "disk-memory", "state-home"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -303,6 +309,11 @@ CompileArgs parseArgs(int argc, char **argv) {
     } else if (flag == "tokens") {
       args.pipeline.tokens = value;
       args.lossFlags = true;
+    } else if (flag == "targets") {
+      if (value.empty())
+        fail("--targets needs an input name, such as --targets targets");
+      args.pipeline.targets = value;
+      args.lossFlags = true;
     } else if (flag == "keep-output") {
       args.pipeline.keepOutputs.push_back(value);
     } else if (flag == "microbatches") {
@@ -355,6 +366,9 @@ CompileArgs parseArgs(int argc, char **argv) {
     fail("--loss output needs --loss-output NAME");
   if (args.lossMode == std::string("next-token-ce") && !args.pipeline.lossOutput.empty())
     fail("--loss next-token-ce and --loss-output are exclusive");
+  if (!args.pipeline.targets.empty() &&
+      (args.lossMode == std::string("output") || !args.pipeline.lossOutput.empty()))
+    fail("--targets is for the next-token-ce loss (--loss next-token-ce), not --loss-output");
   if (args.emit == "plan" && args.output.empty())
     fail("no output file; pass -o FILE.plan (or --emit=plan-text to print the plan)");
   if (args.emit == "plan" && args.output == "-")
@@ -391,6 +405,10 @@ void chooseLoss(mlir::ModuleOp module, CompileArgs &args) {
         inputIds = true;
     }
   }
+  // One output and one input (torch.onnx.export's linear_14 and ids): the
+  // logits and the tokens (mt-add-loss picks them).
+  logits = logits || outputs.size() == 1;
+  inputIds = inputIds || inputs.size() == 1;
   if (scalarLoss) {
     pipeline.lossMode = "output";
     pipeline.lossOutput = "loss";
