@@ -76,6 +76,8 @@ std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func) {
     // Masters are f32 (mt-precision keeps them so) or the fetch's own type.
     uint64_t master = state.elements * 4;
     uint64_t compute = state.computeCopy ? state.elements * 2 : 0;
+    // The device_state pool pads like the host pool (256 bytes).
+    uint64_t masterDev = hostPadded(master), computeDev = compute ? hostPadded(compute) : 0;
     const int dev = static_cast<int>(Home::Device), hst = static_cast<int>(Home::Host),
               dsk = static_cast<int>(Home::Disk);
     auto &device = state.bytes[dev];
@@ -83,14 +85,14 @@ std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func) {
     auto &disk = state.bytes[dsk];
     if (!state.trainable) {
       // A frozen weight: its master (and compute copy) only; no disk form.
-      device[dev] = master + compute;
+      device[dev] = masterDev + computeDev;
       host[hst] = hostPadded(master) + (compute ? hostPadded(compute) : 0);
       disk[hst] = host[hst];
       continue;
     }
     // Device: master, m, v, compute copy; the gradient is transient unless
     // micro-batches accumulate it.
-    device[dev] = 3 * master + compute + (microbatches ? master : 0);
+    device[dev] = 3 * masterDev + computeDev + (microbatches ? masterDev : 0);
     // Host: master, gradient, m, v, compute copy, micro-batch part.
     host[hst] = 4 * hostPadded(master) + (compute ? hostPadded(compute) : 0) +
                 (microbatches ? hostPadded(master) : 0);
