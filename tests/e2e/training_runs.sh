@@ -227,7 +227,7 @@ PY
   rc=$?
   set -e
   [[ $rc -eq 1 && $(grep -c . <<<"$out") -eq 1 ]] || fail "exit $rc: $out"
-  grep -qE "^megatrain-run: error: preflight: the plan's pinned host pools and device arena \(which this backend keeps in host memory\) need 1024 TiB, this machine has [0-9.]+ [KMGT]iB available \(short by 10[0-9.]+ TiB\) \(--skip-preflight to try anyway\)$" <<<"$out" ||
+  grep -qE "^megatrain-run: error: preflight: the plan's pinned host pools and device arena \(which this backend keeps in host memory\) need 1024 TiB, this machine has [0-9.]+ [KMGT]iB available \(short by 10[0-9.]+ TiB\); recompile with a smaller --host-memory to move state to the device or disk \(--skip-preflight to try anyway\)$" <<<"$out" ||
     fail "message: $out"
   echo "ok    $out"
   # --skip-preflight goes on, and the allocation itself fails.
