@@ -17,6 +17,7 @@
 #include "megatrain/kernels/Manifest.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/runtime/KernelBinding.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
@@ -426,6 +427,25 @@ class PlanValidator {
           fail("header: microbatches is " + std::to_string(microbatches) + " but the token input '" +
                header.token_input() + "' has " + std::to_string(copies) + " micro-batch copies (expected " +
                std::to_string(microbatches - 1) + ")");
+      }
+    }
+
+    // An evaluation plan (--forward-only) computes the loss and nothing else.
+    if (header.evaluation()) {
+      if (header.format_minor() < kPlanMinorEvaluation)
+        fail("header: evaluation is set in a format " + std::to_string(header.format_major()) + "." +
+             std::to_string(header.format_minor()) + " plan (it needs 1." + std::to_string(kPlanMinorEvaluation) +
+             ")");
+      for (int i = 0; i < plan_.tensors_size(); ++i) {
+        const plan::Role role = plan_.tensors(i).role();
+        if (role == plan::GRADIENT || role == plan::OPTIMIZER_STATE)
+          fail("header: an evaluation plan has no gradients or optimizer state, but " +
+               tensorLabel(static_cast<uint32_t>(i)) + " is " + roleName(role));
+      }
+      for (int i = 0; i < plan_.steps_size(); ++i) {
+        const plan::Step& step = plan_.steps(i);
+        if (step.op_case() == plan::Step::kHostTask && step.host_task().kind() != plan::HostTask::READ_LOSS)
+          fail("header: an evaluation plan has no updates, but " + stepLabel(i) + " is one");
       }
     }
 

@@ -25,6 +25,8 @@
 //   mt.loss, mt.adamw, mt.grad_part: the host side of the step, emitted by
 //                 HostTaskEmitter.cpp (PlanBuilder.h declares the builder
 //                 both files share)
+//   mt.evaluation on the function (mt-add-loss forward-only): header
+//                 `evaluation` (format minor 5); no gradients or updates
 //
 // Op steps (mt.step) and plan steps differ because one op can become several
 // steps; last_use_step is in plan steps. Last, emitPlan runs insertEvents
@@ -587,6 +589,16 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     if (!updates.count(param))
       return part.emitError("the gradient parts of '")
              << param << "' reach no mt.adamw (run mt-adamw after mt-microbatch)";
+  // An evaluation step (mt-add-loss forward-only) computes the loss and
+  // nothing else: a gradient sink or update in it is a pipeline bug.
+  if (func->hasAttr(mt::attr::kEvaluation)) {
+    for (auto &[step, op] : ordered)
+      if (mlir::isa<mt::ParamGradOp, mt::GradPartOp, mt::AdamWOp>(op))
+        return op->emitError("an evaluation step (mt.evaluation) has no "
+                             "gradients or updates, but holds this op");
+    header->set_evaluation(true);
+    requirePlanFormatMinor(*header, kPlanMinorEvaluation);
+  }
   // The compute precision (mt-precision; fp32 when it did not run). A plan
   // in another precision, or with compute copies, is minor 3.
   std::string precision = "fp32";

@@ -72,6 +72,11 @@ model has an output `logits` and an input `input_ids`):
   --keep-output NAME       also copy graph output NAME to the host each step,
                            as tensor output:NAME (repeatable; megatrain-run
                            --dump-output writes it)
+Evaluation:
+  --forward-only           compile an evaluation plan: the forward and the loss
+                           only (no gradients, optimizer state or updates), for
+                           megatrain-run --eval-plan; the optimizer flags and
+                           --microbatches do not apply to it
 Optimizer (AdamW, torch defaults except lr):
   --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
   --weight-decay F (0.01)
@@ -218,6 +223,10 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (arg == "--no-fold-transpose") {
       args.pipeline.foldTranspose = false;
+      continue;
+    }
+    if (arg == "--forward-only") {
+      args.pipeline.forwardOnly = true;
       continue;
     }
     if (arg == "-" || !arg.starts_with("-")) {
@@ -411,6 +420,8 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
   for (const auto &usage : plan.header().predicted_peak())
     if (usage.pool() == 0)
       devicePeak = usage.peak_bytes();
+  if (plan.header().evaluation())
+    os << "  kind           evaluation plan (forward and loss only)\n";
   os << "  parameters     " << params << " (" << paramElements << " elements), "
      << trainable << " trainable (" << trainableElements << " elements), "
      << params - trainable << " frozen (" << paramElements - trainableElements
@@ -500,6 +511,10 @@ int compile(int argc, char **argv) {
       chooseLoss(*module, args);
   }
 
+  if (fromMlir && args.pipeline.forwardOnly)
+    fail("--forward-only needs an ONNX model: a .mlir step is planned as it "
+         "is (the --emit=training output of a --forward-only compile is "
+         "already an evaluation step)");
   if (fromMlir && args.pipeline.microbatches > 1)
     fail("--microbatches needs an ONNX model: a --emit=training step already "
          "has its updates");
