@@ -103,10 +103,32 @@ void EvalBatches::fill(int64_t k, HostArray& out) const {
 
 Evaluator::Evaluator(std::unique_ptr<Executor> executor, EvalBatches batches)
     : executor_(std::move(executor)), batches_(std::move(batches)) {
+  bindTokenInput();
+}
+
+void Evaluator::bindTokenInput() {
   const plan::Tensor* tokens = tokenInputOf(executor_->plan());
-  if (!tokens) throw Error("the evaluation plan has no token input");
+  if (!tokens || tokens->shape_size() != 2) throw Error("the evaluation plan has no [batch, seq] token input");
   tokenInput_ = inputName(*tokens);
   tokens_ = HostArray::zeros(ElementType::I64, {tokens->shape(0), tokens->shape(1)});
+}
+
+namespace {
+
+EvalBatches batchesFor(const plan::Plan& plan, const std::vector<std::string>& files, TokenDType fallback,
+                       int64_t maxBatches) {
+  const plan::Tensor* tokens = tokenInputOf(plan);
+  if (!tokens || tokens->shape_size() != 2) throw Error("the evaluation plan has no [batch, seq] token input");
+  return EvalBatches(files, fallback, tokens->shape(0), tokens->shape(1), maxBatches);
+}
+
+}  // namespace
+
+Evaluator::Evaluator(plan::Plan plan, std::unique_ptr<Backend> backend, const std::vector<std::string>& files,
+                     TokenDType fallback, int64_t maxBatches)
+    : batches_(batchesFor(plan, files, fallback, maxBatches)) {
+  executor_ = std::make_unique<Executor>(std::move(plan), std::move(backend));
+  bindTokenInput();
 }
 
 Evaluator::~Evaluator() = default;

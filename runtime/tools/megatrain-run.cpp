@@ -255,13 +255,8 @@ int run(int argc, char** argv) {
     std::unique_ptr<Backend> evalBackend = makeBackend(chosen, options.report.poison);
     validatePlan(*evalPlan, *evalBackend, options.training.evalPlan);
     if (!options.training.skipPreflight) runPreflight(*evalPlan, *evalBackend, "");
-    const plan::Tensor* tokens = nullptr;
-    for (const plan::Tensor& tensor : evalPlan->tensors())
-      if (tensor.role() == plan::INPUT) tokens = &tensor;  // the only input (checkEvaluationPlan)
-    EvalBatches batches(options.training.evalData, options.training.dataDType, tokens->shape(0), tokens->shape(1),
-                        options.training.evalBatches);
-    evaluator = std::make_unique<Evaluator>(std::make_unique<Executor>(std::move(*evalPlan), std::move(evalBackend)),
-                                            std::move(batches));
+    evaluator = std::make_unique<Evaluator>(std::move(*evalPlan), std::move(evalBackend), options.training.evalData,
+                                            options.training.dataDType, options.training.evalBatches);
   }
   TrainingSetup setup;
   setup.planPath = options.plan;

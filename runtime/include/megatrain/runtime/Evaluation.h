@@ -12,6 +12,7 @@
 
 namespace megatrain::runtime {
 
+class Backend;
 class Executor;
 
 // Error unless `eval` (read from `evalLabel`) is an evaluation plan that can
@@ -60,6 +61,11 @@ class Evaluator {
  public:
   // `executor` runs the evaluation plan; its token input gets the batches.
   Evaluator(std::unique_ptr<Executor> executor, EvalBatches batches);
+  // The evaluator of an evaluation plan (checkEvaluationPlan) on `backend`:
+  // the eval set is cut from `files` into its token input's [batch, seq]
+  // (EvalBatches, read before the executor allocates anything).
+  Evaluator(plan::Plan plan, std::unique_ptr<Backend> backend, const std::vector<std::string>& files,
+            TokenDType fallback, int64_t maxBatches);
   ~Evaluator();
 
   // Copies `training`'s parameters in (Executor::loadParametersFrom), then
@@ -72,6 +78,8 @@ class Evaluator {
   const Executor& executor() const { return *executor_; }
 
  private:
+  void bindTokenInput();
+
   std::unique_ptr<Executor> executor_;
   EvalBatches batches_;
   std::string tokenInput_;
