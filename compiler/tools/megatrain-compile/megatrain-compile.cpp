@@ -54,9 +54,10 @@ constexpr const char *kHelp = R"(usage: megatrain-compile MODEL.onnx -o MODEL.pl
        megatrain-compile STEP.mlir -o MODEL.plan [options]
 
 Compiles an ONNX model into a megatrain plan: one training step (forward,
-backward, AdamW update) as ordered steps over statically placed tensors.
-A .mlir input is taken to be a training step (the output of --emit=training)
-and only scheduled, planned and emitted.
+backward, AdamW update), or with --forward-only an evaluation step (forward
+and loss), as ordered steps over statically placed tensors. A .mlir input is
+taken to be such a step (the output of --emit=training) and only scheduled,
+planned and emitted.
 
 Input shapes:
   --shape NAME=DxDx...     bind a graph input's shape (repeatable, or
