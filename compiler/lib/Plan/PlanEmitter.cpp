@@ -495,6 +495,27 @@ mlir::LogicalResult PlanBuilder::setLastUses() {
 }
 
 
+namespace {
+
+/// The graph input a value is, through the offload and prefetch mt-tier may
+/// put between an input and a late reader (the token input of a loss at the
+/// end of a step under a tight budget); null when it is computed.
+mt::InputOp inputBehind(mlir::Value value) {
+  while (mlir::Operation *def = value.getDefiningOp()) {
+    if (auto input = mlir::dyn_cast<mt::InputOp>(def))
+      return input;
+    if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(def))
+      value = prefetch.getHost();
+    else if (auto offload = mlir::dyn_cast<mt::OffloadOp>(def))
+      value = offload.getValue();
+    else
+      return nullptr;
+  }
+  return nullptr;
+}
+
+} // namespace
+
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
   auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
   uint64_t microbatches = 1;
@@ -504,14 +525,14 @@ mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
     // input is micro-batch 0's, the one without an "@<k>" suffix.
     ce = nullptr;
     func.walk([&](mt::NextTokenCrossEntropyOp candidate) {
-      auto input = candidate.getTokens().getDefiningOp<mt::InputOp>();
+      mt::InputOp input = inputBehind(candidate.getTokens());
       if (!ce && input && !input.getName().contains('@'))
         ce = candidate;
     });
   }
   if (!ce)
     return mlir::success();
-  auto input = ce.getTokens().getDefiningOp<mt::InputOp>();
+  mt::InputOp input = inputBehind(ce.getTokens());
   if (!input)
     return mlir::success();
   auto shape = mlir::cast<mlir::RankedTensorType>(input.getType()).getShape();
