@@ -63,12 +63,15 @@ Input shapes:
   --shape NAME=DxDx...     bind a graph input's shape (repeatable, or
                            comma-separated: --shape a=8x64,b=8)
 Loss (default: a scalar output named `loss`; else next-token-ce when the
-model has an output `logits` and an input `input_ids`):
+model has an output `logits` (or only one output) and an input `input_ids`
+(or only one input)):
   --loss-output NAME       minimize the scalar graph output NAME
   --loss next-token-ce     append next-token cross-entropy of --logits
                            against --tokens (shifted by one)
-  --logits NAME            [B, T, V] logits output (default logits)
-  --tokens NAME            [B, T] token input (default input_ids)
+  --logits NAME            [B, T, V] logits output (default logits, or the
+                           only output)
+  --tokens NAME            [B, T] token input (default input_ids, or the
+                           only input)
   --ignore-index N         target id that contributes no loss (default -100)
   --keep-output NAME       also copy graph output NAME to the host each step,
                            as tensor output:NAME (repeatable; megatrain-run
@@ -84,7 +87,7 @@ Optimizer (AdamW, torch defaults except lr):
   --microbatches N         accumulate the gradients of N micro-batches (each
                            the --shape batch) before one update (default 1,
                            at most 1024)
-Parameters (floating initializers are trainable by default; ECMAScript
+Parameters (docs/frontends.md, "Trainable rule"; ECMAScript
 regexes, full match, --frozen wins):
   --trainable REGEX        make matching initializers trainable
   --frozen REGEX           make matching initializers frozen
@@ -372,6 +375,10 @@ void chooseLoss(mlir::ModuleOp module, CompileArgs &args) {
         inputIds = true;
     }
   }
+  // One output and one input (torch.onnx.export's linear_14 and ids): the
+  // logits and the tokens (mt-add-loss picks them).
+  logits = logits || outputs.size() == 1;
+  inputIds = inputIds || inputs.size() == 1;
   if (scalarLoss) {
     pipeline.lossMode = "output";
     pipeline.lossOutput = "loss";
