@@ -56,15 +56,16 @@ void checkEvaluationPlan(const plan::Plan& eval, const std::string& evalLabel, c
   if (!tokens)
     throw Error("--eval-plan " + evalLabel +
                 ": the plan has no token input for --eval-data to feed (compile it with --loss next-token-ce)");
+  const std::string& targets = eval.header().target_input();
   for (const plan::Tensor& tensor : eval.tensors())
-    if (tensor.role() == plan::INPUT && &tensor != tokens)
+    if (tensor.role() == plan::INPUT && &tensor != tokens && (targets.empty() || inputName(tensor) != targets))
       throw Error("--eval-plan " + evalLabel + ": graph input '" + inputName(tensor) +
                   "' is not the token input '" + eval.header().token_input() +
-                  "'; --eval-data feeds only the token input");
+                  "'; --eval-data feeds only the token input (and a targets input)");
 }
 
 EvalBatches::EvalBatches(const std::vector<std::string>& files, TokenDType fallback, int64_t batch, int64_t seqLen,
-                         int64_t maxBatches)
+                         int64_t maxBatches, bool targets, int64_t ignoreIndex)
     : batch_(batch), seqLen_(seqLen) {
   if (files.empty()) throw Error("--eval-data: no token files");
   if (batch <= 0 || seqLen <= 0) throw Error("--eval-data: the eval plan's token input has an empty shape");
@@ -75,6 +76,10 @@ EvalBatches::EvalBatches(const std::vector<std::string>& files, TokenDType fallb
   int64_t available = 0;
   for (size_t f = 0; f < files.size(); ++f) {
     data.emplace_back(files[f], fallback);
+    if (!targets && !data.back().maskPath().empty())
+      throw Error("--eval-data " + files[f] + " has a loss mask (" + data.back().maskPath() +
+                  ") but the eval plan's loss reads the tokens themselves; compile it with --targets NAME "
+                  "(megatrain-compile) so that masked positions contribute no loss");
     const uint64_t count = data.back().tokenCount() / static_cast<uint64_t>(seqLen);
     available += static_cast<int64_t>(count);
     for (uint64_t w = 0; w < count; ++w) windows.emplace_back(f, w * static_cast<uint64_t>(seqLen));
@@ -90,15 +95,22 @@ EvalBatches::EvalBatches(const std::vector<std::string>& files, TokenDType fallb
                 std::to_string(whole) + " or less)");
   count_ = maxBatches > 0 ? maxBatches : whole;
   tokens_.resize(static_cast<size_t>(count_ * batch_ * seqLen_));
+  if (targets) targets_.resize(tokens_.size());
+  std::vector<uint8_t> mask(static_cast<size_t>(seqLen_));
   for (int64_t w = 0; w < count_ * batch_; ++w) {
     auto [file, start] = windows[static_cast<size_t>(w)];
-    data[file].read(start, seqLen_, tokens_.data() + w * seqLen_);
+    int64_t* window = tokens_.data() + w * seqLen_;
+    data[file].read(start, seqLen_, window, targets ? mask.data() : nullptr);
+    if (targets)
+      for (int64_t t = 0; t < seqLen_; ++t) targets_[static_cast<size_t>(w * seqLen_ + t)] = mask[t] ? window[t] : ignoreIndex;
   }
 }
 
-void EvalBatches::fill(int64_t k, HostArray& out) const {
+void EvalBatches::fill(int64_t k, HostArray& out, HostArray* targets) const {
   const size_t size = static_cast<size_t>(batch_ * seqLen_);
   std::memcpy(out.data<int64_t>(), tokens_.data() + static_cast<size_t>(k) * size, size * sizeof(int64_t));
+  if (targets)
+    std::memcpy(targets->data<int64_t>(), targets_.data() + static_cast<size_t>(k) * size, size * sizeof(int64_t));
 }
 
 Evaluator::Evaluator(std::unique_ptr<Executor> executor, EvalBatches batches)
@@ -111,6 +123,8 @@ void Evaluator::bindTokenInput() {
   if (!tokens || tokens->shape_size() != 2) throw Error("the evaluation plan has no [batch, seq] token input");
   tokenInput_ = inputName(*tokens);
   tokens_ = HostArray::zeros(ElementType::I64, {tokens->shape(0), tokens->shape(1)});
+  targetInput_ = executor_->plan().header().target_input();
+  if (!targetInput_.empty()) targets_ = tokens_;
 }
 
 namespace {
@@ -119,7 +133,8 @@ EvalBatches batchesFor(const plan::Plan& plan, const std::vector<std::string>& f
                        int64_t maxBatches) {
   const plan::Tensor* tokens = tokenInputOf(plan);
   if (!tokens || tokens->shape_size() != 2) throw Error("the evaluation plan has no [batch, seq] token input");
-  return EvalBatches(files, fallback, tokens->shape(0), tokens->shape(1), maxBatches);
+  return EvalBatches(files, fallback, tokens->shape(0), tokens->shape(1), maxBatches,
+                     !plan.header().target_input().empty(), plan.header().ignore_index());
 }
 
 }  // namespace
@@ -138,8 +153,9 @@ EvalResult Evaluator::run(const Executor& training) {
   executor_->loadParametersFrom(training);
   double sum = 0;
   for (int64_t k = 0; k < batches_.count(); ++k) {
-    batches_.fill(k, tokens_);
+    batches_.fill(k, tokens_, targetInput_.empty() ? nullptr : &targets_);
     executor_->setInput(tokenInput_, tokens_);
+    if (!targetInput_.empty()) executor_->setInput(targetInput_, targets_);
     sum += executor_->runStep();
   }
   EvalResult result;

@@ -1,4 +1,4 @@
-// RunExports.cpp - megatrain-run's outputs after training: --export-onnx, --export-safetensors, --dump-output.
+// RunExports.cpp - megatrain-run's outputs after training: --export-onnx, --export-safetensors, --export-hf, --dump-output.
 #include "RunExports.h"
 
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/OutputReadout.h"
 #include "megatrain/runtime/Safetensors.h"
+#include "megatrain/runtime/WeightSource.h"
 
 namespace megatrain::runtime::tools {
 
@@ -20,6 +21,16 @@ bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exp
     exports.externalData = parseExternalData(args.value(arg));
   } else if (arg == "--export-safetensors") {
     exports.safetensors = args.value(arg);
+  } else if (arg == "--export-hf") {
+    exports.hf.outDir = args.value(arg);
+  } else if (arg == "--hf-source") {
+    exports.hf.source = args.value(arg);
+  } else if (arg == "--export-dtype") {
+    exports.hf.dtype = parseExportDType(args.value(arg));
+  } else if (arg == "--export-shard-size") {
+    const std::string text = args.value(arg);
+    if (!parseByteSize(text, exports.hf.shardBytes))
+      throw Error("--export-shard-size needs a size such as 5GB, 512MiB or 1000000 (bytes), got '" + text + "'");
   } else if (arg == "--dump-output") {
     const std::string spec = args.value(arg);
     const size_t equals = spec.find('=');
@@ -32,9 +43,9 @@ bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exp
   return true;
 }
 
-void checkRunExports(const RunExports& exports, const plan::Plan& plan, const std::string& weights) {
-  if (!exports.onnx.empty() && weights.empty())
-    throw Error("--export-onnx needs --weights MODEL.onnx: the exported model is a copy of it");
+namespace {
+
+void checkDumps(const RunExports& exports, const plan::Plan& plan) {
   for (const auto& [name, file] : exports.dumps) {
     try {
       requireKeptOutput(plan, name);
@@ -44,12 +55,48 @@ void checkRunExports(const RunExports& exports, const plan::Plan& plan, const st
   }
 }
 
+}  // namespace
+
+void checkRunExports(RunExports& exports, const plan::Plan& plan, const std::string& weights) {
+  checkDumps(exports, plan);
+  if (!exports.onnx.empty() && (weights.empty() || weightFormat(weights) != WeightFormat::Onnx))
+    throw Error("--export-onnx needs --weights MODEL.onnx: the exported model is a copy of it (for a Hugging Face "
+                "checkpoint, use --export-hf DIR)");
+  HfExportOptions& hf = exports.hf;
+  if (hf.outDir.empty()) {
+    const char* orphan = !hf.source.empty()                   ? "--hf-source"
+                         : !hf.dtype.empty()                  ? "--export-dtype"
+                         : hf.shardBytes != kDefaultShardBytes ? "--export-shard-size"
+                                                               : nullptr;
+    if (orphan) throw Error(std::string(orphan) + " needs --export-hf OUT_DIR");
+    return;
+  }
+  if (hf.source.empty() && !weights.empty() && weightFormat(weights) == WeightFormat::SafetensorsDirectory)
+    hf.source = weights;
+  if (!hf.source.empty() && weightFormat(hf.source) != WeightFormat::SafetensorsDirectory)
+    throw Error("--hf-source " + hf.source + " is not a directory (give the Hugging Face model directory "
+                "whose config and tokenizer files --export-hf copies)");
+}
+
 void writeRunExports(const RunExports& exports, const Executor& executor, const std::string& weights) {
   for (const auto& [name, file] : exports.dumps) {
     writeNpy(file, readOutput(executor, name));
     std::printf("output    %s -> %s\n", name.c_str(), file.c_str());
   }
-  if (exports.onnx.empty() && exports.safetensors.empty()) return;
+  if (!exports.hf.outDir.empty()) {
+    HfExportOptions options = exports.hf;
+    options.metadata = {{"generator", "megatrain-run"},
+                        {"optimizer_steps", std::to_string(executor.optimizerStep())}};
+    const HfExportResult result = exportHf(executor, options);
+    for (const std::string& note : result.notes) std::printf("%s\n", note.c_str());
+    std::printf("exported  %s (%zu tensors, %s as %s, %zu files%s)\n", exports.hf.outDir.c_str(), result.tensors,
+                formatBytes(result.bytes).c_str(), result.dtype.c_str(), result.files.size(),
+                options.source.empty() ? "; no --hf-source: no config or tokenizer" : "");
+  }
+  if (exports.onnx.empty() && exports.safetensors.empty()) {
+    std::fflush(stdout);
+    return;
+  }
 
   const std::vector<ParameterValues> parameters = readParameters(executor);
   if (!exports.onnx.empty()) {

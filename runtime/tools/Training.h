@@ -37,6 +37,8 @@ struct TrainingOptions {
   std::string resume;
   int64_t logEvery = 1;
   bool skipPreflight = false;
+  std::string init;                  // --init normal:STD, instead of --weights
+  std::optional<uint64_t> initSeed;  // --init-seed (default --seed)
   // Evaluation (docs/runtime.md "Evaluation"): megatrain-run builds the
   // Evaluator from these and hands it over in TrainingSetup.
   std::string evalPlan;               // --eval-plan: a --forward-only plan
@@ -56,7 +58,7 @@ bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions&
 // What the loop needs besides TrainingOptions.
 struct TrainingSetup {
   std::string planPath;
-  std::string weights;  // --weights; may be empty with --resume
+  std::string weights;  // --weights; may be empty with --resume or --init
   int64_t steps = 0;    // --steps: the step count to reach, counting resumed ones
   std::string metrics;
   bool quiet = false;

@@ -75,7 +75,7 @@ void printHeader(const plan::Plan& plan) {
   row("options", options);
   // The profile's name; the whole text when it is not a JSON object with a string "name".
   row("device", profileName(h.device_profile()).value_or(h.device_profile()));
-  // An evaluation plan (format 1.5, --forward-only) has no optimizer to show.
+  // An evaluation plan (format 1.6, --forward-only) has no optimizer to show.
   row("kind", h.evaluation() ? "evaluation (forward and loss only; megatrain-run --eval-plan)" : "training");
   const plan::AdamW& o = h.optimizer();
   if (!h.evaluation())
@@ -86,6 +86,9 @@ void printHeader(const plan::Plan& plan) {
     row("loss", "tensor " + std::to_string(h.loss_tensor()) + " '" +
                     plan.tensors(static_cast<int>(h.loss_tensor())).name() + "'");
   row("token input", h.token_input());
+  if (!h.target_input().empty())
+    row("targets input", h.target_input() + " (the loss's targets: the tokens, masked to " +
+                             std::to_string(h.ignore_index()) + ")");
   if (h.microbatches()) row("microbatches", std::to_string(h.microbatches()));
   if (h.device_budget_bytes()) row("budget", formatBytes(h.device_budget_bytes()) + " of device memory");
   row("tiering", h.tiering_policy());

@@ -33,14 +33,21 @@
 namespace megatrain::runtime::tools {
 namespace {
 
-const char kUsage[] = R"(usage: megatrain-run MODEL.plan --weights MODEL.onnx [options]
+const char kUsage[] = R"(usage: megatrain-run MODEL.plan --weights PATH [options]
 
-Trains a model: loads the plan, loads the weights from the ONNX model's
-initializers, and executes the plan's training step --steps times.
+Trains a model: loads the plan, loads the initial weights, and executes the
+plan's training step --steps times.
 
 options:
-  --weights MODEL.onnx     the ONNX model whose initializers hold the initial weights
-                           (required unless --resume finds a checkpoint)
+  --weights PATH           the initial weights, matched to the plan's parameters by
+                           name: an ONNX model (its initializers), a .safetensors file,
+                           or a Hugging Face model directory (model.safetensors or the
+                           shards of model.safetensors.index.json); F32, BF16, F16 and
+                           F64 become fp32 masters (required unless --init is given or
+                           --resume finds a checkpoint)
+  --init normal:STD        start from scratch instead: every parameter from N(0, STD^2),
+                           norm weights 1, biases 0 (docs/runtime.md has the rule)
+  --init-seed N            seed of --init (default --seed)
   --backend auto|cpu|cuda  where to run (default auto: cuda when this binary has the
                            CUDA backend and a GPU is present, else cpu; the choice is
                            printed)
@@ -91,6 +98,15 @@ options:
                            (auto: when the initializers exceed 1 GiB; default auto)
   --export-safetensors OUT.safetensors
                            after training, write every parameter as safetensors
+  --export-hf OUT_DIR      after training, write a directory transformers loads:
+                           safetensors shards ({"format": "pt"}; an index when more
+                           than one) under the Hugging Face names, plus the config,
+                           generation config and tokenizer files of --hf-source
+  --hf-source HF_DIR       the Hugging Face model the run started from (default:
+                           --weights when it is a directory)
+  --export-dtype fp32|bf16|fp16
+                           dtype of --export-hf (default: --hf-source's, else fp32)
+  --export-shard-size SIZE largest --export-hf shard (default 5GB)
   --dump-output NAME=FILE.npy
                            after the last step, write graph output NAME as that
                            step's forward computed it (the plan must keep it:
@@ -159,7 +175,9 @@ Options parseOptions(int argc, char** argv) {
   }
   if (options.help) return options;
   if (options.plan.empty()) throw Error("missing MODEL.plan (see --help)");
-  if (options.weights.empty() && options.training.resume.empty()) throw Error("missing --weights MODEL.onnx");
+  if (options.weights.empty() && options.training.init.empty() && options.training.resume.empty())
+    throw Error("missing --weights (MODEL.onnx, MODEL.safetensors or a Hugging Face model directory) or --init "
+                "normal:STD");
   checkEvaluationFlags(options.training);
   return options;
 }
@@ -226,6 +244,7 @@ int run(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  RunExports exports = options.exports;  // checkRunExports fills in --hf-source's default
 
   plan::Plan plan = loadPlan(options.plan);
   if (plan.header().evaluation())
@@ -273,6 +292,7 @@ int run(int argc, char** argv) {
   // --input NAME=FILE feeds NAME and, in a plan with micro-batches, every
   // "NAME@k" that no --input names itself (docs/runtime.md).
   const std::string& tokenInput = planView->header().token_input();
+  const std::string& targetInput = planView->header().target_input();
   auto given = [&](const std::string& name) {
     for (const auto& input : options.inputs)
       if (input.first == name) return true;
@@ -282,6 +302,8 @@ int run(int argc, char** argv) {
     if (!options.training.data.empty() && !tokenInput.empty() &&
         microbatchIndex(name, tokenInput) >= 0)
       throw Error("--input " + name + " conflicts with --data, which feeds the same input");
+    if (!options.training.data.empty() && !targetInput.empty() && microbatchIndex(name, targetInput) >= 0)
+      throw Error("--input " + name + " conflicts with --data, which fills the targets input from its tokens and loss mask");
     try {
       const HostArray array = readNpy(file);
       executor.setInput(name, array);
@@ -292,20 +314,23 @@ int run(int argc, char** argv) {
     }
   }
 
-  checkRunExports(options.exports, *planView, options.weights);
+  checkRunExports(exports, *planView, options.weights);
 
   // Every graph input needs a feed before anything runs.
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
     const std::string& name = inputName(tensor);
-    bool fed = training.feedsTokenInput() && !tokenInput.empty() &&
-               (microbatchIndex(tensor.source(), tokenInput) >= 0 || tensor.name() == tokenInput);
+    // --data feeds the token input and, in a plan with one, the targets input.
+    bool fed = false;
+    for (const std::string* fromData : {&tokenInput, &targetInput})
+      fed = fed || (training.feedsTokenInput() && !fromData->empty() &&
+                    (microbatchIndex(tensor.source(), *fromData) >= 0 || tensor.name() == *fromData));
     for (const auto& input : options.inputs)
       fed = fed || input.first == tensor.source() || input.first == tensor.name() ||
             microbatchIndex(name, input.first) > 0;
     if (!fed)
       throw Error("graph input '" + name + "' is not fed (give --input " + name + "=FILE.npy" +
-                  (name == tokenInput ? " or --data TOKENS.bin)" : ")"));
+                  (name == tokenInput || name == targetInput ? " or --data TOKENS.bin)" : ")"));
   }
 
   if (!options.quiet) printSummary(options, *planView, stats, backendName, evaluator.get());
@@ -313,7 +338,7 @@ int run(int argc, char** argv) {
   // Ctrl-C stops between steps with exit code 130 (after a checkpoint, with --save).
   const int status = training.run();
   if (status != 0) return status;
-  writeRunExports(options.exports, executor, options.weights);
+  writeRunExports(exports, executor, options.weights);
   return 0;
 }
 

@@ -49,6 +49,33 @@ assert rows[3]["eval_ppl"] == math.exp(rows[3]["eval_loss"]) or abs(rows[3]["eva
 print(f"{sys.argv[1]}: eval loss == next training loss at steps 1..5, e.g. {rows[5]['eval_loss']!r}")
 PY
   done
+  # An eval plan whose loss reads a targets input (--targets) takes the eval files' loss masks:
+  # an all-ones mask gives bitwise the loss of the plain eval plan, a half-zero one another.
+  compile -o train.plan --shape input_ids=4x64 --precision fp32
+  compile -o eval.plan --shape input_ids=4x64 --precision fp32 --forward-only
+  compile -o eval-t.plan --shape input_ids=4x64 --precision fp32 --forward-only --targets targets
+  python3 - <<'PY'
+import json
+for name, mask in (("ones", b"\x01" * 256), ("half", b"\x01" * 128 + b"\x00" * 128)):
+    open(f"eval-{name}.bin", "wb").write(open("eval.bin", "rb").read())
+    open(f"eval-{name}.bin.mask", "wb").write(mask)
+    json.dump({"dtype": "uint16", "mask": f"eval-{name}.bin.mask"}, open(f"eval-{name}.bin.json", "w"))
+PY
+  for set in plain:eval.plan:eval.bin ones:eval-t.plan:eval-ones.bin half:eval-t.plan:eval-half.bin; do
+    IFS=: read -r name plan data <<<"$set"
+    "$BIN/megatrain-run" train.plan --weights "$TINY" --input input_ids=batch.npy --steps 2 --quiet \
+      --eval-plan "$plan" --eval-data "$data" --metrics "t-$name.jsonl" >/dev/null
+  done
+  python3 - <<'PY'
+import json
+loss = {n: json.loads(open(f"t-{n}.jsonl").readlines()[-1])["eval_loss"] for n in ("plain", "ones", "half")}
+assert loss["plain"] == loss["ones"], loss
+assert loss["half"] != loss["plain"] and 0 < loss["half"] < 20, loss
+print("targets: an all-ones mask gives the plain eval loss bitwise, half a mask another:", loss)
+PY
+  if "$BIN/megatrain-run" train.plan --weights "$TINY" --input input_ids=batch.npy --steps 1 --quiet \
+    --eval-plan eval.plan --eval-data eval-half.bin 2>err.txt; then fail "a masked eval set under a plan without --targets ran"; fi
+  grep -qF "eval-half.bin has a loss mask" err.txt || fail "$(cat err.txt)"
   grep -q "^eval      eval.plan: 1 batches of \[4, 64\] tokens, after every 1 steps and the last" out.txt ||
     fail "no eval summary line: $(cat out.txt)"
   grep "^step 3/6" out.txt | grep -q "eval loss .* ppl " || fail "no eval loss in the progress line: $(cat out.txt)"

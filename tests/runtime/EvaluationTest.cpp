@@ -160,13 +160,13 @@ TEST_F(EvaluationTest, AnEvaluationPlanWithUpdatesIsRejected) {
   CpuBackend backend;
   plan::Plan plan = tokenPlan(plan::F32);
   plan.mutable_header()->set_evaluation(true);
-  plan.mutable_header()->set_format_minor(5);
+  plan.mutable_header()->set_format_minor(6);
   EXPECT_EQ(errorOf([&] { validatePlan(plan, backend, "e.plan"); }),
             "e.plan: header: an evaluation plan has no gradients or optimizer state, but tensor 1 'grad:E' is "
             "GRADIENT");
   plan.mutable_header()->set_format_minor(4);
   EXPECT_EQ(errorOf([&] { validatePlan(plan, backend, "e.plan"); }),
-            "e.plan: header: evaluation is set in a format 1.4 plan (it needs 1.5)");
+            "e.plan: header: evaluation is set in a format 1.4 plan (it needs 1.6)");
   EXPECT_EQ(errorOf([&] { validatePlan(tokenEvalPlan(plan::F32, 2), backend, "e.plan"); }), "(no error)");
   // The schedule verifier, which the compiler runs too, on its own.
   const std::vector<std::string> failures = verifySchedule(plan);

@@ -111,7 +111,7 @@ plan::Plan tokenEvalPlan(plan::DType parameterDType, int64_t batch) {
   header.set_token_input("tokens");
   header.set_tokens_per_step(static_cast<uint64_t>(batch) * 4);
   header.set_evaluation(true);
-  header.set_format_minor(5);
+  header.set_format_minor(6);
   const plan::DType dtype = parameterDType;
   const uint32_t e = b.tensor("E", {5, 3}, dtype, plan::PARAMETER);
   // Trainable, as the compiler emits it: the verifier then checks that no

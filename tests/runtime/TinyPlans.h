@@ -24,7 +24,7 @@ plan::Plan linearPlan(plan::DType dtype, bool keepOutput = false);
 plan::Plan tokenPlan(plan::DType dtype);
 
 // The forward and loss of tokenPlan as an evaluation plan (header.evaluation,
-// format minor 5): E [5, 3] PARAMETER of `dtype`, tokens [batch, 4] INPUT,
+// format minor 6): E [5, 3] PARAMETER of `dtype`, tokens [batch, 4] INPUT,
 // no gradients or updates.
 plan::Plan tokenEvalPlan(plan::DType dtype, int64_t batch);
 

@@ -20,6 +20,7 @@ struct PipelineOptions {
   std::string logits = "logits";   // lossMode == "next-token-ce"
   std::string tokens = "input_ids";
   int64_t ignoreIndex = -100;
+  std::string targets;  // a separate targets input for the loss (a loss mask); empty: the tokens
   std::vector<std::string> keepOutputs; // graph outputs kept as mt.output
   // An evaluation step: mt-add-loss marks the function mt.evaluation and
   // mt-autodiff, mt-microbatch and mt-adamw do not run (forward and loss only).

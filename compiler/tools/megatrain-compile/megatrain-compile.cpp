@@ -73,6 +73,9 @@ model has an output `logits` (or only one output) and an input `input_ids`
   --tokens NAME            [B, T] token input (default input_ids, or the
                            only input)
   --ignore-index N         target id that contributes no loss (default -100)
+  --targets NAME           read the targets from a new [B, T] input NAME,
+                           which megatrain-run fills from --data and its loss
+                           mask (masked positions get --ignore-index)
   --keep-output NAME       also copy graph output NAME to the host each step,
                            as tensor output:NAME (repeatable; megatrain-run
                            --dump-output writes it)
@@ -250,7 +253,7 @@ CompileArgs parseArgs(int argc, char **argv) {
                                     "frozen", "emit", "keep-output",
                                     "device-memory", "tiering-policy",
                                     "device-profile", "microbatches",
-                                    "precision"};
+                                    "precision", "targets"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -293,6 +296,11 @@ CompileArgs parseArgs(int argc, char **argv) {
       args.lossFlags = true;
     } else if (flag == "tokens") {
       args.pipeline.tokens = value;
+      args.lossFlags = true;
+    } else if (flag == "targets") {
+      if (value.empty())
+        fail("--targets needs an input name, such as --targets targets");
+      args.pipeline.targets = value;
       args.lossFlags = true;
     } else if (flag == "keep-output") {
       args.pipeline.keepOutputs.push_back(value);
@@ -339,6 +347,9 @@ CompileArgs parseArgs(int argc, char **argv) {
     fail("--loss output needs --loss-output NAME");
   if (args.lossMode == std::string("next-token-ce") && !args.pipeline.lossOutput.empty())
     fail("--loss next-token-ce and --loss-output are exclusive");
+  if (!args.pipeline.targets.empty() &&
+      (args.lossMode == std::string("output") || !args.pipeline.lossOutput.empty()))
+    fail("--targets is for the next-token-ce loss (--loss next-token-ce), not --loss-output");
   if (args.emit == "plan" && args.output.empty())
     fail("no output file; pass -o FILE.plan (or --emit=plan-text to print the plan)");
   if (args.emit == "plan" && args.output == "-")

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "megatrain/plan/Format.h"
+
 namespace megatrain {
 
 enum class Precision { FP32, TF32, BF16 };
@@ -67,10 +69,7 @@ bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
 /// The profile as JSON (every field), e.g. to record it in a plan header.
 std::string deviceProfileToJson(const DeviceProfile &profile);
 
-/// Parses a byte size: "24GiB", "16000MB", "8GB", "512MiB", "123456" (bytes),
-/// case-insensitive units (B, KB, MB, GB, TB powers of 1000; KiB, MiB, GiB,
-/// TiB powers of 1024), an optional fraction ("1.5GiB"). False on bad text.
-bool parseByteSize(const std::string &text, uint64_t &bytes);
+/// parseByteSize (the size syntax of every tool) lives in megatrain/plan/Format.h.
 
 } // namespace megatrain
 

@@ -33,16 +33,21 @@ class EvalBatches {
  public:
   // maxBatches 0: every whole batch the files hold. Error if the files hold
   // no whole batch, or fewer than maxBatches (naming how many they hold).
+  // With `targets` (an evaluation plan whose loss reads a targets input,
+  // megatrain-compile --targets) each batch also has its targets: the token
+  // where the file's loss mask is 1 (or the file has none), `ignoreIndex`
+  // where it is 0; without, a file with a loss mask is an error.
   EvalBatches(const std::vector<std::string>& files, TokenDType fallback, int64_t batch, int64_t seqLen,
-              int64_t maxBatches);
+              int64_t maxBatches, bool targets = false, int64_t ignoreIndex = -100);
 
   int64_t count() const { return count_; }
-  // Batch k as a [batch, seqLen] i64 array (k < count()).
-  void fill(int64_t k, HostArray& out) const;
+  // Batch k as a [batch, seqLen] i64 array (k < count()), and with targets its targets.
+  void fill(int64_t k, HostArray& out, HostArray* targets = nullptr) const;
 
  private:
   int64_t batch_ = 0, seqLen_ = 0, count_ = 0;
-  std::vector<int64_t> tokens_;  // count_ * batch_ * seqLen_
+  std::vector<int64_t> tokens_;   // count_ * batch_ * seqLen_
+  std::vector<int64_t> targets_;  // the same, with `targets`; empty without
 };
 
 struct EvalResult {
@@ -83,7 +88,9 @@ class Evaluator {
   std::unique_ptr<Executor> executor_;
   EvalBatches batches_;
   std::string tokenInput_;
-  HostArray tokens_;  // one batch, refilled per step
+  std::string targetInput_;  // the plan's target_input; empty if its loss reads the tokens
+  HostArray tokens_;         // one batch, refilled per step
+  HostArray targets_;        // its targets, with targetInput_
 };
 
 }  // namespace megatrain::runtime
