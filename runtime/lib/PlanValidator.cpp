@@ -183,7 +183,7 @@ class PlanValidator {
     // Read by the runtime after the step, so never poisoned device memory.
     if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
-    // The disk tier (minor 6) holds optimizer state only, staged through host memory.
+    // The disk tier (minor 7) holds optimizer state only, staged through host memory.
     if (pool.tier() == plan::DISK && tensor.role() != plan::OPTIMIZER_STATE)
       fail(name + ": " + roleName(tensor.role()) + " is in a DISK pool, which holds OPTIMIZER_STATE only");
     if (tensor.role() == plan::STATE_STAGE && pool.tier() != plan::HOST_PINNED)
@@ -192,7 +192,7 @@ class PlanValidator {
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER_COMPUTE) {
-      // Host memory, or a DEVICE pool for a device-resident parameter (minor 6).
+      // Host memory, or a DEVICE pool for a device-resident parameter (minor 7).
       if (tensor.dtype() != plan::BF16)
         fail(name + ": PARAMETER_COMPUTE dtype " + dtypeName(tensor.dtype()) + " (expected bf16)");
     }
@@ -281,7 +281,7 @@ class PlanValidator {
            " is " + std::to_string(dst.buffer().size_bytes()));
   }
 
-  // An ADAMW or ACCUMULATE runs where its first tensor lives (minor 6): on
+  // An ADAMW or ACCUMULATE runs where its first tensor lives (minor 7): on
   // the host, or on the device when it is in a DEVICE pool, and then every
   // operand is, and the gradient read may be the arena's (an ACTIVATION).
   bool onDeviceTask(int index, const plan::HostTask& task) const {
@@ -461,7 +461,7 @@ class PlanValidator {
       }
     }
 
-    // The targets input (minor 6): beside a token input, an INPUT of its
+    // The targets input (minor 7): beside a token input, an INPUT of its
     // shape and dtype, with as many micro-batch copies.
     if (!header.target_input().empty()) {
       if (header.token_input().empty()) fail("header: target_input '" + header.target_input() + "' without a token_input");
@@ -488,6 +488,25 @@ class PlanValidator {
       if (header.format_minor() < kPlanMinorTargets)
         fail("header: target_input needs format minor " + std::to_string(kPlanMinorTargets) + ", the plan says " +
              std::to_string(header.format_minor()));
+    }
+
+    // An evaluation plan (--forward-only) computes the loss and nothing else.
+    if (header.evaluation()) {
+      if (header.format_minor() < kPlanMinorEvaluation)
+        fail("header: evaluation is set in a format " + std::to_string(header.format_major()) + "." +
+             std::to_string(header.format_minor()) + " plan (it needs 1." + std::to_string(kPlanMinorEvaluation) +
+             ")");
+      for (int i = 0; i < plan_.tensors_size(); ++i) {
+        const plan::Role role = plan_.tensors(i).role();
+        if (role == plan::GRADIENT || role == plan::OPTIMIZER_STATE)
+          fail("header: an evaluation plan has no gradients or optimizer state, but " +
+               tensorLabel(static_cast<uint32_t>(i)) + " is " + roleName(role));
+      }
+      for (int i = 0; i < plan_.steps_size(); ++i) {
+        const plan::Step& step = plan_.steps(i);
+        if (step.op_case() == plan::Step::kHostTask && step.host_task().kind() != plan::HostTask::READ_LOSS)
+          fail("header: an evaluation plan has no updates, but " + stepLabel(i) + " is one");
+      }
     }
 
     if (hasAdamW_) {

@@ -15,6 +15,7 @@
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Checkpoint.h"
 #include "megatrain/runtime/Checksum.h"
+#include "megatrain/runtime/Evaluation.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/Microbatch.h"
@@ -62,18 +63,30 @@ uint64_t parseSeed(const std::string& text) {
 
 const char* signalName(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal"; }
 
+// "a.bin,b.bin" appended to `files`; an empty name is an error naming `flag`.
+void appendFileList(const std::string& flag, const std::string& list, std::vector<std::string>& files) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma == start) throw Error(flag + " has an empty file name in '" + list + "'");
+    files.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
 }  // namespace
 
 bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions& options) {
   if (arg == "--data") {
-    const std::string list = args.value(arg);
-    size_t start = 0;
-    while (start <= list.size()) {
-      const size_t comma = std::min(list.find(',', start), list.size());
-      if (comma == start) throw Error("--data has an empty file name in '" + list + "'");
-      options.data.push_back(list.substr(start, comma - start));
-      start = comma + 1;
-    }
+    appendFileList(arg, args.value(arg), options.data);
+  } else if (arg == "--eval-plan") {
+    options.evalPlan = args.value(arg);
+  } else if (arg == "--eval-data") {
+    appendFileList(arg, args.value(arg), options.evalData);
+  } else if (arg == "--eval-every") {
+    options.evalEvery = parsePositive(args.value(arg), arg);
+  } else if (arg == "--eval-batches") {
+    options.evalBatches = parsePositive(args.value(arg), arg);
   } else if (arg == "--data-dtype") {
     options.dataDType = parseTokenDType(args.value(arg));
   } else if (arg == "--seed") {
@@ -115,6 +128,17 @@ bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions&
     return false;
   }
   return true;
+}
+
+void checkEvaluationFlags(const TrainingOptions& options) {
+  if (!options.evalPlan.empty() && options.evalData.empty())
+    throw Error("--eval-plan needs --eval-data TOKENS.bin (the token files to evaluate on)");
+  if (options.evalPlan.empty()) {
+    if (!options.evalData.empty())
+      throw Error("--eval-data needs --eval-plan EVAL.plan (compile one with megatrain-compile --forward-only)");
+    if (options.evalEvery > 0) throw Error("--eval-every needs --eval-plan EVAL.plan and --eval-data TOKENS.bin");
+    if (options.evalBatches > 0) throw Error("--eval-batches needs --eval-plan EVAL.plan and --eval-data TOKENS.bin");
+  }
 }
 
 struct TrainingSession::Impl {
@@ -367,10 +391,19 @@ int TrainingSession::run() {
     const StepResult result = s.executor.runStep(stepOptions);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     measurements.afterStep(step, seconds, result.trace);
+    // Evaluation reads the weights this step wrote and changes nothing of the
+    // training state; it is not counted in the step's time. A non-finite
+    // loss stops the run below, with nothing to evaluate.
+    std::optional<EvalResult> eval;
+    if (s.setup.evaluator && std::isfinite(result.loss) &&
+        (step == s.setup.steps || (s.options.evalEvery > 0 && step % s.options.evalEvery == 0)))
+      eval = s.setup.evaluator->run(s.executor);
+    const EvalResult* evalResult = eval ? &*eval : nullptr;
     const double spent = elapsed();
-    progress.step(step, result, seconds, spent);
+    progress.step(step, result, seconds, spent, evalResult);
     if (s.metrics)
-      s.metrics->write(step, result, s.setup.stats.tokensPerStep, seconds, spent, stepOptions.clipGradNorm.has_value());
+      s.metrics->write(step, result, s.setup.stats.tokensPerStep, seconds, spent, stepOptions.clipGradNorm.has_value(),
+                       evalResult);
     // A non-finite loss or gradient norm means the weights are (or are about
     // to be) poisoned: stop before any checkpoint of this state is written.
     const bool badLoss = !std::isfinite(result.loss);

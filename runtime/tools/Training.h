@@ -14,6 +14,7 @@
 #include "megatrain/runtime/TokenData.h"
 
 namespace megatrain::runtime {
+class Evaluator;
 class Executor;
 }
 
@@ -38,8 +39,18 @@ struct TrainingOptions {
   bool skipPreflight = false;
   std::string init;                  // --init normal:STD, instead of --weights
   std::optional<uint64_t> initSeed;  // --init-seed (default --seed)
+  // Evaluation (docs/runtime.md "Evaluation"): megatrain-run builds the
+  // Evaluator from these and hands it over in TrainingSetup.
+  std::string evalPlan;               // --eval-plan: a --forward-only plan
+  std::vector<std::string> evalData;  // --eval-data, repeatable or comma-separated
+  int64_t evalEvery = 0;              // --eval-every N; 0: only after the last step
+  int64_t evalBatches = 0;            // --eval-batches K; 0: every whole batch of --eval-data
   std::string diskDir;  // --disk-dir: the files of the plan's DISK pools
 };
+
+// Error for an evaluation flag without the others it needs (--eval-plan and
+// --eval-data come together; --eval-every and --eval-batches need them).
+void checkEvaluationFlags(const TrainingOptions& options);
 
 // Takes `arg` (and its value from `args`) if it is one of the flags above;
 // false when it is not.
@@ -54,6 +65,9 @@ struct TrainingSetup {
   bool quiet = false;
   PlanStats stats;
   RunReportOptions report;  // --trace, --trace-step, --report (RunReport.h)
+  // With --eval-plan: runs after every --eval-every-th step and the last;
+  // its loss goes to the progress line and the metrics row of that step.
+  Evaluator* evaluator = nullptr;
 };
 
 // Set up before the summary is printed, run after: construction loads the

@@ -22,7 +22,7 @@
 // grad:<param>) in the device_state pool, and its steps run on the compute
 // stream: ADAMW reads the arena gradient itself (no gradient is kept), part 0
 // is a device copy into grad:<param>, parts k >= 1 ACCUMULATE the arena
-// gradient into it; the plan is then format minor 6.
+// gradient into it; the plan is then format minor 7.
 //
 // A parameter whose optimizer state lives on disk (mt.home = "disk") keeps
 // its master, gradient and compute copy on the host; its m and v are in the

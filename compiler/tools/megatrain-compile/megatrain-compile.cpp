@@ -54,9 +54,10 @@ constexpr const char *kHelp = R"(usage: megatrain-compile MODEL.onnx -o MODEL.pl
        megatrain-compile STEP.mlir -o MODEL.plan [options]
 
 Compiles an ONNX model into a megatrain plan: one training step (forward,
-backward, AdamW update) as ordered steps over statically placed tensors.
-A .mlir input is taken to be a training step (the output of --emit=training)
-and only scheduled, planned and emitted.
+backward, AdamW update), or with --forward-only an evaluation step (forward
+and loss), as ordered steps over statically placed tensors. A .mlir input is
+taken to be such a step (the output of --emit=training) and only scheduled,
+planned and emitted.
 
 Input shapes:
   --shape NAME=DxDx...     bind a graph input's shape (repeatable, or
@@ -78,6 +79,11 @@ model has an output `logits` (or only one output) and an input `input_ids`
   --keep-output NAME       also copy graph output NAME to the host each step,
                            as tensor output:NAME (repeatable; megatrain-run
                            --dump-output writes it)
+Evaluation:
+  --forward-only           compile an evaluation plan: the forward and the loss
+                           only (no gradients, optimizer state or updates), for
+                           megatrain-run --eval-plan; the optimizer flags and
+                           --microbatches do not apply to it
 Optimizer (AdamW, torch defaults except lr):
   --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
   --weight-decay F (0.01)
@@ -234,6 +240,10 @@ CompileArgs parseArgs(int argc, char **argv) {
     }
     if (arg == "--no-fold-transpose") {
       args.pipeline.foldTranspose = false;
+      continue;
+    }
+    if (arg == "--forward-only") {
+      args.pipeline.forwardOnly = true;
       continue;
     }
     if (arg == "-" || !arg.starts_with("-")) {
@@ -458,6 +468,8 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
   for (const auto &usage : plan.header().predicted_peak())
     if (usage.pool() == 0)
       devicePeak = usage.peak_bytes();
+  if (plan.header().evaluation())
+    os << "  kind           evaluation plan (forward and loss only)\n";
   os << "  parameters     " << params << " (" << paramElements << " elements), "
      << trainable << " trainable (" << trainableElements << " elements), "
      << params - trainable << " frozen (" << paramElements - trainableElements
@@ -547,6 +559,10 @@ int compile(int argc, char **argv) {
       chooseLoss(*module, args);
   }
 
+  if (fromMlir && args.pipeline.forwardOnly)
+    fail("--forward-only needs an ONNX model: a .mlir step is planned as it "
+         "is (the --emit=training output of a --forward-only compile is "
+         "already an evaluation step)");
   if (fromMlir && args.pipeline.microbatches > 1)
     fail("--microbatches needs an ONNX model: a --emit=training step already "
          "has its updates");

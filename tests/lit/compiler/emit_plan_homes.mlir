@@ -7,8 +7,8 @@
 //
 // With --state-home device, w, adam_m:w and adam_v:w in the device_state pool (pool 2: there is no
 // staging pool), the fetch a copy on compute, no grad:w, and ADAMW on compute
-// reading the arena's gradient (the matmul's result); format 1.6.
-// DEVICE:       format_minor: 6
+// reading the arena's gradient (the matmul's result); format 1.7.
+// DEVICE:       format_minor: 7
 // DEVICE:       device_capacity_bytes:
 // DEVICE:       name: "w"
 // DEVICE:       pool: 2
@@ -29,7 +29,7 @@
 // With --state-home disk, adam_m:w and adam_v:w in the DISK pool (pool 2, 4 KiB each), their
 // staging in disk_stage (pool 3); copies on the disk stream before and after the
 // host ADAMW, which updates the staging.
-// DISK:         format_minor: 6
+// DISK:         format_minor: 7
 // DISK:         name: "stage_m:w"
 // DISK-NEXT:    shape: 8
 // DISK-NEXT:    shape: 16
