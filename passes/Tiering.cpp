@@ -67,6 +67,7 @@
 
 #include "IrCost.h"
 #include "Liveness.h"
+#include "tiering/StateHomes.h"
 #include "tiering/TieringPolicies.h"
 
 #include "megatrain/Passes/Placement.h"
@@ -92,6 +93,49 @@ uint64_t deviceArenaBytes(mlir::func::FuncOp func) {
       slots.push_back(lifetimeSlot(&op, step, ends[index], valueBytes(result)));
   }
   return placeBestFit(slots);
+}
+
+/// The host staging pool of the plan's mt.offload results, placed as
+/// mt-plan-memory will place it, with lifetimes from block order (def to
+/// last user).
+uint64_t offloadBytes(mlir::func::FuncOp func) {
+  llvm::DenseMap<mlir::Operation *, int64_t> position;
+  int64_t index = 0;
+  for (mlir::Operation &op : func.getBody().front())
+    position[&op] = index++;
+  std::vector<Slot> slots;
+  for (mlir::Operation &op : func.getBody().front()) {
+    auto offload = mlir::dyn_cast<mt::OffloadOp>(op);
+    if (!offload)
+      continue;
+    Slot slot;
+    slot.first = position[&op];
+    slot.last = slot.first;
+    for (mlir::Operation *user : offload.getResult().getUsers())
+      slot.last = std::max(slot.last, position.lookup(user));
+    slot.size = valueBytes(offload.getResult());
+    slots.push_back(slot);
+  }
+  return placeBestFit(slots);
+}
+
+/// The host readouts (loss, kept outputs), as the emitter pads them.
+uint64_t readoutBytes(mlir::func::FuncOp func) {
+  uint64_t bytes = 0;
+  func.walk([&](mlir::Operation *op) {
+    if (mlir::isa<mt::LossOp, mt::OutputOp>(op))
+      bytes += std::max<uint64_t>((valueBytes(op->getOperand(0)) + 255) / 256 * 256, 256);
+  });
+  return bytes;
+}
+
+/// The disk's host staging: two slots of the largest parameter's m and v.
+uint64_t diskStagingBytes(llvm::ArrayRef<ParameterState> states) {
+  uint64_t largest = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable)
+      largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
+  return 4 * largest;
 }
 
 /// Stage 6.
@@ -123,12 +167,58 @@ struct Tier : impl::TierBase<Tier> {
           << policy << "' (auto, keep, checkpoint or offload)";
       return signalPassFailure();
     }
-    uint64_t budget = deviceMemory;
     std::string why;
-    mlir::FailureOr<TieringChoice> choice = choosePlan(func, policy, profile, budget, why);
-    if (mlir::failed(choice)) {
+    // The state that host and disk cannot hold (and the state forced to the
+    // device) lives on the device beside the arena: the arena's budget is
+    // what the device has left (docs/tiering.md, "State homes").
+    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(std::vector<std::string>(stateHome.begin(), stateHome.end()), why);
+    if (!forcings) {
       func.emitError("mt-tier: ") << why;
       return signalPassFailure();
+    }
+    // The host also holds what is not state: the staging of offloaded
+    // activations (known once a plan is chosen: planned again when it takes
+    // room the state needed), the readouts and, with a disk, its staging.
+    std::vector<ParameterState> states = collectParameterState(func);
+    uint64_t hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0);
+    uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
+    mlir::FailureOr<TieringChoice> choice = mlir::failure();
+    uint64_t budget = deviceMemory;
+    for (int attempt = 0;; ++attempt) {
+      int64_t host = hostMemory < 0 ? hostMemory
+                                    : std::max<int64_t>(0, hostMemory - static_cast<int64_t>(hostFixed));
+      // With 1/16 more: mt-homes fills the device by update order, not by
+      // size, so the parameters it leaves below need not pack as these did.
+      uint64_t reserve = deviceStateReserve(states, *forcings, host, diskMemory);
+      reserve += reserve / 16;
+      budget = deviceMemory;
+      if (reserve > 0 && device != 0) {
+        // (Without a device capacity, megatrain-opt's default, the arena keeps no budget.)
+        if (device <= reserve) {
+          func.emitError("mt-tier: ")
+              << formatBytes(reserve) << " of training state must live on the device "
+              << "(what --host-memory and --disk-memory cannot hold, and --state-home "
+                 "device), leaving no arena in --device-memory "
+              << formatBytes(device)
+              << " (the host keeps " << formatBytes(hostFixed)
+              << " of readouts and staging); raise --device-memory, --host-memory or "
+                 "--disk-memory";
+          return signalPassFailure();
+        }
+        budget = device - reserve;
+      }
+      if (mlir::succeeded(choice))
+        choice->plan.erase();
+      choice = choosePlan(func, policy, profile, budget, why);
+      if (mlir::failed(choice)) {
+        func.emitError("mt-tier: ") << why;
+        return signalPassFailure();
+      }
+      uint64_t staged = offloadBytes(choice->plan);
+      if (hostMemory < 0 || reserve == 0 || attempt == 3 ||
+          readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged <= hostFixed)
+        break;
+      hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged;
     }
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());

@@ -103,10 +103,20 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.deviceMemory = options.deviceMemory;
   tier.policy = options.tieringPolicy;
   tier.deviceProfile = options.deviceProfile;
+  tier.deviceCapacity = options.deviceCapacity;
+  tier.hostMemory = options.hostCapacity;
+  tier.diskMemory = options.diskCapacity;
+  tier.stateHome = options.stateHomes;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
   pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));
+  HomesOptions homes;
+  homes.deviceMemory = options.deviceCapacity;
+  homes.hostMemory = options.hostCapacity;
+  homes.diskMemory = options.diskCapacity;
+  homes.stateHome = options.stateHomes;
+  pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 
 } // namespace megatrain

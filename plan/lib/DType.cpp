@@ -76,6 +76,7 @@ const char* roleName(plan::Role role) {
     case plan::OUTPUT_READOUT: return "OUTPUT_READOUT";
     case plan::OFFLOADED: return "OFFLOADED";
     case plan::PARAMETER_COMPUTE: return "PARAMETER_COMPUTE";
+    case plan::STATE_STAGE: return "STATE_STAGE";
     default: return "ROLE_UNSPECIFIED";
   }
 }

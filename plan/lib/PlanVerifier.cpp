@@ -70,6 +70,7 @@ class ScheduleVerifier {
     computeLifetimes();
     checkSharing();
     checkBudget();
+    checkCapacities();
     checkOptimizerUpdates();
     return failures_;
   }
@@ -367,22 +368,60 @@ class ScheduleVerifier {
     }
   }
 
+  // Device-resident training state (minor 7: PARAMETER, GRADIENT,
+  // OPTIMIZER_STATE, PARAMETER_COMPUTE in a DEVICE pool) sits beside the
+  // arena: the budget is the arena's, the capacity the device's.
+  static bool isState(const plan::Tensor& tensor) {
+    const plan::Role role = tensor.role();
+    return role == plan::PARAMETER || role == plan::GRADIENT || role == plan::OPTIMIZER_STATE ||
+           role == plan::PARAMETER_COMPUTE;
+  }
+
+  void checkCapacities() {
+    const plan::Header& header = plan_.header();
+    const struct {
+      plan::Tier tier;
+      uint64_t capacity;
+      const char* what;
+    } tiers[] = {{plan::DEVICE, header.device_capacity_bytes(), "device capacity (--device-memory)"},
+                 {plan::HOST_PINNED, header.host_capacity_bytes(), "host capacity (--host-memory)"},
+                 {plan::DISK, header.disk_capacity_bytes(), "disk capacity (--disk-memory)"}};
+    for (const auto& tier : tiers) {
+      if (tier.capacity == 0) continue;
+      uint64_t total = 0;
+      for (const plan::Pool& pool : plan_.pools())
+        if (pool.tier() == tier.tier) total += pool.size_bytes();
+      if (total > tier.capacity)
+        fail("the " + std::string(plan::Tier_Name(tier.tier)) + " pools total " + std::to_string(total) +
+             " bytes, over the " + tier.what + " of " + std::to_string(tier.capacity) + " bytes");
+    }
+  }
+
   void checkBudget() {
     const uint64_t budget = plan_.header().device_budget_bytes();
     if (budget == 0) return;
+    std::vector<bool> statePool(static_cast<size_t>(plan_.pools_size()), true);
+    std::vector<bool> used(static_cast<size_t>(plan_.pools_size()), false);
+    for (int t = 0; t < tensors_; ++t) {
+      const uint32_t pool = plan_.tensors(t).buffer().pool();
+      if (pool >= statePool.size()) continue;
+      used[pool] = true;
+      if (!isState(plan_.tensors(t))) statePool[pool] = false;
+    }
     auto onDevice = [&](uint32_t pool) {
       return pool < static_cast<uint32_t>(plan_.pools_size()) &&
              plan_.pools(static_cast<int>(pool)).tier() == plan::DEVICE;
     };
     for (const plan::Pool& pool : plan_.pools())
-      if (pool.tier() == plan::DEVICE && pool.size_bytes() > budget)
+      if (pool.tier() == plan::DEVICE && !(used[pool.id()] && statePool[pool.id()]) &&
+          pool.size_bytes() > budget)
         fail("pool '" + pool.name() + "' is " + std::to_string(pool.size_bytes()) +
              " bytes, over the device budget of " + std::to_string(budget) + " bytes");
     if (steps_ == 0) return;
     std::vector<int64_t> delta(static_cast<size_t>(steps_) + 1, 0);
     for (int t = 0; t < tensors_; ++t) {
       const plan::Tensor& tensor = plan_.tensors(t);
-      if (!life_[t].live || !onDevice(tensor.buffer().pool())) continue;
+      if (!life_[t].live || !onDevice(tensor.buffer().pool()) || isState(tensor)) continue;
       delta[life_[t].first] += static_cast<int64_t>(tensor.buffer().size_bytes());
       delta[life_[t].last + 1] -= static_cast<int64_t>(tensor.buffer().size_bytes());
     }

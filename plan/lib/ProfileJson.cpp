@@ -82,6 +82,8 @@ std::string profileJson(const MeasuredProfile& profile) {
   if (!profile.name.empty()) lines.push_back("\"name\": " + quoted(profile.name));
   if (profile.deviceMemoryBytes > 0)
     lines.push_back("\"device_memory_bytes\": " + std::to_string(profile.deviceMemoryBytes));
+  if (profile.hostMemoryBytes > 0)
+    lines.push_back("\"host_memory_bytes\": " + std::to_string(profile.hostMemoryBytes));
   // The compiler's order, whatever order the figures were measured in.
   for (const ProfileField& field : profileFields()) {
     const std::optional<double> value = profile.get(field.key);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "CudaBackendImpl.h"
+#include "DeviceAdamW.h"
 #include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/plan/DType.h"
@@ -84,6 +85,20 @@ void CUDART_CB CudaBackend::runHostTask(void* opaque) {
 void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,
                            const plan::Tensor& v, const plan::AdamW& hyper, int64_t t,
                            const plan::Tensor* compute) {
+  // A device-resident parameter (docs/tiering.md "State homes"): the fused
+  // kernel on the step's stream (the plan validator checked that all of its
+  // tensors are on the device).
+  if (onDevice(param)) {
+    for (const plan::Tensor* tensor : {&grad, &m, &v, compute})
+      if (tensor && !onDevice(*tensor))
+        throw Error("cuda backend: AdamW of device-resident '" + param.name() + "': operand '" + tensor->name() +
+                    "' is in host memory");
+    launchAdamW(param.dtype(), address(param), address(grad), address(m), address(v),
+                static_cast<size_t>(elementCount(param.shape())), hyper, t,
+                compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr, currentStream());
+    if (syncEveryKernel_) drain();
+    return;
+  }
   for (const plan::Tensor* tensor : {&param, &grad, &m, &v, compute})
     if (tensor && onDevice(*tensor))
       throw Error("cuda backend: AdamW operand '" + tensor->name() + "' is in device memory; it runs on the host");
@@ -103,6 +118,15 @@ void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, 
 }
 
 void CudaBackend::runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend) {
+  if (onDevice(acc) && onDevice(addend)) {
+    if (acc.dtype() != addend.dtype() || elementCount(acc.shape()) != elementCount(addend.shape()))
+      throw Error("cuda backend: ACCUMULATE of '" + addend.name() + "' into '" + acc.name() +
+                  "': dtypes or element counts differ");
+    launchAccumulate(acc.dtype(), address(acc), address(addend), static_cast<size_t>(elementCount(acc.shape())),
+                     currentStream());
+    if (syncEveryKernel_) drain();
+    return;
+  }
   for (const plan::Tensor* tensor : {&acc, &addend})
     if (onDevice(*tensor))
       throw Error("cuda backend: ACCUMULATE operand '" + tensor->name() + "' is in device memory; it runs on the host");

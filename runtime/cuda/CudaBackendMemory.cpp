@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <vector>
 #include <string>
 
 #include "CudaBackendImpl.h"
@@ -15,9 +16,18 @@ namespace megatrain::runtime::cuda {
 
 // The device arena must fit the budget the plan was compiled for.
 void CudaBackend::checkDeviceBudget(const plan::Plan& plan) const {
+  // The budget is the arena's: a pool of device-resident training state only
+  // (docs/tiering.md "State homes") sits beside it.
+  std::vector<bool> arenaPool(static_cast<size_t>(plan.pools_size()), false);
+  for (const plan::Tensor& tensor : plan.tensors()) {
+    const plan::Role role = tensor.role();
+    const bool state = role == plan::PARAMETER || role == plan::GRADIENT || role == plan::OPTIMIZER_STATE ||
+                       role == plan::PARAMETER_COMPUTE;
+    if (!state && tensor.buffer().pool() < arenaPool.size()) arenaPool[tensor.buffer().pool()] = true;
+  }
   uint64_t arena = 0;
-  for (const plan::Pool& source : plan.pools())
-    if (source.tier() == plan::DEVICE) arena += source.size_bytes();
+  for (int i = 0; i < plan.pools_size(); ++i)
+    if (plan.pools(i).tier() == plan::DEVICE && arenaPool[static_cast<size_t>(i)]) arena += plan.pools(i).size_bytes();
   const uint64_t budget = plan.header().device_budget_bytes();
   if (budget > 0 && arena > budget)
     throw Error("cuda backend: the plan's device pools take " + formatBytes(arena) + " (" + std::to_string(arena) +

@@ -404,6 +404,19 @@ void adamwUpdateWith(AdamWIsa isa, unsigned chunks, plan::DType dtype, void* par
   }
 }
 
+AdamWConstantsF64 adamwConstantsF64(const plan::AdamW& hyper, int64_t t) {
+  if (t < 1) throw Error("adamw: step count t must be >= 1, got " + std::to_string(t));
+  const Coefficients c = coefficients(hyper, t);
+  return {c.lr, c.beta1, c.beta2, c.eps, c.oneMinusBeta1, c.oneMinusBeta2, c.lrWeightDecay, c.correction1,
+          c.correction2};
+}
+
+AdamWConstantsF32 adamwConstantsF32(const plan::AdamW& hyper, int64_t t) {
+  if (t < 1) throw Error("adamw: step count t must be >= 1, got " + std::to_string(t));
+  const CoefficientsF32 f = coefficientsF32(coefficients(hyper, t), hyper.weight_decay());
+  return {f.beta1, f.oneMinusBeta1, f.beta2, f.oneMinusBeta2, f.decay, f.stepSize, f.invSqrtCorrection2, f.eps};
+}
+
 void adamwUpdate(plan::DType dtype, void* param, const void* grad, void* m, void* v, size_t count,
                  const plan::AdamW& hyper, int64_t t, uint16_t* bf16Copy) {
   adamwUpdateWith(adamwBestIsa(), adamwDefaultChunks(count), dtype, param, grad, m, v, count, hyper, t,

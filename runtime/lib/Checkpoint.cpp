@@ -318,7 +318,16 @@ std::string CheckpointWriter::save(const TrainingState& state) {
       emit(&layout_->key.settings[entry.index], 8);
     } else {
       const plan::Tensor& tensor = executor_.plan().tensors(entry.index);
-      const std::byte* data = executor_.backend().hostData(tensor);
+      // Device- and disk-resident state (docs/tiering.md "State homes") through a host copy.
+      std::vector<std::byte> fromDevice;
+      const bool device =
+          executor_.plan().pools(static_cast<int>(tensor.buffer().pool())).tier() != plan::HOST_PINNED;
+      if (device) {
+        fromDevice.resize(tensor.buffer().size_bytes());
+        executor_.backend().synchronize();
+        executor_.backend().read(tensor, fromDevice.data(), fromDevice.size());
+      }
+      const std::byte* data = device ? fromDevice.data() : executor_.backend().hostData(tensor);
       // Never save a poisoned state over a good one: the temp file is removed
       // and `latest` keeps naming the last good checkpoint. The weights
       // suffice: an AdamW update that reads a NaN gradient or moment writes a
@@ -596,8 +605,13 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
     in.skipTo(entry.offset);
     if (entry.kind == kRunState)
       in.read(&words[entry.index], 8);
-    else
+    else if (plan.pools(static_cast<int>(plan.tensors(entry.index).buffer().pool())).tier() != plan::HOST_PINNED) {
+      std::vector<std::byte> bytes(entry.bytes);
+      in.read(bytes.data(), entry.bytes);
+      executor.backend().write(plan.tensors(entry.index), bytes.data(), bytes.size());
+    } else {
       in.read(executor.backend().hostData(plan.tensors(entry.index)), entry.bytes);
+    }
   }
   in.skipTo(fileBytes - 4);
   const uint32_t computed = in.crc();

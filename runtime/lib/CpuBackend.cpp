@@ -8,6 +8,7 @@
 
 #include "cpu/CpuKernel.h"
 #include "megatrain/runtime/AdamW.h"
+#include "megatrain/runtime/DiskTier.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/KernelBinding.h"
@@ -15,19 +16,19 @@
 namespace megatrain::runtime {
 namespace {
 
-constexpr size_t kAlignment = 64;
+constexpr size_t kAlignment = 4096;
 
 struct AlignedFree {
   void operator()(std::byte* p) const { std::free(p); }
 };
 using AlignedBytes = std::unique_ptr<std::byte[], AlignedFree>;
 
-// At least `size` bytes (and never zero), 64-byte aligned.
+// At least `size` bytes (and never zero), 4 KiB aligned.
 AlignedBytes allocateAligned(size_t size, const std::string& what) {
   // The plan validator bounds pool sizes; a plan handed straight to prepare() is not.
   if (size > std::numeric_limits<size_t>::max() - kAlignment)
     throw Error("cpu backend: cannot allocate " + std::to_string(size) + " bytes for " + what +
-                " (rounding it up to 64 bytes overflows)");
+                " (rounding it up to 4 KiB overflows)");
   const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
   if (!p) throw Error("cpu backend: cannot allocate " + std::to_string(size) + " bytes for " + what);
@@ -48,6 +49,13 @@ struct CpuBackend::Impl {
   std::vector<PreparedKernel> kernels;  // [steps], kernel == nullptr for non-kernel steps
   AlignedBytes scratch;
   size_t scratchBytes = 0;
+  std::string diskDir;
+  std::vector<std::unique_ptr<DiskTier>> disks;  // [pools], set for a file-backed DISK pool
+
+  DiskTier* diskOf(const plan::Tensor& tensor) const {
+    const uint32_t pool = tensor.buffer().pool();
+    return pool < disks.size() ? disks[pool].get() : nullptr;
+  }
 
 };
 
@@ -63,7 +71,14 @@ void CpuBackend::prepare(const plan::Plan& plan) {
   Impl& impl = *impl_;
   impl.plan = &plan;
   impl.pools.clear();
+  impl.disks.clear();
   for (const plan::Pool& pool : plan.pools()) {
+    if (pool.tier() == plan::DISK && !impl.diskDir.empty()) {
+      impl.disks.resize(impl.pools.size() + 1);
+      impl.disks.back() = std::make_unique<DiskTier>(impl.diskDir, pool.name(), pool.size_bytes());
+      impl.pools.push_back(allocateAligned(0, "pool '" + pool.name() + "'"));
+      continue;
+    }
     impl.pools.push_back(allocateAligned(pool.size_bytes(), "pool '" + pool.name() + "'"));
     std::memset(impl.pools.back().get(), 0xFF, pool.size_bytes());
   }
@@ -92,14 +107,21 @@ void CpuBackend::prepare(const plan::Plan& plan) {
   for (PreparedKernel& prepared : impl.kernels) prepared.args.scratch = impl.scratch.get();
 }
 
+void CpuBackend::setDiskDirectory(const std::string& dir) { impl_->diskDir = dir; }
+
 std::byte* CpuBackend::data(const plan::Tensor& tensor) const {
   if (!impl_->plan) throw Error("cpu backend: prepare() was not called");
+  if (impl_->diskOf(tensor))
+    throw Error("cpu backend: tensor '" + tensor.name() + "' is in a disk file; read() and write() reach it");
   return impl_->pools.at(tensor.buffer().pool()).get() + tensor.buffer().offset();
 }
 
 size_t CpuBackend::scratchBytes() const { return impl_->scratchBytes; }
 
 void CpuBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
+  // The disk tier: straight between the file and the (block-aligned) staging.
+  if (DiskTier* disk = impl_->diskOf(src)) return disk->read(src.buffer().offset(), data(dst), dst.buffer().size_bytes());
+  if (DiskTier* disk = impl_->diskOf(dst)) return disk->write(dst.buffer().offset(), data(src), src.buffer().size_bytes());
   // memmove: a planner may legally hand a copy overlapping bytes of one pool.
   std::memmove(data(dst), data(src), dst.buffer().size_bytes());
 }
@@ -138,6 +160,7 @@ void CpuBackend::write(const plan::Tensor& tensor, const void* bytes, size_t siz
   if (size != tensor.buffer().size_bytes())
     throw Error("tensor '" + tensor.name() + "': writing " + std::to_string(size) +
                 " bytes into " + std::to_string(tensor.buffer().size_bytes()));
+  if (DiskTier* disk = impl_->diskOf(tensor)) return disk->write(tensor.buffer().offset(), bytes, size);
   std::memcpy(data(tensor), bytes, size);
 }
 
@@ -145,6 +168,7 @@ void CpuBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) cons
   if (size != tensor.buffer().size_bytes())
     throw Error("tensor '" + tensor.name() + "': reading " + std::to_string(size) +
                 " bytes from " + std::to_string(tensor.buffer().size_bytes()));
+  if (DiskTier* disk = impl_->diskOf(tensor)) return disk->read(tensor.buffer().offset(), bytes, size);
   std::memcpy(bytes, data(tensor), size);
 }
 

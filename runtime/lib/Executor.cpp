@@ -1,8 +1,12 @@
 // Executor.cpp - runs a plan's steps, one training step per call, over a backend.
 #include "megatrain/runtime/Executor.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -109,6 +113,18 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
   hyper_ = plan_.header().optimizer();
   checkClippingIsSafe();
 
+  if (const char* kill = std::getenv("MEGATRAIN_TEST_KILL_IN_STEP")) {
+    killInStep_ = std::atoll(kill);
+    killAfter_ = static_cast<uint32_t>(steps / 2);
+    for (const plan::Step& step : plan_.steps())
+      if (step.op_case() == plan::Step::kCopy &&
+          plan_.pools(static_cast<int>(plan_.tensors(static_cast<int>(step.copy().dst())).buffer().pool())).tier() ==
+              plan::DISK) {
+        killAfter_ = step.index();
+        break;
+      }
+  }
+
   // Compute copies name their master by source (validated).
   std::unordered_map<std::string, uint32_t> masters;
   for (const plan::Tensor& tensor : plan_.tensors())
@@ -122,9 +138,18 @@ void Executor::refreshComputeCopies() {
   for (auto [masterId, copyId] : computeCopies_) {
     const plan::Tensor& master = plan_.tensors(static_cast<int>(masterId));
     const plan::Tensor& copy = plan_.tensors(static_cast<int>(copyId));
+    const size_t count = static_cast<size_t>(elementCount(master.shape()));
+    if (plan_.pools(static_cast<int>(master.buffer().pool())).tier() == plan::DEVICE) {
+      // Device-resident state (docs/tiering.md "State homes"): through the host.
+      std::vector<float> from(count);
+      std::vector<uint16_t> to(count);
+      backend_->read(master, from.data(), count * sizeof(float));
+      for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
+      backend_->write(copy, to.data(), count * sizeof(uint16_t));
+      continue;
+    }
     const float* from = reinterpret_cast<const float*>(backend_->hostData(master));
     uint16_t* to = reinterpret_cast<uint16_t*>(backend_->hostData(copy));
-    const size_t count = static_cast<size_t>(elementCount(master.shape()));
     for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
   }
 }
@@ -133,6 +158,18 @@ void Executor::checkClippingIsSafe() {
   // Clipping moves every ADAMW to the position of the last one. That is only
   // the same computation if no step in between touches a tensor an earlier
   // ADAMW updates or reads (its parameter, gradient or moments).
+  // A device update reads a gradient that lives in the arena only until the
+  // update (or a device accumulator): clipping cannot hold them all.
+  for (uint32_t index : adamwSteps_) {
+    const plan::Tensor& grad = plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(1)));
+    if (plan_.pools(static_cast<int>(grad.buffer().pool())).tier() == plan::DEVICE) {
+      clippingConflict_ = "gradient clipping needs every gradient on the host before any AdamW update, but '" +
+                          plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(0))).name() +
+                          "' is updated on the device from '" + grad.name() +
+                          "' (compile with --state-home host to clip)";
+      return;
+    }
+  }
   if (adamwSteps_.size() < 2) return;
   const uint32_t last = adamwSteps_.back();
   std::vector<int64_t> updatedAt(static_cast<size_t>(plan_.tensors_size()), -1);
@@ -372,6 +409,10 @@ StepResult Executor::runStep(const StepOptions& options) {
     if (poison)
       for (size_t k = poisonStart_[step.index()]; k < poisonStart_[step.index() + 1]; ++k)
         backend_->poisonOnStream(plan_.tensors(static_cast<int>(poisonAfter_[k])), step.stream());
+    if (killInStep_ == step_ && step.index() == killAfter_) {
+      backend_->synchronize();
+      ::kill(::getpid(), SIGKILL);
+    }
   }
   backend_->synchronize();
   if (options.trace) result.trace = backend_->endStepTrace();

@@ -87,7 +87,6 @@ class PlanValidator {
       if (pool.id() != static_cast<uint32_t>(i))
         fail(name + ": id " + std::to_string(pool.id()) + " differs from its index");
       if (pool.tier() == plan::TIER_UNSPECIFIED) fail(name + ": tier is unspecified");
-      if (pool.tier() == plan::DISK) fail(name + ": the DISK tier is not supported yet");
       // Backends round pools up to their alignment and preflight sums them:
       // sizes from the file are bounded first so that neither can wrap.
       if (pool.size_bytes() > kMaxPoolBytes)
@@ -184,11 +183,16 @@ class PlanValidator {
     // Read by the runtime after the step, so never poisoned device memory.
     if (tensor.role() == plan::OUTPUT_READOUT && pool.tier() == plan::DEVICE)
       fail(name + ": OUTPUT_READOUT is in a DEVICE pool, readouts need host memory");
+    // The disk tier (minor 7) holds optimizer state only, staged through host memory.
+    if (pool.tier() == plan::DISK && tensor.role() != plan::OPTIMIZER_STATE)
+      fail(name + ": " + roleName(tensor.role()) + " is in a DISK pool, which holds OPTIMIZER_STATE only");
+    if (tensor.role() == plan::STATE_STAGE && pool.tier() != plan::HOST_PINNED)
+      fail(name + ": STATE_STAGE is in a " + std::string(plan::Tier_Name(pool.tier())) +
+           " pool, staging lives in pinned host memory");
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER_COMPUTE) {
-      if (pool.tier() == plan::DEVICE)
-        fail(name + ": PARAMETER_COMPUTE is in a DEVICE pool, compute copies live in host memory");
+      // Host memory, or a DEVICE pool for a device-resident parameter (minor 7).
       if (tensor.dtype() != plan::BF16)
         fail(name + ": PARAMETER_COMPUTE dtype " + dtypeName(tensor.dtype()) + " (expected bf16)");
     }
@@ -277,6 +281,31 @@ class PlanValidator {
            " is " + std::to_string(dst.buffer().size_bytes()));
   }
 
+  // An ADAMW or ACCUMULATE runs where its first tensor lives (minor 7): on
+  // the host, or on the device when it is in a DEVICE pool, and then every
+  // operand is, and the gradient read may be the arena's (an ACTIVATION).
+  bool onDeviceTask(int index, const plan::HostTask& task) const {
+    if (task.tensors_size() == 0) return false;
+    checkTensorId(index, task.tensors(0), "host task");
+    return tierOf(plan_.tensors(static_cast<int>(task.tensors(0)))) == plan::DEVICE;
+  }
+
+  void checkTaskOperand(int index, uint32_t id, plan::Role role, bool device, bool gradient) const {
+    // A disk-resident moment is updated in its host staging copy.
+    if (!device && role == plan::OPTIMIZER_STATE && id < static_cast<uint32_t>(plan_.tensors_size()) &&
+        plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
+      return checkHostOperand(index, id, plan::STATE_STAGE);
+    if (!device) return checkHostOperand(index, id, role);
+    checkTensorId(index, id, "device task");
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
+    if (tensor.role() != role && !(gradient && tensor.role() == plan::ACTIVATION))
+      fail(stepLabel(index) + ": " + tensorLabel(id) + " has role " + roleName(tensor.role()) +
+           ", expected " + roleName(role));
+    if (tierOf(tensor) != plan::DEVICE)
+      fail(stepLabel(index) + ": " + tensorLabel(id) + " is not in a DEVICE pool, but the task's first "
+           "tensor is: a device update needs all of its tensors on the device");
+  }
+
   void checkHostOperand(int index, uint32_t id, plan::Role role) const {
     checkTensorId(index, id, "host task");
     const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
@@ -331,7 +360,8 @@ class PlanValidator {
              std::to_string(task.tensors_size()));
       const plan::Role roles[4] = {plan::PARAMETER, plan::GRADIENT, plan::OPTIMIZER_STATE,
                                    plan::OPTIMIZER_STATE};
-      for (int i = 0; i < 4; ++i) checkHostOperand(index, task.tensors(i), roles[i]);
+      const bool device = onDeviceTask(index, task);
+      for (int i = 0; i < 4; ++i) checkTaskOperand(index, task.tensors(i), roles[i], device, i == 1);
       const plan::Tensor& param = plan_.tensors(static_cast<int>(task.tensors(0)));
       if (!param.trainable())
         fail(stepLabel(index) + ": " + tensorLabel(task.tensors(0)) + " is not trainable");
@@ -346,7 +376,7 @@ class PlanValidator {
       }
       // The bf16 compute copy of an f32 master, rewritten by the update.
       if (task.tensors_size() == 5) {
-        checkHostOperand(index, task.tensors(4), plan::PARAMETER_COMPUTE);
+        checkTaskOperand(index, task.tensors(4), plan::PARAMETER_COMPUTE, device, false);
         checkComputeCopy(index, task.tensors(4), task.tensors(0));
       }
       hasAdamW_ = true;
@@ -361,7 +391,8 @@ class PlanValidator {
       if (task.tensors_size() != 2)
         fail(stepLabel(index) + ": ACCUMULATE takes 2 tensors (accumulator, addend), got " +
              std::to_string(task.tensors_size()));
-      for (int i = 0; i < 2; ++i) checkHostOperand(index, task.tensors(i), plan::GRADIENT);
+      const bool device = onDeviceTask(index, task);
+      for (int i = 0; i < 2; ++i) checkTaskOperand(index, task.tensors(i), plan::GRADIENT, device, i == 1);
       const plan::Tensor& acc = plan_.tensors(static_cast<int>(task.tensors(0)));
       const plan::Tensor& addend = plan_.tensors(static_cast<int>(task.tensors(1)));
       if (acc.dtype() != plan::F32 && acc.dtype() != plan::F64)
@@ -430,7 +461,7 @@ class PlanValidator {
       }
     }
 
-    // The targets input (minor 5): beside a token input, an INPUT of its
+    // The targets input (minor 7): beside a token input, an INPUT of its
     // shape and dtype, with as many micro-batch copies.
     if (!header.target_input().empty()) {
       if (header.token_input().empty()) fail("header: target_input '" + header.target_input() + "' without a token_input");

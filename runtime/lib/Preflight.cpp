@@ -30,9 +30,12 @@ uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UIN
 
 }  // namespace
 
-PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir) {
+PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir,
+                              const std::string& diskDir) {
   PreflightNeeds needs;
+  needs.diskDir = diskDir;
   for (const plan::Pool& pool : plan.pools()) {
+    if (pool.tier() == plan::DISK) needs.diskBytes = saturatingAdd(needs.diskBytes, pool.size_bytes());
     if (pool.tier() == plan::HOST_PINNED) needs.hostPinnedBytes = saturatingAdd(needs.hostPinnedBytes, pool.size_bytes());
     if (pool.tier() == plan::DEVICE) needs.deviceBytes = saturatingAdd(needs.deviceBytes, pool.size_bytes());
   }
@@ -58,23 +61,32 @@ std::optional<uint64_t> parseMemAvailable(const std::string& meminfo) {
   return std::nullopt;
 }
 
-PreflightMachine probeMachine(const Backend& backend, const std::string& saveDir, const std::string& meminfo) {
+namespace {
+
+// Free bytes for unprivileged users on the filesystem `path` is (or will be) on.
+std::optional<uint64_t> freeBytesUnder(const std::string& path) {
+  // The run creates the directory if it is missing: ask the filesystem it will be on.
+  std::filesystem::path dir = std::filesystem::absolute(path);
+  std::error_code error;
+  while (!std::filesystem::exists(dir, error) && dir.has_parent_path() && dir != dir.parent_path())
+    dir = dir.parent_path();
+  struct statvfs info;
+  if (::statvfs(dir.c_str(), &info) != 0) return std::nullopt;
+  return static_cast<uint64_t>(info.f_bavail) * static_cast<uint64_t>(info.f_frsize);
+}
+
+}  // namespace
+
+PreflightMachine probeMachine(const Backend& backend, const std::string& saveDir, const std::string& meminfo,
+                              const std::string& diskDir) {
   PreflightMachine machine;
   std::ifstream file(meminfo);
   if (file)
     machine.hostAvailable =
         parseMemAvailable(std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()));
   if (std::optional<DeviceMemory> device = backend.deviceMemory()) machine.deviceFree = device->free;
-  if (!saveDir.empty()) {
-    // The run creates saveDir if it is missing: ask the filesystem it will be on.
-    std::filesystem::path dir = std::filesystem::absolute(saveDir);
-    std::error_code error;
-    while (!std::filesystem::exists(dir, error) && dir.has_parent_path() && dir != dir.parent_path())
-      dir = dir.parent_path();
-    struct statvfs info;
-    if (::statvfs(dir.c_str(), &info) == 0)
-      machine.diskFree = static_cast<uint64_t>(info.f_bavail) * static_cast<uint64_t>(info.f_frsize);
-  }
+  if (!saveDir.empty()) machine.diskFree = freeBytesUnder(saveDir);
+  if (!diskDir.empty()) machine.stateDiskFree = freeBytesUnder(diskDir);
   return machine;
 }
 
@@ -88,23 +100,31 @@ std::vector<std::string> preflightShortfalls(const PreflightNeeds& needs, const 
           needs.deviceInHostMemory && needs.deviceBytes
               ? "the plan's pinned host pools and device arena (which this backend keeps in host memory) need"
               : "the plan's pinned host pools need";
-      problems.push_back(shortfall(what, host, "this machine has", *machine.hostAvailable, "available"));
+      problems.push_back(shortfall(what, host, "this machine has", *machine.hostAvailable, "available") +
+                         "; recompile with a smaller --host-memory to move state to the device or disk");
     }
   }
   if (machine.deviceFree && !needs.deviceInHostMemory && needs.deviceBytes > *machine.deviceFree)
     problems.push_back(
-        shortfall("the plan's device arena needs", needs.deviceBytes, "the device has", *machine.deviceFree, "free"));
+        shortfall("the plan's device pools (arena and device-resident state) need", needs.deviceBytes, "the device has",
+                  *machine.deviceFree, "free") +
+        "; recompile with a smaller --device-memory");
   const uint64_t twoCheckpoints = saturatingAdd(needs.checkpointBytes, needs.checkpointBytes);
   if (machine.diskFree && !needs.saveDir.empty() && twoCheckpoints > *machine.diskFree)
     problems.push_back(
         shortfall("two checkpoints of " + formatBytes(needs.checkpointBytes) + " under " + needs.saveDir + " need",
                   twoCheckpoints, "its disk has", *machine.diskFree, "free"));
+  if (machine.stateDiskFree && needs.diskBytes > *machine.stateDiskFree)
+    problems.push_back(shortfall("the plan's disk-resident state under " + needs.diskDir + " needs", needs.diskBytes,
+                                 "its disk has", *machine.stateDiskFree, "free") +
+                       "; pass a --disk-dir with more room, or recompile with a smaller --disk-memory");
   return problems;
 }
 
-void runPreflight(const plan::Plan& plan, const Backend& backend, const std::string& saveDir) {
-  const std::vector<std::string> problems =
-      preflightShortfalls(preflightNeeds(plan, backend, saveDir), probeMachine(backend, saveDir));
+void runPreflight(const plan::Plan& plan, const Backend& backend, const std::string& saveDir,
+                  const std::string& diskDir) {
+  const std::vector<std::string> problems = preflightShortfalls(preflightNeeds(plan, backend, saveDir, diskDir),
+                                                                probeMachine(backend, saveDir, "/proc/meminfo", diskDir));
   if (problems.empty()) return;
   std::string message = "preflight: ";
   for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];

@@ -122,6 +122,8 @@ bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions&
     options.init = args.value(arg);
   } else if (arg == "--init-seed") {
     options.initSeed = parseSeed(args.value(arg));
+  } else if (arg == "--disk-dir") {
+    options.diskDir = args.value(arg);
   } else {
     return false;
   }

@@ -45,6 +45,7 @@ struct TrainingOptions {
   std::vector<std::string> evalData;  // --eval-data, repeatable or comma-separated
   int64_t evalEvery = 0;              // --eval-every N; 0: only after the last step
   int64_t evalBatches = 0;            // --eval-batches K; 0: every whole batch of --eval-data
+  std::string diskDir;  // --disk-dir: the files of the plan's DISK pools
 };
 
 // Error for an evaluation flag without the others it needs (--eval-plan and

@@ -17,6 +17,7 @@
 #include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/PlanLoader.h"
+#include "megatrain/runtime/StateHomes.h"
 #include "megatrain/runtime/PlanStats.h"
 
 namespace megatrain::runtime::tools {
@@ -93,6 +94,39 @@ void printHeader(const plan::Plan& plan) {
   if (h.device_budget_bytes()) row("budget", formatBytes(h.device_budget_bytes()) + " of device memory");
   row("tiering", h.tiering_policy());
   row("precision", h.precision().empty() ? std::string("fp32") : h.precision());
+}
+
+// Where the training state lives (docs/tiering.md "State homes"): the
+// capacities, bytes per parameter in each tier, then each parameter's home.
+void printStateHomes(const plan::Plan& plan) {
+  const StateHomes homes = computeStateHomes(plan);
+  const plan::Header& h = plan.header();
+  auto capacity = [](uint64_t bytes) { return bytes ? formatBytes(bytes) : std::string("none"); };
+  std::printf("\nstate\n");
+  std::printf("  %-14s device %s, host %s, disk %s\n", "capacities", capacity(h.device_capacity_bytes()).c_str(),
+              capacity(h.host_capacity_bytes()).c_str(), capacity(h.disk_capacity_bytes()).c_str());
+  const plan::Tier tiers[] = {plan::DEVICE, plan::HOST_PINNED, plan::DISK};
+  const char* names[] = {"device", "host", "disk"};
+  // Every pool of each tier (arena, staging and state), exact, against the capacities.
+  uint64_t poolBytes[3] = {};
+  for (const plan::Pool& pool : plan.pools())
+    for (int i = 0; i < 3; ++i)
+      if (pool.tier() == tiers[i]) poolBytes[i] += pool.size_bytes();
+  std::printf("  %-14s device %llu, host %llu, disk %llu\n", "pool bytes",
+              static_cast<unsigned long long>(poolBytes[0]), static_cast<unsigned long long>(poolBytes[1]),
+              static_cast<unsigned long long>(poolBytes[2]));
+  std::printf("  %-14s", "bytes/param");
+  for (int i = 0; i < 3; ++i)
+    std::printf("%s %s %.2f", i ? "," : "", names[i], homes.bytesPerParameter(tiers[i]));
+  std::printf("\n");
+  for (int i = 0; i < 3; ++i)
+    std::printf("  %-14s %llu parameters, %s of state\n", names[i],
+                static_cast<unsigned long long>(homes.parametersPerTier[tiers[i]]),
+                formatBytes(homes.bytesPerTier[tiers[i]]).c_str());
+  for (const ParameterHome& home : homes.parameters)
+    std::printf("  %-14s %-6s %s (%s elements, %s of state)\n", "home",
+                home.tier == plan::DEVICE ? "device" : home.tier == plan::DISK ? "disk" : "host", home.name.c_str(),
+                formatCount(home.elements).c_str(), formatBytes(home.stateBytes).c_str());
 }
 
 void printSummary(const plan::Plan& plan, const PlanStats& stats) {
@@ -255,6 +289,7 @@ int inspect(int argc, char** argv) {
   const PlanStats stats = computePlanStats(plan);
   printHeader(plan);
   printSummary(plan, stats);
+  printStateHomes(plan);
   printSchedule(plan, stats, maxSteps);
   if (!memoryPlot.empty() || !tracePath.empty()) writePictures(plan, path, memoryPlot, tracePath);
   return 0;

@@ -273,6 +273,10 @@ int run(int argc, char** argv) {
   MeasuredProfile profile;
   profile.name = options.name.empty() ? device.name : options.name;
   profile.deviceMemoryBytes = device.memoryBytes;
+  // The machine's physical memory: the compiler's default host capacity is this minus a margin.
+  const long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0)
+    profile.hostMemoryBytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
   profile.set("matmul_fp32_flops", device.matmulFp32);
   profile.set("matmul_tf32_flops", device.matmulTf32);
   profile.set("matmul_bf16_flops", device.matmulBf16);

@@ -91,6 +91,9 @@ options:
                            eval_time_s, elapsed_s)
   --log-every N            without a terminal, print a progress line every N steps (default 1)
   --skip-preflight         allocate even if memory or disk look too small
+  --disk-dir DIR           where a plan with disk-resident optimizer state keeps it:
+                           one file per DISK pool, read and written with O_DIRECT
+                           (required by such plans; docs/tiering.md "State homes")
   --export-onnx OUT.onnx   after training, write the --weights model with every
                            trainable initializer replaced by its trained values
   --export-external-data auto|always|never
@@ -260,10 +263,15 @@ int run(int argc, char** argv) {
   const std::string chosen = resolveBackend(options.backend);
   std::unique_ptr<Backend> backend = makeBackend(chosen, options.report.poison);
   validatePlan(plan, *backend, options.plan);
+  for (const plan::Pool& pool : plan.pools())
+    if (pool.tier() == plan::DISK && options.training.diskDir.empty())
+      throw Error(options.plan + ": the plan keeps optimizer state on disk (pool '" + pool.name() + "', " +
+                  formatBytes(pool.size_bytes()) + "); pass --disk-dir DIR (or recompile with a larger --host-memory)");
+  if (auto* cpu = dynamic_cast<CpuBackend*>(backend.get())) cpu->setDiskDirectory(options.training.diskDir);
   const PlanStats stats = computePlanStats(plan);
   const std::string backendName = backend->name();
   // Before any pool is allocated: say what is short rather than fail half-way.
-  if (!options.training.skipPreflight) runPreflight(plan, *backend, options.training.save);
+  if (!options.training.skipPreflight) runPreflight(plan, *backend, options.training.save, options.training.diskDir);
 
   Executor executor(std::move(plan), std::move(backend));
   const plan::Plan* planView = &executor.plan();  // the executor owns the plan now

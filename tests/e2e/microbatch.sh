@@ -30,7 +30,9 @@ LLAMA=$SRC/tests/models/llm/llama_opt.onnx
 # compile NAME MODEL [flags]
 compile() {
   local name=$1 model=$2; shift 2
-  "$BIN/megatrain-compile" "$model" -o "$name.plan" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "compile $name"; }
+  # The host path of micro-batches (grad_part, host ACCUMULATE, clipping): every home on the
+  # host; tests/e2e/homes_bitwise.sh covers the device accumulator.
+  "$BIN/megatrain-compile" "$model" -o "$name.plan" --state-home host "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "compile $name"; }
 }
 # train NAME MODEL STEPS [feed flags]: NAME.losses (one per line), NAME.safetensors
 train() {
@@ -96,7 +98,7 @@ np.save('batch.npy', np.random.default_rng(7).integers(0, 256, size=(2, 64), dty
   fi
   compile one "$MODEL" "${FLAGS[@]}"
   compile two "$MODEL" "${FLAGS[@]}" --microbatches 2
-  "$BIN/megatrain-compile" "$MODEL" -o - --emit=plan-text "${FLAGS[@]}" --microbatches 2 > two.txt
+  "$BIN/megatrain-compile" "$MODEL" -o - --emit=plan-text --state-home host "${FLAGS[@]}" --microbatches 2 > two.txt
   grep -q 'source: "input_ids@1"' two.txt || fail "the N = 2 plan has no input input_ids@1"
   grep -q 'microbatches: 2' two.txt || fail "the N = 2 plan's header says no microbatches: 2"
   grep -q 'kind: ACCUMULATE' two.txt || fail "the N = 2 plan has no ACCUMULATE host task"

@@ -29,8 +29,10 @@ else
 fi
 
 for precision in default bf16 tf32 fp32; do
-  flags=()
-  [[ $precision == default ]] || flags=(--precision "$precision")
+  # Every home on the host: the host compute copies are checked below (homes_bitwise.sh
+  # checks them on the device).
+  flags=(--state-home host)
+  [[ $precision == default ]] || flags+=(--precision "$precision")
   "$BIN/megatrain-compile" "$ONNX" -o "$precision.plan" "${COMPILE[@]}" "${flags[@]}" > "$precision.log" 2>&1 ||
     { cat "$precision.log"; fail "compile $precision"; }
   "$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" "${flags[@]}" > "$precision.txt" ||

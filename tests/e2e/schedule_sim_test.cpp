@@ -235,7 +235,10 @@ TEST(ScheduleSim, MicrobatchPlans) {
       const std::string base = dir + "/mb" + std::to_string(index++);
       std::string compile = std::string(MEGATRAIN_COMPILE) + " " + model.path + " --shape input_ids=" +
                             std::to_string(model.inputShape[0]) + "x" + std::to_string(model.inputShape[1]) +
-                            " --loss next-token-ce --lr 3e-3 --precision fp32 --microbatches 2 -o " + base + ".plan";
+                            " --loss next-token-ce --lr 3e-3 --precision fp32 --microbatches 2 -o " + base + ".plan" +
+                            // Every home on the host: the gradients' copies and host tasks are
+                            // the streams whose interleavings this test schedules.
+                            " --state-home host";
       if (half)
         compile += " --device-memory " + std::to_string(arena / 2);
       ASSERT_EQ(std::system((compile + " > " + base + ".log 2>&1").c_str()), 0) << compile;

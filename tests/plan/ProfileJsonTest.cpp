@@ -41,13 +41,13 @@ MeasuredProfile everyField() {
 }
 
 TEST(ProfileJson, WritesTheSameFieldsTheCompilerKnows) {
-  std::set<std::string> compiler, writer = {"name", "device_memory_bytes"};
+  std::set<std::string> compiler, writer = {"name", "device_memory_bytes", "host_memory_bytes"};
   for (const auto &entry : compilerFields(DeviceProfile()))
     compiler.insert(entry.first.str());
   for (const ProfileField &field : profileFields())
     writer.insert(field.key);
   EXPECT_EQ(writer, compiler);
-  EXPECT_EQ(profileFields().size() + 2, compiler.size());
+  EXPECT_EQ(profileFields().size() + 3, compiler.size());
 }
 
 TEST(ProfileJson, CeilingsAreTheCompilerDefaults) {

@@ -157,9 +157,9 @@ TEST(PrecisionPlan, ValidatorRejectsAWrongFifthTensor) {
   // Six tensors.
   EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_steps(22)->mutable_host_task()->add_tensors(4); }),
             "t.plan: step 22 (host_task ADAMW): ADAMW takes 4 or 5 tensors (param, grad, m, v [, compute copy]), got 6");
-  // In device memory.
+  // In device memory while its host update is not (a device-resident parameter keeps all of them there).
   EXPECT_EQ(validationError([](plan::Plan& p) { tensorNamed(p, "compute:W").mutable_buffer()->set_pool(0); }),
-            "t.plan: tensor 4 'compute:W': PARAMETER_COMPUTE is in a DEVICE pool, compute copies live in host memory");
+            "t.plan: step 22 (host_task ADAMW): tensor 4 'compute:W' is in a DEVICE pool, host tasks need host memory");
   EXPECT_EQ(validationError([](plan::Plan& p) { p.mutable_header()->set_precision("fp8"); }),
             "t.plan: header: precision 'fp8' (expected fp32, tf32 or bf16)");
 }

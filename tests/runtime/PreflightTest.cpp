@@ -26,21 +26,29 @@ TEST(Preflight, NamesEachShortfallAndByHowMuch) {
   needs.deviceBytes = 150 * kGiB;
   needs.saveDir = "runs/big";
   needs.checkpointBytes = 600 * kGiB;
+  needs.diskBytes = 80 * kGiB;
+  needs.diskDir = "/scratch/state";
   PreflightMachine machine;
   machine.hostAvailable = 110 * kGiB;
   machine.deviceFree = 139 * kGiB;
   machine.diskFree = 1 * kTiB;
+  machine.stateDiskFree = 64 * kGiB;
   EXPECT_EQ(
       preflightShortfalls(needs, machine),
       (std::vector<std::string>{
-          "the plan's pinned host pools need 1.20 TiB, this machine has 110 GiB available (short by 1.09 TiB)",
-          "the plan's device arena needs 150 GiB, the device has 139 GiB free (short by 11.0 GiB)",
-          "two checkpoints of 600 GiB under runs/big need 1.17 TiB, its disk has 1.00 TiB free (short by 176 GiB)"}));
+          "the plan's pinned host pools need 1.20 TiB, this machine has 110 GiB available (short by 1.09 TiB); "
+          "recompile with a smaller --host-memory to move state to the device or disk",
+          "the plan's device pools (arena and device-resident state) need 150 GiB, the device has 139 GiB free "
+          "(short by 11.0 GiB); recompile with a smaller --device-memory",
+          "two checkpoints of 600 GiB under runs/big need 1.17 TiB, its disk has 1.00 TiB free (short by 176 GiB)",
+          "the plan's disk-resident state under /scratch/state needs 80.0 GiB, its disk has 64.0 GiB free (short by "
+          "16.0 GiB); pass a --disk-dir with more room, or recompile with a smaller --disk-memory"}));
 
   // Enough of everything; unmeasured resources are not checked.
   machine.hostAvailable = 2 * kTiB;
   machine.deviceFree = 150 * kGiB;
   machine.diskFree = std::nullopt;
+  machine.stateDiskFree = std::nullopt;
   EXPECT_TRUE(preflightShortfalls(needs, machine).empty());
 
   // The cpu backend keeps the device arena in host memory.
@@ -48,7 +56,8 @@ TEST(Preflight, NamesEachShortfallAndByHowMuch) {
   machine.hostAvailable = needs.hostPinnedBytes + 100 * kGiB;
   EXPECT_EQ(preflightShortfalls(needs, machine),
             std::vector<std::string>{"the plan's pinned host pools and device arena (which this backend keeps in host "
-                                     "memory) need 1.35 TiB, this machine has 1.30 TiB available (short by 50.0 GiB)"});
+                                     "memory) need 1.35 TiB, this machine has 1.30 TiB available (short by 50.0 GiB); "
+                                     "recompile with a smaller --host-memory to move state to the device or disk"});
 }
 
 TEST(Preflight, RefusesAPlanWhosePoolsExceedHostMemory) {

@@ -35,6 +35,14 @@ struct PipelineOptions {
   uint64_t deviceMemory = 0;           // device arena budget in bytes, 0: none
   std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
+  // Capacities for training state (mt-tier's reserve, mt-homes;
+  // docs/tiering.md "State homes"): the device (arena plus device state;
+  // 0: no device state), the host (-1: unlimited), the disk (0: none), and
+  // the forced homes (TIER or TIER:REGEX).
+  uint64_t deviceCapacity = 0;
+  int64_t hostCapacity = -1;
+  uint64_t diskCapacity = 0;
+  std::vector<std::string> stateHomes;
   // mt-plan-memory
   bool noMemoryReuse = false;
   // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.
@@ -56,7 +64,7 @@ enum class EmitStage {
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
   Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
-  Planned,   // + mt-tier, mt-plan-memory
+  Planned,   // + mt-tier, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 

@@ -73,12 +73,20 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
       profile.deviceMemoryBytes = static_cast<uint64_t>(value.get<double>());
       continue;
     }
+    if (key == "host_memory_bytes") {
+      if (!positive(value) || value.get<double>() >= 9.2e18) {
+        error = "field 'host_memory_bytes' must be a positive number of bytes below 2^63";
+        return false;
+      }
+      profile.hostMemoryBytes = static_cast<uint64_t>(value.get<double>());
+      continue;
+    }
     const Field *field = nullptr;
     for (const Field &candidate : kFields)
       if (key == candidate.key)
         field = &candidate;
     if (!field) {
-      error = "unknown field '" + key + "' (fields: name, device_memory_bytes";
+      error = "unknown field '" + key + "' (fields: name, device_memory_bytes, host_memory_bytes";
       for (const Field &candidate : kFields)
         error += std::string(", ") + candidate.key;
       error += ")";
@@ -111,6 +119,7 @@ std::string deviceProfileToJson(const DeviceProfile &profile) {
   llvm::json::Object object;
   object["name"] = profile.name;
   object["device_memory_bytes"] = static_cast<double>(profile.deviceMemoryBytes);
+  object["host_memory_bytes"] = static_cast<double>(profile.hostMemoryBytes);
   for (const Field &field : kFields)
     object[field.key] = profile.*(field.member);
   std::string text;

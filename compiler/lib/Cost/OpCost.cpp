@@ -125,6 +125,15 @@ double hostAdamWSeconds(uint64_t parameters, const DeviceProfile &profile) {
   return static_cast<double>(parameters) / profile.hostAdamWParamsPerS;
 }
 
+double deviceAdamWSeconds(uint64_t parameters, bool computeCopy, const DeviceProfile &profile) {
+  const double bytes = static_cast<double>(parameters) * (computeCopy ? 30.0 : 28.0);
+  return bytes / profile.hbmBytesPerS + profile.launchS;
+}
+
+double deviceAccumulateSeconds(uint64_t elements, const DeviceProfile &profile) {
+  return static_cast<double>(elements) * 12.0 / profile.hbmBytesPerS + profile.launchS;
+}
+
 double hostAccumulateSeconds(uint64_t elements, const DeviceProfile &profile) {
   // Read the accumulator and the addend, write the accumulator: 12 bytes.
   return static_cast<double>(elements) * 12.0 / profile.hostBytesPerS;

@@ -17,6 +17,21 @@
 //                 mt.adamw is then the last part: copy into grad_part,
 //                 ACCUMULATE, ADAMW.
 //
+// A parameter whose state lives on the device (mt.home = "device", mt-homes;
+// docs/tiering.md "State homes") has its m, v (and micro-batch accumulator
+// grad:<param>) in the device_state pool, and its steps run on the compute
+// stream: ADAMW reads the arena gradient itself (no gradient is kept), part 0
+// is a device copy into grad:<param>, parts k >= 1 ACCUMULATE the arena
+// gradient into it; the plan is then format minor 7.
+//
+// A parameter whose optimizer state lives on disk (mt.home = "disk") keeps
+// its master, gradient and compute copy on the host; its m and v are in the
+// disk pool, and its update is: `copy` on disk of m, v into the parameter's
+// staging tensors stage_m:<param>, stage_v:<param> (pool disk_stage, two
+// slots shared by lifetime), ADAMW on the staging tensors on host, `copy` on
+// disk back. The read-back of the next disk parameter is issued before this
+// one's update, so the disk reads one update ahead.
+//
 // The checks here are those of a consistent update: one mt.adamw per
 // trainable parameter, gradients of the master's type, parts in micro-batch
 // order with one count.
@@ -29,6 +44,17 @@
 #include <algorithm>
 
 namespace megatrain::emission {
+
+namespace {
+
+/// Bytes of a statically shaped tensor type (bits rounded up to bytes).
+uint64_t valueBytesOf(mlir::Type type) {
+  auto tensor = mlir::cast<mlir::RankedTensorType>(type);
+  uint64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return static_cast<uint64_t>(tensor.getNumElements()) * ((bits + 7) / 8);
+}
+
+} // namespace
 
 mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
   if (loss)
@@ -57,6 +83,57 @@ mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
   read.mutable_host_task()->set_kind(pb::HostTask::READ_LOSS);
   read.mutable_host_task()->add_tensors(*readout);
   return mlir::success();
+}
+
+mlir::LogicalResult PlanBuilder::addDiskState(llvm::ArrayRef<mlir::Operation *> ops) {
+  constexpr uint64_t kDiskAlignment = 4096; // O_DIRECT blocks
+  auto aligned = [&](uint64_t bytes) {
+    return std::max<uint64_t>((bytes + kDiskAlignment - 1) / kDiskAlignment * kDiskAlignment,
+                              kDiskAlignment);
+  };
+  std::vector<mt::AdamWOp> updates;
+  for (mlir::Operation *op : ops)
+    if (auto update = mlir::dyn_cast<mt::AdamWOp>(op); update && onDisk(update.getParam().str()))
+      updates.push_back(update);
+  for (mt::AdamWOp update : updates)
+    diskSlotBytes = std::max(diskSlotBytes, aligned(valueBytesOf(update.getGrad().getType())));
+  for (mt::AdamWOp update : updates) {
+    std::string param = update.getParam().str();
+    mlir::Type type = update.getGrad().getType();
+    DiskState state{param, 0, 0, 0, 0};
+    uint32_t *ids[4] = {&state.m, &state.v, &state.stageM, &state.stageV};
+    const char *prefixes[4] = {"adam_m:", "adam_v:", "stage_m:", "stage_v:"};
+    for (int k = 0; k < 4; ++k) {
+      mlir::FailureOr<uint32_t> id = addTensor(
+          update, prefixes[k] + param, type, k < 2 ? pb::OPTIMIZER_STATE : pb::STATE_STAGE);
+      if (mlir::failed(id))
+        return mlir::failure();
+      *ids[k] = *id;
+      pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
+      if (k < 2) {
+        buffer->set_pool(diskPool);
+        buffer->set_offset(diskTop);
+        diskTop += aligned(buffer->size_bytes());
+      } else {
+        // Slot i % 2 holds [m | v] of every other disk parameter.
+        uint64_t slot = diskStates.size() % 2;
+        buffer->set_pool(diskStagePool);
+        buffer->set_offset((2 * slot + (k - 2)) * diskSlotBytes);
+      }
+    }
+    diskIndex[param] = diskStates.size();
+    diskStates.push_back(state);
+  }
+  return mlir::success();
+}
+
+void PlanBuilder::emitDiskReadBack(size_t index, mlir::Operation *op, int64_t opStep) {
+  const DiskState &state = diskStates[index];
+  for (auto [from, to] : {std::pair{state.m, state.stageM}, std::pair{state.v, state.stageV}}) {
+    pb::Step &copy = addStep(kDiskStream, op, opStep);
+    copy.mutable_copy()->set_src(from);
+    copy.mutable_copy()->set_dst(to);
+  }
 }
 
 mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
@@ -113,34 +190,66 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
            << param << "' in a function of micro-batches has no earlier "
                        "mt.grad_part (run mt-microbatch as a whole)";
 
+  // A device update reads the arena gradient; nothing is kept.
+  const bool device = onDevice(param);
   mlir::FailureOr<uint32_t> hostGrad =
       accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
+      : device    ? gradient
                   : addTensor(op, "grad:" + param, type, pb::GRADIENT);
-  mlir::FailureOr<uint32_t> m = addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
-  mlir::FailureOr<uint32_t> v = addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
+  // Disk: m and v exist already (addDiskState); the update reads their staging.
+  auto disk = diskIndex.find(param);
+  const bool onDiskHome = disk != diskIndex.end();
+  mlir::FailureOr<uint32_t> m =
+      onDiskHome ? mlir::FailureOr<uint32_t>(diskStates[disk->second].stageM)
+                 : addTensor(op, "adam_m:" + param, type, pb::OPTIMIZER_STATE);
+  mlir::FailureOr<uint32_t> v =
+      onDiskHome ? mlir::FailureOr<uint32_t>(diskStates[disk->second].stageV)
+                 : addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
   if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
     return mlir::failure();
-  if (!accumulated)
+  if (!accumulated && !device)
     placeOnHost(*hostGrad);
-  placeOnHost(*m);
-  placeOnHost(*v);
+  if (!onDiskHome) {
+    placeState(param, *m);
+    placeState(param, *v);
+  } else {
+    // The first disk update reads its own state back; every one then reads
+    // the next one's, a slot ahead.
+    if (disk->second == 0)
+      emitDiskReadBack(0, op, opStep);
+    if (disk->second + 1 < diskStates.size())
+      emitDiskReadBack(disk->second + 1, op, opStep);
+  }
 
   if (accumulated) {
     if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
       return mlir::failure();
+  } else if (device) {
+    // The update below reads it on the same stream.
   } else {
     pb::Step &copy = addStep(kDeviceToHost, op, opStep);
     copy.mutable_copy()->set_src(*gradient);
     copy.mutable_copy()->set_dst(*hostGrad);
     noteRead(*gradient);
   }
-  pb::HostTask *task = addStep(kHostStream, op, opStep).mutable_host_task();
+  pb::HostTask *task =
+      addStep(device ? kCompute : kHostStream, op, opStep).mutable_host_task();
+  if (device && !accumulated)
+    noteRead(*gradient);
   task->set_kind(pb::HostTask::ADAMW);
   for (uint32_t id : {master->second, *hostGrad, *m, *v})
     task->add_tensors(id);
   // The update also rewrites the bf16 copy the device fetches.
   if (auto compute = computeCopies.find(param); compute != computeCopies.end())
     task->add_tensors(compute->second);
+  if (onDiskHome) {
+    const DiskState &state = diskStates[disk->second];
+    for (auto [from, to] : {std::pair{state.stageM, state.m}, std::pair{state.stageV, state.v}}) {
+      pb::Step &copy = addStep(kDiskStream, op, opStep);
+      copy.mutable_copy()->set_src(from);
+      copy.mutable_copy()->set_dst(to);
+    }
+  }
   return mlir::success();
 }
 
@@ -165,6 +274,17 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
                                                 int64_t opStep) {
+  if (onDevice(param)) {
+    // On the device: the arena gradient is added straight into the
+    // accumulator, on the compute stream.
+    pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
+    noteRead(gradient);
+    task->set_kind(pb::HostTask::ACCUMULATE);
+    task->add_tensors(hostGradients.at(param));
+    task->add_tensors(gradient);
+    requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
+    return mlir::success();
+  }
   auto stage = partStages.find(param);
   if (stage == partStages.end()) {
     // One staging tensor per parameter, reused by every part k >= 1: the
@@ -220,9 +340,9 @@ mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep)
   mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
   if (mlir::failed(hostGrad))
     return mlir::failure();
-  placeOnHost(*hostGrad);
+  placeState(param, *hostGrad);
   hostGradients[param] = *hostGrad;
-  pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+  pb::Step &copy = addStep(onDevice(param) ? kCompute : kDeviceToHost, op, opStep);
   copy.mutable_copy()->set_src(*gradient);
   copy.mutable_copy()->set_dst(*hostGrad);
   noteRead(*gradient);

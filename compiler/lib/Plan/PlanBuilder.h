@@ -38,6 +38,8 @@ inline constexpr const char *kCompute = "compute";
 inline constexpr const char *kHostToDevice = "h2d";
 inline constexpr const char *kDeviceToHost = "d2h";
 inline constexpr const char *kHostStream = "host";
+/// Copies between the disk tier and its host staging (plans with disk homes).
+inline constexpr const char *kDiskStream = "disk";
 
 /// What emission needs to remember about an arena tensor beyond the proto.
 struct ArenaTensor {
@@ -72,6 +74,17 @@ private:
   mlir::FailureOr<uint32_t> addTensor(mlir::Operation *op, const std::string &name,
                                       mlir::Type type, pb::Role role);
   void placeOnHost(uint32_t id);
+  /// Places a parameter's state tensor in its home's pool: the host pool, or
+  /// the device_state pool for a device home (mt-homes).
+  void placeState(const std::string &param, uint32_t id);
+  /// Whether `param`'s state lives on the device (mt.home = "device").
+  bool onDevice(const std::string &param) const;
+  bool onDisk(const std::string &param) const;
+  /// The disk tier (HostTaskEmitter.cpp): every disk-home parameter's m, v in
+  /// the disk pool and their staging tensors, made before the steps.
+  mlir::LogicalResult addDiskState(llvm::ArrayRef<mlir::Operation *> ops);
+  /// `copy` on disk of disk parameter `index`'s m, v into their staging.
+  void emitDiskReadBack(size_t index, mlir::Operation *op, int64_t opStep);
   /// Places result `result` of `op` (already a tensor `id`) at its mt.offset.
   mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
                                    uint32_t id, int64_t opStep,
@@ -100,6 +113,23 @@ private:
   uint64_t arenaSize = 0;
   uint64_t stageSize = 0;
   uint64_t hostTop = 0;
+  // Device-resident training state (docs/tiering.md "State homes"): the
+  // pool's id (after the host staging pool when there is one) and its top.
+  uint32_t statePool = 2;
+  uint64_t stateTop = 0;
+  std::map<std::string, std::string> homes; // parameter -> mt.home
+  // The disk tier: pool ids, the disk pool's top, the staging slot size,
+  // and per disk parameter in update order its m, v and staging tensors.
+  uint32_t diskPool = 0;
+  uint32_t diskStagePool = 0;
+  uint64_t diskTop = 0;
+  uint64_t diskSlotBytes = 0;
+  struct DiskState {
+    std::string param;
+    uint32_t m, v, stageM, stageV;
+  };
+  std::vector<DiskState> diskStates;
+  std::map<std::string, size_t> diskIndex;
   llvm::StringSet<> names;
   llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
   std::map<std::string, uint32_t> parameterMasters;

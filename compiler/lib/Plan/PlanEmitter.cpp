@@ -117,6 +117,27 @@ mlir::FailureOr<uint32_t> PlanBuilder::addTensor(mlir::Operation *op,
   return id;
 }
 
+bool PlanBuilder::onDevice(const std::string &param) const {
+  auto it = homes.find(param);
+  return it != homes.end() && it->second == "device";
+}
+
+bool PlanBuilder::onDisk(const std::string &param) const {
+  auto it = homes.find(param);
+  return it != homes.end() && it->second == "disk";
+}
+
+void PlanBuilder::placeState(const std::string &param, uint32_t id) {
+  if (!onDevice(param))
+    return placeOnHost(id);
+  pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
+  buffer->set_pool(statePool);
+  buffer->set_offset(stateTop);
+  uint64_t padded = (buffer->size_bytes() + kHostAlignment - 1) / kHostAlignment *
+                    kHostAlignment;
+  stateTop += std::max<uint64_t>(padded, kHostAlignment);
+}
+
 void PlanBuilder::placeOnHost(uint32_t id) {
   pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
   buffer->set_pool(kHostPool);
@@ -191,6 +212,21 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     mlir::Type masterType = masterTypeOf(param);
     if (masterType != param.getType())
       computeFetches.push_back(param);
+    // The state's home (mt-homes; absent: host).
+    std::string home = "host";
+    if (auto attr = param->getAttrOfType<mlir::StringAttr>(mt::attr::kHome))
+      home = attr.str();
+    if (home != "host" && home != "device" && home != "disk")
+      return param.emitError("mt.param '")
+             << name << "' has mt.home = \"" << home << "\" (device, host or disk)";
+    if (home == "disk" && !param.getTrainable())
+      return param.emitError("mt.param '")
+             << name << "' is frozen but has mt.home = \"disk\"; only optimizer state goes to disk";
+    auto [previousHome, firstHome] = homes.emplace(name, home);
+    if (!firstHome && previousHome->second != home)
+      return param.emitError("mt.param '")
+             << name << "' has mt.home \"" << home << "\", another fetch of it \""
+             << previousHome->second << "\"";
     auto [it, inserted] = seen.emplace(name, param);
     if (!inserted) {
       if (masterTypeOf(it->second) != masterType ||
@@ -207,7 +243,7 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     pb::Tensor *tensor = plan.mutable_tensors(*id);
     tensor->set_source(name);
     tensor->set_trainable(param.getTrainable());
-    placeOnHost(*id);
+    placeState(name, *id);
     parameterMasters[name] = *id;
   }
   for (mt::ParamOp param : computeFetches) {
@@ -226,7 +262,7 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     if (mlir::failed(id))
       return mlir::failure();
     plan.mutable_tensors(*id)->set_source(name);
-    placeOnHost(*id);
+    placeState(name, *id);
     computeCopies[name] = *id;
   }
   return mlir::success();
@@ -408,7 +444,9 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
         addTensor(op, "dev:" + name, param.getType(), pb::PARAMETER_COPY);
     if (mlir::failed(copy))
       return mlir::failure();
-    pb::Step &step = addStep(kHostToDevice, op, opStep);
+    // A device home's state is already on the device: a copy over HBM on
+    // the compute stream, in order with the kernels.
+    pb::Step &step = addStep(onDevice(name) ? kCompute : kHostToDevice, op, opStep);
     bool compute = masterTypeOf(param) != param.getType();
     step.mutable_copy()->set_src(compute ? computeCopies.at(name)
                                          : parameterMasters.at(name));
@@ -561,6 +599,19 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   arenaSize = static_cast<uint64_t>(arenaAttr.getInt());
   if (auto stage = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kHostStageSize))
     stageSize = static_cast<uint64_t>(stage.getInt());
+  // Pools after the host staging pool, in this order when present:
+  // device_state, disk, disk_stage.
+  bool anyDevice = false, anyDisk = false;
+  func.walk([&](mt::ParamOp param) {
+    if (auto home = param->getAttrOfType<mlir::StringAttr>(mt::attr::kHome)) {
+      anyDevice |= home.getValue() == "device";
+      anyDisk |= home.getValue() == "disk";
+    }
+  });
+  uint32_t nextPool = stageSize > 0 ? kHostStagePool + 1 : kHostStagePool;
+  statePool = anyDevice ? nextPool++ : 0;
+  diskPool = anyDisk ? nextPool++ : 0;
+  diskStagePool = anyDisk ? nextPool++ : 0;
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -599,13 +650,23 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     header->set_device_budget_bytes(static_cast<uint64_t>(budget.getInt()));
   if (auto policy = func->getAttrOfType<mlir::StringAttr>(mt::attr::kTieringPolicy))
     header->set_tiering_policy(policy.str());
+  // The capacities mt-homes chose the homes for (-1, unlimited, as 0).
+  auto capacity = [&](llvm::StringRef name) -> uint64_t {
+    auto attr = func->getAttrOfType<mlir::IntegerAttr>(name);
+    return attr && attr.getInt() > 0 ? static_cast<uint64_t>(attr.getInt()) : 0;
+  };
+  header->set_device_capacity_bytes(capacity(mt::attr::kDeviceCapacity));
+  header->set_host_capacity_bytes(capacity(mt::attr::kHostCapacity));
+  header->set_disk_capacity_bytes(capacity(mt::attr::kDiskCapacity));
   for (const char *stream : {kCompute, kHostToDevice, kDeviceToHost, kHostStream})
     plan.add_streams(stream);
+  if (anyDisk)
+    plan.add_streams(kDiskStream);
 
   std::vector<mlir::Operation *> ops;
   for (auto &[step, op] : ordered)
     ops.push_back(op);
-  if (mlir::failed(addParameterMasters(ops)))
+  if (mlir::failed(addParameterMasters(ops)) || mlir::failed(addDiskState(ops)))
     return mlir::failure();
   for (auto &[step, op] : ordered) {
     if (mlir::failed(emitOp(op, step)))
@@ -656,6 +717,28 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     stage->set_name("host_stage");
     stage->set_tier(pb::HOST_PINNED);
     stage->set_size_bytes(stageSize);
+  }
+  if (stateTop > 0) {
+    pb::Pool *state = plan.add_pools();
+    state->set_id(statePool);
+    state->set_name("device_state");
+    state->set_tier(pb::DEVICE);
+    state->set_size_bytes(stateTop);
+    requirePlanFormatMinor(*header, kPlanMinorHomes);
+  }
+  if (anyDisk) {
+    pb::Pool *disk = plan.add_pools();
+    disk->set_id(diskPool);
+    disk->set_name("disk");
+    disk->set_tier(pb::DISK);
+    disk->set_size_bytes(diskTop);
+    // Two slots, each holding one parameter's m and v.
+    pb::Pool *stage = plan.add_pools();
+    stage->set_id(diskStagePool);
+    stage->set_name("disk_stage");
+    stage->set_tier(pb::HOST_PINNED);
+    stage->set_size_bytes(4 * diskSlotBytes);
+    requirePlanFormatMinor(*header, kPlanMinorHomes);
   }
 
   out = std::move(plan);

@@ -128,7 +128,15 @@ double Simulator::copySeconds(const pb::Copy &copy) {
 double Simulator::hostTaskSeconds(const pb::HostTask &task) const {
   if (task.tensors_size() == 0)
     return 0;
-  const uint64_t elements = shapeOf(plan.tensors(static_cast<int>(task.tensors(0)))).elements();
+  const uint64_t elements =
+      shapeOf(plan.tensors(static_cast<int>(task.tensors(0)))).elements();
+  // A device-resident parameter's update and accumulation run on the device.
+  if (tierOf(task.tensors(0)) == pb::DEVICE) {
+    if (task.kind() == pb::HostTask::ADAMW)
+      return deviceAdamWSeconds(elements, task.tensors_size() > 4, profile);
+    if (task.kind() == pb::HostTask::ACCUMULATE)
+      return deviceAccumulateSeconds(elements, profile);
+  }
   switch (task.kind()) {
   case pb::HostTask::ADAMW:
     return hostAdamWSeconds(elements, profile);
@@ -203,7 +211,7 @@ void Simulator::run() {
       break;
     case pb::Step::kHostTask:
       seconds = hostTaskSeconds(step.host_task());
-      cause = Cause::Host;
+      cause = step.stream() == kComputeStream ? Cause::Compute : Cause::Host;
       break;
     case pb::Step::kWait: {
       auto it = recorded.find(step.wait().event());

@@ -106,10 +106,19 @@ Precision (docs/compiler.md):
                            accumulation, parameters fetched from a host bf16
                            copy; tf32: fp32 data, TF32 matmul and attention
                            products; fp32: exact fp32 everywhere
-Device memory (docs/tiering.md):
-  --device-memory SIZE     device arena budget: 24GiB, 16000MB, 8GB, bytes
-                           (default: none). Values are kept, offloaded to
-                           host memory, fetched again or recomputed to fit
+Memory (docs/tiering.md):
+  --device-memory SIZE     the device: arena plus device-resident training
+                           state: 24GiB, 16000MB, 8GB, bytes (default: the
+                           profile's device memory minus 4 GiB, and no arena
+                           budget unless state needs the room). Values are
+                           kept, offloaded, fetched again or recomputed to fit
+  --host-memory SIZE       pinned host memory for training state (default:
+                           the profile's host memory minus 16 GiB)
+  --disk-memory SIZE       state files under megatrain-run --disk-dir
+                           (default: none)
+  --state-home TIER[:RE]   force the state of every parameter (or those whose
+                           name matches RE) to device, host or disk; repeat,
+                           the first match wins (tests)
   --tiering-policy P       auto (default: the cost-model planner) | keep |
                            checkpoint | offload (reference policies)
   --device-profile FILE    JSON machine figures for the cost model (default:
@@ -163,6 +172,7 @@ struct CompileArgs {
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
   megatrain::DeviceProfile profile;
+  std::optional<uint64_t> hostMemory; // --host-memory; default: the profile's
 };
 
 double parseDouble(llvm::StringRef flag, llvm::StringRef text) {
@@ -253,7 +263,8 @@ CompileArgs parseArgs(int argc, char **argv) {
                                     "frozen", "emit", "keep-output",
                                     "device-memory", "tiering-policy",
                                     "device-profile", "microbatches",
-                                    "precision", "targets"};
+                                    "precision", "targets", "host-memory",
+                                    "disk-memory", "state-home"};
       if (llvm::find(known, flag) == std::end(known))
         fail("unknown option '" + arg + "' (see --help)");
       if (i + 1 >= argc)
@@ -268,6 +279,17 @@ CompileArgs parseArgs(int argc, char **argv) {
         fail("--device-memory expects a size such as 24GiB, 16000MB or a byte count, got '" +
              value + "'");
       args.pipeline.deviceMemory = bytes;
+    } else if (flag == "host-memory" || flag == "disk-memory") {
+      uint64_t bytes = 0;
+      if (!megatrain::parseByteSize(value, bytes))
+        fail("--" + flag + " expects a size such as 48GiB, 16000MB or a byte count, got '" +
+             value + "'");
+      if (flag == "host-memory")
+        args.hostMemory = bytes;
+      else
+        args.pipeline.diskCapacity = bytes;
+    } else if (flag == "state-home") {
+      args.pipeline.stateHomes.push_back(value);
     } else if (flag == "tiering-policy") {
       if (value != "auto" && value != "keep" && value != "checkpoint" && value != "offload")
         fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + value + "'");
@@ -343,6 +365,13 @@ CompileArgs parseArgs(int argc, char **argv) {
   if (positional.size() > 1)
     fail("more than one input: '" + positional[0] + "' and '" + positional[1] + "'");
   args.model = positional[0];
+  // Capacities for training state (docs/tiering.md "State homes"): the
+  // profile's memories minus their margins unless given.
+  args.pipeline.deviceCapacity = args.pipeline.deviceMemory != 0
+                                     ? args.pipeline.deviceMemory
+                                     : megatrain::defaultDeviceCapacity(args.profile);
+  args.pipeline.hostCapacity = static_cast<int64_t>(
+      args.hostMemory ? *args.hostMemory : megatrain::defaultHostCapacity(args.profile));
   if (args.lossMode == std::string("output") && args.pipeline.lossOutput.empty())
     fail("--loss output needs --loss-output NAME");
   if (args.lossMode == std::string("next-token-ce") && !args.pipeline.lossOutput.empty())

@@ -1,5 +1,5 @@
-// RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - | FileCheck %s
-// RUN: megatrain-compile --precision fp32 %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
+// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
 
 // Plan emission from a training step written by hand (the form --emit=training
 // prints): a .mlir input is scheduled, planned and emitted. The schedule, with
@@ -185,3 +185,6 @@ func.func @main() {
 // NOREUSE:       name: "device"
 // NOREUSE-NEXT:  tier: DEVICE
 // NOREUSE-NEXT:  size_bytes: 3840
+
+// Every parameter at home on the host (--state-home host): the host path of the
+// plan; emit_plan_homes.mlir checks the device and disk homes.

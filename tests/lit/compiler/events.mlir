@@ -1,6 +1,7 @@
-// RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - | FileCheck %s
-// RUN: megatrain-compile --precision fp32 %models/mlp.onnx --shape x=32x16,labels=32 --emit=plan-text -o - \
+// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 --state-home host %models/mlp.onnx --shape x=32x16,labels=32 --emit=plan-text -o - \
 // RUN:   | FileCheck %s --check-prefix=MLP
+
 
 // Emission ends with insertEvents: every dependency between steps on two
 // streams gets `record eN` right after the earlier step and `wait eN` right
@@ -133,3 +134,6 @@ func.func @main() {
 // MLP-NEXT:     kernel: "{{[a-z_]+}}"
 // MLP-NEXT:     inputs: {{[0-9]+}}
 // MLP-NEXT:     inputs: [[W]]
+
+// Every parameter at home on the host (--state-home host): the host path of the
+// plan; emit_plan_homes.mlir checks the device and disk homes.

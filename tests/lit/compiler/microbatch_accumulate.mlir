@@ -1,20 +1,21 @@
-// RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text -o - | FileCheck %s
 // RUN: sed '/mt.grad_part/d' %s > %t.noparts.mlir
-// RUN: not megatrain-compile --precision fp32 %t.noparts.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=NOPARTS
+// RUN: not megatrain-compile --precision fp32 --state-home host %t.noparts.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=NOPARTS
 // RUN: sed 's/mt.adamw %last {param = "w",.*}/mt.param_grad %last {param = "w"}/' %s > %t.noupdate.mlir
-// RUN: not megatrain-compile --precision fp32 %t.noupdate.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=NOUPDATE
+// RUN: not megatrain-compile --precision fp32 --state-home host %t.noupdate.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=NOUPDATE
 // RUN: sed 's/count = 2 : i64/count = 3 : i64/' %s > %t.count.mlir
-// RUN: not megatrain-compile --precision fp32 %t.count.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=COUNT
-// RUN: megatrain-compile --precision fp32 %models/tiny_transformer.onnx --shape input_ids=2x64 --loss next-token-ce \
+// RUN: not megatrain-compile --precision fp32 --state-home host %t.count.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: megatrain-compile --precision fp32 --state-home host %models/tiny_transformer.onnx --shape input_ids=2x64 --loss next-token-ce \
 // RUN:   --microbatches 3 --emit=plan-text -o - > %t.three
 // RUN: grep -c 'kind: ACCUMULATE' %t.three > %t.accumulates
 // RUN: grep -c 'kind: ADAMW' %t.three > %t.updates
 // RUN: grep -c 'name: "grad_part:' %t.three > %t.stages
 // RUN: python3 -c "import sys; a, u, s = (int(open(p).read()) for p in sys.argv[1:]); assert a == 2 * u and s == u and u > 0, (a, u, s)" %t.accumulates %t.updates %t.stages
 // RUN: python3 %S/Inputs/staging_war.py %t.three | FileCheck %s --check-prefix=WAR
-// RUN: megatrain-compile --precision fp32 %models/tiny_transformer.onnx --shape input_ids=2x64 --loss next-token-ce \
+// RUN: megatrain-compile --precision fp32 --state-home host %models/tiny_transformer.onnx --shape input_ids=2x64 --loss next-token-ce \
 // RUN:   --emit=plan-text -o - > %t.one
 // RUN: not grep -q 'ACCUMULATE\|grad_part' %t.one
+
 
 // A training step of two micro-batches as mt-microbatch and mt-adamw leave it
 // (the form --emit=training prints): micro-batch 0's gradient part of w goes
@@ -102,3 +103,6 @@ func.func @main() attributes {mt.microbatches = 2 : i64} {
 // CHECK-NEXT:    kind: ADAMW
 // CHECK-NEXT:    tensors: {{[0-9]+}}
 // CHECK-NEXT:    tensors: [[GRAD]]
+
+// Every parameter at home on the host (--state-home host): the host path of the
+// plan; emit_plan_homes.mlir checks the device and disk homes.

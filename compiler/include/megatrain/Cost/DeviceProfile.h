@@ -44,6 +44,10 @@ struct DeviceProfile {
   // Device memory on the card, bytes (the default budget is this minus the
   // fixed workspace).
   uint64_t deviceMemoryBytes = 141ull * 1000 * 1000 * 1000;
+  // Host memory of the machine, bytes (the H200 machine of docs/hardware.md:
+  // 125 GiB); the default host capacity for training state is this minus
+  // kHostMemoryMargin.
+  uint64_t hostMemoryBytes = 125ull << 30;
 
   double matmulRate(Precision precision) const {
     switch (precision) {
@@ -56,6 +60,25 @@ struct DeviceProfile {
     }
   }
 };
+
+/// What megatrain-compile keeps free of the profile's memories by default
+/// (docs/tiering.md, "State homes"): on the device the CUDA context and the
+/// backend's fixed 1 GiB workspace; on the host the OS, the process and its
+/// data.
+inline constexpr uint64_t kDeviceMemoryMargin = 4ull << 30;
+inline constexpr uint64_t kHostMemoryMargin = 16ull << 30;
+
+/// The default device capacity (arena plus device state) and host capacity.
+inline uint64_t defaultDeviceCapacity(const DeviceProfile &profile) {
+  return profile.deviceMemoryBytes > kDeviceMemoryMargin
+             ? profile.deviceMemoryBytes - kDeviceMemoryMargin
+             : 0;
+}
+inline uint64_t defaultHostCapacity(const DeviceProfile &profile) {
+  return profile.hostMemoryBytes > kHostMemoryMargin
+             ? profile.hostMemoryBytes - kHostMemoryMargin
+             : 0;
+}
 
 /// Reads a profile from JSON text; fields absent keep their defaults. On
 /// failure returns false and sets `error` (names the field).

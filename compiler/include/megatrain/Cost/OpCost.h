@@ -61,6 +61,14 @@ double hostAdamWSeconds(uint64_t parameters, const DeviceProfile &profile);
 /// Seconds for the host to add `elements` fp32 values into an accumulator.
 double hostAccumulateSeconds(uint64_t elements, const DeviceProfile &profile);
 
+/// Seconds for the fused device AdamW of `parameters` f32 parameters: read
+/// master, gradient, m, v, write master, m, v (28 bytes), plus 2 bytes for
+/// the bf16 compute copy when there is one, over HBM, plus a launch.
+double deviceAdamWSeconds(uint64_t parameters, bool computeCopy, const DeviceProfile &profile);
+
+/// Seconds for the device to add `elements` fp32 values into an accumulator.
+double deviceAccumulateSeconds(uint64_t elements, const DeviceProfile &profile);
+
 } // namespace megatrain
 
 #endif // MEGATRAIN_COST_OPCOST_H

@@ -73,6 +73,14 @@ inline constexpr llvm::StringLiteral kMicrobatchBackward = "mt.microbatch_backwa
 /// unit on the function, set by mt-add-loss with forward-only: the step is an
 /// evaluation (forward and loss; no gradients or updates are to be added).
 inline constexpr llvm::StringLiteral kEvaluation = "mt.evaluation";
+/// string on every mt.param, set by mt-homes: the home of the parameter's
+/// training state, "device", "host" or "disk" (absent: host).
+inline constexpr llvm::StringLiteral kHome = "mt.home";
+/// i64 on the function, set by mt-homes: the capacities the homes were
+/// chosen for, bytes (docs/tiering.md "State homes"; -1: unlimited).
+inline constexpr llvm::StringLiteral kDeviceCapacity = "mt.device_capacity";
+inline constexpr llvm::StringLiteral kHostCapacity = "mt.host_capacity";
+inline constexpr llvm::StringLiteral kDiskCapacity = "mt.disk_capacity";
 } // namespace attr
 
 } // namespace megatrain::mt

@@ -291,6 +291,15 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "auto | keep | checkpoint | offload">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
+    Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
+           "Device capacity (arena plus device state) when device-memory is 0 "
+           "and state must live on the device (0: none)">,
+    Option<"hostMemory", "host-memory", "int64_t", "-1",
+           "Host capacity for training state in bytes (-1: unlimited)">,
+    Option<"diskMemory", "disk-memory", "uint64_t", "0",
+           "Disk capacity for training state in bytes (0: no disk)">,
+    ListOption<"stateHome", "state-home", "std::string",
+               "Forced homes: TIER or TIER:REGEX (device, host, disk)">,
   ];
 }
 
@@ -310,6 +319,38 @@ def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
   let options = [
     Option<"noReuse", "no-reuse", "bool", "false",
            "Give every value its own bytes (no sharing)">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// State homes: where each parameter's training state lives
+//===----------------------------------------------------------------------===//
+
+def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
+  let summary = "Choose the home (device, host, disk) of each parameter's state";
+  let description = [{
+    After mt-plan-memory (the arena is placed): puts `mt.home` on every
+    `mt.param`, the tier where the parameter's master, moments, compute copy
+    and gradient live and where its update runs: the device while the
+    capacity minus the arena has room, then pinned host memory, then disk,
+    parameters updated last first (their host update is the one backward
+    cannot hide). Forced homes (`state-home`) come first. Sets the
+    capacities on the function for the plan header. The algorithm and the
+    plan it gives are in docs/tiering.md, "State homes".
+
+    ```mlir
+    %w = mt.param {name = "fc.weight", trainable = true, mt.home = "device"} : tensor<4x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"deviceMemory", "device-memory", "uint64_t", "0",
+           "Device capacity in bytes: arena plus device state (0: no device state)">,
+    Option<"hostMemory", "host-memory", "int64_t", "-1",
+           "Host capacity in bytes (-1: unlimited)">,
+    Option<"diskMemory", "disk-memory", "uint64_t", "0",
+           "Disk capacity in bytes (0: no disk)">,
+    ListOption<"stateHome", "state-home", "std::string",
+               "Forced homes: TIER or TIER:REGEX (device, host, disk); the first match wins">,
   ];
 }
 

@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 6;
+inline constexpr uint32_t kPlanFormatMinor = 7;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -36,10 +36,17 @@ inline constexpr uint32_t kPlanMinorTargets = 5;
 // Minor 6: Header.evaluation, a forward-only plan (megatrain-compile
 // --forward-only) that megatrain-run evaluates with and never trains with.
 inline constexpr uint32_t kPlanMinorEvaluation = 6;
+// Minor 7: state homes: training state in DEVICE pools (pool `device_state`),
+// ADAMW and ACCUMULATE on device tensors (run on the compute stream), an
+// ADAMW gradient that is an arena ACTIVATION, the header's capacities, and
+// the disk tier: a DISK pool of optimizer state, the host pool `disk_stage`
+// of STATE_STAGE tensors and the `disk` stream of its copies.
+inline constexpr uint32_t kPlanMinorHomes = 7;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
                   kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor &&
-                  kPlanMinorTargets <= kPlanFormatMinor && kPlanMinorEvaluation <= kPlanFormatMinor,
+                  kPlanMinorTargets <= kPlanFormatMinor && kPlanMinorEvaluation <= kPlanFormatMinor &&
+                  kPlanMinorHomes <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is

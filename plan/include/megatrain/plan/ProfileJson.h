@@ -36,6 +36,7 @@ const ProfileField* findProfileField(const std::string& key);
 struct MeasuredProfile {
   std::string name;              // the device's name
   uint64_t deviceMemoryBytes = 0;  // 0: omitted
+  uint64_t hostMemoryBytes = 0;    // 0: omitted
   std::vector<std::pair<std::string, double>> figures;  // key -> value
 
   void set(const std::string& key, double value);  // replaces an earlier value

@@ -21,4 +21,21 @@ namespace megatrain::runtime {
 void adamwUpdate(plan::DType dtype, void* param, const void* grad, void* m, void* v,
                  size_t count, const plan::AdamW& hyper, int64_t t, uint16_t* bf16Copy = nullptr);
 
+// The per-call constants of the update, as adamwUpdate computes them (in
+// double, the f32 ones rounded once), for a device twin that must give its
+// bits (runtime/cuda/adamw.cu). Per element, f32:
+//   m' = beta1 * m + oneMinusBeta1 * g;  v' = beta2 * v + (oneMinusBeta2 * g) * g
+//   p' = p * decay - (stepSize * m') / (sqrt(v') * invSqrtCorrection2 + eps)
+// f64: m', v' as above in double; p1 = p - lrWeightDecay * p;
+//   p' = p1 - (lr * (m' / correction1)) / (sqrt(v' / correction2) + eps)
+struct AdamWConstantsF32 {
+  float beta1, oneMinusBeta1, beta2, oneMinusBeta2, decay, stepSize, invSqrtCorrection2, eps;
+};
+struct AdamWConstantsF64 {
+  double lr, beta1, beta2, eps, oneMinusBeta1, oneMinusBeta2, lrWeightDecay, correction1, correction2;
+};
+// Throws on t < 1, as adamwUpdate does.
+AdamWConstantsF32 adamwConstantsF32(const plan::AdamW& hyper, int64_t t);
+AdamWConstantsF64 adamwConstantsF64(const plan::AdamW& hyper, int64_t t);
+
 }  // namespace megatrain::runtime

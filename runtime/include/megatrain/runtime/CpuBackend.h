@@ -10,7 +10,8 @@
 
 namespace megatrain::runtime {
 
-// Pools are 64-byte-aligned host allocations, filled with 0xFF (NaN as any
+// Pools are 4 KiB-aligned host allocations (the disk tier's O_DIRECT reads
+// land in them), filled with 0xFF (NaN as any
 // float) when allocated so that a read before the first write shows up;
 // copies are memcpy; kernels are the f32/f64 reference kernels of runtime/cpu/,
 // deterministic (fixed summation order, sums in double). Events are no-ops:
@@ -38,6 +39,11 @@ class CpuBackend final : public Backend {
 
   // Bytes of double-precision scratch the prepared kernels share.
   size_t scratchBytes() const;
+
+  // Where DISK pools live (megatrain-run --disk-dir): one O_DIRECT file per
+  // pool (DiskTier.h). Without a directory they are emulated in host memory,
+  // like every other tier. Call before prepare().
+  void setDiskDirectory(const std::string& dir);
 
  private:
   struct Impl;

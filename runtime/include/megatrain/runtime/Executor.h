@@ -135,6 +135,11 @@ class Executor {
   std::vector<uint32_t> poisonAfter_;
   std::vector<size_t> poisonStart_;
   std::vector<uint32_t> adamwSteps_;  // the ADAMW host tasks, in plan order
+  // The test hook MEGATRAIN_TEST_KILL_IN_STEP=N: training step N SIGKILLs the
+  // process right after its first copy into a DISK tensor (state half
+  // written back), or half-way through its steps; 0: off.
+  int64_t killInStep_ = 0;
+  uint32_t killAfter_ = 0;
   plan::AdamW hyper_;                 // the plan's AdamW with this step's lr
   std::string clippingConflict_;      // why clipping would change the math; empty if it would not
   int64_t step_ = 0;

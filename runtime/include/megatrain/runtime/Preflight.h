@@ -19,6 +19,8 @@ struct PreflightNeeds {
   bool deviceInHostMemory = false;  // the backend keeps DEVICE pools in host memory (cpu)
   std::string saveDir;              // --save, empty if none
   uint64_t checkpointBytes = 0;     // one checkpoint
+  uint64_t diskBytes = 0;           // the DISK pools (state files under --disk-dir)
+  std::string diskDir;              // --disk-dir, empty if none
 };
 
 // What the machine has; nullopt where it could not be measured (then that
@@ -27,15 +29,17 @@ struct PreflightMachine {
   std::optional<uint64_t> hostAvailable;  // MemAvailable
   std::optional<uint64_t> deviceFree;     // the backend's free device memory
   std::optional<uint64_t> diskFree;       // free bytes for unprivileged users under saveDir
+  std::optional<uint64_t> stateDiskFree;  // the same under --disk-dir
 };
 
-PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir);
+PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir,
+                              const std::string& diskDir = "");
 
 // Measures the machine: MemAvailable from `meminfo` (/proc/meminfo), the
 // backend's free device memory, and statvfs of saveDir (or of its nearest
 // existing parent, when the run would create it).
 PreflightMachine probeMachine(const Backend& backend, const std::string& saveDir,
-                              const std::string& meminfo = "/proc/meminfo");
+                              const std::string& meminfo = "/proc/meminfo", const std::string& diskDir = "");
 
 // MemAvailable of a /proc/meminfo text, in bytes; nullopt if absent.
 std::optional<uint64_t> parseMemAvailable(const std::string& meminfo);
@@ -48,6 +52,7 @@ std::vector<std::string> preflightShortfalls(const PreflightNeeds& needs, const 
 
 // preflightShortfalls on this machine; if there are any, Error
 // "preflight: <shortfalls joined by '; '> (--skip-preflight to try anyway)".
-void runPreflight(const plan::Plan& plan, const Backend& backend, const std::string& saveDir);
+void runPreflight(const plan::Plan& plan, const Backend& backend, const std::string& saveDir,
+                  const std::string& diskDir = "");
 
 }  // namespace megatrain::runtime

@@ -1,0 +1,216 @@
+//===- Homes.cpp - mt-homes: the home of each parameter's training state --===//
+//
+// Input: a planned function (mt-plan-memory: mt.arena_size, mt.offset).
+// Output: `mt.home` on every mt.param, and the capacities on the function.
+// The home of a parameter is where its master, AdamW moments, compute copy
+// and the gradient its update reads live, and where the update runs
+// (docs/tiering.md, "State homes"):
+//
+//   1. State bytes per home (tiering/StateHomes.cpp).
+//   2. Rooms: the device's is the capacity minus the arena mt-tier planned
+//      (its budget already left room for the state that host and disk
+//      cannot hold: deviceStateReserve); the host's is the capacity minus
+//      the host staging pool of offloaded activations.
+//   3. Forced homes (`state-home`) first, each checked against its room.
+//   4. Every other parameter, updated last first: the device while it has
+//      room, then the host, then the disk. Under the cost model every cost
+//      a home saves is per element (the gradient's d2h copy, the host AdamW,
+//      the h2d fetch against the device AdamW over HBM), so every byte on
+//      the device saves the same; what differs is when: the parameters
+//      updated last are the ones whose host update is left exposed after
+//      backward, so they get the device first, and the ones updated first
+//      get the disk, whose read-back has the most of backward to hide in.
+//
+// Not optimal for: the arena was planned first, so a large keep-everything
+// arena leaves less room for state than a joint choice would.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Passes/Passes.h"
+
+#include "IrCost.h"
+#include "tiering/StateHomes.h"
+
+#include "megatrain/plan/Format.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+
+namespace megatrain {
+#define GEN_PASS_DEF_HOMES
+#include "megatrain/Passes/Passes.h.inc"
+
+namespace {
+
+constexpr int kDev = static_cast<int>(Home::Device);
+constexpr int kHst = static_cast<int>(Home::Host);
+constexpr int kDsk = static_cast<int>(Home::Disk);
+
+struct Rooms {
+  uint64_t left[kHomes];   // bytes still free per tier
+  bool unlimited[kHomes];  // host without a capacity
+  bool fits(const ParameterState &state, Home home) const {
+    for (int tier = 0; tier < kHomes; ++tier) {
+      uint64_t need = state.bytes[static_cast<int>(home)][tier];
+      if (need > 0 && !unlimited[tier] && need > left[tier])
+        return false;
+    }
+    // A frozen parameter has no disk form (its disk bytes are all host).
+    return home != Home::Disk || state.bytes[kDsk][kDsk] > 0;
+  }
+  void take(const ParameterState &state, Home home) {
+    for (int tier = 0; tier < kHomes; ++tier)
+      if (!unlimited[tier])
+        left[tier] -= state.bytes[static_cast<int>(home)][tier];
+  }
+};
+
+struct Homes : impl::HomesBase<Homes> {
+  using HomesBase::HomesBase;
+
+  void runOnOperation() override {
+    mlir::func::FuncOp func = getOperation();
+    auto arenaAttr = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kArenaSize);
+    if (!arenaAttr) {
+      func.emitError("mt-homes: the function has no mt.arena_size; run mt-plan-memory first");
+      return signalPassFailure();
+    }
+    std::string why;
+    std::optional<std::vector<HomeForcing>> forcings = parseHomeForcings(std::vector<std::string>(stateHome.begin(), stateHome.end()), why);
+    if (!forcings) {
+      func.emitError("mt-homes: ") << why;
+      return signalPassFailure();
+    }
+    uint64_t arena = static_cast<uint64_t>(arenaAttr.getInt());
+    uint64_t stage = 0;
+    if (auto attr = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kHostStageSize))
+      stage = static_cast<uint64_t>(attr.getInt());
+    // The host pool's readouts (the loss, kept outputs) count with staging.
+    func.walk([&](mlir::Operation *op) {
+      if (mlir::isa<mt::LossOp, mt::OutputOp>(op))
+        stage += std::max<uint64_t>((valueBytes(op->getOperand(0)) + 255) / 256 * 256, 256);
+    });
+
+    Rooms rooms{};
+    rooms.left[kDev] = deviceMemory > arena ? deviceMemory - arena : 0;
+    rooms.unlimited[kHst] = hostMemory < 0;
+    uint64_t hostCapacity = hostMemory < 0 ? 0 : static_cast<uint64_t>(hostMemory);
+    rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
+    rooms.left[kDsk] = diskMemory;
+    std::vector<ParameterState> states = collectParameterState(func);
+    // With a disk, its staging (two slots of m and v of the largest
+    // parameter, 4 KiB blocks) comes out of the host's room.
+    if (diskMemory > 0) {
+      uint64_t largest = 0;
+      for (const ParameterState &state : states)
+        if (state.trainable)
+          largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
+      stage += 4 * largest;
+      rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
+    }
+    const Rooms initial = rooms;
+
+    llvm::StringMap<Home> homes;
+    std::vector<const ParameterState *> free;
+    for (const ParameterState &state : states) {
+      std::optional<Home> forced = forcedHome(*forcings, state.name);
+      if (!forced) {
+        free.push_back(&state);
+        continue;
+      }
+      if (*forced == Home::Disk && state.bytes[kDsk][kDsk] == 0) {
+        func.emitError("mt-homes: --state-home forces frozen parameter '")
+            << state.name << "' to disk; only trainable parameters have disk state";
+        return signalPassFailure();
+      }
+      if (!rooms.fits(state, *forced)) {
+        func.emitError("mt-homes: --state-home forces '")
+            << state.name << "' to " << homeName(*forced) << ", which has no room left: "
+            << describe(initial, rooms, arena, stage);
+        return signalPassFailure();
+      }
+      rooms.take(state, *forced);
+      homes[state.name] = *forced;
+    }
+    // Updated last first (stable: ties keep fetch order); frozen parameters
+    // (no update) last.
+    std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {
+      return a->updateIndex > b->updateIndex;
+    });
+    std::vector<const ParameterState *> below;
+    for (const ParameterState *state : free) {
+      if (rooms.fits(*state, Home::Device)) {
+        rooms.take(*state, Home::Device);
+        homes[state->name] = Home::Device;
+      } else {
+        below.push_back(state);
+      }
+    }
+    // Host for the later updates, disk for the earlier ones. A parameter on
+    // disk still keeps its master and gradient on the host, so one goes to
+    // the host only while the host keeps room for every later one in its
+    // disk form (when the disk can take them): the latest updates get the
+    // host, and the rest still fit.
+    std::vector<uint64_t> diskFormHostAfter(below.size() + 1, 0);
+    for (size_t i = below.size(); i-- > 0;)
+      diskFormHostAfter[i] = diskFormHostAfter[i + 1] + below[i]->bytes[kDsk][kHst];
+    for (size_t i = 0; i < below.size(); ++i) {
+      const ParameterState *state = below[i];
+      Home home = Home::Host;
+      bool leavesRoom = rooms.unlimited[kHst] || diskMemory == 0 || !state->trainable ||
+                        (rooms.fits(*state, Home::Host) &&
+                         rooms.left[kHst] - state->bytes[kHst][kHst] >= diskFormHostAfter[i + 1]);
+      if (!rooms.fits(*state, Home::Host) || !leavesRoom) {
+        home = Home::Disk;
+        if (!rooms.fits(*state, Home::Disk)) {
+          uint64_t needed = 0;
+          for (const ParameterState *rest : below)
+            if (!homes.count(rest->name))
+              needed += rest->bytes[kHst][kHst];
+          func.emitError("mt-homes: the training state does not fit: parameter '")
+              << state->name << "' and the others left (" << formatBytes(needed)
+              << " as host state) find no room: " << describe(initial, rooms, arena, stage)
+              << "; raise --device-memory, --host-memory or --disk-memory (with "
+                 "megatrain-run --disk-dir)";
+          return signalPassFailure();
+        }
+      }
+      rooms.take(*state, home);
+      homes[state->name] = home;
+    }
+
+    mlir::Builder builder(&getContext());
+    func.walk([&](mt::ParamOp param) {
+      auto it = homes.find(param.getName());
+      Home home = it == homes.end() ? Home::Host : it->second;
+      param->setAttr(mt::attr::kHome, builder.getStringAttr(homeName(home)));
+    });
+    func->setAttr(mt::attr::kDeviceCapacity,
+                  builder.getI64IntegerAttr(static_cast<int64_t>(deviceMemory)));
+    func->setAttr(mt::attr::kHostCapacity, builder.getI64IntegerAttr(hostMemory));
+    func->setAttr(mt::attr::kDiskCapacity,
+                  builder.getI64IntegerAttr(static_cast<int64_t>(diskMemory)));
+  }
+
+  /// "device 3.0 GiB of 8.0 GiB free (capacity minus the 5.0 GiB arena), ..."
+  std::string describe(const Rooms &initial, const Rooms &left, uint64_t arena,
+                       uint64_t stage) const {
+    std::string text = "device " + formatBytes(left.left[kDev]) + " of " +
+                       formatBytes(initial.left[kDev]) + " free (--device-memory " +
+                       formatBytes(deviceMemory) + " minus the " + formatBytes(arena) +
+                       " arena), host ";
+    if (left.unlimited[kHst])
+      text += "unlimited";
+    else
+      text += formatBytes(left.left[kHst]) + " of " + formatBytes(initial.left[kHst]) +
+              " free (--host-memory " + formatBytes(static_cast<uint64_t>(hostMemory)) +
+              " minus " + formatBytes(stage) + " of staging and readouts)";
+    text += ", disk " + formatBytes(left.left[kDsk]) + " of " +
+            formatBytes(initial.left[kDsk]) + " free (--disk-memory)";
+    return text;
+  }
+};
+
+} // namespace
+} // namespace megatrain

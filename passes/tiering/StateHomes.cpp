@@ -1,0 +1,185 @@
+//===- StateHomes.cpp - bytes of each parameter's training state per home -===//
+#include "tiering/StateHomes.h"
+
+#include "megatrain/Dialect/MtDialect.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+
+namespace megatrain {
+
+namespace {
+
+/// The emitter places host tensors at 256-byte multiples, at least 256.
+uint64_t hostPadded(uint64_t bytes) {
+  return std::max<uint64_t>((bytes + 255) / 256 * 256, 256);
+}
+
+/// Disk files are read with O_DIRECT: 4 KiB blocks.
+uint64_t diskPadded(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+} // namespace
+
+llvm::StringRef homeName(Home home) {
+  switch (home) {
+  case Home::Device:
+    return "device";
+  case Home::Host:
+    return "host";
+  case Home::Disk:
+    return "disk";
+  }
+  return "host";
+}
+
+std::optional<Home> parseHome(llvm::StringRef name) {
+  if (name == "device")
+    return Home::Device;
+  if (name == "host")
+    return Home::Host;
+  if (name == "disk")
+    return Home::Disk;
+  return std::nullopt;
+}
+
+std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func) {
+  bool microbatches = false;
+  if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
+    microbatches = count.getInt() > 1;
+  std::vector<ParameterState> states;
+  llvm::StringMap<size_t> index;
+  int64_t position = 0;
+  for (mlir::Operation &op : func.getBody().front()) {
+    if (auto param = mlir::dyn_cast<mt::ParamOp>(op)) {
+      auto type = mlir::cast<mlir::RankedTensorType>(param.getType());
+      auto [it, inserted] = index.try_emplace(param.getName(), states.size());
+      if (inserted) {
+        ParameterState state;
+        state.name = param.getName().str();
+        state.elements = static_cast<uint64_t>(type.getNumElements());
+        state.trainable = param.getTrainable();
+        states.push_back(std::move(state));
+      }
+      ParameterState &state = states[it->second];
+      // A compute-type fetch (mt-precision) reads a bf16 copy of an f32 master.
+      if (param->hasAttr(mt::attr::kMasterElement))
+        state.computeCopy = true;
+    } else if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
+      auto it = index.find(update.getParam());
+      if (it != index.end())
+        states[it->second].updateIndex = position;
+    }
+    ++position;
+  }
+  for (ParameterState &state : states) {
+    // Masters are f32 (mt-precision keeps them so) or the fetch's own type.
+    uint64_t master = state.elements * 4;
+    uint64_t compute = state.computeCopy ? state.elements * 2 : 0;
+    // The device_state pool pads like the host pool (256 bytes).
+    uint64_t masterDev = hostPadded(master), computeDev = compute ? hostPadded(compute) : 0;
+    const int dev = static_cast<int>(Home::Device), hst = static_cast<int>(Home::Host),
+              dsk = static_cast<int>(Home::Disk);
+    auto &device = state.bytes[dev];
+    auto &host = state.bytes[hst];
+    auto &disk = state.bytes[dsk];
+    if (!state.trainable) {
+      // A frozen weight: its master (and compute copy) only; no disk form.
+      device[dev] = masterDev + computeDev;
+      host[hst] = hostPadded(master) + (compute ? hostPadded(compute) : 0);
+      disk[hst] = host[hst];
+      continue;
+    }
+    // Device: master, m, v, compute copy; the gradient is transient unless
+    // micro-batches accumulate it.
+    device[dev] = 3 * masterDev + computeDev + (microbatches ? masterDev : 0);
+    // Host: master, gradient, m, v, compute copy, micro-batch part.
+    host[hst] = 4 * hostPadded(master) + (compute ? hostPadded(compute) : 0) +
+                (microbatches ? hostPadded(master) : 0);
+    // Disk: the moments on disk; master, gradient, compute copy, part on the host.
+    disk[dsk] = 2 * diskPadded(master);
+    disk[hst] = 2 * hostPadded(master) + (compute ? hostPadded(compute) : 0) +
+                (microbatches ? hostPadded(master) : 0);
+  }
+  return states;
+}
+
+std::optional<std::vector<HomeForcing>>
+parseHomeForcings(llvm::ArrayRef<std::string> entries, std::string &why) {
+  std::vector<HomeForcing> forcings;
+  for (const std::string &entry : entries) {
+    llvm::StringRef text(entry);
+    auto [tier, pattern] = text.split(':');
+    std::optional<Home> home = parseHome(tier);
+    if (!home) {
+      why = "--state-home '" + entry + "': the tier is '" + tier.str() +
+            "', expected device, host or disk (TIER or TIER:REGEX)";
+      return std::nullopt;
+    }
+    HomeForcing forcing{*home, pattern.str(), nullptr};
+    if (!pattern.empty()) {
+      forcing.regex = std::make_shared<llvm::Regex>(pattern);
+      std::string error;
+      if (!forcing.regex->isValid(error)) {
+        why = "--state-home '" + entry + "': bad regex: " + error;
+        return std::nullopt;
+      }
+    }
+    forcings.push_back(std::move(forcing));
+  }
+  return forcings;
+}
+
+std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
+                               llvm::StringRef parameter) {
+  for (const HomeForcing &forcing : forcings)
+    if (!forcing.regex || forcing.regex->match(parameter))
+      return forcing.home;
+  return std::nullopt;
+}
+
+uint64_t deviceStateReserve(llvm::ArrayRef<ParameterState> states,
+                            llvm::ArrayRef<HomeForcing> forcings,
+                            int64_t hostCapacity, uint64_t diskCapacity) {
+  const int dev = static_cast<int>(Home::Device), hst = static_cast<int>(Home::Host),
+            dsk = static_cast<int>(Home::Disk);
+  uint64_t reserve = 0;
+  uint64_t hostUsed = 0, diskUsed = 0;
+  std::vector<const ParameterState *> free;
+  for (const ParameterState &state : states) {
+    std::optional<Home> forced = forcedHome(forcings, state.name);
+    if (!forced) {
+      free.push_back(&state);
+      continue;
+    }
+    const auto &bytes = state.bytes[static_cast<int>(*forced)];
+    reserve += bytes[dev];
+    hostUsed += bytes[hst];
+    diskUsed += bytes[dsk];
+  }
+  // The others below the device, largest first, each in the form that takes
+  // the least host memory (disk: only its master, gradient and compute copy
+  // stay on the host) while the disk has room, else on the host; what
+  // neither holds goes to the device.
+  std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {
+    return a->elements > b->elements;
+  });
+  auto fitsHost = [&](uint64_t bytes) {
+    return hostCapacity < 0 || hostUsed + bytes <= static_cast<uint64_t>(hostCapacity);
+  };
+  for (const ParameterState *state : free) {
+    const auto &onHost = state->bytes[hst];
+    const auto &onDisk = state->bytes[dsk];
+    if (onDisk[dsk] > 0 && diskUsed + onDisk[dsk] <= diskCapacity && fitsHost(onDisk[hst])) {
+      diskUsed += onDisk[dsk];
+      hostUsed += onDisk[hst];
+    } else if (fitsHost(onHost[hst])) {
+      hostUsed += onHost[hst];
+    } else {
+      reserve += state->bytes[dev][dev];
+    }
+  }
+  return reserve;
+}
+
+} // namespace megatrain

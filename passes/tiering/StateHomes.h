@@ -1,0 +1,72 @@
+//===- StateHomes.h - bytes of each parameter's training state per home ---===//
+//
+// A parameter's training state (fp32 master, AdamW moments, the bf16 compute
+// copy, the gradient the update reads) lives in one home: the device, pinned
+// host memory or disk (docs/tiering.md, "State homes"). mt-tier takes the
+// state the host and disk cannot hold out of the arena's budget; mt-homes
+// chooses each parameter's home once the arena is placed. Both price the
+// state with these functions, so they agree.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRAIN_PASSES_TIERING_STATEHOMES_H
+#define MEGATRAIN_PASSES_TIERING_STATEHOMES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Regex.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatrain {
+
+/// Where a parameter's state lives; also the index of a tier in `bytes`.
+enum class Home { Device = 0, Host = 1, Disk = 2 };
+inline constexpr int kHomes = 3;
+
+llvm::StringRef homeName(Home home);
+std::optional<Home> parseHome(llvm::StringRef name);
+
+/// One parameter's state.
+struct ParameterState {
+  std::string name;
+  uint64_t elements = 0;
+  bool trainable = false;
+  bool computeCopy = false;  // a bf16 copy of an f32 master (mt-precision)
+  int64_t updateIndex = -1;  // position of its mt.adamw in the block (-1: none)
+  /// bytes[home][tier]: what the state takes in each tier with that home.
+  std::array<std::array<uint64_t, kHomes>, kHomes> bytes{};
+};
+
+/// Every parameter the function fetches, in first-fetch order.
+std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func);
+
+/// `--state-home TIER[:REGEX]`, in order; the first that matches wins.
+struct HomeForcing {
+  Home home;
+  std::string pattern;                 // empty: every parameter
+  std::shared_ptr<llvm::Regex> regex;  // null when pattern is empty
+};
+
+/// Parses the option's entries; on a bad one returns nullopt and sets `why`.
+std::optional<std::vector<HomeForcing>>
+parseHomeForcings(llvm::ArrayRef<std::string> entries, std::string &why);
+
+std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
+                               llvm::StringRef parameter);
+
+/// Bytes of state that must live on the device: those forced there, plus
+/// what the host (`hostCapacity`, -1: unlimited) and disk cannot hold when
+/// every other parameter takes the cheapest home below the device.
+uint64_t deviceStateReserve(llvm::ArrayRef<ParameterState> states,
+                            llvm::ArrayRef<HomeForcing> forcings,
+                            int64_t hostCapacity, uint64_t diskCapacity);
+
+} // namespace megatrain
+
+#endif // MEGATRAIN_PASSES_TIERING_STATEHOMES_H

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# homes_bitwise.sh - a parameter's home never changes the math (docs/tiering.md "State homes"):
+# the model compiled with every parameter's state forced to the host (the plan of before homes),
+# to the device, to disk (optimizer state in a file under --disk-dir), mixed (matrices on the
+# device, the rest on the host), mixed over all three tiers, and with the homes the compiler
+# chooses, trains 20 steps on the CPU backend (every tier emulated in host memory,
+# dead tensors poisoned) to bitwise-identical losses and weights. The device plans must have the
+# device_state pool and run their updates on the compute stream; `megatrain-inspect` must show
+# the bytes per parameter of each tier that the homes imply.
+# usage: homes_bitwise.sh BIN SRC MODEL [compile flags...]
+#   (MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem)
+set -euo pipefail
+BIN=$1
+SRC=$2
+MODEL=$3
+shift 3
+EXTRA=("$@")
+LLM_PRECISION=fp32
+source "$(dirname "$0")/bitwise_common.sh"
+
+compile() {
+  local name=$1; shift
+  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "${EXTRA[@]}" "$@" > "$name.log" 2>&1 ||
+    { cat "$name.log"; fail "$name: compile failed"; }
+  "$BIN/megatrain-inspect" "$name.plan" --max-steps 1 > "$name.inspect" || fail "$name: inspect failed"
+}
+# bytes NAME TIER: the inspect's bytes per parameter in TIER.
+bytes() { sed -n "s/.*bytes\/param.* $2 \([0-9.]*\).*/\1/p" "$1.inspect"; }
+
+compile host --state-home host
+compile device --state-home device
+compile mixed --state-home 'device:.*weight' --state-home host
+compile disk --state-home disk --disk-memory 1GiB
+compile three --state-home 'device:.*(weight|val_1)' --state-home 'disk:.*(bias|val_2|layer)' --state-home host \
+  --disk-memory 1GiB
+compile auto
+
+[[ $(bytes host device) == 0.00 ]] || fail "host: $(bytes host device) bytes/param on the device"
+[[ $(bytes device host) == 0.00 ]] || fail "device: $(bytes device host) bytes/param on the host"
+# The device plan keeps master, m and v (12 bytes) and, under bf16, the compute copy (2 bytes);
+# no gradient unless micro-batches accumulate one.
+DEVICE_BYTES=$(bytes device device)
+awk -v b="$DEVICE_BYTES" 'BEGIN { exit !(b >= 12 && b <= 18) }' || fail "device: $DEVICE_BYTES bytes/param"
+awk -v d="$(bytes mixed device)" -v h="$(bytes mixed host)" 'BEGIN { exit !(d > 0 && h > 0) }' ||
+  fail "mixed: device $(bytes mixed device), host $(bytes mixed host) bytes/param"
+# The default capacities hold these models on the device.
+[[ $(bytes auto host) == 0.00 ]] || fail "auto: $(bytes auto host) bytes/param left on the host"
+grep -q "'device_state' DEVICE" device.inspect || fail "device: no device_state pool"
+if grep -q "'device_state'" host.inspect; then fail "host: a device_state pool"; fi
+"$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" "${EXTRA[@]}" --state-home device > device.txt
+grep -B2 -A3 'kind: ADAMW' device.txt | grep -q 'stream: "compute"' || fail "device: ADAMW not on the compute stream"
+if grep -q 'name: "grad:' device.txt && [[ " ${EXTRA[*]} " != *microbatches* ]]; then
+  fail "device: a kept gradient without micro-batches"
+fi
+
+# Every run gets a directory for its disk state (a plan without a DISK pool ignores it).
+train() {
+  mkdir -p "$1.disk"
+  "$BIN/megatrain-run" "$1.plan" --weights "$ONNX" "${FEED[@]}" --steps 20 --quiet --disk-dir "$1.disk" \
+    --metrics "$1.jsonl" --export-safetensors "$1.safetensors" >/dev/null
+  python3 -c "
+import json
+for line in open('$1.jsonl'):
+    print(repr(json.loads(line)['loss']))" > "$1.losses"
+}
+awk -v d="$(bytes disk disk)" 'BEGIN { exit !(d >= 8) }' || fail "disk: $(bytes disk disk) bytes/param on disk"
+
+train host
+for run in device disk mixed three auto; do
+  train "$run"
+  cmp -s host.losses "$run.losses" || { paste host.losses "$run.losses"; fail "$run: losses differ"; }
+  cmp -s host.safetensors "$run.safetensors" || fail "$run: trained weights differ"
+  echo "$MODEL ${EXTRA[*]}: $run (device $(bytes "$run" device), host $(bytes "$run" host), disk $(bytes "$run" disk) bytes/param) bitwise equal to all-host over 20 steps"
+done
+echo "PASS $MODEL"
