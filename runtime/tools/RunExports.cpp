@@ -13,23 +13,27 @@
 
 namespace megatrain::runtime::tools {
 
-bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports) {
-  if (arg == "--export-onnx") {
-    exports.onnx = args.value(arg);
-  } else if (arg == "--export-external-data") {
-    exports.externalData = parseExternalData(args.value(arg));
-  } else if (arg == "--export-safetensors") {
-    exports.safetensors = args.value(arg);
-  } else if (arg == "--dump-output") {
-    const std::string spec = args.value(arg);
-    const size_t equals = spec.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
-      throw Error("--dump-output needs NAME=FILE.npy, got '" + spec + "'");
-    exports.dumps.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
-  } else {
-    return false;
-  }
-  return true;
+void addRunExportOptions(CLI::App& app, RunExports& exports) {
+  const std::string group = "After training";
+  addValueOption(app, "--export-onnx", "OUT.onnx",
+                 "write the --weights model with every trainable initializer replaced by its trained values",
+                 group, [&exports](const std::string& v) { exports.onnx = v; });
+  addValueOption(app, "--export-external-data", "auto|always|never",
+                 "keep --export-onnx initializer data in OUT.onnx.data (auto: when the initializers "
+                 "exceed 1 GiB; default auto)",
+                 group, [&exports](const std::string& v) { exports.externalData = parseExternalData(v); });
+  addValueOption(app, "--export-safetensors", "OUT.safetensors", "write every parameter as safetensors", group,
+                 [&exports](const std::string& v) { exports.safetensors = v; });
+  repeatable(addValueOption(
+      app, "--dump-output", "NAME=FILE.npy",
+      "after the last step, write graph output NAME as that step's forward computed it (the plan "
+      "must keep it: megatrain-compile --keep-output NAME; repeatable)",
+      group, [&exports](const std::string& spec) {
+        const size_t equals = spec.find('=');
+        if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
+          throw Error("--dump-output needs NAME=FILE.npy, got '" + spec + "'");
+        exports.dumps.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
+      }));
 }
 
 void checkRunExports(const RunExports& exports, const plan::Plan& plan, const std::string& weights) {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/plan.pb.h"
 #include "megatrain/runtime/ModelExport.h"
 
@@ -23,9 +23,8 @@ struct RunExports {
   std::vector<std::pair<std::string, std::string>> dumps;  // --dump-output NAME=FILE.npy
 };
 
-// Takes `arg` (and its value from `args`) if it is one of the flags above;
-// false when it is not.
-bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports);
+// Adds the flags above to megatrain-run's command line (group "After training").
+void addRunExportOptions(CLI::App& app, RunExports& exports);
 
 // Before training: every --dump-output names an output the plan keeps, and
 // --export-onnx has a --weights model to copy.

@@ -9,6 +9,7 @@
 
 #include "RunReport.h"
 #include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/runtime/LrSchedule.h"
 #include "megatrain/runtime/PlanStats.h"
 #include "megatrain/runtime/TokenData.h"
@@ -38,9 +39,9 @@ struct TrainingOptions {
   bool skipPreflight = false;
 };
 
-// Takes `arg` (and its value from `args`) if it is one of the flags above;
-// false when it is not.
-bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions& options);
+// Adds the flags above to megatrain-run's command line, in the groups "Data",
+// "Learning rate" and "Checkpoints".
+void addTrainingOptions(CLI::App& app, TrainingOptions& options);
 
 // What the loop needs besides TrainingOptions.
 struct TrainingSetup {

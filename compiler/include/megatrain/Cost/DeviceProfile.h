@@ -67,11 +67,6 @@ bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
 /// The profile as JSON (every field), e.g. to record it in a plan header.
 std::string deviceProfileToJson(const DeviceProfile &profile);
 
-/// Parses a byte size: "24GiB", "16000MB", "8GB", "512MiB", "123456" (bytes),
-/// case-insensitive units (B, KB, MB, GB, TB powers of 1000; KiB, MiB, GiB,
-/// TiB powers of 1024), an optional fraction ("1.5GiB"). False on bad text.
-bool parseByteSize(const std::string &text, uint64_t &bytes);
-
 } // namespace megatrain
 
 #endif // MEGATRAIN_COST_DEVICEPROFILE_H
