@@ -2,7 +2,7 @@
 # tool_cli.sh - the command line every tool shares (plan/lib/ToolCli.cpp): --version on every
 # tool, help with its groups and examples, "did you mean" for a misspelt option, a long option
 # with one dash named in its two-dash form, a value left out, --config FILE.toml (a value read,
-# the command line winning, an unknown key), -o/--out.
+# the command line winning, an unknown key), -o/--out, and `megatrain` running the tools.
 set -u
 BIN=$1
 SRC=$2
@@ -33,7 +33,7 @@ expect_line() {
   fi
 }
 
-TOOLS=(megatrain-compile megatrain-run megatrain-inspect)
+TOOLS=(megatrain megatrain-compile megatrain-run megatrain-inspect)
 [[ -x "$BIN/megatrain-profile" ]] && TOOLS+=(megatrain-profile)
 for tool in "${TOOLS[@]}"; do
   v=$("$BIN/$tool" --version)
@@ -61,6 +61,11 @@ expect_line "value left out" "$R option '--steps' needs a value (see --help)" "$
 expect_line "one size syntax" \
   "$C --device-memory expects a size such as 24GiB, 16000MB, 8GB, 1.5TiB or a byte count, got '24 gigs'" \
   "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --device-memory "24 gigs"
+expect_line "did you mean (megatrain)" "megatrain: error: unknown command 'trian' (did you mean train? see --help)" \
+  "$BIN/megatrain" trian
+expect_line "train without a length" \
+  "megatrain: error: train: say how long to train with one of --steps N, --tokens N or --epochs F" \
+  "$BIN/megatrain" train --model "$TMP" --data x.txt --out "$TMP/run"
 
 # --config: the TOML's values are used, the command line wins, an unknown key is an error.
 printf 'shape = "input_ids=2x64"\nloss = "next-token-ce"\nlr = 0.5\nout = "%s"\n' "$TMP/from_toml.plan" >"$TMP/c.toml"
@@ -71,6 +76,12 @@ check "--config: the command line wins (lr 0.25): $lr" test "$lr" = "AdamW lr 0.
 printf 'stepz = 3\n' >"$TMP/bad.toml"
 expect_line "--config unknown key" "$R --config: unknown key 'stepz' (did you mean steps? see --help)" \
   "$BIN/megatrain-run" x.plan --config "$TMP/bad.toml"
+
+# `megatrain CMD` runs megatrain-CMD with the same arguments.
+"$BIN/megatrain" compile "$TINY" --out "$TMP/via.plan" --shape input_ids=2x64 --loss next-token-ce >/dev/null 2>&1
+check "megatrain compile ... --out" test -s "$TMP/via.plan"
+check "megatrain inspect" bash -c '"$1/megatrain" inspect "$2" --max-steps 1 | grep -q "^header"' _ "$BIN" "$TMP/via.plan"
+check "megatrain run --help is megatrain-run's" bash -c '"$1/megatrain" run --help | grep -q "^usage: megatrain-run"' _ "$BIN"
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
