@@ -76,12 +76,18 @@ std::string pythonScript(const std::string& script) {
   throw Error("cannot find " + script + " (looked in " + looked + ")");
 }
 
-std::string requirePython(const std::vector<std::string>& modules) {
-  const char* chosen = std::getenv("MEGATRAIN_PYTHON");
-  const std::string python = chosen && *chosen ? std::string(chosen) : findOnPath("python3");
-  if (python.empty() || (chosen && *chosen && !isExecutable(python)))
+std::string requirePython(const std::vector<std::string>& modules, const std::string& chosen) {
+  const char* env = std::getenv("MEGATRAIN_PYTHON");
+  const std::string given = !chosen.empty() ? chosen : env && *env ? std::string(env) : std::string();
+  const std::string from = !chosen.empty() ? "--python " : "MEGATRAIN_PYTHON=";
+  std::string python = given;
+  if (!given.empty() && given.find('/') == std::string::npos) python = findOnPath(given);
+  if (!given.empty() && (python.empty() || !isExecutable(python)))
+    throw Error(from + given + " is not an executable Python interpreter");
+  if (given.empty()) python = findOnPath("python3");
+  if (python.empty())
     throw Error("python3 is not installed (or not on PATH); the Hugging Face steps need it with torch and "
-                "transformers (pip install -r requirements-test.txt), or set MEGATRAIN_PYTHON");
+                "transformers (pip install -r requirements-test.txt), or give one with MEGATRAIN_PYTHON");
   // find_spec does not import: quick even for torch.
   std::string check = "import importlib.util, sys; missing = [m for m in sys.argv[1:] if "
                       "importlib.util.find_spec(m) is None]; print(' '.join(missing))";

@@ -21,9 +21,10 @@ std::string findOnPath(const std::string& name);
 // An Error naming the places looked in when it is nowhere.
 std::string pythonScript(const std::string& script);
 
-// python3 (or $MEGATRAIN_PYTHON) with `modules` importable; an Error naming the missing
-// interpreter or module and how to install it otherwise.
-std::string requirePython(const std::vector<std::string>& modules);
+// The Python interpreter (`chosen`, else $MEGATRAIN_PYTHON, else python3 on PATH) with
+// `modules` importable; an Error naming the missing interpreter or module and how to
+// install it otherwise.
+std::string requirePython(const std::vector<std::string>& modules, const std::string& chosen = "");
 
 // Replaces this process with argv[0] (a path) and its arguments; returns only by
 // throwing an Error.

@@ -312,7 +312,9 @@ int runTrain(TrainOptions& o) {
   if (!o.evalData.empty() && (!features.eval || !forwardOnly))
     throw Error("--eval-data: this build's megatrain-run has no --eval-plan (or megatrain-compile no "
                 "--forward-only); train without --eval-data");
-  if (o.python.empty()) o.python = requirePython({"torch", "transformers", "onnx"});
+  std::vector<std::string> modules = {"torch", "transformers", "onnx"};
+  if (textData) modules.push_back("tokenizers");  // tokenize_text.py --tokenizer
+  o.python = requirePython(modules, o.python);
   fs::create_directories(out / ".megatrain");
 
   // ---- 1. the graph

@@ -62,7 +62,7 @@ class ToolFormatter : public CLI::Formatter {
       const std::vector<const CLI::Option*> options = app->get_options(
           [&group](const CLI::Option* o) { return o->get_group() == group && o->nonpositional(); });
       if (group.empty() || options.empty()) continue;
-      out += "\n" + group + ":\n";
+      out += "\n" + wrapText(group + ":", kHelpWidth) + "\n";
       for (const CLI::Option* option : options) out += make_option(option, false);
     }
     out += make_subcommands(app, mode);
