@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train_command.sh - `megatrain train` end to end on the CPU backend: a tiny Hugging Face Llama
 # directory (bf16 safetensors and a tokenizer, as save_pretrained writes it) and a text file
-# to RUN_DIR/hf, which transformers loads with the trained weights; the same command run again
-# resumes from the checkpoint instead of starting over; config.toml holds the resolved run.
+# to RUN_DIR/hf, which transformers loads with the trained weights and whose logits equal
+# megatrain's (fp32, 1e-4); the same command run again resumes from the checkpoint instead of
+# starting over; config.toml holds the resolved run.
 set -u
 BIN=$1
 SRC=$2
@@ -54,6 +55,32 @@ print("loaded", len(before), "weights, all trained")
 PY
 rc=$?
 check "transformers loads hf/ with trained weights: $(tail -1 "$WORK/load.log")" test $rc -eq 0 || sed 's/^/      /' "$WORK/load.log"
+
+# megatrain's own logits on the trained weights against transformers' on RUN_DIR/hf (fp32, 1e-4):
+# the trained model out as ONNX (from the same checkpoint, no step run), a fp32 plan keeping
+# its logits, one step's forward on fixed ids (the forward runs before that step's update).
+"$BIN/megatrain-run" "$RUN/train.plan" --weights "$RUN/model.onnx" --resume "$RUN/checkpoints" --data "$RUN/data/train.bin" --steps 3 \
+  --backend cpu --quiet --export-onnx "$WORK/trained.onnx" >"$WORK/export.log" 2>&1
+"$BIN/megatrain-compile" "$WORK/trained.onnx" -o "$WORK/logits.plan" --shape input_ids=2x16 --loss next-token-ce \
+  --precision fp32 --keep-output logits >"$WORK/logits_compile.log" 2>&1
+python3 -c "import numpy as np; np.save('$WORK/ids.npy', (np.arange(32).reshape(2, 16) * 7 % 300).astype(np.int64))"
+"$BIN/megatrain-run" "$WORK/logits.plan" --weights "$WORK/trained.onnx" --input input_ids="$WORK/ids.npy" --steps 1 \
+  --backend cpu --quiet --dump-output logits="$WORK/logits.npy" >"$WORK/logits_run.log" 2>&1
+python3 - "$RUN/hf" "$WORK/ids.npy" "$WORK/logits.npy" >"$WORK/logits.log" 2>&1 <<'PY'
+import sys, numpy as np, torch
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32).eval()
+ids = torch.from_numpy(np.load(sys.argv[2]))
+with torch.no_grad():
+    theirs = model(ids).logits.numpy()
+ours = np.load(sys.argv[3])
+err = float(np.abs(theirs - ours).max())
+print(f"max |transformers - megatrain| = {err:.2e}")
+assert err < 1e-4, err
+PY
+rc=$?
+check "transformers' logits on hf/ equal megatrain's: $(tail -1 "$WORK/logits.log")" test $rc -eq 0 || \
+  cat "$WORK/export.log" "$WORK/logits_compile.log" "$WORK/logits_run.log" "$WORK/logits.log" | tail -20 | sed 's/^/      /'
 
 # The same command again resumes: no export, compile or tokenizing, and megatrain-run resumes at step 3.
 "${CMD[@]}" >"$WORK/second.log" 2>&1
