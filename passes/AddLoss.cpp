@@ -28,6 +28,9 @@ using namespace megatrain;
 
 namespace {
 
+/// The default names of the logits output and the token input.
+constexpr llvm::StringLiteral kDefaultLogits = "logits", kDefaultTokens = "input_ids";
+
 /// The graph outputs of a function: its returned values by output name.
 struct GraphOutputs {
   SmallVector<std::string> names;
@@ -132,6 +135,10 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
                                      const GraphOutputs &outputs,
                                      func::ReturnOp ret) {
     Value logitsValue = outputs.lookup(logits);
+    // A graph with one output (torch.onnx.export names it after its node,
+    // linear_14): that output is the logits unless a name was given.
+    if (!logitsValue && logits == kDefaultLogits && outputs.values.size() == 1)
+      logitsValue = outputs.values.front();
     if (!logitsValue) {
       func.emitError("no graph output named '")
           << logits << "' (logits); the graph outputs are: " << outputs.list();
@@ -139,11 +146,17 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
     }
     mt::InputOp tokenInput;
     SmallVector<std::string> inputNames;
+    SmallVector<mt::InputOp> inputs;
     for (mt::InputOp input : func.getOps<mt::InputOp>()) {
       inputNames.push_back(input.getName().str());
+      inputs.push_back(input);
       if (input.getName() == tokens && !tokenInput)
         tokenInput = input;
     }
+    // Likewise a graph with one input (torch.onnx.export names it after the
+    // forward's argument, ids) reads its tokens there.
+    if (!tokenInput && tokens == kDefaultTokens && inputs.size() == 1)
+      tokenInput = inputs.front();
     if (!tokenInput) {
       func.emitError("no graph input named '")
           << tokens << "' (tokens); the graph inputs are: "

@@ -35,6 +35,8 @@ int64_t ConstTensor::bytes() const {
 std::optional<ConstKind> constKindOf(int32_t dtype) {
   switch (dtype) {
   case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::FLOAT16:  // widened: 16-bit models compute in f32
+  case onnx::TensorProto::BFLOAT16:
     return ConstKind::F32;
   case onnx::TensorProto::DOUBLE:
     return ConstKind::F64;

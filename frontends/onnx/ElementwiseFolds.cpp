@@ -318,7 +318,7 @@ bool foldCast(Fold &f) {
     to = constKindOf((int32_t)a->i());
     if (!to)
       return f.fail("cast to " + dtypeName((int32_t)a->i()) +
-                    " is not supported (FLOAT, DOUBLE, INT64, INT32 or BOOL)");
+                    " is not supported (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32 or BOOL)");
   }
   return f.emit(convert(f.value(0), *to));
 }

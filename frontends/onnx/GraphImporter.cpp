@@ -334,6 +334,11 @@ void GraphImporter::classifyInitializers() {
     entry.role = roles_.roleOf(init);
     values_[init.name()] = entry;
   }
+  roles_.warnMergedInitializers(graph_, fileLoc_);
+  transposedCopies_ = findTransposedCopies(
+      graph_, path_, roles_.embeddingTables(), [&](const onnx::TensorProto &init) {
+        return roles_.roleOf(init) == InitializerRole::Parameter;
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -386,6 +391,10 @@ OpBuilder &GraphImporter::sourceBuilder() {
 FailureOr<Value> GraphImporter::materializeConstant(const ConstTensor &value,
                                                     const std::string &name, bool folded,
                                                     std::string &problem) {
+  if (value.elements() == 0) {
+    problem = "value '" + name + "' is empty (zero-sized tensors are not supported)";
+    return failure();
+  }
   // A folded mask [B, 1, T, T] repeats itself over B: keep [1, 1, T, T] and
   // broadcast it back, so the plan carries the bytes once.
   ConstTensor reduced;
@@ -476,7 +485,22 @@ FailureOr<Value> GraphImporter::materialize(const std::string &name,
     }
     std::string readProblem;
     const ConstTensor *value = runtimeLoaded ? nullptr : constantOf(entry, readProblem);
-    if (runtimeLoaded) {
+    auto copy = transposedCopies_.find(sourceName);
+    if (copy != transposedCopies_.end()) {
+      // W^T folded from a tied table: read as the table's transpose, so the
+      // tie trains as one parameter.
+      FailureOr<Value> table = materialize(copy->second, problem);
+      if (failed(table))
+        return failure();
+      auto tableType = cast<RankedTensorType>(table->getType());
+      result = builder_
+                   .create<mt::TransposeOp>(
+                       loc,
+                       RankedTensorType::get({tableType.getDimSize(1), tableType.getDimSize(0)},
+                                             tableType.getElementType()),
+                       *table, builder_.getDenseI64ArrayAttr({1, 0}))
+                   .getResult();
+    } else if (runtimeLoaded) {
       for (int64_t d : tensor.dims())
         if (d <= 0) {
           problem = std::string(what) + sourceName + "' has a zero or negative dim";

@@ -19,6 +19,7 @@
 #include "ConstantFolder.h"
 #include "FunctionInliner.h"
 #include "InitializerRoles.h"
+#include "TiedCopies.h"
 #include "OnnxShapes.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 
@@ -189,6 +190,8 @@ private:
   llvm::StringMap<GraphValue> values_;
   /// Each initializer's role, and which parameters train.
   InitializerRoles roles_;
+  /// Initializers that hold the transpose of a tied table: copy -> table.
+  llvm::StringMap<std::string> transposedCopies_;
   /// The IR value of each tensor (initializer, Constant node, folded value)
   /// already materialized, so aliases share one source op.
   llvm::DenseMap<const void *, mlir::Value> materialized_;

@@ -161,6 +161,10 @@ static LogicalResult importConcat(NodeImport &n) {
   for (int k = 0; k < n.node().input_size(); ++k) {
     if (!n.hasInput(k))
       continue;
+    // Empty inputs add nothing (an empty slice; zero-sized tensors never
+    // reach the IR).
+    if (const ConstTensor *known = n.constant(k); known && known->elements() == 0)
+      continue;
     FailureOr<Value> v = n.operand(k);
     if (failed(v))
       return failure();
@@ -233,8 +237,19 @@ static LogicalResult importSlice(NodeImport &n) {
     if (d.step < 0)
       return n.error() << "negative steps are supported only on values known at import "
                           "time";
-    if (d.count == 0)
+  }
+  // An empty slice (Phi-3's pass-through part when the whole head rotates)
+  // holds no data, so it is known: a zero-element value that Concat drops.
+  // Anything else that reads it refuses it by name.
+  if (llvm::any_of(dims, [](const SliceDim &d) { return d.count == 0; })) {
+    std::optional<ConstKind> kind = constKindOf(elementOf(*x));
+    if (!kind)
       return n.error() << "the slice is empty (zero-sized tensors are not supported)";
+    std::vector<int64_t> shape;
+    for (const SliceDim &d : dims)
+      shape.push_back(d.count);
+    n.setFolded(0, ConstTensor::zeros(*kind, shape));
+    return success();
   }
   if (isWhole(shapeOf(*x), dims)) {
     return n.aliasResult(0, 0);
@@ -409,7 +424,7 @@ static FailureOr<ConstKind> castTarget(NodeImport &n) {
       return failure();
     if (!kind) {
       n.error()
-          << "the target type (input 1) must be FLOAT, DOUBLE, INT64, INT32 or BOOL";
+          << "the target type (input 1) must be FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32 or BOOL";
       return failure();
     }
     return *kind;
@@ -422,7 +437,7 @@ static FailureOr<ConstKind> castTarget(NodeImport &n) {
   std::optional<ConstKind> kind = constKindOf((int32_t)to->i());
   if (!kind) {
     n.error() << "cast to dtype " << to->i()
-              << " is not supported (FLOAT, DOUBLE, INT64, INT32 or BOOL)";
+              << " is not supported (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32 or BOOL)";
     return failure();
   }
   return *kind;

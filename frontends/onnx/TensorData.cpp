@@ -17,7 +17,43 @@ std::string dtypeName(int32_t dtype) {
 }
 
 bool isFloatDtype(int32_t dtype) {
-  return dtype == onnx::TensorProto::FLOAT || dtype == onnx::TensorProto::DOUBLE;
+  return dtype == onnx::TensorProto::FLOAT || dtype == onnx::TensorProto::DOUBLE ||
+         isHalfDtype(dtype);
+}
+
+bool isHalfDtype(int32_t dtype) {
+  return dtype == onnx::TensorProto::FLOAT16 || dtype == onnx::TensorProto::BFLOAT16;
+}
+
+float halfBitsToFloat(int32_t dtype, uint16_t bits) {
+  if (dtype == onnx::TensorProto::BFLOAT16) {
+    uint32_t word = (uint32_t)bits << 16;
+    float out;
+    std::memcpy(&out, &word, 4);
+    return out;
+  }
+  // IEEE binary16: 1 sign, 5 exponent, 10 mantissa bits.
+  uint32_t sign = (uint32_t)(bits & 0x8000) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+  uint32_t word;
+  if (exponent == 0x1f) {
+    word = sign | 0x7f800000u | (mantissa << 13); // inf, nan
+  } else if (exponent != 0) {
+    word = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    word = sign; // +-0
+  } else {
+    // Subnormal: normalize the mantissa.
+    int shift = 0;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    word = sign | ((uint32_t)(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float out;
+  std::memcpy(&out, &word, 4);
+  return out;
 }
 
 bool isIntegerDtype(int32_t dtype) {
@@ -27,6 +63,8 @@ bool isIntegerDtype(int32_t dtype) {
 Type elementTypeOf(MLIRContext &context, int32_t dtype) {
   switch (dtype) {
   case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
     return Float32Type::get(&context);
   case onnx::TensorProto::DOUBLE:
     return Float64Type::get(&context);
@@ -132,7 +170,25 @@ bool readReals(const onnx::TensorProto &tensor, std::vector<double> &out,
     out.assign(narrow.begin(), narrow.end());
     return ok;
   }
-  error = "has dtype " + dtypeName(tensor.data_type()) + ", expected FLOAT or DOUBLE";
+  if (isHalfDtype(tensor.data_type())) {
+    // raw_data holds 2 bytes an element; int32_data one element's bits per value.
+    std::vector<uint16_t> bits;
+    bool ok = true;
+    if (tensor.has_raw_data()) {
+      ok = readRaw<uint16_t>(tensor, count, bits, error);
+    } else {
+      std::vector<int32_t> wide;
+      ok = readField<int32_t>(tensor.int32_data(), count, wide, error);
+      for (int32_t v : wide)
+        bits.push_back((uint16_t)v);
+    }
+    out.clear();
+    for (uint16_t b : bits)
+      out.push_back(halfBitsToFloat(tensor.data_type(), b));
+    return ok;
+  }
+  error = "has dtype " + dtypeName(tensor.data_type()) +
+          ", expected FLOAT, DOUBLE, FLOAT16 or BFLOAT16";
   return false;
 }
 

@@ -22,6 +22,12 @@ What it does, and why:
   biases and folds gathered position embeddings into constants, so those would not train
   as in PyTorch (docs/frontends.md, "Exported LLMs"). Off keeps every parameter under its
   name; the mask and position subgraphs it also keeps are folded by the compiler.
+- `--family` builds Llama, Qwen2, Qwen3 (q/k norms), Mistral, Phi-3 (fused qkv and
+  gate_up), Gemma (a (1 + w) RMSNorm scale, scaled embeddings, tied head), GPT-2 and
+  GPT-NeoX (parallel residual, partial rotary) from the size flags; `--model` any local
+  causal LM the dynamo exporter handles.
+- `--dtype bfloat16|float16` exports 16-bit initializers, as a model loaded in bf16 does;
+  the compiler widens them to fp32 masters.
 - External data above 1 GiB of weights (`--external-data auto|always|never`).
 - `--graph-only` builds the model on the meta device, so a 70B graph exports in seconds with
   no memory: initializers are written as external-data references to `OUT.data`, which is
@@ -37,6 +43,8 @@ import sys
 GENERATOR = "megatrain export_hf.py"
 GENERATOR_VERSION = "1"
 ONE_GIB = 1 << 30
+# Families --family builds from the size flags (make_config).
+FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt2", "gpt_neox"]
 
 
 def parse_args(argv):
@@ -44,7 +52,7 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="a local Hugging Face model directory")
-    src.add_argument("--family", choices=["llama", "qwen2", "mistral", "gpt2"],
+    src.add_argument("--family", choices=FAMILIES,
                      help="build a randomly initialized model of this family from the size flags")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
@@ -53,7 +61,15 @@ def parse_args(argv):
     p.add_argument("--intermediate", type=int, default=None, help="MLP width (default 4 x hidden for gpt2, else 11/4 x hidden)")
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--max-positions", type=int, default=None)
-    p.add_argument("--tie-embeddings", action="store_true", help="tie lm_head to the token embedding (gpt2 always ties)")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="tie lm_head to the token embedding (gpt2 and gemma always tie)")
+    p.add_argument("--head-dim", type=int, default=None,
+                   help="attention head width (qwen3, gemma; default hidden / heads)")
+    p.add_argument("--rotary-pct", type=float, default=0.25,
+                   help="gpt_neox: the fraction of each head that is rotated (partial rotary)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="the weights' dtype in the export (a model loaded in bf16 exports bf16 "
+                        "initializers; megatrain-compile trains them from fp32 masters)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq", type=int, required=True)
@@ -79,14 +95,43 @@ def make_config(args):
                   num_attention_heads=args.heads, num_key_value_heads=kv,
                   intermediate_size=inter, max_position_embeddings=args.max_positions or max(args.seq, 64),
                   tie_word_embeddings=args.tie_embeddings, use_cache=False, attention_dropout=0.0)
+    # No padding row (nn.Embedding's padding_idx gets no gradient, which an
+    # exported graph does not know) and no special ids outside a tiny vocabulary.
+    ids = dict(pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    head_dim = args.head_dim or args.hidden // args.heads
+    if args.family == "gpt_neox":
+        return tf.GPTNeoXConfig(vocab_size=args.vocab, hidden_size=args.hidden,
+                                num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                                intermediate_size=args.intermediate or 4 * args.hidden,
+                                max_position_embeddings=common["max_position_embeddings"],
+                                rotary_pct=args.rotary_pct, use_parallel_residual=True,
+                                hidden_dropout=0.0, attention_dropout=0.0,
+                                tie_word_embeddings=args.tie_embeddings, use_cache=False, **ids)
     if args.family == "llama":
         return tf.LlamaConfig(**common)
     if args.family == "qwen2":
         return tf.Qwen2Config(**common)
+    if args.family == "qwen3":
+        return tf.Qwen3Config(head_dim=head_dim, **common, **ids)
+    if args.family == "phi3":
+        return tf.Phi3Config(resid_pdrop=0.0, embd_pdrop=0.0, **common, **ids)
+    if args.family == "gemma":
+        common["tie_word_embeddings"] = True
+        return tf.GemmaConfig(head_dim=head_dim, **common, **ids)
     return tf.MistralConfig(sliding_window=None, **common)
 
 
 def load_model(args):
+    """The model in fp32, or in --dtype (rounded from the fp32 initialization
+    when built from a config, so the same seed gives the same values)."""
+    import torch
+    model = load_model_fp32(args)
+    if getattr(args, "dtype", "float32") != "float32":
+        model = model.to(getattr(torch, args.dtype))
+    return model
+
+
+def load_model_fp32(args):
     import torch
     import transformers as tf
     if args.model:

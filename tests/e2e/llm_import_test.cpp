@@ -4,8 +4,8 @@
 // of 10 AdamW steps on one fixed batch against PyTorch's.
 //
 // The optimized exports do not hold PyTorch's parameters one to one (the exporter ties
-// equal initializers, and for GPT-2 drops the zero Conv1D biases and folds the position
-// embedding into a constant; tests/models/make_llm_extra_models.py), so their
+// equal initializers, and for GPT-2 drops the zero Conv1D biases; the position embedding
+// it folds into an anonymous initializer still trains; tests/models/make_llm_extra_models.py), so their
 // losses are checked exactly against PyTorch training that parameter set, and against
 // PyTorch's own training only as closely as the export allows.
 #include <gtest/gtest.h>
@@ -39,7 +39,7 @@ struct Export {
   std::string variant;  // "" or "opset23" (Attention and RMSNormalization nodes)
   // PyTorch's 10 losses; for optimized exports whose parameters differ from
   // PyTorch's, how close they can be (measured gaps: Llama 4.3e-5, Qwen2
-  // 6.7e-5, Mistral 3.3e-5, GPT-2 4.7e-3).
+  // 6.7e-5, Mistral 3.3e-5, GPT-2 1.4e-3: its Conv1D biases are gone).
   double torchLossTolerance;
   // Parameters the imported graph trains (the optimized exports tie equal ones).
   int trainable;
@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Export{"llama", false, "", 1e-3, 21}, Export{"llama", true, "", 1e-3, 17},
                       Export{"qwen2", false, "", 1e-3, 27}, Export{"qwen2", true, "", 1e-3, 19},
                       Export{"mistral", false, "", 1e-3, 21}, Export{"mistral", true, "", 1e-3, 17},
-                      Export{"gpt2", false, "", 1e-3, 28}, Export{"gpt2", true, "", 1e-2, 11},
+                      Export{"gpt2", false, "", 1e-3, 28}, Export{"gpt2", true, "", 3e-3, 12},
                       Export{"llama", true, "opset23", 1e-3, 17}),
     [](const ::testing::TestParamInfo<Export>& info) { return info.param.name(); });
 

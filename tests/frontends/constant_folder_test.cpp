@@ -4,6 +4,7 @@
 // position ids rely on (Slice clamping and negative steps, Range, CumSum, GatherND,
 // casts, integer division).
 #include "ConstantFolder.h"
+#include "TensorData.h"
 
 #include <gtest/gtest.h>
 
@@ -303,6 +304,39 @@ TEST(ConstantFolder, RepeatedDimsAreDropped) {
   EXPECT_EQ(reduced.f, (std::vector<double>{0, -1, 0, 0}));
   ConstTensor distinct = floats({1, 2}, {2});
   EXPECT_FALSE(dropRepeatedDims(distinct, reduced));
+}
+
+TEST(ConstantFolder, HalfInitializersReadAsFloat) {
+  // FLOAT16 and BFLOAT16 initializers (a model saved in bf16) read exactly into
+  // f32: normals, the largest half, subnormals, zeros, infinities.
+  const int32_t half = onnx::TensorProto::FLOAT16, bf16 = onnx::TensorProto::BFLOAT16;
+  EXPECT_EQ(halfBitsToFloat(half, 0x3c00), 1.0f);
+  EXPECT_EQ(halfBitsToFloat(half, 0xc000), -2.0f);
+  EXPECT_EQ(halfBitsToFloat(half, 0x7bff), 65504.0f);
+  EXPECT_EQ(halfBitsToFloat(half, 0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(halfBitsToFloat(half, 0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(halfBitsToFloat(half, 0x8000), -0.0f);
+  EXPECT_TRUE(std::signbit(halfBitsToFloat(half, 0x8000)));
+  EXPECT_EQ(halfBitsToFloat(half, 0x7c00), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(halfBitsToFloat(half, 0x7e00)));
+  EXPECT_EQ(halfBitsToFloat(bf16, 0x3f80), 1.0f);
+  EXPECT_EQ(halfBitsToFloat(bf16, 0xc0a0), -5.0f);
+
+  onnx::TensorProto t;
+  t.set_data_type(bf16);
+  t.add_dims(2);
+  t.set_raw_data(std::string("\x80\x3f\xa0\xc0", 4)); // 1, -5 little-endian
+  ConstTensor value;
+  std::string error;
+  ASSERT_TRUE(readConstTensor(t, value, error)) << error;
+  EXPECT_EQ(value.kind, ConstKind::F32);
+  EXPECT_EQ(value.f, (std::vector<double>{1.0, -5.0}));
+  t.clear_raw_data();
+  t.set_data_type(half);
+  t.add_int32_data(0x3c00);
+  t.add_int32_data(0xc000);
+  ASSERT_TRUE(readConstTensor(t, value, error)) << error;
+  EXPECT_EQ(value.f, (std::vector<double>{1.0, -2.0}));
 }
 
 } // namespace

@@ -413,9 +413,9 @@ def llm_models():
          init("big_buffer", np.ones((5000, 4), np.float32))], check=False)
     ext = params.graph.initializer.add()
     ext.name, ext.data_type = "external_buffer", F
-    ext.dims.extend([4])
+    ext.dims.extend([3, 4])  # not a per-channel vector: a buffer, not a norm scale
     ext.data_location = TensorProto.EXTERNAL
-    for k, v in (("location", "llm_params.onnx.data"), ("offset", "0"), ("length", "16")):
+    for k, v in (("location", "llm_params.onnx.data"), ("offset", "0"), ("length", "48")):
         entry = ext.external_data.add()
         entry.key, entry.value = k, v
     helper.set_model_props(params, {"megatrain.generator": f"{GENERATOR} {GENERATOR_VERSION}",
@@ -476,6 +476,26 @@ def llm_models():
         n("Range", ["start", "limit", "step"], ["r"], name="positions"),
         n("Add", ["x", "r"], ["y"], name="add_positions"),
     ], [vi("x", F, [4500000])], [vi("y", F, [4500000])])
+
+    # The trainable rule without megatrain.parameters, on what torch.onnx.export's
+    # optimizer makes: a Pow exponent and a scale lifted into scalar initializers
+    # (buffers), an anonymous W^T and a folded norm scale `add_4` (parameters, as
+    # read), a mask (buffer), the embedding named like a parameter; `add_4` scales
+    # two norms (merged by the optimizer: a warning).
+    out["llm_no_metadata"] = model("llm_no_metadata", [
+        n("Gather", ["emb.weight", "ids"], ["e"], name="embed"),
+        n("Pow", ["e", "val_2"], ["sq"], name="square"),
+        n("Mul", ["sq", "add_4"], ["h"], name="norm_1"),
+        n("Mul", ["h", "add_4"], ["h2"], name="norm_2"),
+        n("Transpose", ["val_93"], ["w"], name="w_t", perm=[1, 0]),
+        n("MatMul", ["h2", "w"], ["hw"], name="proj"),
+        n("Add", ["hw", "val_mask"], ["m"], name="masked"),
+        n("Mul", ["m", "val_scale"], ["y"], name="scaled"),
+    ], [vi("ids", I64, [2, 3])], [vi("y", F, [2, 3, 4])],
+        [weight("emb.weight", (16, 4)), init("val_2", np.float32(2.0)),
+         init("add_4", np.full(4, 1.5, np.float32)), weight("val_93", (4, 4)),
+         init("val_mask", np.zeros((3, 4), np.float32)), init("val_scale", np.float32(0.5))],
+        opset=18)
     return out
 
 

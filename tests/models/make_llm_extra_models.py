@@ -18,9 +18,11 @@ optimized export cannot follow PyTorch's own training exactly (make_llm_models.p
   - GPT-2's Conv1D biases (zeros) disappear when the optimizer folds `x @ W + 0` into a
     Gemm without C, so they never train;
   - GPT-2's position embedding is gathered at constant positions and folded into the
-    constant `embedding_1` (wpe[:32]), a buffer, so it never trains.
+    initializer `embedding_1` (wpe[:32]); the importer trains it, as a table added to an
+    embedding lookup (docs/frontends.md, "Trainable rule"), so the rows the positions
+    read train as in PyTorch.
 This script trains the same PyTorch models with those changes made explicitly (equal
-parameters tied; GPT-2's Conv1D biases and wpe frozen) and writes, per family,
+parameters tied; GPT-2's Conv1D biases frozen) and writes, per family,
   <family>_opt_losses_as_exported.npy   loss before each of the 10 AdamW steps (float64)
 so tests/e2e/llm_import_test.cpp can check the optimized exports exactly, and the
 PyTorch references only as far as the export allows. It checks that each modeled change
@@ -78,7 +80,6 @@ def as_exported_losses(family, ids, out_dir):
         for module in model.modules():
             if type(module).__name__ == "Conv1D":
                 freeze(module, "bias")
-        freeze(model.transformer.wpe, "weight")
     x = torch.from_numpy(ids)
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, **M.ADAMW)
@@ -109,10 +110,15 @@ def export_opset23(out_dir):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.path.join(HERE, "llm"))
+    p.add_argument("--only", nargs="*", default=None,
+                   help="write only these families' losses (and not the opset-23 export)")
     args = p.parse_args()
-    export_opset23(args.out)
+    if not args.only:
+        export_opset23(args.out)
     ids = np.load(os.path.join(args.out, "input_ids.npy"))
     for family in M.FAMILIES:
+        if args.only and family not in args.only:
+            continue
         losses = as_exported_losses(family, ids, args.out)
         np.save(os.path.join(args.out, f"{family}_opt_losses_as_exported.npy"), losses)
         ref = np.load(os.path.join(args.out, f"{family}_losses.npy"))

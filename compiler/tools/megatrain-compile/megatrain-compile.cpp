@@ -168,7 +168,8 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
       shapes, [&](const std::string &v) { parseShapes(v, args); }));
 
   const std::string loss = "Loss (default: a scalar output named `loss`; else next-token-ce when "
-                           "the model has an output `logits` and an input `input_ids`)";
+                           "the model has an output `logits` (or only one output) and an input "
+                           "`input_ids` (or only one input))";
   megatrain::addValueOption(app, "--loss-output", "NAME", "minimize the scalar graph output NAME", loss,
            [&](const std::string &v) { args.pipeline.lossOutput = v; args.lossFlags = true; });
   megatrain::addValueOption(app, "--loss", "next-token-ce|output",
@@ -180,9 +181,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
              args.lossMode = v;
              args.lossFlags = true;
            });
-  megatrain::addValueOption(app, "--logits", "NAME", "[B, T, V] logits output (default logits)", loss,
+  megatrain::addValueOption(app, "--logits", "NAME", "[B, T, V] logits output (default logits, or the only output)", loss,
            [&](const std::string &v) { args.pipeline.logits = v; args.lossFlags = true; });
-  megatrain::addValueOption(app, "--tokens", "NAME", "[B, T] token input (default input_ids)", loss,
+  megatrain::addValueOption(app, "--tokens", "NAME", "[B, T] token input (default input_ids, or the only input)", loss,
            [&](const std::string &v) { args.pipeline.tokens = v; args.lossFlags = true; });
   megatrain::addValueOption(app, "--ignore-index", "N", "target id that contributes no loss (default -100)", loss,
            [&](const std::string &v) { args.pipeline.ignoreIndex = parseInt("ignore-index", v); });
@@ -214,8 +215,8 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                     ", got '" + v + "'");
            });
 
-  const std::string params = "Parameters (floating initializers are trainable by default; "
-                             "ECMAScript regexes, full match, --frozen wins)";
+  const std::string params = "Parameters (docs/frontends.md, \"Trainable rule\"; ECMAScript "
+                             "regexes, full match, --frozen wins)";
   megatrain::addValueOption(app, "--trainable", "REGEX", "make matching initializers trainable", params,
            [&](const std::string &v) { checkRegex("trainable", v); args.import.trainable = v; });
   megatrain::addValueOption(app, "--frozen", "REGEX", "make matching initializers frozen", params,
@@ -329,6 +330,10 @@ void chooseLoss(mlir::ModuleOp module, CompileArgs &args) {
         inputIds = true;
     }
   }
+  // One output and one input (torch.onnx.export's linear_14 and ids): the
+  // logits and the tokens (mt-add-loss picks them).
+  logits = logits || outputs.size() == 1;
+  inputIds = inputIds || inputs.size() == 1;
   if (scalarLoss) {
     pipeline.lossMode = "output";
     pipeline.lossOutput = "loss";

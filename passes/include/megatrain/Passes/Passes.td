@@ -124,9 +124,11 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
     Option<"mode", "mode", "std::string", "\"output\"",
            "output | next-token-ce">,
     Option<"logits", "logits", "std::string", "\"logits\"",
-           "Graph output holding [B, T, V] logits (next-token-ce)">,
+           "Graph output holding [B, T, V] logits (next-token-ce); with the "
+           "default name, the only output of a graph with one output">,
     Option<"tokens", "tokens", "std::string", "\"input_ids\"",
-           "Graph input holding [B, T] token ids (next-token-ce)">,
+           "Graph input holding [B, T] token ids (next-token-ce); with the "
+           "default name, the only input of a graph with one input">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Target id that contributes no loss">,
     ListOption<"keepOutputs", "keep-outputs", "std::string",
