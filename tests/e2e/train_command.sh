@@ -19,7 +19,7 @@ check() {
 }
 
 # The committed fixture when there is one, else one made by the project's script.
-HF=$SRC/tests/models/hf/llama
+HF=$SRC/tests/models/hf/tiny_llama
 if [[ ! -f $HF/config.json ]]; then
   HF=$WORK/hf_llama
   python3 "$SRC/tests/models/make_tiny_hf.py" --out "$HF" >/dev/null 2>&1 || { echo "FAIL  make_tiny_hf.py"; exit 1; }
