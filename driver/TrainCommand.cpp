@@ -149,10 +149,12 @@ RunFeatures probeRun(const std::string& run) {
   return features;
 }
 
+// An NVIDIA driver with a device: what megatrain-profile needs (a container may show
+// the device node without the /proc entry).
 bool gpuPresent() {
   std::error_code error;
   const fs::path gpus = "/proc/driver/nvidia/gpus";
-  return fs::is_directory(gpus, error) && !fs::is_empty(gpus, error);
+  return (fs::is_directory(gpus, error) && !fs::is_empty(gpus, error)) || fs::exists("/dev/nvidia0", error);
 }
 
 std::string requireTool(const std::string& name) {
@@ -349,7 +351,9 @@ int runTrain(TrainOptions& o) {
     runStage({siblingTool("megatrain-profile"), "-o", ownProfile.string()}, "megatrain-profile");
     profile = ownProfile.string();
   } else {
-    stage(2, "device profile: none (no GPU here); the compiler's default figures");
+    stage(2, std::string("device profile: none (") +
+                 (gpuPresent() ? "this build has no megatrain-profile" : "no GPU here") +
+                 "); the compiler's default figures");
   }
   uint64_t deviceMemory = 0;
   if (!profile.empty()) {
