@@ -171,6 +171,9 @@ bool parseToolCommandLine(CLI::App& app, int argc, const char* const* argv) {
     std::string near = nearestOption(app, "--" + key);
     if (near.rfind("--", 0) == 0) near = near.substr(2);
     throw Error("--config: unknown key '" + key + "'" + withSuggestion(near));
+  } catch (const CLI::FileError& error) {
+    // The one file CLI11 opens itself.
+    throw Error(std::string("--config: ") + error.what());
   } catch (const CLI::ArgumentMismatch& error) {
     const std::string message = error.what();
     std::string option = optionOfMessage(message);

@@ -80,6 +80,8 @@ check "--config: the command line wins (lr 0.25): $lr" test "$lr" = "AdamW lr 0.
 printf 'stepz = 3\n' >"$TMP/bad.toml"
 expect_line "--config unknown key" "$R --config: unknown key 'stepz' (did you mean steps? see --help)" \
   "$BIN/megatrain-run" x.plan --config "$TMP/bad.toml"
+expect_line "--config missing file" "$R --config: $TMP/none.toml was not readable (missing?)" \
+  "$BIN/megatrain-run" x.plan --config "$TMP/none.toml"
 
 # `megatrain CMD` runs megatrain-CMD with the same arguments.
 "$BIN/megatrain" compile "$TINY" --out "$TMP/via.plan" --shape input_ids=2x64 --loss next-token-ce >/dev/null 2>&1
