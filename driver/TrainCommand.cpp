@@ -9,8 +9,9 @@
 //      when a GPU is present; without one the compiler keeps its default figures;
 //   3. compile: megatrain-compile, batch and sequence from the flags or the model's
 //      config, the device budget from the profile unless --device-memory is given;
-//   4. data: token files (.bin) as they are; text through tokenize_text.py with the
-//      model's tokenizer;
+//   4. data: token files (.bin) as they are; text and conversations (.jsonl) through
+//      tokenize_text.py with the model's tokenizer (EOS between documents; a loss mask for
+//      conversations, which the plan then reads through --targets);
 //   5. train: megatrain-run, resuming from RUN_DIR/checkpoints when a checkpoint is there;
 //   6. write RUN_DIR/hf, a directory transformers loads.
 // The resolved configuration goes to RUN_DIR/config.toml before training starts.
@@ -264,6 +265,7 @@ void addTrainOptions(CLI::App& app, TrainOptions& o) {
        To::Run, anyText);
 
   const std::string run = "Run";
+  pass("--export-dtype", "fp32|bf16|fp16", "dtype of RUN_DIR/hf (default: the model's own)", run, To::Run, anyText);
   pass("--seed", "N", "seed of the data order (default 0)", run, To::Run, anyText);
   pass("--save-every", "N", "also save a checkpoint every N steps (always at the end)", run, To::Run, count);
   pass("--keep-checkpoints", "N", "keep only the N newest checkpoints", run, To::Run, count);
@@ -303,6 +305,17 @@ int runTrain(TrainOptions& o) {
     o.seq = std::min<int64_t>(context, 2048);
   }
   if (o.batch == 0) o.batch = 1;
+  // Conversations (.jsonl) get a loss mask from tokenize_text.py, and so may token files
+  // (their sidecar names it): the loss then reads targets that megatrain-run masks.
+  bool lossMask = false;
+  for (const std::string& file : o.data) {
+    const fs::path path = file;
+    if (path.extension() == ".jsonl") lossMask = true;
+    if (path.extension() == ".bin" && fs::exists(file + ".json")) {
+      const nlohmann::json meta = parseJson(readText(file + ".json"), file + ".json");
+      lossMask = lossMask || (meta.is_object() && meta.contains("mask"));
+    }
+  }
   int64_t microbatches = 1;
   for (const auto& [flag, value] : o.compileFlags)
     if (flag == "--microbatches") microbatches = positive(value, flag);
@@ -310,6 +323,9 @@ int runTrain(TrainOptions& o) {
   const std::string compile = requireTool("megatrain-compile");
   const std::string runTool = requireTool("megatrain-run");
   const RunFeatures features = probeRun(runTool);
+  for (const auto& [flag, value] : o.runFlags)
+    if (flag == "--export-dtype" && !features.exportHf)
+      throw Error("--export-dtype: this build's megatrain-run has no --export-hf; leave --export-dtype out");
   const bool forwardOnly = captureProgram({compile, "--help"}).find("--forward-only") != std::string::npos;
   if (!o.evalData.empty() && (!features.eval || !forwardOnly))
     throw Error("--eval-data: this build's megatrain-run has no --eval-plan (or megatrain-compile no "
@@ -369,6 +385,7 @@ int runTrain(TrainOptions& o) {
     std::vector<std::string> argv = {compile, onnx.string(), "-o", plan.string(), "--shape",
                                      "input_ids=" + std::to_string(o.batch) + "x" + std::to_string(o.seq),
                                      "--loss", "next-token-ce"};
+    if (lossMask) argv.insert(argv.end(), {"--targets", "targets"});
     bool budget = false;
     for (const auto& [flag, value] : o.compileFlags) {
       argv.push_back(flag);
@@ -414,8 +431,13 @@ int runTrain(TrainOptions& o) {
       fs::create_directories(bin.parent_path());
       std::vector<std::string> argv = {o.python, pythonScript("tokenize_text.py")};
       argv.insert(argv.end(), texts.begin(), texts.end());
-      argv.insert(argv.end(), {"--out", bin.string(), "--tokenizer", (model / "tokenizer.json").string()});
-      const Stamp stamp = stampFor(o, "tokenize-" + name, argv);
+      // The model's folder: tokenize_text.py takes the EOS and BOS rules from its tokenizer_config.json.
+      argv.insert(argv.end(), {"--out", bin.string(), "--tokenizer", model.string()});
+      Stamp stamp = stampFor(o, "tokenize-" + name, argv);
+      // Changed text is tokenized again: the stamp holds each input's size and time.
+      for (const std::string& text : texts)
+        stamp.command += "\n" + text + " " + std::to_string(fs::file_size(text)) + " " +
+                         std::to_string(fs::last_write_time(text).time_since_epoch().count());
       if (stamp.current(bin)) {
         note(name + " tokens: " + bin.string() + " (tokenized before)");
       } else {

@@ -9,6 +9,12 @@
 // dump), makes the function return nothing and erases what only the dropped
 // outputs needed.
 //
+// With targets=NAME the cross-entropy reads its targets from a new graph
+// input NAME of the tokens' type, marked `mt.targets_of = <tokens>`, instead
+// of the tokens themselves: the runtime fills it from the tokens with the
+// positions a loss mask excludes set to ignore-index, the positions torch's
+// cross_entropy(ignore_index=...) skips.
+//
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
 
@@ -179,10 +185,26 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
           << logitsType;
       return failure();
     }
+    Value targetValues = tokenInput.getResult();
+    if (!targets.empty()) {
+      if (llvm::is_contained(inputNames, targets)) {
+        func.emitError("targets input '")
+            << targets << "' is already a graph input; name the targets "
+            << "input something else";
+        return failure();
+      }
+      // Beside the tokens, so the inputs stay together in the schedule.
+      OpBuilder inputs(tokenInput);
+      inputs.setInsertionPointAfter(tokenInput);
+      auto input = inputs.create<mt::InputOp>(tokenInput.getLoc(), tokType,
+                                              inputs.getStringAttr(targets));
+      input->setAttr("mt.targets_of", inputs.getStringAttr(tokens));
+      targetValues = input.getResult();
+    }
     OpBuilder builder(ret);
     auto ce = builder.create<mt::NextTokenCrossEntropyOp>(
         ret.getLoc(), mt::tensorLike(logitsType, {}), logitsValue,
-        tokenInput.getResult(), builder.getI64IntegerAttr(ignoreIndex));
+        targetValues, builder.getI64IntegerAttr(ignoreIndex));
     return ce.getResult();
   }
 

@@ -33,6 +33,7 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   loss.logits = options.logits;
   loss.tokens = options.tokens;
   loss.ignoreIndex = options.ignoreIndex;
+  loss.targets = options.targets;
   loss.keepOutputs = options.keepOutputs;
   pm.addNestedPass<mlir::func::FuncOp>(createAddLoss(loss));
   pm.addNestedPass<mlir::func::FuncOp>(createAutodiff());

@@ -31,7 +31,8 @@ What it does, and why:
 - External data above 1 GiB of weights (`--external-data auto|always|never`).
 - `--graph-only` builds the model on the meta device, so a 70B graph exports in seconds with
   no memory: initializers are written as external-data references to `OUT.data`, which is
-  not written. Good for compiling and planning, not for training.
+  not written. Good for compiling and planning; to train, give megatrain-run the weights
+  from elsewhere: `--weights MODEL_DIR` (the checkpoint's safetensors) or `--init normal:STD`.
 
 Needs torch, transformers, onnx (and onnxscript for the dynamo exporter).
 """

@@ -1,7 +1,10 @@
 // Format.cpp - human-readable numbers for the compiler's and the runtime's messages.
 #include "megatrain/plan/Format.h"
 
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace megatrain {
 

@@ -2,15 +2,24 @@
 //
 // Layout (little-endian; docs/runtime.md "Checkpoints"):
 //   header  48 bytes: magic "MEGACKPT", u32 version, u32 entry count,
-//           u64 file bytes, u64 plan hash, u64 table bytes,
+//           u64 file bytes, u64 state key, u64 table bytes,
 //           u32 CRC-32 of the table, u32 CRC-32 of header bytes [0, 44)
-//   table   per entry: u32 name length, name, u32 kind (0 plan tensor,
-//           1 run state), u32 dtype (plan.proto DType), u32 rank,
-//           i64 dims[rank], u64 data offset, u64 data bytes
+//   table   per entry: u32 name length, name, u32 kind (0 parameter,
+//           1 run state, 2 optimizer state, 3 setting), u32 dtype (plan.proto
+//           DType), u32 rank, i64 dims[rank], u64 data offset, u64 data bytes
 //   data    each entry's bytes at its offset, 64-byte aligned, zero padding
 //   trailer u32 CRC-32 of every byte before it
 // The header and table have their own checksums so that a damaged header is
 // reported as such before its fields are trusted; the trailer covers all.
+//
+// The state key (CheckpointKey.h) is the hash of what the tensors and settings
+// are, not of the plan's bytes, so any plan of the same training (another
+// budget, precision, path or machine) resumes it. The entries are in an order
+// that depends on the key alone (settings, tensors by name, run state), so
+// every checkpoint with one key has the same header and table: that is what
+// --keep-checkpoints matches. Version 1 (until the state key) stored the
+// FNV-1a 64 of the plan file's bytes in the key's place, its tensors in plan
+// order, and no settings: it is read when that hash is this plan file's.
 #include "megatrain/runtime/Checkpoint.h"
 
 #include <fcntl.h>
@@ -23,9 +32,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/DType.h"
+#include "megatrain/runtime/CheckpointKey.h"
 #include "megatrain/runtime/Checksum.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/Finite.h"
@@ -36,8 +47,12 @@ namespace {
 constexpr uint64_t kHeaderBytes = 48;
 constexpr uint64_t kAlignment = 64;
 constexpr uint64_t kMaxCheckpointBytes = uint64_t(1) << 62;
-constexpr uint32_t kPlanTensor = 0;
+// Entry kinds. Version 1 had only 0 (any plan tensor) and 1.
+constexpr uint32_t kParameter = 0;
 constexpr uint32_t kRunState = 1;
+constexpr uint32_t kOptimizerState = 2;
+constexpr uint32_t kSetting = 3;
+constexpr uint32_t kVersionPlanHash = 1;  // the version keyed by the plan file's bytes
 
 // The run-state entries: 8-byte scalars. u64 values (seeds, RNG words) are
 // stored as i64 with the same bits.
@@ -70,12 +85,12 @@ constexpr FieldInfo kFields[kStateFields] = {
 
 struct Entry {
   std::string name;
-  uint32_t kind = kPlanTensor;
+  uint32_t kind = kParameter;
   plan::DType dtype = plan::DTYPE_UNSPECIFIED;
   std::vector<int64_t> shape;
   uint64_t offset = 0;
   uint64_t bytes = 0;
-  int index = -1;  // the plan tensor's id, or the StateField
+  int index = -1;  // the plan tensor's id, the StateField or the StateSetting
 };
 
 uint64_t alignUp(uint64_t value) { return (value + kAlignment - 1) / kAlignment * kAlignment; }
@@ -101,18 +116,42 @@ bool saved(const plan::Tensor& tensor) {
   return tensor.role() == plan::PARAMETER || tensor.role() == plan::OPTIMIZER_STATE;
 }
 
-// Every entry with its offset: the plan's PARAMETER and OPTIMIZER_STATE
-// tensors in id order, then the run state.
-std::vector<Entry> layoutEntries(const plan::Plan& plan, uint64_t& tableBytes, uint64_t& fileBytes) {
+// The bytes a stored tensor of this dtype and shape holds; 0 if that
+// overflows (dims come from a file: the caller refuses the entry).
+uint64_t storedBytes(plan::DType dtype, const std::vector<int64_t>& shape) {
+  uint64_t bytes = dtypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && bytes > kMaxCheckpointBytes / static_cast<uint64_t>(d))) return 0;
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return bytes;
+}
+
+// Every entry with its offset, in an order fixed by the key: the settings,
+// the stored tensors by name, then the run state.
+std::vector<Entry> layoutEntries(const plan::Plan& plan, const StateKey& key, uint64_t& tableBytes,
+                                 uint64_t& fileBytes) {
   std::vector<Entry> entries;
-  for (const plan::Tensor& tensor : plan.tensors()) {
-    if (!saved(tensor)) continue;
+  for (int setting = 0; setting < kStateSettings; ++setting) {
     Entry entry;
-    entry.name = tensor.name();
-    entry.dtype = tensor.dtype();
-    entry.shape.assign(tensor.shape().begin(), tensor.shape().end());
-    entry.bytes = tensor.buffer().size_bytes();
-    entry.index = static_cast<int>(tensor.id());
+    entry.name = kStateSettingInfo[setting].entry;
+    entry.kind = kSetting;
+    entry.dtype = kStateSettingInfo[setting].real ? plan::F64 : plan::I64;
+    entry.bytes = 8;
+    entry.index = setting;
+    entries.push_back(std::move(entry));
+  }
+  std::map<std::string, int> ids;
+  for (const plan::Tensor& tensor : plan.tensors())
+    if (saved(tensor)) ids[tensor.name()] = static_cast<int>(tensor.id());
+  for (const StateTensorKey& tensor : key.tensors) {
+    Entry entry;
+    entry.name = tensor.name;
+    entry.kind = tensor.optimizerState ? kOptimizerState : kParameter;
+    entry.dtype = tensor.dtype;
+    entry.shape = tensor.shape;
+    entry.bytes = storedBytes(tensor.dtype, tensor.shape);
+    entry.index = ids.at(tensor.name);
     entries.push_back(std::move(entry));
   }
   for (int field = 0; field < kStateFields; ++field) {
@@ -202,24 +241,26 @@ std::string systemError() { return std::strerror(errno); }
 
 uint64_t checkpointBytes(const plan::Plan& plan) {
   uint64_t tableBytes = 0, fileBytes = 0;
-  layoutEntries(plan, tableBytes, fileBytes);
+  layoutEntries(plan, stateKeyOf(plan), tableBytes, fileBytes);
   return fileBytes;
 }
 
 struct CheckpointWriter::Layout {
+  StateKey key;
   std::vector<Entry> entries;
   std::vector<unsigned char> prefix;  // header and table: the same in every checkpoint of the plan
   uint64_t words[kStateFields] = {};  // the run state being written
 };
 
-CheckpointWriter::CheckpointWriter(Executor& executor, uint64_t planHash, std::string dir)
-    : executor_(executor), planHash_(planHash), dir_(std::move(dir)), layout_(std::make_unique<Layout>()) {
+CheckpointWriter::CheckpointWriter(Executor& executor, std::string dir)
+    : executor_(executor), dir_(std::move(dir)), layout_(std::make_unique<Layout>()) {
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error) throw Error(dir_ + ": cannot create the checkpoint directory (" + error.message() + ")");
 
   uint64_t tableBytes = 0;
-  layout_->entries = layoutEntries(executor_.plan(), tableBytes, fileBytes_);
+  layout_->key = stateKeyOf(executor_.plan());
+  layout_->entries = layoutEntries(executor_.plan(), layout_->key, tableBytes, fileBytes_);
   std::vector<unsigned char> table;
   for (const Entry& entry : layout_->entries) {
     putU32(table, static_cast<uint32_t>(entry.name.size()));
@@ -236,7 +277,7 @@ CheckpointWriter::CheckpointWriter(Executor& executor, uint64_t planHash, std::s
   putU32(prefix, kCheckpointVersion);
   putU32(prefix, static_cast<uint32_t>(layout_->entries.size()));
   putU64(prefix, fileBytes_);
-  putU64(prefix, planHash_);
+  putU64(prefix, layout_->key.hash());
   putU64(prefix, tableBytes);
   putU32(prefix, crc32(table.data(), table.size()));
   putU32(prefix, crc32(prefix.data(), prefix.size()));
@@ -273,6 +314,8 @@ std::string CheckpointWriter::save(const TrainingState& state) {
     padTo(entry.offset);
     if (entry.kind == kRunState) {
       emit(&layout_->words[entry.index], 8);
+    } else if (entry.kind == kSetting) {
+      emit(&layout_->key.settings[entry.index], 8);
     } else {
       const plan::Tensor& tensor = executor_.plan().tensors(entry.index);
       const std::byte* data = executor_.backend().hostData(tensor);
@@ -392,7 +435,7 @@ class CheckpointReader {
 
 }  // namespace
 
-TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64_t planHash) {
+TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64_t planFileHash) {
   CheckpointReader in(path);
   if (in.size() < kHeaderBytes)
     in.fail("truncated: " + std::to_string(in.size()) + " bytes, less than the " + std::to_string(kHeaderBytes) +
@@ -401,16 +444,17 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
   in.read(header, kHeaderBytes);
   if (std::memcmp(header, kCheckpointMagic, 8) != 0) in.fail("bad magic (not a megatrain checkpoint)");
   const uint32_t version = getU32(header + 8);
-  if (version != kCheckpointVersion)
-    in.fail("format version " + std::to_string(version) + ", this build reads version " +
-            std::to_string(kCheckpointVersion));
+  if (version != kCheckpointVersion && version != kVersionPlanHash)
+    in.fail("format version " + std::to_string(version) + ", this build reads versions " +
+            std::to_string(kVersionPlanHash) + " and " + std::to_string(kCheckpointVersion));
+  const bool keyedByPlan = version == kVersionPlanHash;
   const uint32_t headerCrc = crc32(header, 44);
   if (getU32(header + 44) != headerCrc)
     in.fail("header checksum mismatch (stored " + hex(getU32(header + 44), 8) + ", computed " + hex(headerCrc, 8) +
             ")");
   const uint32_t entryCount = getU32(header + 12);
   const uint64_t fileBytes = getU64(header + 16);
-  const uint64_t savedPlanHash = getU64(header + 24);
+  const uint64_t savedKey = getU64(header + 24);
   const uint64_t tableBytes = getU64(header + 32);
   if (in.size() < fileBytes)
     in.fail("truncated: " + std::to_string(in.size()) + " of " + std::to_string(fileBytes) + " bytes");
@@ -426,17 +470,17 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
   const uint32_t tableCrc = crc32(table.data(), table.size());
   if (getU32(header + 40) != tableCrc)
     in.fail("table checksum mismatch (stored " + hex(getU32(header + 40), 8) + ", computed " + hex(tableCrc, 8) + ")");
-  if (savedPlanHash != planHash)
-    in.fail(
-        "written for another plan (plan hash " + hex(savedPlanHash, 16) + ", this plan's is " + hex(planHash, 16) + ")",
-        CheckpointError::Kind::PlanMismatch);
+  if (keyedByPlan && savedKey != planFileHash)
+    in.fail("format version 1, which is keyed by the plan file's bytes (plan hash " + hex(savedKey, 16) +
+                ", this plan's is " + hex(planFileHash, 16) +
+                "): resume it with the plan file it was written for; its next checkpoint is version " +
+                std::to_string(kCheckpointVersion) + ", keyed by the training state, which any recompile resumes",
+            CheckpointError::Kind::StateMismatch);
 
-  // The table, checked against the plan: every saved tensor once, with its
-  // dtype, shape and size; every run-state field once; offsets ascending.
-  const plan::Plan& plan = executor.plan();
+  // The table's structure: entries within the data area in ascending order,
+  // known kinds, each name once; in version 2 the settings first.
   std::vector<Entry> entries;
-  std::vector<char> seenTensor(static_cast<size_t>(plan.tensors_size()), 0);
-  bool seenField[kStateFields] = {};
+  std::map<std::string, int> seenNames;
   size_t at = 0;
   auto take = [&](size_t bytes) -> const unsigned char* {
     if (table.size() - at < bytes) in.fail("table entry " + std::to_string(entries.size()) + " runs past the table");
@@ -445,6 +489,7 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
     return p;
   };
   uint64_t end = kHeaderBytes + tableBytes;
+  bool pastSettings = false;
   for (uint32_t i = 0; i < entryCount; ++i) {
     Entry entry;
     const uint32_t nameBytes = getU32(take(4));
@@ -460,28 +505,85 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
     if (entry.offset < end || entry.offset > fileBytes - 4 || entry.bytes > fileBytes - 4 - entry.offset)
       in.fail("entry '" + entry.name + "' lies outside the data area");
     end = entry.offset + entry.bytes;
-    if (entry.kind == kPlanTensor) {
-      if (!executor.hasTensor(entry.name)) in.fail("holds tensor '" + entry.name + "', which the plan lacks");
-      const plan::Tensor& tensor = executor.tensor(entry.name);
-      const std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
-      if (!saved(tensor) || seenTensor[tensor.id()] || entry.dtype != tensor.dtype() || entry.shape != shape ||
-          entry.bytes != tensor.buffer().size_bytes())
-        in.fail("tensor '" + entry.name + "' does not match the plan's (" + dtypeName(tensor.dtype()) + " " +
-                formatShape(tensor.shape()) + ")");
-      seenTensor[tensor.id()] = 1;
-      entry.index = static_cast<int>(tensor.id());
-    } else if (entry.kind == kRunState) {
+    if (!seenNames.emplace(entry.name, static_cast<int>(entries.size())).second)
+      in.fail("entry '" + entry.name + "' appears twice");
+    if (entry.kind == kRunState) {
       for (int field = 0; field < kStateFields; ++field)
         if (entry.name == kFields[field].name) entry.index = field;
-      if (entry.index < 0 || seenField[entry.index] || entry.bytes != 8)
-        in.fail("unknown or repeated state entry '" + entry.name + "'");
-      seenField[entry.index] = 1;
+      if (entry.index < 0 || entry.bytes != 8) in.fail("unknown state entry '" + entry.name + "'");
+    } else if (entry.kind == kSetting && !keyedByPlan) {
+      if (pastSettings) in.fail("setting '" + entry.name + "' after the tensors");
+      for (int setting = 0; setting < kStateSettings; ++setting)
+        if (entry.name == kStateSettingInfo[setting].entry) entry.index = setting;
+      if (entry.index < 0 || entry.bytes != 8) in.fail("unknown setting '" + entry.name + "'");
+    } else if (entry.kind == kParameter || (entry.kind == kOptimizerState && !keyedByPlan)) {
+      if (!isFloating(entry.dtype) || entry.bytes != storedBytes(entry.dtype, entry.shape))
+        in.fail("tensor '" + entry.name + "' holds " + std::to_string(entry.bytes) + " bytes, not a " +
+                (isFloating(entry.dtype) ? dtypeName(entry.dtype) : "floating") + " tensor of its shape");
     } else {
       in.fail("entry '" + entry.name + "' has unknown kind " + std::to_string(entry.kind));
     }
+    if (entry.kind != kSetting) pastSettings = true;
     entries.push_back(std::move(entry));
   }
   if (at != table.size()) in.fail("table holds " + std::to_string(table.size() - at) + " bytes past its entries");
+
+  // Version 2: the state key, from the table and the settings (which come
+  // first in the data), must be the header's (else the file is damaged), then
+  // equal this plan's: a difference is named item by item.
+  const plan::Plan& plan = executor.plan();
+  if (!keyedByPlan) {
+    StateKey saved;
+    bool seenSetting[kStateSettings] = {};
+    for (const Entry& entry : entries) {
+      if (entry.kind == kSetting) {
+        in.skipTo(entry.offset);
+        in.read(&saved.settings[entry.index], 8);
+        seenSetting[entry.index] = true;
+      } else if (entry.kind != kRunState) {
+        saved.tensors.push_back(StateTensorKey{entry.name, entry.kind == kOptimizerState, entry.dtype, entry.shape});
+      }
+    }
+    for (int setting = 0; setting < kStateSettings; ++setting)
+      if (!seenSetting[setting])
+        in.fail("holds no setting '" + std::string(kStateSettingInfo[setting].entry) + "'");
+    std::sort(saved.tensors.begin(), saved.tensors.end(),
+              [](const StateTensorKey& a, const StateTensorKey& b) { return a.name < b.name; });
+    if (saved.hash() != savedKey)
+      in.fail("state key " + hex(savedKey, 16) + " is not that of its table and settings (" + hex(saved.hash(), 16) +
+              ")");
+    const StateKey wanted = stateKeyOf(plan);
+    const std::vector<std::string> differences = stateKeyDifferences(saved, wanted);
+    if (!differences.empty()) {
+      constexpr size_t kListed = 6;
+      std::string list;
+      for (size_t i = 0; i < differences.size() && i < kListed; ++i) list += (i ? "; " : "") + differences[i];
+      if (differences.size() > kListed) list += "; and " + std::to_string(differences.size() - kListed) + " more";
+      in.fail("its training state differs from this plan's: " + list + ". " + stateKeyRemedy(saved, wanted),
+              CheckpointError::Kind::StateMismatch);
+    }
+  }
+
+  // The tensors against the plan (a version 1 table has only names to go
+  // by): every saved tensor once, with its dtype, shape and size.
+  std::vector<char> seenTensor(static_cast<size_t>(plan.tensors_size()), 0);
+  bool seenField[kStateFields] = {};
+  for (Entry& entry : entries) {
+    if (entry.kind == kRunState) {
+      seenField[entry.index] = 1;
+      continue;
+    }
+    if (entry.kind == kSetting) continue;
+    if (!executor.hasTensor(entry.name)) in.fail("holds tensor '" + entry.name + "', which the plan lacks");
+    const plan::Tensor& tensor = executor.tensor(entry.name);
+    const std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+    if (!saved(tensor) || entry.dtype != tensor.dtype() || entry.shape != shape ||
+        entry.bytes > tensor.buffer().size_bytes())
+      in.fail("tensor '" + entry.name + "' does not match the plan's (" + dtypeName(tensor.dtype()) + " " +
+              formatShape(tensor.shape()) + ")");
+    seenTensor[tensor.id()] = 1;
+    entry.index = static_cast<int>(tensor.id());
+  }
   for (const plan::Tensor& tensor : plan.tensors())
     if (saved(tensor) && !seenTensor[tensor.id()]) in.fail("holds no tensor '" + tensor.name() + "'");
   for (int field = 0; field < kStateFields; ++field)
@@ -490,6 +592,7 @@ TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64
   // The data, straight into the host tensors.
   uint64_t words[kStateFields] = {};
   for (const Entry& entry : entries) {
+    if (entry.kind == kSetting) continue;  // read above
     in.skipTo(entry.offset);
     if (entry.kind == kRunState)
       in.read(&words[entry.index], 8);
@@ -523,7 +626,7 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
   return paths;
 }
 
-std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planHash,
+std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planFileHash,
                                         const std::function<void(const std::string&, const std::string&)>& skipped) {
   const std::vector<std::string> paths = listCheckpoints(dir);
   if (paths.empty()) return std::nullopt;
@@ -531,11 +634,11 @@ std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& execut
   std::vector<std::string> unusable;
   for (const std::string& path : paths) {
     try {
-      ResumePoint point{path, loadCheckpoint(path, executor, planHash)};
+      ResumePoint point{path, loadCheckpoint(path, executor, planFileHash)};
       for (const std::string& why : unusable) skipped(why, path);
       return point;
     } catch (const CheckpointError& e) {
-      if (e.kind() == CheckpointError::Kind::PlanMismatch) throw;
+      if (e.kind() == CheckpointError::Kind::StateMismatch) throw;
       unusable.push_back(e.what());
     }
   }

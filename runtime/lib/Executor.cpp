@@ -9,7 +9,7 @@
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/Finite.h"
-#include "megatrain/runtime/OnnxWeights.h"
+#include "megatrain/runtime/WeightSource.h"
 #include "megatrain/runtime/PlanLoader.h"
 
 namespace megatrain::runtime {
@@ -171,7 +171,10 @@ const plan::Tensor& Executor::tensor(const std::string& name) const {
   return plan_.tensors(static_cast<int>(it->second));
 }
 
-void Executor::loadWeights(const OnnxWeights& weights) {
+void Executor::loadWeights(const WeightSource& weights, const LoadProgress& progress) {
+  uint64_t total = 0, done = 0;
+  for (const plan::Tensor& tensor : plan_.tensors())
+    if (tensor.role() == plan::PARAMETER) total += tensor.buffer().size_bytes();
   std::vector<std::byte> bytes;
   for (const plan::Tensor& tensor : plan_.tensors()) {
     if (tensor.role() == plan::PARAMETER) {
@@ -185,6 +188,8 @@ void Executor::loadWeights(const OnnxWeights& weights) {
                     nonFiniteValueName(bytes.data(), bad, tensor.dtype()) + " at flat index " + std::to_string(bad) +
                     " (of " + std::to_string(elementCount(tensor.shape())) + " elements)");
       backend_->write(tensor, bytes.data(), bytes.size());
+      done += bytes.size();
+      if (progress) progress(done, total);
     } else if (tensor.role() == plan::OPTIMIZER_STATE) {
       bytes.assign(tensor.buffer().size_bytes(), std::byte{0});
       backend_->write(tensor, bytes.data(), bytes.size());

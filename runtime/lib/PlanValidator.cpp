@@ -17,6 +17,7 @@
 #include "megatrain/kernels/Manifest.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/FormatVersion.h"
 #include "megatrain/runtime/KernelBinding.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/PlanLoader.h"
@@ -427,6 +428,35 @@ class PlanValidator {
                header.token_input() + "' has " + std::to_string(copies) + " micro-batch copies (expected " +
                std::to_string(microbatches - 1) + ")");
       }
+    }
+
+    // The targets input (minor 5): beside a token input, an INPUT of its
+    // shape and dtype, with as many micro-batch copies.
+    if (!header.target_input().empty()) {
+      if (header.token_input().empty()) fail("header: target_input '" + header.target_input() + "' without a token_input");
+      const plan::Tensor* tokens = nullptr;
+      const plan::Tensor* targets = nullptr;
+      uint32_t tokenCopies = 0, targetCopies = 0;
+      for (const plan::Tensor& tensor : plan_.tensors()) {
+        if (tensor.role() != plan::INPUT) continue;
+        const int64_t tokenIndex = microbatchIndex(inputName(tensor), header.token_input());
+        const int64_t targetIndex = microbatchIndex(inputName(tensor), header.target_input());
+        if (tokenIndex == 0) tokens = &tensor;
+        if (targetIndex == 0) targets = &tensor;
+        tokenCopies += tokenIndex > 0;
+        targetCopies += targetIndex > 0;
+      }
+      if (!targets) fail("header: target_input '" + header.target_input() + "' is not an INPUT tensor");
+      if (tokens && (targets->dtype() != tokens->dtype() || formatShape(targets->shape()) != formatShape(tokens->shape())))
+        fail("header: target_input '" + header.target_input() + "' is " + formatShape(targets->shape()) + " " +
+             dtypeName(targets->dtype()) + ", unlike the token input " + formatShape(tokens->shape()) + " " +
+             dtypeName(tokens->dtype()));
+      if (targetCopies != tokenCopies)
+        fail("header: target_input '" + header.target_input() + "' has " + std::to_string(targetCopies) +
+             " micro-batch copies, the token input " + std::to_string(tokenCopies));
+      if (header.format_minor() < kPlanMinorTargets)
+        fail("header: target_input needs format minor " + std::to_string(kPlanMinorTargets) + ", the plan says " +
+             std::to_string(header.format_minor()));
     }
 
     if (hasAdamW_) {

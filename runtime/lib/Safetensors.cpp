@@ -28,15 +28,6 @@ std::string jsonString(const std::string& text) {
   return out + "\"";
 }
 
-const char* safetensorsDType(const ParameterValues& tensor) {
-  switch (tensor.dtype) {
-    case plan::F32: return "F32";
-    case plan::F64: return "F64";
-    default:
-      throw Error("tensor '" + tensor.name + "' is not f32 or f64; safetensors export writes those only");
-  }
-}
-
 std::vector<const ParameterValues*> sortedByName(const std::vector<ParameterValues>& tensors) {
   std::vector<const ParameterValues*> sorted;
   for (const ParameterValues& tensor : tensors) sorted.push_back(&tensor);
@@ -50,7 +41,18 @@ std::vector<const ParameterValues*> sortedByName(const std::vector<ParameterValu
 
 }  // namespace
 
-std::string safetensorsHeader(const std::vector<ParameterValues>& tensors,
+std::string safetensorsDTypeName(plan::DType dtype, const std::string& what) {
+  switch (dtype) {
+    case plan::F32: return "F32";
+    case plan::F64: return "F64";
+    case plan::BF16: return "BF16";
+    case plan::F16: return "F16";
+    default:
+      throw Error("tensor '" + what + "' is not f32, f64, bf16 or f16; safetensors export writes those only");
+  }
+}
+
+std::string safetensorsHeader(const std::vector<SafetensorsEntry>& entries,
                               const std::map<std::string, std::string>& metadata) {
   std::string header = "{\"__metadata__\":{";
   bool first = true;
@@ -60,12 +62,11 @@ std::string safetensorsHeader(const std::vector<ParameterValues>& tensors,
   }
   header += "}";
   uint64_t offset = 0;
-  for (const ParameterValues* tensor : sortedByName(tensors)) {
-    header += "," + jsonString(tensor->name) + ":{\"dtype\":\"" + safetensorsDType(*tensor) +
-              "\",\"shape\":[";
-    for (size_t i = 0; i < tensor->shape.size(); ++i)
-      header += (i ? "," : "") + std::to_string(tensor->shape[i]);
-    const uint64_t end = offset + tensor->bytes.size();
+  for (const SafetensorsEntry& entry : entries) {
+    header += "," + jsonString(entry.name) + ":{\"dtype\":\"" + entry.dtype + "\",\"shape\":[";
+    for (size_t i = 0; i < entry.shape.size(); ++i)
+      header += (i ? "," : "") + std::to_string(entry.shape[i]);
+    const uint64_t end = offset + entry.bytes;
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
     offset = end;
   }
@@ -73,6 +74,15 @@ std::string safetensorsHeader(const std::vector<ParameterValues>& tensors,
   // Spaces after the JSON are allowed; they keep the data 8-byte aligned.
   header.append((8 - header.size() % 8) % 8, ' ');
   return header;
+}
+
+std::string safetensorsHeader(const std::vector<ParameterValues>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsEntry> entries;
+  for (const ParameterValues* tensor : sortedByName(tensors))
+    entries.push_back({tensor->name, safetensorsDTypeName(tensor->dtype, tensor->name), tensor->shape,
+                       tensor->bytes.size()});
+  return safetensorsHeader(entries, metadata);
 }
 
 void writeSafetensors(const std::string& path, const std::vector<ParameterValues>& tensors,

@@ -1,6 +1,7 @@
 // TokenData.cpp - a flat binary token file, read as consecutive [batch, seq] windows.
 #include "megatrain/runtime/TokenData.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 
@@ -17,6 +18,7 @@ namespace {
 struct Sidecar {
   TokenDType dtype = TokenDType::U16;
   uint64_t vocab = 0;
+  std::string mask;  // the loss mask file as the sidecar names it; empty: none
 };
 
 Sidecar readSidecar(const std::string& text, const std::string& label) {
@@ -41,6 +43,12 @@ Sidecar readSidecar(const std::string& text, const std::string& label) {
       throw Error(label + ": \"vocab\" is not a non-negative integer: " + jsonForMessage(*vocab));
     sidecar.vocab = vocab->get<uint64_t>();
   }
+  const auto mask = json.find("mask");
+  if (mask != json.end()) {
+    if (!mask->is_string() || mask->get_ref<const std::string&>().empty())
+      throw Error(label + ": \"mask\" is not a file name: " + jsonForMessage(*mask));
+    sidecar.mask = mask->get<std::string>();
+  }
   return sidecar;
 }
 
@@ -64,6 +72,11 @@ TokenData::TokenData(const std::string& path, TokenDType fallback)
     const Sidecar parsed = readSidecar(text, path + ".json");
     dtype_ = parsed.dtype;
     vocab_ = parsed.vocab;
+    if (!parsed.mask.empty()) {
+      const size_t slash = path.rfind('/');
+      maskPath_ = parsed.mask[0] == '/' || slash == std::string::npos ? parsed.mask
+                                                                       : path.substr(0, slash + 1) + parsed.mask;
+    }
   }
   file_.open(path, std::ios::binary | std::ios::ate);
   if (!file_) throw Error(path + ": cannot open");
@@ -73,6 +86,14 @@ TokenData::TokenData(const std::string& path, TokenDType fallback)
     throw Error(path + ": size " + std::to_string(bytes) + " bytes is not a multiple of " +
                 std::to_string(tokenSize) + " (" + tokenDTypeName(dtype_) + " tokens)");
   tokens_ = bytes / tokenSize;
+  if (!maskPath_.empty()) {
+    mask_.open(maskPath_, std::ios::binary | std::ios::ate);
+    if (!mask_) throw Error(maskPath_ + ": cannot open the loss mask that " + path + ".json names");
+    const auto maskBytes = static_cast<uint64_t>(mask_.tellg());
+    if (maskBytes != tokens_)
+      throw Error(maskPath_ + ": " + std::to_string(maskBytes) + " bytes, but the loss mask needs one per token of " +
+                  path + " (" + std::to_string(tokens_) + ")");
+  }
 }
 
 void TokenData::reserveWindow(int64_t count) {
@@ -80,7 +101,7 @@ void TokenData::reserveWindow(int64_t count) {
   if (count > 0) window_.reserve(static_cast<size_t>(count) * tokenSize);
 }
 
-void TokenData::read(uint64_t start, int64_t count, int64_t* out) {
+void TokenData::read(uint64_t start, int64_t count, int64_t* out, uint8_t* mask) {
   const size_t tokenSize = dtype_ == TokenDType::U16 ? 2 : 4;
   if (count < 0 || start + static_cast<uint64_t>(count) > tokens_)
     throw Error(path_ + ": tokens " + std::to_string(start) + ".." + std::to_string(start + count) +
@@ -101,6 +122,7 @@ void TokenData::read(uint64_t start, int64_t count, int64_t* out) {
                                     static_cast<uint32_t>(raw[4 * t + 2]) << 16 |
                                     static_cast<uint32_t>(raw[4 * t + 3]) << 24);
   }
+  if (mask) readMask(start, count, mask);
   if (vocab_ == 0) return;
   for (int64_t t = 0; t < count; ++t)
     if (static_cast<uint64_t>(out[t]) >= vocab_) {
@@ -109,6 +131,21 @@ void TokenData::read(uint64_t start, int64_t count, int64_t* out) {
                   std::to_string(index * tokenSize) + " (token " + std::to_string(index) +
                   ") is outside the vocabulary of " + std::to_string(vocab_) + " (" + path_ + ".json)");
     }
+}
+
+void TokenData::readMask(uint64_t start, int64_t count, uint8_t* mask) {
+  if (maskPath_.empty()) {
+    std::fill(mask, mask + count, uint8_t{1});
+    return;
+  }
+  mask_.clear();
+  mask_.seekg(static_cast<std::streamoff>(start));
+  mask_.read(reinterpret_cast<char*>(mask), static_cast<std::streamsize>(count));
+  if (!mask_) throw Error(maskPath_ + ": read failed at byte offset " + std::to_string(start));
+  for (int64_t t = 0; t < count; ++t)
+    if (mask[t] > 1)
+      throw Error(maskPath_ + ": byte " + std::to_string(mask[t]) + " at offset " +
+                  std::to_string(start + static_cast<uint64_t>(t)) + " is not a loss mask value (0 or 1)");
 }
 
 void TokenData::nextBatch(int64_t* out, int64_t batch, int64_t seqLen) {

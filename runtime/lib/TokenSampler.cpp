@@ -57,7 +57,13 @@ void TokenSampler::shuffleEpoch() {
   for (uint64_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng_.below(i + 1)]);
 }
 
-void TokenSampler::nextBatch(int64_t* out, int64_t batch) {
+bool TokenSampler::hasMask() const {
+  for (const TokenData& file : files_)
+    if (!file.maskPath().empty()) return true;
+  return false;
+}
+
+void TokenSampler::nextBatch(int64_t* out, int64_t batch, uint8_t* mask) {
   for (int64_t b = 0; b < batch; ++b) {
     if (index_ == order_.size()) {
       ++epoch_;
@@ -71,7 +77,7 @@ void TokenSampler::nextBatch(int64_t* out, int64_t batch) {
         static_cast<size_t>(std::upper_bound(firstWindow_.begin(), firstWindow_.end(), window) - firstWindow_.begin()) -
         1;
     const uint64_t start = (window - firstWindow_[file]) * static_cast<uint64_t>(seqLen_);
-    files_[file].read(start, seqLen_, out + b * seqLen_);
+    files_[file].read(start, seqLen_, out + b * seqLen_, mask ? mask + b * seqLen_ : nullptr);
   }
 }
 

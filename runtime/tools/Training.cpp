@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "Progress.h"
+#include "WeightLoading.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Checkpoint.h"
@@ -17,7 +18,6 @@
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/Microbatch.h"
-#include "megatrain/runtime/OnnxWeights.h"
 #include "megatrain/runtime/TokenSampler.h"
 
 namespace megatrain::runtime::tools {
@@ -130,6 +130,12 @@ void addTrainingOptions(CLI::App& app, TrainingOptions& options) {
                  run, [&options](const std::string& v) { options.logEvery = parsePositive(v, "--log-every"); });
   addFlagOption(app, "--skip-preflight", "allocate even if memory or disk look too small", run,
                 [&options] { options.skipPreflight = true; });
+  addValueOption(app, "--init", "normal:STD",
+                 "start from scratch instead of --weights: every parameter from N(0, STD^2), norm weights 1, "
+                 "biases 0 (docs/runtime.md has the rule)",
+                 run, [&options](const std::string& v) { options.init = v; });
+  addValueOption(app, "--init-seed", "N", "seed of --init (default --seed)", run,
+                 [&options](const std::string& v) { options.initSeed = parseSeed(v); });
 }
 
 struct TrainingSession::Impl {
@@ -141,7 +147,7 @@ struct TrainingSession::Impl {
   Executor& executor;
   TrainingSetup setup;
   TrainingOptions options;
-  uint64_t planHash = 0;
+  uint64_t planHash = 0;  // of the plan file: reads version 1 checkpoints
   LrSchedule schedule;
   int64_t startStep = 0;           // steps done before this run (from the checkpoint)
   std::vector<std::string> notes;  // printed when run() starts
@@ -151,6 +157,12 @@ struct TrainingSession::Impl {
   std::vector<std::string> tokenInputs;  // tokenInput and its micro-batch copies, each a window per step
   int64_t batch = 0;
   HostArray tokens;  // [batch, seq], refilled every step
+  // A plan whose loss reads a targets input (header.target_input): its inputs
+  // in micro-batch order, the tokens' loss mask and the targets made of them.
+  std::vector<std::string> targetInputs;
+  int64_t ignoreIndex = 0;
+  std::vector<uint8_t> mask;  // [batch * seq]
+  HostArray targets;          // [batch, seq]: tokens, or ignoreIndex where mask is 0
 
   std::unique_ptr<MetricsLog> metrics;
   std::unique_ptr<CheckpointWriter> writer;
@@ -187,8 +199,9 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
                                std::fprintf(stderr, "megatrain-run: warning: skipping %s; resuming from %s instead\n",
                                             why.c_str(), fallback.c_str());
                            });
-    if (!resumed && setup.weights.empty())
-      throw Error("--resume " + options.resume + ": no checkpoint (step-N.ckpt) there, and no --weights to start from");
+    if (!resumed && setup.weights.empty() && options.init.empty())
+      throw Error("--resume " + options.resume +
+                  ": no checkpoint (step-N.ckpt) there, and no --weights or --init to start from");
   }
   if (resumed) {
     s.startStep = resumed->state.step;
@@ -204,9 +217,11 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
     if (resumed->state.hasData && options.data.empty())
       throw Error(resumed->path + " was written by a run that sampled --data; resume with the same --data");
   } else {
+    const std::unique_ptr<WeightSource> weights =
+        openInitialWeights(setup.weights, options.init, options.initSeed, options.seed);
     if (!options.resume.empty())
-      s.notes.push_back("resume    " + options.resume + " holds no checkpoint yet, starting from " + setup.weights);
-    executor.loadWeights(OnnxWeights(setup.weights));
+      s.notes.push_back("resume    " + options.resume + " holds no checkpoint yet, starting from " + weights->path());
+    loadInitialWeights(executor, *weights, s.notes);
   }
 
   if (!options.data.empty()) {
@@ -225,6 +240,21 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
     if (s.tokenInputs.empty()) s.tokenInputs.push_back(s.tokenInput);
     s.sampler.emplace(options.data, options.dataDType, seqLen, options.seed);
     s.tokens = HostArray::zeros(ElementType::I64, {s.batch, seqLen});
+    if (!plan.header().target_input().empty()) {
+      s.targetInputs = microbatchInputs(plan, plan.header().target_input());
+      s.ignoreIndex = plan.header().ignore_index();
+      s.mask.assign(static_cast<size_t>(s.batch * seqLen), 1);
+      s.targets = HostArray::zeros(ElementType::I64, {s.batch, seqLen});
+      if (s.targetInputs.size() != s.tokenInputs.size())
+        throw Error("the plan has " + std::to_string(s.targetInputs.size()) + " targets inputs for " +
+                    std::to_string(s.tokenInputs.size()) + " token inputs");
+    } else if (s.sampler->hasMask()) {
+      for (const TokenData& file : s.sampler->files())
+        if (!file.maskPath().empty())
+          throw Error("--data " + file.path() + " has a loss mask (" + file.maskPath() +
+                      ") but the plan's loss reads the tokens themselves; compile with --targets NAME "
+                      "(megatrain-compile) so that masked positions contribute no loss");
+    }
     if (resumed && resumed->state.hasData) {
       try {
         s.sampler->restore(resumed->state.data);
@@ -241,7 +271,7 @@ TrainingSession::TrainingSession(Executor& executor, const TrainingSetup& setup,
   if (!options.save.empty()) {
     for (const std::string& path : removeUnfinishedCheckpoints(options.save))
       s.notes.push_back("removed   " + path + " (a checkpoint a stopped run did not finish)");
-    s.writer = std::make_unique<CheckpointWriter>(executor, s.planHash, options.save);
+    s.writer = std::make_unique<CheckpointWriter>(executor, options.save);
     if (resumed) s.lastSaved = s.startStep;  // do not write the checkpoint just loaded again
     if (const char* crash = std::getenv("MEGATRAIN_TEST_CRASH_IN_SAVE")) s.crashInSave = std::atoll(crash);
   }
@@ -337,9 +367,20 @@ int TrainingSession::run() {
   for (int64_t step = s.startStep + 1; step <= s.setup.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     if (s.sampler) {
-      for (const std::string& input : s.tokenInputs) {
-        s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
-        s.executor.setInput(input, s.tokens);
+      for (size_t k = 0; k < s.tokenInputs.size(); ++k) {
+        if (s.targetInputs.empty()) {
+          s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch);
+          s.executor.setInput(s.tokenInputs[k], s.tokens);
+          continue;
+        }
+        // The loss's targets: the tokens, with ignoreIndex where the mask is 0
+        // (the cross-entropy shifts them by one, as it shifts the tokens).
+        s.sampler->nextBatch(s.tokens.data<int64_t>(), s.batch, s.mask.data());
+        const int64_t* token = s.tokens.data<int64_t>();
+        int64_t* target = s.targets.data<int64_t>();
+        for (size_t i = 0; i < s.mask.size(); ++i) target[i] = s.mask[i] ? token[i] : s.ignoreIndex;
+        s.executor.setInput(s.tokenInputs[k], s.tokens);
+        s.executor.setInput(s.targetInputs[k], s.targets);
       }
     }
     stepOptions.lr = s.schedule.at(step);

@@ -37,6 +37,8 @@ struct TrainingOptions {
   std::string resume;
   int64_t logEvery = 1;
   bool skipPreflight = false;
+  std::string init;                  // --init normal:STD, instead of --weights
+  std::optional<uint64_t> initSeed;  // --init-seed (default --seed)
 };
 
 // Adds the flags above to megatrain-run's command line, in the groups "Data",
@@ -46,7 +48,7 @@ void addTrainingOptions(CLI::App& app, TrainingOptions& options);
 // What the loop needs besides TrainingOptions.
 struct TrainingSetup {
   std::string planPath;
-  std::string weights;  // --weights; may be empty with --resume
+  std::string weights;  // --weights; may be empty with --resume or --init
   int64_t steps = 0;    // --steps: the step count to reach, counting resumed ones
   std::string metrics;
   bool quiet = false;

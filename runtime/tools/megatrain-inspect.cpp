@@ -78,6 +78,9 @@ void printHeader(const plan::Plan& plan) {
     row("loss", "tensor " + std::to_string(h.loss_tensor()) + " '" +
                     plan.tensors(static_cast<int>(h.loss_tensor())).name() + "'");
   row("token input", h.token_input());
+  if (!h.target_input().empty())
+    row("targets input", h.target_input() + " (the loss's targets: the tokens, masked to " +
+                             std::to_string(h.ignore_index()) + ")");
   if (h.microbatches()) row("microbatches", std::to_string(h.microbatches()));
   if (h.device_budget_bytes()) row("budget", formatBytes(h.device_budget_bytes()) + " of device memory");
   row("tiering", h.tiering_policy());

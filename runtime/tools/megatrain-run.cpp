@@ -33,11 +33,11 @@
 namespace megatrain::runtime::tools {
 namespace {
 
-const char kUsage[] = "usage: megatrain-run MODEL.plan --weights MODEL.onnx --steps N [options]\n";
+const char kUsage[] = "usage: megatrain-run MODEL.plan --weights PATH --steps N [options]\n";
 
 const char kDescription[] =
-    "Trains a model: loads the plan, loads the weights from the ONNX model's initializers, "
-    "and executes the plan's training step until step --steps.";
+    "Trains a model: loads the plan, loads the initial weights, and executes the plan's training "
+    "step until step --steps.";
 
 const char kExamples[] = R"(Examples:
   megatrain-run tiny.plan --weights tiny.onnx --data train.bin --steps 100
@@ -69,9 +69,11 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   const std::string run = "Run";
-  addValueOption(app, "--weights", "MODEL.onnx",
-                 "the ONNX model whose initializers hold the initial weights (required unless --resume "
-                 "finds a checkpoint)",
+  addValueOption(app, "--weights", "PATH",
+                 "the initial weights, matched to the plan's parameters by name: an ONNX model (its "
+                 "initializers), a .safetensors file, or a Hugging Face model directory (model.safetensors "
+                 "or the shards of model.safetensors.index.json); F32, BF16, F16 and F64 become fp32 "
+                 "masters (required unless --init is given or --resume finds a checkpoint)",
                  run, [&](const std::string& v) { options.weights = v; });
   addValueOption(app, "--backend", "auto|cpu|cuda",
                  "where to run (default auto: cuda when this binary has the CUDA backend and a GPU is "
@@ -103,7 +105,9 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   if (positional.size() > 1)
     throw Error("unexpected argument '" + positional[1] + "' (one plan file only)");
   options.plan = positional[0];
-  if (options.weights.empty() && options.training.resume.empty()) throw Error("missing --weights MODEL.onnx");
+  if (options.weights.empty() && options.training.init.empty() && options.training.resume.empty())
+    throw Error("missing --weights (MODEL.onnx, MODEL.safetensors or a Hugging Face model directory) or --init "
+                "normal:STD");
   return options;
 }
 
@@ -159,6 +163,7 @@ int run(int argc, char** argv) {
   const std::optional<Options> parsed = parseOptions(argc, argv);
   if (!parsed) return 0;  // --help or --version
   const Options& options = *parsed;
+  RunExports exports = options.exports;  // checkRunExports fills in --hf-source's default
 
   plan::Plan plan = loadPlan(options.plan);
   const std::string chosen = resolveBackend(options.backend);
@@ -185,6 +190,7 @@ int run(int argc, char** argv) {
   // --input NAME=FILE feeds NAME and, in a plan with micro-batches, every
   // "NAME@k" that no --input names itself (docs/runtime.md).
   const std::string& tokenInput = planView->header().token_input();
+  const std::string& targetInput = planView->header().target_input();
   auto given = [&](const std::string& name) {
     for (const auto& input : options.inputs)
       if (input.first == name) return true;
@@ -194,6 +200,8 @@ int run(int argc, char** argv) {
     if (!options.training.data.empty() && !tokenInput.empty() &&
         microbatchIndex(name, tokenInput) >= 0)
       throw Error("--input " + name + " conflicts with --data, which feeds the same input");
+    if (!options.training.data.empty() && !targetInput.empty() && microbatchIndex(name, targetInput) >= 0)
+      throw Error("--input " + name + " conflicts with --data, which fills the targets input from its tokens and loss mask");
     try {
       const HostArray array = readNpy(file);
       executor.setInput(name, array);
@@ -204,20 +212,23 @@ int run(int argc, char** argv) {
     }
   }
 
-  checkRunExports(options.exports, *planView, options.weights);
+  checkRunExports(exports, *planView, options.weights);
 
   // Every graph input needs a feed before anything runs.
   for (const plan::Tensor& tensor : planView->tensors()) {
     if (tensor.role() != plan::INPUT) continue;
     const std::string& name = inputName(tensor);
-    bool fed = training.feedsTokenInput() && !tokenInput.empty() &&
-               (microbatchIndex(tensor.source(), tokenInput) >= 0 || tensor.name() == tokenInput);
+    // --data feeds the token input and, in a plan with one, the targets input.
+    bool fed = false;
+    for (const std::string* fromData : {&tokenInput, &targetInput})
+      fed = fed || (training.feedsTokenInput() && !fromData->empty() &&
+                    (microbatchIndex(tensor.source(), *fromData) >= 0 || tensor.name() == *fromData));
     for (const auto& input : options.inputs)
       fed = fed || input.first == tensor.source() || input.first == tensor.name() ||
             microbatchIndex(name, input.first) > 0;
     if (!fed)
       throw Error("graph input '" + name + "' is not fed (give --input " + name + "=FILE.npy" +
-                  (name == tokenInput ? " or --data TOKENS.bin)" : ")"));
+                  (name == tokenInput || name == targetInput ? " or --data TOKENS.bin)" : ")"));
   }
 
   if (!options.quiet) printSummary(options, *planView, stats, backendName);
@@ -225,7 +236,7 @@ int run(int argc, char** argv) {
   // Ctrl-C stops between steps with exit code 130 (after a checkpoint, with --save).
   const int status = training.run();
   if (status != 0) return status;
-  writeRunExports(options.exports, executor, options.weights);
+  writeRunExports(exports, executor, options.weights);
   return 0;
 }
 

@@ -30,7 +30,7 @@ done >"$WORK/notes.txt"
 
 RUN=$WORK/run
 CMD=("$BIN/megatrain" train --model "$HF" --data "$WORK/notes.txt" --out "$RUN" --steps 3 --batch 2 --seq 16
-     --backend cpu --lr 1e-3)
+     --backend cpu --lr 1e-3 --export-dtype fp32)
 "${CMD[@]}" >"$WORK/first.log" 2>&1
 rc=$?
 check "first run exits 0 (exit $rc)" test $rc -eq 0 || sed 's/^/      /' "$WORK/first.log"

@@ -3,7 +3,8 @@
 # model: resume is bit-exact, a kill while saving loses nothing, Ctrl-C saves and exits 130,
 # corrupt checkpoints are rejected by name, preflight refuses a plan too big for the machine,
 # the data order follows --seed, and the progress/metrics output has its fields.
-# usage: training_runs.sh BIN SRC CASE   (CASE: resume kill sigint corrupt preflight data progress)
+# A recompile with another --device-memory, path or precision resumes the checkpoint.
+# usage: training_runs.sh BIN SRC CASE   (CASE: resume recompile kill sigint corrupt preflight data progress)
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -56,6 +57,61 @@ resume)
   same_rows cfull.jsonl csplit.jsonl 1 20
   cmp cfull/step-20.ckpt csplit/step-20.ckpt || fail "the final checkpoints differ (cosine, clipped)"
   echo "ok: 20 steps == 10 + resume to 20, bitwise (final checkpoints identical)"
+  ;;
+recompile)
+  # Checkpoints are keyed by the training state: 10 steps, a recompile with another
+  # --device-memory (and path), a resume to 20 == 20 steps unbroken, bitwise.
+  # compile_half OUT FLAGS...: the tiny model with half its unconstrained device arena, or
+  # the smallest budget that fits when half does not; prints "BUDGET of ARENA".
+  compile_half() {
+    local out=$1; shift
+    local flags=(--shape input_ids=2x64 --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 "$@")
+    local arena budget
+    arena=$("$BIN/megatrain-compile" "$TINY" -o "$out" "${flags[@]}" 2>&1 | sed -n 's/.*device arena .*(\([0-9]*\) bytes).*/\1/p')
+    [[ -n $arena ]] || fail "no arena size in the compile summary"
+    budget=$((arena / 2))
+    if ! "$BIN/megatrain-compile" "$TINY" -o "$out" "${flags[@]}" --device-memory $budget >half.log 2>&1; then
+      budget=$(sed -n 's/.*the smallest budget that fits is [^(]*(\([0-9]*\) bytes).*/\1/p' half.log)
+      [[ -n $budget ]] || fail "half the arena: $(cat half.log)"
+      "$BIN/megatrain-compile" "$TINY" -o "$out" "${flags[@]}" --device-memory $budget >/dev/null
+    fi
+    echo "$budget of $arena"
+  }
+  mkdir -p elsewhere
+  fit=$(compile_half elsewhere/half.plan)
+  cmp -s tiny.plan elsewhere/half.plan && fail "the budget did not change the plan"
+  run --weights "$TINY" --steps 20 --quiet --metrics full.jsonl --save full
+  run --weights "$TINY" --steps 10 --quiet --metrics split.jsonl --save split
+  cp -r split split_fp32 && cp -r split split_fp32b && cp split.jsonl split_fp32.jsonl
+  "$BIN/megatrain-run" elsewhere/half.plan --data corpus.bin --steps 20 --quiet --metrics split.jsonl --save split \
+    --resume split >resume.out
+  grep -q "(resumed at step 10, 10 steps in this run)" resume.out || fail "no resume summary: $(cat resume.out)"
+  same_rows full.jsonl split.jsonl 1 20
+  cmp full/step-20.ckpt split/step-20.ckpt || fail "the final checkpoints differ"
+  echo "ok: 10 steps, recompiled with --device-memory $fit bytes, resumed to 20 == 20 unbroken, bitwise"
+  # Another --precision stores the same state (fp32 masters and moments): the step-10
+  # checkpoint of the default (bf16) plan resumes under fp32 plans, with and without a
+  # budget (equal to each other bitwise), whose checkpoints have the bf16 run's header and table.
+  "$BIN/megatrain-compile" "$TINY" -o fp32.plan --shape input_ids=2x64 --loss next-token-ce --logits logits \
+    --tokens input_ids --lr 3e-3 --precision fp32 >/dev/null
+  compile_half fp32b.plan --precision fp32 >/dev/null
+  for p in fp32 fp32b; do
+    "$BIN/megatrain-run" $p.plan --data corpus.bin --steps 20 --quiet --metrics split_$p.jsonl --save split_$p \
+      --resume split_$p >/dev/null
+  done
+  python3 - <<'PY' || fail "fp32 resumes"
+import json
+a = [json.loads(l) for l in open("split_fp32.jsonl")]
+b = [json.loads(l) for l in open("split_fp32b.jsonl")]
+assert len(a) == 20 and len(b) == 10, (len(a), len(b))  # split_fp32b.jsonl had no rows 1..10
+for ra, rb in zip(a[10:], b):
+    assert ra["step"] == rb["step"] and ra["loss"] == rb["loss"], (ra, rb)
+print("fp32 resumes agree at steps 11..20, step 20 loss", a[-1]["loss"])
+PY
+  table=$(python3 -c "import struct; print(48 + struct.unpack_from('<Q', open('full/step-20.ckpt','rb').read(), 32)[0])")
+  cmp -n "$table" full/step-20.ckpt split_fp32/step-20.ckpt || fail "fp32 and bf16 checkpoints have other headers"
+  cmp split_fp32/step-20.ckpt split_fp32b/step-20.ckpt || fail "fp32 resumes differ"
+  echo "ok: the bf16 step-10 checkpoint resumed under --precision fp32 (with and without a budget, bitwise equal)"
   ;;
 kill)
   flags=(--steps 20 --quiet --save-every 5)
@@ -128,7 +184,7 @@ corrupt)
     echo "ok    $1: $(head -1 <<<"$out")"
   }
   expect magic "bad magic \(not a megatrain checkpoint\)"
-  expect version "format version 9, this build reads version 1"
+  expect version "format version 9, this build reads versions 1 and 2"
   expect checksum "checksum mismatch \(stored 0x[0-9a-f]{8}, computed 0x[0-9a-f]{8}\)"
   expect truncated "truncated: $((size / 2)) of $size bytes"
   # A newer corrupt checkpoint is skipped in favour of an older good one.
@@ -136,16 +192,16 @@ corrupt)
   run --steps 4 --resume good --save good 2>warn.txt >/dev/null
   grep -qx "megatrain-run: warning: skipping good/step-3.ckpt: truncated: $((size / 2)) of $size bytes; resuming from good/step-2.ckpt instead" warn.txt ||
     fail "no warning: $(cat warn.txt)"
-  # Another plan (here: another lr) is refused outright.
+  # Other training state (here: another AdamW beta2) is refused outright, naming it and the fix.
   "$BIN/megatrain-compile" "$TINY" -o other.plan --shape input_ids=2x64 \
-    --loss next-token-ce --logits logits --tokens input_ids --lr 1e-3 >/dev/null
+    --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 --beta2 0.95 >/dev/null
   set +e
   out=$("$BIN/megatrain-run" other.plan --data corpus.bin --steps 5 --resume good 2>&1)
   rc=$?
   set -e
-  [[ $rc -eq 1 ]] && grep -qE "^megatrain-run: error: good/step-4.ckpt: written for another plan \(plan hash 0x[0-9a-f]{16}, this plan's is 0x[0-9a-f]{16}\)$" <<<"$out" ||
-    fail "plan mismatch: exit $rc: $out"
-  echo "ok    plan mismatch: $out"
+  [[ $rc -eq 1 ]] && grep -qF "megatrain-run: error: good/step-4.ckpt: its training state differs from this plan's: beta2: checkpoint 0.999, plan 0.95. To continue from it, recompile with --beta2 0.999 " <<<"$out" ||
+    fail "state mismatch: exit $rc: $out"
+  echo "ok    state mismatch: $out"
   ;;
 preflight)
   # The same plan claiming a 1 PiB pinned host pool.

@@ -2,9 +2,10 @@
 //
 // Checkpoints carry CRC-32s of the header, the table and the whole file, so
 // random mutations would almost never pass the first checks. Each input is
-// therefore loaded twice: as it is, and with its file size, plan hash and
-// three checksums rewritten to match, which lets the mutations reach the
-// table and data checks behind them.
+// therefore loaded twice: as it is, and with its file size, key (the plan
+// file hash for version 1, the executor's state key otherwise) and three
+// checksums rewritten to match, which lets the mutations reach the table and
+// data checks behind them.
 //
 // The executor is the runtime tests' linear plan (tests/runtime/TinyPlans.h)
 // on the CPU backend. With MEGATRAIN_FUZZ_WRITE_SEED=DIR set, the target
@@ -23,6 +24,7 @@
 #include "TinyPlans.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Checkpoint.h"
+#include "megatrain/runtime/CheckpointKey.h"
 #include "megatrain/runtime/Checksum.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Executor.h"
@@ -62,11 +64,12 @@ uint64_t getU64(const std::vector<uint8_t>& bytes, size_t at) {
   return v;
 }
 
-// Rewrites file size, plan hash and the table, header and trailer CRCs (in
-// that order: the header's covers the table's) to match the bytes.
+// Rewrites file size, key and the table, header and trailer CRCs (in that
+// order: the header's covers the table's) to match the bytes.
 void fixChecksums(std::vector<uint8_t>& bytes) {
   putU64(bytes, 16, bytes.size());
-  putU64(bytes, 24, kPlanHash);
+  const bool version1 = bytes[8] == 1 && bytes[9] == 0 && bytes[10] == 0 && bytes[11] == 0;
+  putU64(bytes, 24, version1 ? kPlanHash : stateKeyOf(executor().plan()).hash());
   const uint64_t tableBytes = getU64(bytes, 32);
   if (tableBytes <= bytes.size() - kHeaderBytes - 4)
     putU32(bytes, 40, crc32(bytes.data() + kHeaderBytes, tableBytes));
@@ -90,7 +93,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   TrainingState state;
   state.step = 3;
   state.optimizerStep = 3;
-  CheckpointWriter writer(executor(), kPlanHash, seedDir);
+  CheckpointWriter writer(executor(), seedDir);
   std::printf("%s\n", writer.save(state).c_str());
   std::exit(0);
 }

@@ -19,7 +19,7 @@ FUZZ_BIN=${3:-$SRC/build-fuzz/bin}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for t in fuzz_plan_loader fuzz_checkpoint fuzz_npy fuzz_token_sidecar fuzz_onnx_import fuzz_onnx_structure \
-  fuzz_onnx_weights; do
+  fuzz_onnx_weights fuzz_safetensors; do
   mkdir -p "$OUT/$t"
 done
 
@@ -80,6 +80,7 @@ python3 "$SRC/frontends/python/make_corpus.py" --out "$TMP/corpus.bin" >/dev/nul
 cp "$TMP/corpus.bin.json" "$OUT/fuzz_token_sidecar/make_corpus.json"
 printf '{"dtype": "uint32"}' >"$OUT/fuzz_token_sidecar/uint32.json"
 printf '{"dtype": "uint16", "vocab": 16}' >"$OUT/fuzz_token_sidecar/vocab16.json"
+printf '{"dtype": "uint16", "mask": "tokens.mask"}' >"$OUT/fuzz_token_sidecar/mask.json"
 
 # Checkpoints: one of megatrain-run training the tiny transformer (another
 # plan than the target's: it exercises the table-against-plan checks), and
@@ -106,5 +107,18 @@ np.save(f"{out}/empty.npy", np.zeros((0, 4), dtype="<f4"))
 with open(f"{out}/v2.npy", "wb") as f:
     a = np.ones((3,), dtype="<f4")
     npf.write_array(f, a, version=(2, 0))
+PY
+# Safetensors: the Hugging Face fixture as save_pretrained wrote it (bf16), and
+# files of each dtype written by the safetensors package (the reference writer).
+cp "$SRC/tests/models/hf/tiny_llama/model.safetensors" "$OUT/fuzz_safetensors/tiny_llama.safetensors"
+python3 - "$OUT/fuzz_safetensors" <<'PY'
+import sys
+import numpy as np
+from safetensors.numpy import save_file
+out = sys.argv[1]
+save_file({"w.f32": np.arange(6, dtype="<f4").reshape(2, 3) / 7, "w.f64": np.linspace(-1, 1, 4),
+           "w.f16": np.arange(5, dtype="<f2"), "w.i64": np.arange(3, dtype="<i8"),
+           "w.empty": np.zeros((0, 2), dtype="<f4"), "w.scalar": np.array(2.5, dtype="<f4")},
+          f"{out}/dtypes.safetensors", metadata={"format": "pt"})
 PY
 for t in "$OUT"/*/; do echo "make_corpus: $(ls "$t" | wc -l) seeds in $t"; done

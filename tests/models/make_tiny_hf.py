@@ -5,7 +5,8 @@
 
 DIR gets config.json, model.safetensors (bf16) and a byte-level BPE tokenizer
 (tokenizer.json, tokenizer_config.json, special_tokens_map.json) trained on a fixed
-text, with <s> and </s>: everything `megatrain train --model DIR` reads. Seeded, so
+text, with <s> and </s>: everything `megatrain train --model DIR` reads; and that text
+as DIR/sample.txt, a corpus that does not change (the README trains on it). Seeded, so
 the same versions of torch, transformers and tokenizers give the same files.
 Needs torch, transformers and tokenizers.
 """
@@ -49,6 +50,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     model.save_pretrained(args.out, safe_serialization=True)
     tokenizer.save_pretrained(args.out)
+    with open(os.path.join(args.out, "sample.txt"), "w") as f:
+        f.write(TEXT * 8)
     print(f"make_tiny_hf.py: wrote {args.out} (vocab {len(tokenizer)}, "
           f"{sum(p.numel() for p in model.parameters())} parameters, bf16)")
 

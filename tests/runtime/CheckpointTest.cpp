@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "TinyPlans.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Checkpoint.h"
+#include "megatrain/runtime/CheckpointKey.h"
 #include "megatrain/runtime/Checksum.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Executor.h"
@@ -132,8 +134,12 @@ class CheckpointTest : public ::testing::Test {
     for (int i = 0; i < 12; ++i) x_.data<float>()[i] = static_cast<float>(i % 5) - 1.5f;
   }
 
-  std::unique_ptr<Executor> makeExecutor(plan::DType dtype = plan::F32, bool load = true) {
-    auto executor = std::make_unique<Executor>(linearPlan(dtype), std::make_unique<CpuBackend>());
+  // `edit` changes the plan first (another header, other optimizer settings).
+  std::unique_ptr<Executor> makeExecutor(plan::DType dtype = plan::F32, bool load = true,
+                                         const std::function<void(plan::Plan&)>& edit = {}) {
+    plan::Plan plan = linearPlan(dtype);
+    if (edit) edit(plan);
+    auto executor = std::make_unique<Executor>(std::move(plan), std::make_unique<CpuBackend>());
     if (load) executor->loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
     HostArray x = x_;
     if (dtype == plan::F64) {
@@ -159,13 +165,14 @@ class CheckpointTest : public ::testing::Test {
     auto executor = makeExecutor();
     executor->runStep();
     executor->runStep();
-    CheckpointWriter writer(*executor, kPlanHash, dir_ + "/good");
+    CheckpointWriter writer(*executor, dir_ + "/good");
     return writer.save(state(2, 2));
   }
 
   // loadCheckpoint's message, "" if it loads.
-  std::string loadError(const std::string& path, uint64_t planHash = kPlanHash, plan::DType dtype = plan::F32) {
-    auto executor = makeExecutor(dtype, false);
+  std::string loadError(const std::string& path, uint64_t planHash = kPlanHash, plan::DType dtype = plan::F32,
+                        const std::function<void(plan::Plan&)>& edit = {}) {
+    auto executor = makeExecutor(dtype, false, edit);
     try {
       loadCheckpoint(path, *executor, planHash);
     } catch (const CheckpointError& e) {
@@ -190,7 +197,7 @@ class CheckpointTest : public ::testing::Test {
 TEST_F(CheckpointTest, RoundTripIsBitExactAndTrainingContinuesIdentically) {
   auto original = makeExecutor();
   for (int i = 0; i < 3; ++i) original->runStep();
-  CheckpointWriter writer(*original, kPlanHash, dir_ + "/ckpt");
+  CheckpointWriter writer(*original, dir_ + "/ckpt");
   const std::string path = writer.save(state(3, 3));
   EXPECT_EQ(path, dir_ + "/ckpt/step-3.ckpt");
   EXPECT_EQ(readFile(dir_ + "/ckpt/latest"), "step-3.ckpt\n");
@@ -229,7 +236,7 @@ TEST_F(CheckpointTest, RoundTripIsBitExactAndTrainingContinuesIdentically) {
 TEST_F(CheckpointTest, NonFiniteWeightsAreNotSaved) {
   auto executor = makeExecutor();
   executor->runStep();
-  CheckpointWriter writer(*executor, kPlanHash, dir_ + "/ckpt");
+  CheckpointWriter writer(*executor, dir_ + "/ckpt");
   writer.save(state(1, 1));
   executor->runStep();
   std::vector<double> w = executor->readTensor("W");
@@ -255,8 +262,8 @@ TEST_F(CheckpointTest, CorruptCheckpointsAreRejectedWithWhatIsWrong) {
 
   EXPECT_EQ(loadError(corrupted(good, "magic.ckpt", 0, "NOTACKPT")),
             dir_ + "/magic.ckpt: bad magic (not a megatrain checkpoint)");
-  EXPECT_EQ(loadError(corrupted(good, "version.ckpt", 8, std::string("\x02\0\0\0", 4))),
-            dir_ + "/version.ckpt: format version 2, this build reads version 1");
+  EXPECT_EQ(loadError(corrupted(good, "version.ckpt", 8, std::string("\x09\0\0\0", 4))),
+            dir_ + "/version.ckpt: format version 9, this build reads versions 1 and 2");
   EXPECT_EQ(loadError(corrupted(good, "header.ckpt", 16, "\x7f"))
                 .rfind(dir_ + "/header.ckpt: header checksum mismatch (stored 0x", 0),
             0u);
@@ -282,10 +289,23 @@ TEST_F(CheckpointTest, CorruptCheckpointsAreRejectedWithWhatIsWrong) {
   EXPECT_EQ(loadError(dir_ + "/long.ckpt"),
             dir_ + "/long.ckpt: " + std::to_string(whole.size() + 5) + " bytes, the header says " + size);
 
-  EXPECT_EQ(loadError(good, 0x1111ull),
-            good + ": written for another plan (plan hash 0x1234abcd5678ef90, this plan's is 0x0000000000001111)");
-  // Same plan hash, but a table that does not fit this plan (f64 tensors).
-  EXPECT_EQ(loadError(good, kPlanHash, plan::F64), good + ": tensor 'W' does not match the plan's (f64 [3, 2])");
+  // The plan file's hash only keys version 1 checkpoints.
+  EXPECT_EQ(loadError(good, 0x1111ull), "");
+  // A state key in the header that is not its table's and settings': damaged
+  // (skipped when resuming), not other training state (which stops the run).
+  {
+    std::string bytes = readFile(good);
+    bytes[24] = static_cast<char>(bytes[24] ^ 1);
+    const uint32_t crc = crc32(bytes.data(), 44);
+    std::memcpy(bytes.data() + 44, &crc, 4);
+    writeFile(dir_ + "/key.ckpt", bytes);
+    EXPECT_EQ(loadError(dir_ + "/key.ckpt").rfind(dir_ + "/key.ckpt: state key 0x", 0), 0u);
+    EXPECT_NE(loadError(dir_ + "/key.ckpt").find(" is not that of its table and settings (0x"), std::string::npos);
+    uint64_t tableBytes = 0;
+    std::memcpy(&tableBytes, readFile(good).data() + 32, 8);
+    const size_t beta1 = (48 + tableBytes + 63) / 64 * 64;  // the first setting's value
+    EXPECT_EQ(loadError(corrupted(good, "setting.ckpt", beta1, "\x01")).rfind(dir_ + "/setting.ckpt: state key 0x", 0), 0u);
+  }
   EXPECT_EQ(loadError(dir_ + "/none.ckpt").rfind(dir_ + "/none.ckpt: cannot open", 0), 0u);
 }
 
@@ -320,14 +340,14 @@ TEST_F(CheckpointTest, HeaderSizesAreCheckedAgainstTheFileBeforeAllocating) {
             dir_ + "/big-file.ckpt: truncated: 100 of " + std::to_string(tib) + " bytes");
 }
 
-TEST_F(CheckpointTest, PlanMismatchIsItsOwnKind) {
+TEST_F(CheckpointTest, StateMismatchIsItsOwnKind) {
   const std::string good = goodCheckpoint();
-  auto executor = makeExecutor(plan::F32, false);
+  auto executor = makeExecutor(plan::F32, false, [](plan::Plan& p) { p.mutable_header()->mutable_optimizer()->set_beta2(0.95); });
   try {
     loadCheckpoint(good, *executor, 42);
     FAIL();
   } catch (const CheckpointError& e) {
-    EXPECT_EQ(e.kind(), CheckpointError::Kind::PlanMismatch);
+    EXPECT_EQ(e.kind(), CheckpointError::Kind::StateMismatch);
   }
   try {
     loadCheckpoint(corrupted(good, "magic.ckpt", 0, "X"), *executor, kPlanHash);
@@ -361,8 +381,11 @@ TEST_F(CheckpointTest, ResumeTakesTheNewestValidAndReportsTheOthers) {
                          dir + "/step-10.ckpt: truncated: 100 of " + std::to_string(whole.size()) + " bytes -> " + good,
                          dir + "/step-7.ckpt: bad magic (not a megatrain checkpoint) -> " + good}));
 
-  // Another plan stops the resume rather than falling back to older files.
-  EXPECT_THROW(resumeNewest(dir, *executor, 7, [](const std::string&, const std::string&) {}), CheckpointError);
+  // Other training state stops the resume rather than falling back to older files;
+  // another plan file of the same state does not matter.
+  auto other = makeExecutor(plan::F32, false, [](plan::Plan& p) { p.mutable_header()->mutable_optimizer()->set_eps(1e-6); });
+  EXPECT_THROW(resumeNewest(dir, *other, kPlanHash, [](const std::string&, const std::string&) {}), CheckpointError);
+  EXPECT_EQ(resumeNewest(dir, *executor, 7, [](const std::string&, const std::string&) {})->path, good);
   // Nothing valid at all.
   const std::string bad = dir_ + "/bad";
   std::filesystem::create_directories(bad);
@@ -388,15 +411,16 @@ TEST_F(CheckpointTest, FallingBackPastACorruptNewestIsBitExact) {
   auto original = makeExecutor();
   original->runStep();
   original->runStep();
-  CheckpointWriter writer(*original, kPlanHash, dir_ + "/run");
+  CheckpointWriter writer(*original, dir_ + "/run");
   const std::string good = writer.save(state(2, 2));
   original->runStep();
   const std::string newest = writer.save(state(3, 3));
   std::string bytes = readFile(newest);
-  // Every tensor byte (from the first entry, after the table, to the 13 run-state entries).
+  // Every tensor byte (after the table and the settings, to the 13 run-state entries).
   uint64_t tableBytes = 0;
   std::memcpy(&tableBytes, bytes.data() + 32, 8);
-  for (size_t i = (48 + tableBytes + 63) / 64 * 64; i < bytes.size() - 4 - 64 * 13; ++i)
+  // (The 7 settings come first; a flipped setting would fail the state key instead.)
+  for (size_t i = (48 + tableBytes + 63) / 64 * 64 + 7 * 64; i < bytes.size() - 4 - 64 * 13; ++i)
     bytes[i] = static_cast<char>(~bytes[i]);
   writeFile(newest, bytes);
 
@@ -429,9 +453,10 @@ TEST_F(CheckpointTest, RemoveOldCheckpointsKeepsTheNewestAndLatestAndNothingElse
   const std::string dir = dir_ + "/prune";
   auto executor = makeExecutor();
   executor->runStep();
-  // Another plan's (another hash) at step 9: not counted among the newest, not removed.
-  CheckpointWriter(*executor, kPlanHash + 1, dir).save(state(9, 1));
-  CheckpointWriter writer(*executor, kPlanHash, dir);
+  // Other training state's (another beta2) at step 9: not counted among the newest, not removed.
+  auto other = makeExecutor(plan::F32, true, [](plan::Plan& p) { p.mutable_header()->mutable_optimizer()->set_beta2(0.95); });
+  CheckpointWriter(*other, dir).save(state(9, 1));
+  CheckpointWriter writer(*executor, dir);
   for (int64_t step = 1; step <= 5; ++step) writer.save(state(step, 1));
   writeFile(dir + "/step-8.ckpt", "not a checkpoint");
   std::filesystem::create_symlink("step-5.ckpt", dir + "/step-7.ckpt");
@@ -452,6 +477,212 @@ TEST_F(CheckpointTest, RemoveOldCheckpointsKeepsTheNewestAndLatestAndNothingElse
   EXPECT_TRUE(writer.removeOldCheckpoints(1).removed.empty());
   EXPECT_TRUE(std::filesystem::exists(dir + "/step-2.ckpt"));
   EXPECT_THROW(writer.removeOldCheckpoints(0), Error);
+}
+
+// The key is the training state, not the plan's bytes: a plan compiled with
+// another budget, precision, path, profile or options writes the same header
+// and table, and resumes the checkpoint bit-exactly.
+TEST_F(CheckpointTest, AnyPlanOfTheSameStateResumesIt) {
+  auto original = makeExecutor();
+  for (int i = 0; i < 2; ++i) original->runStep();
+  const std::string path = CheckpointWriter(*original, dir_ + "/a").save(state(2, 2));
+  const auto recompiled = [](plan::Plan& p) {
+    plan::Header& h = *p.mutable_header();
+    h.set_device_budget_bytes(12345);
+    h.set_precision("bf16");
+    h.set_source_model("/elsewhere/model.onnx");
+    h.set_device_profile("{\"name\": \"another machine\"}");
+    h.set_tiering_policy("greedy");
+    h.add_compile_options("--device-memory=12345");
+    h.mutable_optimizer()->set_lr(0.5);  // the lr is schedule state, not key
+  };
+  auto resumed = makeExecutor(plan::F32, false, recompiled);
+  EXPECT_EQ(stateKeyOf(resumed->plan()).hash(), stateKeyOf(original->plan()).hash());
+  loadCheckpoint(path, *resumed, /*planFileHash=*/1);
+  for (const char* name : {"W", "adam_m:W", "adam_v:W"})
+    EXPECT_EQ(resumed->readBytes(name), original->readBytes(name)) << name;
+  // Its checkpoints start with the same header and table.
+  const std::string again = CheckpointWriter(*resumed, dir_ + "/b").save(state(2, 2));
+  uint64_t tableBytes = 0;
+  std::memcpy(&tableBytes, readFile(path).data() + 32, 8);
+  EXPECT_EQ(readFile(again).substr(0, 48 + tableBytes), readFile(path).substr(0, 48 + tableBytes));
+  EXPECT_EQ(readFile(again), readFile(path));
+}
+
+// Each difference of the training state, named with both values.
+TEST(CheckpointKey, DifferencesNameWhatDiffers) {
+  StateKey saved;
+  saved.tensors = {{"adam_m:up", true, plan::F32, {176, 64}},
+                   {"model.layers.0.mlp.up_proj.weight", false, plan::F32, {176, 64}},
+                   {"norm", false, plan::F32, {64}},
+                   {"old", false, plan::F32, {2}}};
+  auto setReal = [](StateKey& key, StateSetting s, double v) { std::memcpy(&key.settings[s], &v, 8); };
+  setReal(saved, kBeta1, 0.9);
+  setReal(saved, kBeta2, 0.95);
+  setReal(saved, kEps, 1e-8);
+  setReal(saved, kWeightDecay, 0.01);
+  saved.settings[kMicrobatches] = 2;
+  saved.settings[kTokenBatch] = 4;
+  saved.settings[kTokenSequence] = 64;
+  StateKey same = saved;
+  EXPECT_TRUE(stateKeyDifferences(saved, same).empty());
+  EXPECT_EQ(saved.hash(), same.hash());
+
+  StateKey plan = saved;
+  plan.tensors[0].optimizerState = false;
+  plan.tensors[1].shape = {192, 64};
+  plan.tensors[2].dtype = plan::F64;
+  plan.tensors[3].name = "new";
+  setReal(plan, kBeta1, 0.8);
+  setReal(plan, kBeta2, 0.999);
+  setReal(plan, kEps, 1e-6);
+  setReal(plan, kWeightDecay, 0.1);
+  plan.settings[kMicrobatches] = 1;
+  plan.settings[kTokenBatch] = 8;
+  plan.settings[kTokenSequence] = 128;
+  EXPECT_NE(saved.hash(), plan.hash());
+  EXPECT_EQ(stateKeyDifferences(saved, plan),
+            (std::vector<std::string>{
+                "adam_m:up: an optimizer state in the checkpoint, a parameter in the plan",
+                "parameter model.layers.0.mlp.up_proj.weight: checkpoint [176, 64], plan [192, 64]",
+                "parameter norm: checkpoint f32 [64], plan f64 [64]",
+                "parameter old: in the checkpoint, not in the plan",
+                "parameter new: in the plan, not in the checkpoint",
+                "beta1: checkpoint 0.9, plan 0.8",
+                "beta2: checkpoint 0.95, plan 0.999",
+                "eps: checkpoint 1e-08, plan 1e-06",
+                "weight decay: checkpoint 0.01, plan 0.1",
+                "micro-batches: checkpoint 2, plan 1",
+                "token batch: checkpoint 4, plan 8",
+                "sequence length: checkpoint 64, plan 128",
+            }));
+  EXPECT_EQ(stateKeyRemedy(saved, plan),
+            "To continue from it, compile the model it was trained from, with --beta1 0.9 --beta2 0.95 --eps 1e-08 "
+            "--weight-decay 0.01 --microbatches 2 --shape <token input>=4x64 (the device budget, precision and paths "
+            "may differ); to start over instead, train from --weights into another --save directory");
+  StateKey settingsOnly = saved;
+  setReal(settingsOnly, kBeta2, 0.999);
+  EXPECT_EQ(stateKeyRemedy(saved, settingsOnly),
+            "To continue from it, recompile with --beta2 0.95 (the device budget, precision and paths may differ); "
+            "to start over instead, train from --weights into another --save directory");
+  EXPECT_EQ(shortestDecimal(0.95), "0.95");
+  EXPECT_EQ(shortestDecimal(1e-8), "1e-08");
+}
+
+// The whole message of a mismatch as loadCheckpoint gives it: the file, each
+// difference, what to do.
+TEST_F(CheckpointTest, MismatchMessagesNameEachDifferenceAndTheFix) {
+  const std::string good = goodCheckpoint();
+  const std::string remedy =
+      " (the device budget, precision and paths may differ); to start over instead, train from --weights into "
+      "another --save directory";
+  EXPECT_EQ(loadError(good, kPlanHash, plan::F32,
+                      [](plan::Plan& p) { p.mutable_header()->mutable_optimizer()->set_beta2(0.95); }),
+            good + ": its training state differs from this plan's: beta2: checkpoint 0.999, plan 0.95. To continue "
+                   "from it, recompile with --beta2 0.999" + remedy);
+  EXPECT_EQ(loadError(good, kPlanHash, plan::F32, [](plan::Plan& p) { p.mutable_header()->set_microbatches(3); }),
+            good + ": its training state differs from this plan's: micro-batches: checkpoint 1, plan 3. To continue "
+                   "from it, recompile with --microbatches 1" + remedy);
+  EXPECT_EQ(loadError(good, kPlanHash, plan::F64),
+            good + ": its training state differs from this plan's: parameter W: checkpoint f32 [3, 2], plan f64 "
+                   "[3, 2]; optimizer state adam_m:W: checkpoint f32 [3, 2], plan f64 [3, 2]; optimizer state "
+                   "adam_v:W: checkpoint f32 [3, 2], plan f64 [3, 2]. To continue from it, compile the model it was "
+                   "trained from" +
+                   remedy);
+}
+
+// A version 1 checkpoint, as the writer before the state key wrote it: the
+// plan file's hash in the key's place, the tensors in plan order, no settings.
+std::string version1Checkpoint(const Executor& executor, uint64_t planHash, int64_t step) {
+  struct Item {
+    std::string name;
+    uint32_t kind;
+    plan::DType dtype;
+    std::vector<int64_t> shape;
+    std::string data;
+  };
+  std::vector<Item> items;
+  for (const plan::Tensor& t : executor.plan().tensors())
+    if (t.role() == plan::PARAMETER || t.role() == plan::OPTIMIZER_STATE) {
+      const std::vector<std::byte> bytes = executor.readBytes(t.name());
+      items.push_back({t.name(), 0, t.dtype(), {t.shape().begin(), t.shape().end()},
+                       std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())});
+    }
+  const char* fields[13] = {"step",       "optimizer_step", "data.present", "data.seed",       "data.windows",
+                            "data.epoch", "data.index",     "data.epoch_rng", "lr.schedule",   "lr.peak",
+                            "lr.min",     "lr.warmup_steps", "lr.decay_steps"};
+  for (int i = 0; i < 13; ++i) {
+    std::string value(8, '\0');
+    if (i < 2) std::memcpy(value.data(), &step, 8);
+    items.push_back({fields[i], 1, i == 9 || i == 10 ? plan::F64 : plan::I64, {}, value});
+  }
+  auto put = [](std::string& out, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  size_t tableBytes = 0;
+  for (const Item& item : items) tableBytes += 4 + item.name.size() + 12 + 8 * item.shape.size() + 16;
+  std::string table;
+  uint64_t offset = (48 + tableBytes + 63) / 64 * 64;
+  std::vector<uint64_t> offsets;
+  for (const Item& item : items) {
+    put(table, item.name.size(), 4);
+    table += item.name;
+    put(table, item.kind, 4);
+    put(table, item.dtype, 4);
+    put(table, item.shape.size(), 4);
+    for (int64_t d : item.shape) put(table, static_cast<uint64_t>(d), 8);
+    put(table, offset, 8);
+    put(table, item.data.size(), 8);
+    offsets.push_back(offset);
+    offset = (offset + item.data.size() + 63) / 64 * 64;
+  }
+  const uint64_t fileBytes = offsets.back() + items.back().data.size() + 4;
+  std::string file(kCheckpointMagic, 8);
+  put(file, 1, 4);
+  put(file, items.size(), 4);
+  put(file, fileBytes, 8);
+  put(file, planHash, 8);
+  put(file, table.size(), 8);
+  put(file, crc32(table.data(), table.size()), 4);
+  put(file, crc32(file.data(), file.size()), 4);
+  file += table;
+  for (size_t i = 0; i < items.size(); ++i) {
+    file.resize(offsets[i], '\0');
+    file += items[i].data;
+  }
+  put(file, crc32(file.data(), file.size()), 4);
+  return file;
+}
+
+TEST_F(CheckpointTest, Version1LoadsUnderItsPlanFileOnly) {
+  auto original = makeExecutor();
+  original->runStep();
+  writeFile(dir_ + "/v1.ckpt", version1Checkpoint(*original, kPlanHash, 1));
+  auto resumed = makeExecutor(plan::F32, false);
+  EXPECT_EQ(loadCheckpoint(dir_ + "/v1.ckpt", *resumed, kPlanHash).step, 1);
+  for (const char* name : {"W", "adam_m:W", "adam_v:W"})
+    EXPECT_EQ(resumed->readBytes(name), original->readBytes(name)) << name;
+  const double a = original->runStep(), b = resumed->runStep();
+  EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);
+  auto other = makeExecutor(plan::F32, false);
+  try {
+    loadCheckpoint(dir_ + "/v1.ckpt", *other, 0x1111);
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(e.kind(), CheckpointError::Kind::StateMismatch);
+    EXPECT_EQ(std::string(e.what()),
+              dir_ + "/v1.ckpt: format version 1, which is keyed by the plan file's bytes (plan hash "
+                     "0x1234abcd5678ef90, this plan's is 0x0000000000001111): resume it with the plan file it was "
+                     "written for; its next checkpoint is version 2, keyed by the training state, which any "
+                     "recompile resumes");
+  }
+  // --keep-checkpoints leaves version 1 files alone (their header is not the writer's).
+  CheckpointWriter writer(*resumed, dir_ + "/keep");
+  writeFile(dir_ + "/keep/step-1.ckpt", readFile(dir_ + "/v1.ckpt"));
+  writer.save(state(2, 2));
+  writer.save(state(3, 3));
+  EXPECT_EQ(writer.removeOldCheckpoints(1).removed, std::vector<std::string>{dir_ + "/keep/step-2.ckpt"});
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/keep/step-1.ckpt"));
 }
 
 TEST_F(CheckpointTest, UnfinishedTempFilesOfDeadRunsAreRemoved) {

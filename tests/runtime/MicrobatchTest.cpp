@@ -51,5 +51,33 @@ TEST(Microbatch, ValidatorWantsOneTokenInputCopyPerMicrobatch) {
             "(expected 1)");
 }
 
+// The targets input of a loss mask (header.target_input, minor 5): an INPUT of
+// the token input's shape and dtype, with as many micro-batch copies.
+TEST(Microbatch, ValidatorChecksTheTargetsInput) {
+  plan::Plan plan = tokenPlan(plan::F32);
+  plan.mutable_header()->set_target_input("targets");
+  EXPECT_EQ(planValidationError(plan), "t.plan: header: target_input 'targets' is not an INPUT tensor");
+  // A copy of the tokens' tensor under the new name, then one of another dtype.
+  plan::Tensor tokens;
+  for (const plan::Tensor& t : plan.tensors())
+    if (t.name() == "tokens") tokens = t;
+  plan::Tensor& targets = *plan.add_tensors();
+  targets = tokens;
+  targets.set_id(static_cast<uint32_t>(plan.tensors_size() - 1));
+  targets.set_name("targets");
+  targets.set_source("targets");
+  // Its own bytes, at the end of a device pool grown for them.
+  plan::Pool& pool = *plan.mutable_pools(static_cast<int>(tokens.buffer().pool()));
+  targets.mutable_buffer()->set_offset(pool.size_bytes());
+  pool.set_size_bytes(pool.size_bytes() + tokens.buffer().size_bytes());
+  EXPECT_EQ(planValidationError(plan), "t.plan: header: target_input needs format minor 5, the plan says 0");
+  plan.mutable_header()->set_format_minor(5);
+  EXPECT_EQ(planValidationError(plan), "");
+  targets.set_dtype(plan::I32);
+  targets.mutable_buffer()->set_size_bytes(32);
+  EXPECT_EQ(planValidationError(plan),
+            "t.plan: header: target_input 'targets' is [2, 4] i32, unlike the token input [2, 4] i64");
+}
+
 }  // namespace
 }  // namespace megatrain::runtime::testing

@@ -165,5 +165,54 @@ TEST(TokenData, MalformedSidecarsAreOneLineErrors) {
             "");
 }
 
+// A loss mask beside the tokens: read with each window, all 1 without one,
+// refused when its length or a byte is wrong.
+TEST(TokenData, LossMaskIsReadWithItsTokens) {
+  const std::string dir = makeTempDir();
+  const std::string path = writeTokens<uint16_t>(dir, "t.bin", 6);
+  {
+    std::ofstream(path + ".json") << R"({"dtype": "uint16", "mask": "t.bin.mask"})";
+    std::ofstream mask(path + ".mask", std::ios::binary);
+    mask.write("\x00\x01\x01\x00\x01\x00", 6);
+  }
+  TokenData data(path, TokenDType::U16);
+  EXPECT_EQ(data.maskPath(), dir + "/t.bin.mask");
+  std::vector<int64_t> tokens(4);
+  std::vector<uint8_t> mask(4, 9);
+  data.read(2, 4, tokens.data(), mask.data());
+  EXPECT_EQ(tokens, (std::vector<int64_t>{2007, 3007, 4007, 5007}));
+  EXPECT_EQ(mask, (std::vector<uint8_t>{1, 0, 1, 0}));
+
+  const std::string plain = writeTokens<uint16_t>(dir, "plain.bin", 3);
+  TokenData none(plain, TokenDType::U16);
+  EXPECT_EQ(none.maskPath(), "");
+  std::vector<uint8_t> ones(3, 9);
+  none.read(0, 3, tokens.data(), ones.data());
+  EXPECT_EQ(ones, (std::vector<uint8_t>{1, 1, 1}));
+
+  auto error = [&](const std::string& sidecar, const std::string& maskBytes) -> std::string {
+    std::ofstream(path + ".json") << sidecar;
+    std::ofstream(path + ".mask", std::ios::binary | std::ios::trunc) << maskBytes;
+    try {
+      TokenData bad(path, TokenDType::U16);
+      std::vector<uint8_t> m(6);
+      bad.read(0, 6, tokens.data(), m.data());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  tokens.resize(6);
+  const std::string sidecar = R"({"dtype": "uint16", "mask": "t.bin.mask"})";
+  EXPECT_EQ(error(sidecar, std::string(5, '\1')),
+            dir + "/t.bin.mask: 5 bytes, but the loss mask needs one per token of " + path + " (6)");
+  EXPECT_EQ(error(sidecar, std::string("\1\1\1\2\1\1", 6)),
+            dir + "/t.bin.mask: byte 2 at offset 3 is not a loss mask value (0 or 1)");
+  EXPECT_EQ(error(R"({"dtype": "uint16", "mask": "gone.mask"})", std::string(6, '\1')),
+            dir + "/gone.mask: cannot open the loss mask that " + path + ".json names");
+  EXPECT_EQ(error(R"({"dtype": "uint16", "mask": 3})", std::string(6, '\1')),
+            path + ".json: \"mask\" is not a file name: 3");
+}
+
 }  // namespace
 }  // namespace megatrain::runtime::testing

@@ -20,6 +20,7 @@ struct PipelineOptions {
   std::string logits = "logits";   // lossMode == "next-token-ce"
   std::string tokens = "input_ids";
   int64_t ignoreIndex = -100;
+  std::string targets;  // a separate targets input for the loss (a loss mask); empty: the tokens
   std::vector<std::string> keepOutputs; // graph outputs kept as mt.output
   // mt-adamw
   double lr = 1e-3;

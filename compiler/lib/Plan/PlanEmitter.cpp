@@ -516,7 +516,16 @@ mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
   uint64_t tokens = microbatches;
   for (int64_t dim : shape)
     tokens *= static_cast<uint64_t>(dim);
-  plan.mutable_header()->set_token_input(input.getName().str());
+  // With a targets input (mt-add-loss targets=NAME), the loss reads that; the
+  // tokens the runtime samples feed the input it names.
+  if (auto tokensName = input->getAttrOfType<mlir::StringAttr>("mt.targets_of")) {
+    plan.mutable_header()->set_token_input(tokensName.str());
+    plan.mutable_header()->set_target_input(input.getName().str());
+    plan.mutable_header()->set_ignore_index(ce.getIgnoreIndex());
+    requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorTargets);
+  } else {
+    plan.mutable_header()->set_token_input(input.getName().str());
+  }
   plan.mutable_header()->set_tokens_per_step(tokens);
   return mlir::success();
 }

@@ -187,6 +187,15 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
            [&](const std::string &v) { args.pipeline.tokens = v; args.lossFlags = true; });
   megatrain::addValueOption(app, "--ignore-index", "N", "target id that contributes no loss (default -100)", loss,
            [&](const std::string &v) { args.pipeline.ignoreIndex = parseInt("ignore-index", v); });
+  megatrain::addValueOption(app, "--targets", "NAME",
+           "read the targets from a new [B, T] input NAME, which megatrain-run fills from --data and "
+           "its loss mask (masked positions get --ignore-index)",
+           loss, [&](const std::string &v) {
+             if (v.empty())
+               fail("--targets needs an input name, such as --targets targets");
+             args.pipeline.targets = v;
+             args.lossFlags = true;
+           });
   megatrain::repeatable(megatrain::addValueOption(
       app, "--keep-output", "NAME",
       "also copy graph output NAME to the host each step, as tensor output:NAME "
@@ -294,6 +303,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
     fail("--loss output needs --loss-output NAME");
   if (args.lossMode == std::string("next-token-ce") && !args.pipeline.lossOutput.empty())
     fail("--loss next-token-ce and --loss-output are exclusive");
+  if (!args.pipeline.targets.empty() &&
+      (args.lossMode == std::string("output") || !args.pipeline.lossOutput.empty()))
+    fail("--targets is for the next-token-ce loss (--loss next-token-ce), not --loss-output");
   if (args.emit == "plan" && args.output.empty())
     fail("no output file; pass -o FILE.plan (or --emit=plan-text to print the plan)");
   if (args.emit == "plan" && args.output == "-")

@@ -131,6 +131,9 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
            "default name, the only input of a graph with one input">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Target id that contributes no loss">,
+    Option<"targets", "targets", "std::string", "\"\"",
+           "Name of a new [B, T] graph input the loss reads its targets from "
+           "instead of the tokens (next-token-ce; empty: the tokens)">,
     ListOption<"keepOutputs", "keep-outputs", "std::string",
                "Graph outputs to keep readable after the step (mt.output)">,
   ];

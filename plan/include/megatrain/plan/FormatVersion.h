@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 4;
+inline constexpr uint32_t kPlanFormatMinor = 5;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -31,9 +31,12 @@ inline constexpr uint32_t kPlanMinorTiering = 2;
 inline constexpr uint32_t kPlanMinorPrecision = 3;
 // Minor 4: Header.checksum, which every reader checks (PlanChecksum.h).
 inline constexpr uint32_t kPlanMinorChecksum = 4;
+// Minor 5: header.target_input and header.ignore_index (a loss mask's targets).
+inline constexpr uint32_t kPlanMinorTargets = 5;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
-                  kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor,
+                  kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor &&
+                  kPlanMinorTargets <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is

@@ -18,7 +18,9 @@ namespace megatrain::runtime {
 class Executor;
 
 inline constexpr char kCheckpointMagic[8] = {'M', 'E', 'G', 'A', 'C', 'K', 'P', 'T'};
-inline constexpr uint32_t kCheckpointVersion = 1;
+// Version 2: keyed by the training state (CheckpointKey.h). Version 1, keyed
+// by the plan file's bytes, is still read (docs/runtime.md "Checkpoints").
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 // Everything beyond the tensors that a run needs to continue bit-exactly.
 struct TrainingState {
@@ -30,10 +32,11 @@ struct TrainingState {
 };
 
 // Why a checkpoint cannot be used: Corrupt ones are skipped when resuming
-// (an older one may be good); a PlanMismatch stops the run.
+// (an older one may be good); a StateMismatch (another model, other optimizer
+// or batch settings; a version 1 checkpoint of another plan file) stops the run.
 class CheckpointError : public Error {
  public:
-  enum class Kind { Corrupt, PlanMismatch };
+  enum class Kind { Corrupt, StateMismatch };
   CheckpointError(Kind kind, const std::string& message) : Error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
@@ -50,7 +53,7 @@ uint64_t checkpointBytes(const plan::Plan& plan);
 // allocates nothing but the file names.
 class CheckpointWriter {
  public:
-  CheckpointWriter(Executor& executor, uint64_t planHash, std::string dir);
+  CheckpointWriter(Executor& executor, std::string dir);
   ~CheckpointWriter();
 
   const std::string& dir() const { return dir_; }
@@ -65,8 +68,9 @@ class CheckpointWriter {
   // newest: the largest N of `step-N.ckpt`, as resumeNewest orders them).
   // Only the checkpoints this writer would write are counted or removed:
   // regular files named `step-N.ckpt` whose 48-byte header is this writer's
-  // (the magic, version, layout and plan hash of this plan). Any other file,
-  // a symlink, a checkpoint of another plan or one whose header cannot be
+  // (the magic, version, layout and state key: any plan of the same training
+  // state writes the same header). Any other file, a symlink, a checkpoint of
+  // other training state or of version 1, or one whose header cannot be
   // read is left alone, and so is the checkpoint `dir()/latest` names,
   // whatever its step.
   struct Pruned {
@@ -82,7 +86,6 @@ class CheckpointWriter {
  private:
   struct Layout;
   Executor& executor_;
-  uint64_t planHash_;
   std::string dir_;
   std::unique_ptr<Layout> layout_;
   uint64_t fileBytes_ = 0;
@@ -92,9 +95,12 @@ class CheckpointWriter {
 // Checks `path` and loads it into the executor's PARAMETER and
 // OPTIMIZER_STATE tensors and its optimizer step. CheckpointError, one line
 // naming the file: bad magic, another version, a header or table checksum
-// mismatch, truncated, another plan, a table that does not fit the plan, a
-// data checksum mismatch. Tensors may be partly overwritten on an error.
-TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64_t planHash);
+// mismatch, truncated, a state key that is not its table's, training state
+// that differs from the plan's (each difference named, and what to do), a
+// table that does not fit the plan, a data checksum mismatch. Tensors may be
+// partly overwritten on an error. `planFileHash` (fnv1a64 of the plan file's
+// bytes) is only used for version 1 checkpoints, which were keyed by it.
+TrainingState loadCheckpoint(const std::string& path, Executor& executor, uint64_t planFileHash);
 
 // The `step-<N>.ckpt` files in `dir`, newest (largest N) first.
 std::vector<std::string> listCheckpoints(const std::string& dir);
@@ -103,12 +109,12 @@ std::vector<std::string> listCheckpoints(const std::string& dir);
 // each newer one that is not (corrupt or truncated: `why` names the file and
 // the reason) with the path it fell back to ("" when none is valid), so a
 // warning can name both. nullopt if dir holds no checkpoint; Error if none
-// of them is valid or one was written for another plan.
+// of them is valid or one holds other training state (StateMismatch).
 struct ResumePoint {
   std::string path;
   TrainingState state;
 };
-std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planHash,
+std::optional<ResumePoint> resumeNewest(const std::string& dir, Executor& executor, uint64_t planFileHash,
                                         const std::function<void(const std::string& why, const std::string& fallback)>& skipped);
 
 // Removes the temp files of checkpoints that a killed run left unfinished in

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +16,7 @@
 
 namespace megatrain::runtime {
 
-class OnnxWeights;
+class WeightSource;
 
 // What one training step may change at run time.
 struct StepOptions {
@@ -54,9 +55,12 @@ class Executor {
   const plan::Plan& plan() const { return plan_; }
   Backend& backend() { return *backend_; }
 
-  // Fills every PARAMETER from its `source` initializer, zeroes every
-  // OPTIMIZER_STATE and restarts the optimizer step count.
-  void loadWeights(const OnnxWeights& weights);
+  // Fills every PARAMETER from `weights` (by the tensor's `source` name),
+  // zeroes every OPTIMIZER_STATE and restarts the optimizer step count.
+  // `progress`, when given, is called after each parameter with the bytes
+  // of parameters filled so far and in all.
+  using LoadProgress = std::function<void(uint64_t doneBytes, uint64_t totalBytes)>;
+  void loadWeights(const WeightSource& weights, const LoadProgress& progress = {});
 
   // Stages the value an INPUT tensor gets at the start of every following
   // runStep, until set again. `name` is the graph input (the tensor's source)

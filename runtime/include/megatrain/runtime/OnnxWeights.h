@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "megatrain/plan/plan.pb.h"
+#include "megatrain/runtime/WeightSource.h"
 
 namespace onnx {
 class ModelProto;
@@ -37,14 +38,14 @@ ExternalDataRef parseExternalData(const onnx::TensorProto& tensor, const std::st
 // read on request, from the model itself (float_data, double_data, int64_data,
 // int32_data, raw_data) or from external data files relative to the model's
 // directory.
-class OnnxWeights {
+class OnnxWeights : public WeightSource {
  public:
   explicit OnnxWeights(const std::string& modelPath);
-  ~OnnxWeights();
+  ~OnnxWeights() override;
   OnnxWeights(OnnxWeights&&) noexcept;
   OnnxWeights& operator=(OnnxWeights&&) noexcept;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   bool contains(const std::string& name) const;
   std::vector<std::string> names() const;
 
@@ -56,7 +57,7 @@ class OnnxWeights {
   // initializer is missing, its shape differs from `shape`, its type cannot be
   // converted, or its data is short.
   void read(const std::string& name, plan::DType dtype, const std::vector<int64_t>& shape,
-            void* out, size_t outBytes) const;
+            void* out, size_t outBytes) const override;
 
   // The parsed model, for writers that copy it (ModelExport).
   const onnx::ModelProto& model() const { return *model_; }

@@ -48,8 +48,11 @@ class TokenSampler {
   uint64_t tokenCount() const;
   const std::vector<TokenData>& files() const { return files_; }
 
-  // Fills out[b * seqLen + t] for b < batch.
-  void nextBatch(int64_t* out, int64_t batch);
+  // Fills out[b * seqLen + t] for b < batch, and with `mask` the tokens' loss
+  // mask bytes (1 for files without a mask).
+  void nextBatch(int64_t* out, int64_t batch, uint8_t* mask = nullptr);
+  // Whether any file has a loss mask (TokenData::maskPath).
+  bool hasMask() const;
 
   SamplerState state() const;
   // Continues from a saved state; Error if it was taken over other data (a
