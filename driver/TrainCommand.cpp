@@ -205,8 +205,8 @@ void addTrainOptions(CLI::App& app, TrainOptions& o) {
                  "the trained model in RUN_DIR/hf",
                  io, [&o](const std::string& v) { o.out = v; });
   repeatable(addValueOption(*sub, "--eval-data", "FILES",
-                            "held-out data, evaluated every --eval-every steps (needs a megatrain-run with "
-                            "--eval-plan)",
+                            "held-out data (text or token files), evaluated every --eval-every steps and "
+                            "after the last with a forward-only plan (RUN_DIR/eval.plan)",
                             io, [&o](const std::string& v) { splitList(v, "--eval-data", o.evalData); }));
   addValueOption(*sub, "--eval-every", "N", "evaluate every N steps (default: at the end only)", io,
                  [&o](const std::string& v) { o.evalEvery = positive(v, "--eval-every"); });

@@ -7,7 +7,9 @@
 // (mode=next-token-ce) with `mt.loss`, marks each output named in
 // keep-outputs with `mt.output` (so it survives as a readout the runtime can
 // dump), makes the function return nothing and erases what only the dropped
-// outputs needed.
+// outputs needed. With forward-only it marks the function `mt.evaluation`, so
+// that plan emission writes an evaluation plan (the pipeline then adds no
+// gradients or updates).
 //
 // With targets=NAME the cross-entropy reads its targets from a new graph
 // input NAME of the tokens' type, marked `mt.targets_of = <tokens>`, instead
@@ -90,6 +92,8 @@ struct AddLoss : megatrain::impl::AddLossBase<AddLoss> {
       builder.create<mt::OutputOp>(ret.getLoc(), outputs.lookup(name),
                                    builder.getStringAttr(name));
     ret->setOperands({});
+    if (forwardOnly)
+      func->setAttr(mt::attr::kEvaluation, builder.getUnitAttr());
     func.eraseResults(llvm::BitVector(func.getNumResults(), true));
     eraseDeadOps(func.getBody().front());
   }

@@ -33,7 +33,7 @@ fi
 
 # Python packages of the tests (onnxruntime checks exported models; torch and transformers for the
 # Hugging Face path), from PyPI; only when missing.
-if ! python3 -c "import onnx, onnxruntime, onnxscript, torch, transformers, safetensors, tokenizers" >/dev/null 2>&1; then
+if ! python3 -c "import onnx, onnxruntime, onnxscript, torch, transformers, safetensors, tokenizers, tensorboard" >/dev/null 2>&1; then
   echo "setup: installing the Python test packages (requirements-test.txt)"
   req="$(dirname "$0")/../requirements-test.txt"
   # A Debian-managed python3 refuses plain pip installs (PEP 668); a user or pyenv one does not.

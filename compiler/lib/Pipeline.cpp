@@ -9,6 +9,28 @@
 
 namespace megatrain {
 
+namespace {
+
+/// The gradients, micro-batches and updates of a training step, after
+/// mt-add-loss; an evaluation step (forward-only) runs none of them.
+void addTrainingPasses(mlir::OpPassManager &pm, const PipelineOptions &options) {
+  pm.addNestedPass<mlir::func::FuncOp>(createAutodiff());
+  if (options.microbatches > 1) {
+    MicrobatchOptions microbatch;
+    microbatch.count = options.microbatches;
+    pm.addNestedPass<mlir::func::FuncOp>(createMicrobatch(microbatch));
+  }
+  AdamWOptions adamw;
+  adamw.lr = options.lr;
+  adamw.beta1 = options.beta1;
+  adamw.beta2 = options.beta2;
+  adamw.eps = options.eps;
+  adamw.weightDecay = options.weightDecay;
+  pm.addNestedPass<mlir::func::FuncOp>(createAdamW(adamw));
+}
+
+} // namespace
+
 std::optional<EmitStage> parseEmitStage(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<EmitStage>>(name)
       .Case("mt", EmitStage::Mt)
@@ -35,20 +57,10 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   loss.ignoreIndex = options.ignoreIndex;
   loss.targets = options.targets;
   loss.keepOutputs = options.keepOutputs;
+  loss.forwardOnly = options.forwardOnly;
   pm.addNestedPass<mlir::func::FuncOp>(createAddLoss(loss));
-  pm.addNestedPass<mlir::func::FuncOp>(createAutodiff());
-  if (options.microbatches > 1) {
-    MicrobatchOptions microbatch;
-    microbatch.count = options.microbatches;
-    pm.addNestedPass<mlir::func::FuncOp>(createMicrobatch(microbatch));
-  }
-  AdamWOptions adamw;
-  adamw.lr = options.lr;
-  adamw.beta1 = options.beta1;
-  adamw.beta2 = options.beta2;
-  adamw.eps = options.eps;
-  adamw.weightDecay = options.weightDecay;
-  pm.addNestedPass<mlir::func::FuncOp>(createAdamW(adamw));
+  if (!options.forwardOnly)
+    addTrainingPasses(pm, options);
   // Merge identical ops (repeated fills, constants, transposes of one weight)
   // and erase the ones left dead, before the schedule numbers them.
   pm.addPass(mlir::createCSEPass());

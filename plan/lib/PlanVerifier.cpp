@@ -30,9 +30,10 @@
 //    happens before the step, and every later write of overlapping bytes
 //    happens after it (it counts as an access of the tensor there).
 // 7. Optimizer: every trainable PARAMETER is the parameter of exactly one
-//    ADAMW task per step, and every ADAMW updates a trainable PARAMETER. A
-//    plan that drops a parameter's update, or updates one twice, trains to
-//    other numbers while every access above stays well ordered.
+//    ADAMW task per step (of none in an evaluation plan, header.evaluation),
+//    and every ADAMW updates a trainable PARAMETER. A plan that drops a
+//    parameter's update, or updates one twice, trains to other numbers while
+//    every access above stays well ordered.
 #include "megatrain/plan/PlanVerifier.h"
 
 #include <algorithm>
@@ -411,15 +412,19 @@ class ScheduleVerifier {
         fail(label(s) + ": updates tensor '" + tensor.name() + "', which is not a trainable PARAMETER");
       updates[param].push_back(s);
     }
+    // An evaluation plan reads its parameters and updates none.
+    const bool evaluation = plan_.header().evaluation();
+    const size_t expected = evaluation ? 0 : 1;
     for (int t = 0; t < tensors_; ++t) {
       const plan::Tensor& tensor = plan_.tensors(t);
       if (tensor.role() != plan::PARAMETER || !tensor.trainable()) continue;
       const std::vector<int>& steps = updates[static_cast<size_t>(t)];
-      if (steps.size() == 1) continue;
+      if (steps.size() == expected) continue;
       std::string where;
       for (int s : steps) where += std::string(where.empty() ? " (steps " : ", ") + std::to_string(s);
       fail("trainable parameter '" + tensor.name() + "' is updated by " + std::to_string(steps.size()) +
-           " ADAMW tasks" + (where.empty() ? "" : where + ")") + ", expected exactly one per step");
+           " ADAMW tasks" + (where.empty() ? "" : where + ")") +
+           (evaluation ? ", expected none in an evaluation plan" : ", expected exactly one per step"));
     }
   }
 

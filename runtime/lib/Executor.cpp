@@ -1,6 +1,7 @@
 // Executor.cpp - runs a plan's steps, one training step per call, over a backend.
 #include "megatrain/runtime/Executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -194,6 +195,28 @@ void Executor::loadWeights(const WeightSource& weights, const LoadProgress& prog
       bytes.assign(tensor.buffer().size_bytes(), std::byte{0});
       backend_->write(tensor, bytes.data(), bytes.size());
     }
+  }
+  refreshComputeCopies();
+  step_ = 0;
+  weightsLoaded_ = true;
+}
+
+void Executor::loadParametersFrom(const Executor& source) {
+  std::vector<std::byte> bytes;
+  for (const plan::Tensor& tensor : plan_.tensors()) {
+    if (tensor.role() != plan::PARAMETER) continue;
+    auto it = source.byName_.find(tensor.name());
+    const plan::Tensor* from = it == source.byName_.end() ? nullptr : &source.plan_.tensors(static_cast<int>(it->second));
+    if (!from || from->role() != plan::PARAMETER)
+      throw Error("parameter '" + tensor.name() + "' is not a parameter of the plan the weights come from");
+    if (from->dtype() != tensor.dtype() ||
+        !std::equal(from->shape().begin(), from->shape().end(), tensor.shape().begin(), tensor.shape().end()))
+      throw Error("parameter '" + tensor.name() + "' is " + formatShape(tensor.shape()) + " " +
+                  dtypeName(tensor.dtype()) + " here but " + formatShape(from->shape()) + " " +
+                  dtypeName(from->dtype()) + " in the plan the weights come from");
+    bytes.resize(tensor.buffer().size_bytes());
+    source.backend_->read(*from, bytes.data(), bytes.size());
+    backend_->write(tensor, bytes.data(), bytes.size());
   }
   refreshComputeCopies();
   step_ = 0;

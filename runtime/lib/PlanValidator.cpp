@@ -459,6 +459,25 @@ class PlanValidator {
              std::to_string(header.format_minor()));
     }
 
+    // An evaluation plan (--forward-only) computes the loss and nothing else.
+    if (header.evaluation()) {
+      if (header.format_minor() < kPlanMinorEvaluation)
+        fail("header: evaluation is set in a format " + std::to_string(header.format_major()) + "." +
+             std::to_string(header.format_minor()) + " plan (it needs 1." + std::to_string(kPlanMinorEvaluation) +
+             ")");
+      for (int i = 0; i < plan_.tensors_size(); ++i) {
+        const plan::Role role = plan_.tensors(i).role();
+        if (role == plan::GRADIENT || role == plan::OPTIMIZER_STATE)
+          fail("header: an evaluation plan has no gradients or optimizer state, but " +
+               tensorLabel(static_cast<uint32_t>(i)) + " is " + roleName(role));
+      }
+      for (int i = 0; i < plan_.steps_size(); ++i) {
+        const plan::Step& step = plan_.steps(i);
+        if (step.op_case() == plan::Step::kHostTask && step.host_task().kind() != plan::HostTask::READ_LOSS)
+          fail("header: an evaluation plan has no updates, but " + stepLabel(i) + " is one");
+      }
+    }
+
     if (hasAdamW_) {
       const plan::AdamW& adamw = header.optimizer();
       if (!(adamw.beta1() >= 0 && adamw.beta1() < 1) || !(adamw.beta2() >= 0 && adamw.beta2() < 1))

@@ -67,14 +67,15 @@ ProgressReporter::ProgressReporter(const Setup& setup, const Backend& backend)
   width_ = static_cast<int>(std::to_string(setup.totalSteps).size());
 }
 
-void ProgressReporter::step(int64_t step, const StepResult& result, double seconds, double elapsed) {
+void ProgressReporter::step(int64_t step, const StepResult& result, double seconds, double elapsed,
+                            const EvalResult* eval) {
   if (stepsRun_ == 0) firstLoss_ = result.loss;
   lastLoss_ = result.loss;
   stepSeconds_ += seconds;
   ++stepsRun_;
   if (setup_.quiet) return;
   const bool last = step == setup_.totalSteps;
-  if (!terminal_ && !last && step % setup_.logEvery != 0) return;
+  if (!terminal_ && !last && !eval && step % setup_.logEvery != 0) return;
 
   char line[512];
   int n = std::snprintf(line, sizeof line, "step %*lld/%lld  loss %.6f  lr %.3e", width_, static_cast<long long>(step),
@@ -84,6 +85,7 @@ void ProgressReporter::step(int64_t step, const StepResult& result, double secon
       n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), format, values...);
   };
   if (setup_.clipping) append("  grad norm %.4g", result.gradNorm);
+  if (eval) append("  eval loss %.6f  ppl %.4g", eval->loss, eval->perplexity);
   if (setup_.tokensPerStep > 0 && seconds > 0) {
     const double tokensPerSecond = static_cast<double>(setup_.tokensPerStep) / seconds;
     // The model's arithmetic, not the hardware's: recompute is not counted.
@@ -104,7 +106,8 @@ void ProgressReporter::step(int64_t step, const StepResult& result, double secon
     // \033[K clears what a longer previous line left on the right.
     std::printf("\r%s\033[K", line);
     lineOpen_ = true;
-    if (last) endInPlaceLine();
+    // An evaluated step's line stays on screen; the next step starts a new one.
+    if (last || eval) endInPlaceLine();
   } else {
     std::printf("%s\n", line);
   }
@@ -213,7 +216,7 @@ void MetricsLog::close() {
 }
 
 void MetricsLog::write(int64_t step, const StepResult& result, uint64_t tokens, double seconds, double elapsed,
-                       bool clipping) {
+                       bool clipping, const EvalResult* eval) {
   char loss[32], lr[32], norm[32];
   formatJsonNumber(result.loss, loss, sizeof loss);
   formatJsonNumber(result.lr, lr, sizeof lr);
@@ -225,6 +228,13 @@ void MetricsLog::write(int64_t step, const StepResult& result, uint64_t tokens, 
                static_cast<long long>(step), loss, tokensPerSecond, seconds, static_cast<unsigned long long>(tokens),
                lr);
   if (clipping) std::fprintf(file_, ", \"grad_norm\": %s", norm);
+  if (eval) {
+    char evalLoss[32], evalPpl[32];
+    formatJsonNumber(eval->loss, evalLoss, sizeof evalLoss);
+    formatJsonNumber(eval->perplexity, evalPpl, sizeof evalPpl);
+    std::fprintf(file_, ", \"eval_loss\": %s, \"eval_ppl\": %s, \"eval_time_s\": %.6f", evalLoss, evalPpl,
+                 eval->seconds);
+  }
   std::fprintf(file_, ", \"elapsed_s\": %.6f}\n", elapsed);
   check("write");
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "megatrain/runtime/Evaluation.h"
 #include "megatrain/runtime/Executor.h"
 
 namespace megatrain::runtime {
@@ -21,7 +22,7 @@ uint64_t processRssBytes();
 void formatDuration(double seconds, char* out, size_t size);
 
 // One line per step: step/total, loss, lr, gradient norm when clipping,
-// tokens/s, model TFLOP/s (6 * trainable parameters * tokens per step / step
+// eval loss and perplexity on the steps that evaluated, tokens/s, model TFLOP/s (6 * trainable parameters * tokens per step / step
 // time), device memory (the backend's used memory, or the plan's arena when
 // the backend cannot say), host memory (pinned pools + process RSS), elapsed
 // and ETA. On a terminal the line is redrawn in place (\r) every step;
@@ -42,7 +43,10 @@ class ProgressReporter {
   };
   ProgressReporter(const Setup& setup, const Backend& backend);
 
-  void step(int64_t step, const StepResult& result, double seconds, double elapsed);
+  // With `eval` (a step that evaluated), the line also shows the eval loss
+  // and perplexity, and is printed (and kept on a terminal) whatever
+  // --log-every says.
+  void step(int64_t step, const StepResult& result, double seconds, double elapsed, const EvalResult* eval = nullptr);
   // A line between progress lines (a checkpoint saved, ...); not shown with --quiet.
   void note(const std::string& text);
   // Printed even with --quiet.
@@ -79,8 +83,11 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   // step, loss (null if not finite), tokens_per_s, step_time_s, tokens, lr,
-  // grad_norm (only when clipping), elapsed_s; numbers round-trip exactly.
-  void write(int64_t step, const StepResult& result, uint64_t tokens, double seconds, double elapsed, bool clipping);
+  // grad_norm (only when clipping), eval_loss, eval_ppl and eval_time_s
+  // (only with `eval`, on the steps that evaluated), elapsed_s; numbers
+  // round-trip exactly.
+  void write(int64_t step, const StepResult& result, uint64_t tokens, double seconds, double elapsed, bool clipping,
+             const EvalResult* eval = nullptr);
   // Closes the file; a close error throws (the destructor only closes).
   void close();
 

@@ -15,6 +15,7 @@
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Checkpoint.h"
 #include "megatrain/runtime/Checksum.h"
+#include "megatrain/runtime/Evaluation.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/HostArray.h"
 #include "megatrain/runtime/Microbatch.h"
@@ -62,6 +63,17 @@ uint64_t parseSeed(const std::string& text) {
 
 const char* signalName(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal"; }
 
+// "a.bin,b.bin" appended to `files`; an empty name is an error naming `flag`.
+void appendFileList(const std::string& flag, const std::string& list, std::vector<std::string>& files) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma == start) throw Error(flag + " has an empty file name in '" + list + "'");
+    files.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
 }  // namespace
 
 void addTrainingOptions(CLI::App& app, TrainingOptions& options) {
@@ -70,21 +82,32 @@ void addTrainingOptions(CLI::App& app, TrainingOptions& options) {
       app, "--data", "TOKENS.bin[,...]",
       "token files (repeatable) sampled as [batch, seq] windows into the plan's token input, in a "
       "seeded shuffle redrawn every epoch (each micro-batch's copy NAME@k gets its own windows)",
-      data, [&options](const std::string& list) {
-        size_t start = 0;
-        while (start <= list.size()) {
-          const size_t comma = std::min(list.find(',', start), list.size());
-          if (comma == start) throw Error("--data has an empty file name in '" + list + "'");
-          options.data.push_back(list.substr(start, comma - start));
-          start = comma + 1;
-        }
-      }));
+      data, [&options](const std::string& list) { appendFileList("--data", list, options.data); }));
   addValueOption(app, "--data-dtype", "uint16|uint32",
                  "token width of --data (default uint16; a sidecar TOKENS.bin.json "
                  "{\"dtype\": ..., \"vocab\": ...} wins)",
                  data, [&options](const std::string& v) { options.dataDType = parseTokenDType(v); });
   addValueOption(app, "--seed", "N", "seed of the data order (default 0)", data,
                  [&options](const std::string& v) { options.seed = parseSeed(v); });
+
+  const std::string eval = "Evaluation (docs/runtime.md)";
+  addValueOption(app, "--eval-plan", "EVAL.plan",
+                 "evaluate with this plan (megatrain-compile --forward-only of the same model) on the weights "
+                 "being trained",
+                 eval, [&options](const std::string& v) { options.evalPlan = v; });
+  repeatable(addValueOption(app, "--eval-data", "TOKENS.bin[,...]",
+                            "token files of the eval set (repeatable): cut into windows in order, the same "
+                            "batches every evaluation",
+                            eval, [&options](const std::string& list) {
+                              appendFileList("--eval-data", list, options.evalData);
+                            }));
+  addValueOption(app, "--eval-every", "N",
+                 "evaluate after every N-th step (default: only after the last); eval loss and perplexity go "
+                 "to the progress line and --metrics (eval_loss, eval_ppl)",
+                 eval, [&options](const std::string& v) { options.evalEvery = parsePositive(v, "--eval-every"); });
+  addValueOption(app, "--eval-batches", "K",
+                 "evaluate on the first K batches (default: every whole batch of --eval-data)", eval,
+                 [&options](const std::string& v) { options.evalBatches = parsePositive(v, "--eval-batches"); });
 
   const std::string lr = "Learning rate";
   addValueOption(app, "--lr", "F", "peak learning rate (default: the plan's)", lr, [&options](const std::string& v) {
@@ -136,6 +159,17 @@ void addTrainingOptions(CLI::App& app, TrainingOptions& options) {
                  run, [&options](const std::string& v) { options.init = v; });
   addValueOption(app, "--init-seed", "N", "seed of --init (default --seed)", run,
                  [&options](const std::string& v) { options.initSeed = parseSeed(v); });
+}
+
+void checkEvaluationFlags(const TrainingOptions& options) {
+  if (!options.evalPlan.empty() && options.evalData.empty())
+    throw Error("--eval-plan needs --eval-data TOKENS.bin (the token files to evaluate on)");
+  if (options.evalPlan.empty()) {
+    if (!options.evalData.empty())
+      throw Error("--eval-data needs --eval-plan EVAL.plan (compile one with megatrain-compile --forward-only)");
+    if (options.evalEvery > 0) throw Error("--eval-every needs --eval-plan EVAL.plan and --eval-data TOKENS.bin");
+    if (options.evalBatches > 0) throw Error("--eval-batches needs --eval-plan EVAL.plan and --eval-data TOKENS.bin");
+  }
 }
 
 struct TrainingSession::Impl {
@@ -388,10 +422,19 @@ int TrainingSession::run() {
     const StepResult result = s.executor.runStep(stepOptions);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     measurements.afterStep(step, seconds, result.trace);
+    // Evaluation reads the weights this step wrote and changes nothing of the
+    // training state; it is not counted in the step's time. A non-finite
+    // loss stops the run below, with nothing to evaluate.
+    std::optional<EvalResult> eval;
+    if (s.setup.evaluator && std::isfinite(result.loss) &&
+        (step == s.setup.steps || (s.options.evalEvery > 0 && step % s.options.evalEvery == 0)))
+      eval = s.setup.evaluator->run(s.executor);
+    const EvalResult* evalResult = eval ? &*eval : nullptr;
     const double spent = elapsed();
-    progress.step(step, result, seconds, spent);
+    progress.step(step, result, seconds, spent, evalResult);
     if (s.metrics)
-      s.metrics->write(step, result, s.setup.stats.tokensPerStep, seconds, spent, stepOptions.clipGradNorm.has_value());
+      s.metrics->write(step, result, s.setup.stats.tokensPerStep, seconds, spent, stepOptions.clipGradNorm.has_value(),
+                       evalResult);
     // A non-finite loss or gradient norm means the weights are (or are about
     // to be) poisoned: stop before any checkpoint of this state is written.
     const bool badLoss = !std::isfinite(result.loss);

@@ -15,6 +15,7 @@
 #include "megatrain/runtime/TokenData.h"
 
 namespace megatrain::runtime {
+class Evaluator;
 class Executor;
 }
 
@@ -39,11 +40,21 @@ struct TrainingOptions {
   bool skipPreflight = false;
   std::string init;                  // --init normal:STD, instead of --weights
   std::optional<uint64_t> initSeed;  // --init-seed (default --seed)
+  // Evaluation (docs/runtime.md "Evaluation"): megatrain-run builds the
+  // Evaluator from these and hands it over in TrainingSetup.
+  std::string evalPlan;               // --eval-plan: a --forward-only plan
+  std::vector<std::string> evalData;  // --eval-data, repeatable or comma-separated
+  int64_t evalEvery = 0;              // --eval-every N; 0: only after the last step
+  int64_t evalBatches = 0;            // --eval-batches K; 0: every whole batch of --eval-data
 };
 
 // Adds the flags above to megatrain-run's command line, in the groups "Data",
 // "Learning rate" and "Checkpoints".
 void addTrainingOptions(CLI::App& app, TrainingOptions& options);
+
+// Error for an evaluation flag without the others it needs (--eval-plan and
+// --eval-data come together; --eval-every and --eval-batches need them).
+void checkEvaluationFlags(const TrainingOptions& options);
 
 // What the loop needs besides TrainingOptions.
 struct TrainingSetup {
@@ -54,6 +65,9 @@ struct TrainingSetup {
   bool quiet = false;
   PlanStats stats;
   RunReportOptions report;  // --trace, --trace-step, --report (RunReport.h)
+  // With --eval-plan: runs after every --eval-every-th step and the last;
+  // its loss goes to the progress line and the metrics row of that step.
+  Evaluator* evaluator = nullptr;
 };
 
 // Set up before the summary is printed, run after: construction loads the

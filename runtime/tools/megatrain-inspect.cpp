@@ -70,10 +70,13 @@ void printHeader(const plan::Plan& plan) {
   row("options", options);
   // The profile's name; the whole text when it is not a JSON object with a string "name".
   row("device", profileName(h.device_profile()).value_or(h.device_profile()));
+  // An evaluation plan (format 1.6, --forward-only) has no optimizer to show.
+  row("kind", h.evaluation() ? "evaluation (forward and loss only; megatrain-run --eval-plan)" : "training");
   const plan::AdamW& o = h.optimizer();
-  row("optimizer", "AdamW lr " + formatDouble(o.lr()) + ", betas (" + formatDouble(o.beta1()) +
-                       ", " + formatDouble(o.beta2()) + "), eps " + formatDouble(o.eps()) +
-                       ", weight_decay " + formatDouble(o.weight_decay()));
+  if (!h.evaluation())
+    row("optimizer", "AdamW lr " + formatDouble(o.lr()) + ", betas (" + formatDouble(o.beta1()) +
+                         ", " + formatDouble(o.beta2()) + "), eps " + formatDouble(o.eps()) +
+                         ", weight_decay " + formatDouble(o.weight_decay()));
   if (h.loss_tensor() < static_cast<uint32_t>(plan.tensors_size()))
     row("loss", "tensor " + std::to_string(h.loss_tensor()) + " '" +
                     plan.tensors(static_cast<int>(h.loss_tensor())).name() + "'");

@@ -18,6 +18,7 @@
 #include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
+#include "megatrain/runtime/Evaluation.h"
 #include "megatrain/runtime/Executor.h"
 #include "megatrain/runtime/Microbatch.h"
 #include "megatrain/runtime/Npy.h"
@@ -44,6 +45,8 @@ const char kExamples[] = R"(Examples:
   megatrain-run tiny.plan --weights tiny.onnx --data train.bin --steps 1000 --save runs/a \
       --save-every 100 --metrics runs/a/metrics.jsonl
   megatrain-run tiny.plan --resume runs/a --data train.bin --steps 2000
+  megatrain-run tiny.plan --weights tiny.onnx --data train.bin --steps 1000 \
+      --eval-plan tiny-eval.plan --eval-data val.bin --eval-every 100
 )";
 
 struct Options {
@@ -93,7 +96,7 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       }));
   addValueOption(app, "--metrics", "FILE.jsonl",
                  "write one JSON object per step (step, loss, tokens_per_s, step_time_s, tokens, lr, "
-                 "grad_norm, elapsed_s)",
+                 "grad_norm, eval_loss, eval_ppl, eval_time_s, elapsed_s)",
                  run, [&](const std::string& v) { options.metrics = v; });
   addFlagOption(app, "--quiet", "print only the final summary", run, [&] { options.quiet = true; });
   addTrainingOptions(app, options.training);
@@ -108,6 +111,7 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   if (options.weights.empty() && options.training.init.empty() && options.training.resume.empty())
     throw Error("missing --weights (MODEL.onnx, MODEL.safetensors or a Hugging Face model directory) or --init "
                 "normal:STD");
+  checkEvaluationFlags(options.training);
   return options;
 }
 
@@ -133,7 +137,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, bool poison) {
 }
 
 void printSummary(const Options& options, const plan::Plan& plan, const PlanStats& stats,
-                  const std::string& backend) {
+                  const std::string& backend, const Evaluator* evaluator) {
   const plan::Header& header = plan.header();
   std::printf("plan      %s (%s, from %s)\n", options.plan.c_str(),
               header.generator().empty() ? "unknown generator" : header.generator().c_str(),
@@ -156,6 +160,14 @@ void printSummary(const Options& options, const plan::Plan& plan, const PlanStat
   if (stats.tokensPerStep)
     std::printf("tokens    %s per step\n", formatCount(stats.tokensPerStep).c_str());
   std::printf("training  %lld steps\n", static_cast<long long>(options.steps));
+  if (evaluator) {
+    const plan::Tensor& tokens = evaluator->executor().tensor(evaluator->executor().plan().header().token_input());
+    std::string when = options.training.evalEvery > 0
+                           ? "after every " + std::to_string(options.training.evalEvery) + " steps and the last"
+                           : std::string("after the last step");
+    std::printf("eval      %s: %lld batches of %s tokens, %s\n", options.training.evalPlan.c_str(),
+                static_cast<long long>(evaluator->batches()), formatShape(tokens.shape()).c_str(), when.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -166,6 +178,16 @@ int run(int argc, char** argv) {
   RunExports exports = options.exports;  // checkRunExports fills in --hf-source's default
 
   plan::Plan plan = loadPlan(options.plan);
+  if (plan.header().evaluation())
+    throw Error(options.plan +
+                " is an evaluation plan (megatrain-compile --forward-only): it has no gradients or updates, so it "
+                "cannot train; compile the training plan without --forward-only and pass this one as --eval-plan");
+  // The evaluation plan is checked against the training plan before anything is allocated.
+  std::optional<plan::Plan> evalPlan;
+  if (!options.training.evalPlan.empty()) {
+    evalPlan = loadPlan(options.training.evalPlan);
+    checkEvaluationPlan(*evalPlan, options.training.evalPlan, plan, options.plan);
+  }
   const std::string chosen = resolveBackend(options.backend);
   std::unique_ptr<Backend> backend = makeBackend(chosen, options.report.poison);
   validatePlan(plan, *backend, options.plan);
@@ -176,6 +198,16 @@ int run(int argc, char** argv) {
 
   Executor executor(std::move(plan), std::move(backend));
   const plan::Plan* planView = &executor.plan();  // the executor owns the plan now
+  // The evaluation plan gets its own backend and pools, allocated after the
+  // training plan's (so preflight sees what is left) and only read from it.
+  std::unique_ptr<Evaluator> evaluator;
+  if (evalPlan) {
+    std::unique_ptr<Backend> evalBackend = makeBackend(chosen, options.report.poison);
+    validatePlan(*evalPlan, *evalBackend, options.training.evalPlan);
+    if (!options.training.skipPreflight) runPreflight(*evalPlan, *evalBackend, "");
+    evaluator = std::make_unique<Evaluator>(std::move(*evalPlan), std::move(evalBackend), options.training.evalData,
+                                            options.training.dataDType, options.training.evalBatches);
+  }
   TrainingSetup setup;
   setup.planPath = options.plan;
   setup.weights = options.weights;
@@ -184,6 +216,7 @@ int run(int argc, char** argv) {
   setup.quiet = options.quiet;
   setup.stats = stats;
   setup.report = options.report;
+  setup.evaluator = evaluator.get();
   // Loads the weights, or the newest checkpoint of --resume.
   TrainingSession training(executor, setup, options.training);
 
@@ -231,7 +264,7 @@ int run(int argc, char** argv) {
                   (name == tokenInput || name == targetInput ? " or --data TOKENS.bin)" : ")"));
   }
 
-  if (!options.quiet) printSummary(options, *planView, stats, backendName);
+  if (!options.quiet) printSummary(options, *planView, stats, backendName, evaluator.get());
 
   // Ctrl-C stops between steps with exit code 130 (after a checkpoint, with --save).
   const int status = training.run();

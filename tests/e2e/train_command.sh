@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # train_command.sh - `megatrain train` end to end on the CPU backend: a tiny Hugging Face Llama
-# directory (bf16 safetensors and a tokenizer, as save_pretrained writes it) and a text file
+# directory (bf16 safetensors and a tokenizer, as save_pretrained writes it) and a text file,
+# evaluated on another every 2 steps,
 # to RUN_DIR/hf, which transformers loads with the trained weights and whose logits equal
 # megatrain's (fp32, 1e-4); the same command run again resumes from the checkpoint instead of
 # starting over; config.toml holds the resolved run.
@@ -27,16 +28,18 @@ fi
 for i in $(seq 40); do
   echo "Line $i of the notes: every tensor has a home, on the device, in host memory or on the disk."
 done >"$WORK/notes.txt"
+for i in $(seq 10); do echo "Held-out line $i: a budget too small names the smallest one that fits."; done >"$WORK/eval.txt"
 
 RUN=$WORK/run
 CMD=("$BIN/megatrain" train --model "$HF" --data "$WORK/notes.txt" --out "$RUN" --steps 3 --batch 2 --seq 16
-     --backend cpu --lr 1e-3 --export-dtype fp32)
+     --backend cpu --lr 1e-3 --export-dtype fp32 --eval-data "$WORK/eval.txt" --eval-every 2)
 "${CMD[@]}" >"$WORK/first.log" 2>&1
 rc=$?
 check "first run exits 0 (exit $rc)" test $rc -eq 0 || sed 's/^/      /' "$WORK/first.log"
 check "stages named" bash -c 'grep -q "\[1/6\] exporting the graph" "$1" && grep -q "\[3/6\] compiling" "$1" && grep -q "\[5/6\] training to step 3" "$1"' _ "$WORK/first.log"
 check "text tokenized with the model's tokenizer" test -s "$RUN/data/train.bin"
 check "3 metrics rows" test "$(grep -c '"step"' "$RUN/metrics.jsonl")" -eq 3
+check "evaluated at steps 2 and 3 (eval_loss in the metrics)" test "$(grep -c '"eval_loss": *[0-9]' "$RUN/metrics.jsonl")" -eq 2
 check "config.toml: steps, batch, seq, lr" bash -c 'grep -qx "steps = 3" "$1" && grep -qx "batch = 2" "$1" && grep -qx "seq = 16" "$1" && grep -qx "lr = \"1e-3\"" "$1"' _ "$RUN/config.toml"
 for f in config.json model.safetensors tokenizer.json; do check "hf/$f" test -s "$RUN/hf/$f"; done
 

@@ -65,9 +65,9 @@ TEST(PlanLoader, ChecksTheFormatVersion) {
   plan.mutable_header()->set_format_major(2);
   EXPECT_EQ(parseError(plan.SerializeAsString()), "t.plan: format version 2.0, this runtime reads 1.x");
   plan.mutable_header()->set_format_major(1);
-  plan.mutable_header()->set_format_minor(6);
+  plan.mutable_header()->set_format_minor(7);
   EXPECT_EQ(parseError(plan.SerializeAsString()),
-            "t.plan: format version 1.6, this runtime reads 1.5 at most (update the runtime)");
+            "t.plan: format version 1.7, this runtime reads 1.6 at most (update the runtime)");
 }
 
 TEST(PlanLoader, ChecksTheChecksum) {

@@ -104,6 +104,35 @@ plan::Plan tokenPlan(plan::DType dtype) {
   return b.build();
 }
 
+plan::Plan tokenEvalPlan(plan::DType parameterDType, int64_t batch) {
+  PlanBuilder b;
+  plan::Header& header = *b.plan().mutable_header();
+  header.set_source_model("tokens.onnx");
+  header.set_token_input("tokens");
+  header.set_tokens_per_step(static_cast<uint64_t>(batch) * 4);
+  header.set_evaluation(true);
+  header.set_format_minor(6);
+  const plan::DType dtype = parameterDType;
+  const uint32_t e = b.tensor("E", {5, 3}, dtype, plan::PARAMETER);
+  // Trainable, as the compiler emits it: the verifier then checks that no
+  // ADAMW updates it.
+  b.plan().mutable_tensors(static_cast<int>(e))->set_trainable(true);
+  const uint32_t readout = b.tensor("loss_readout", {}, dtype, plan::LOSS_READOUT);
+  const uint32_t devE = b.tensor("dev:E", {5, 3}, dtype, plan::PARAMETER_COPY);
+  const uint32_t tokens = b.tensor("tokens", {batch, 4}, plan::I64, plan::INPUT);
+  const uint32_t h = b.tensor("h", {batch, 4, 3}, dtype, plan::ACTIVATION);
+  const uint32_t logits = b.tensor("logits", {batch, 4, 5}, dtype, plan::ACTIVATION);
+  const uint32_t loss = b.tensor("loss", {}, dtype, plan::LOSS);
+  b.copy(e, devE, "h2d");
+  b.record("e_ready", "h2d");
+  b.wait("e_ready", "compute");
+  b.kernel("gather", {devE, tokens}, {h}, {intAttr("axis", 0)});
+  b.kernel("matmul", {h, devE}, {logits}, {intAttr("transpose_b", 1)});
+  b.kernel("next_token_ce", {logits, tokens}, {loss}, {intAttr("ignore_index", -100)});
+  b.readLossThroughD2h(loss, readout);
+  return b.build();
+}
+
 void writeModel(const std::string& path, const std::map<std::string, HostTensor>& initializers) {
   onnx::ModelProto model;
   model.set_ir_version(8);

@@ -1,6 +1,7 @@
 // TinyPlans.h - small hand-built training plans (and their ONNX weights) for executor and tool tests.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ plan::Plan linearPlan(plan::DType dtype, bool keepOutput = false);
 // (header.token_input), h = gather(E, tokens), logits = h @ E^T,
 // loss = next_token_ce(logits, tokens). dE = sum_b dlogits^T h + gather_grad(dh).
 plan::Plan tokenPlan(plan::DType dtype);
+
+// The forward and loss of tokenPlan as an evaluation plan (header.evaluation,
+// format minor 6): E [5, 3] PARAMETER of `dtype`, tokens [batch, 4] INPUT,
+// no gradients or updates.
+plan::Plan tokenEvalPlan(plan::DType dtype, int64_t batch);
 
 // Writes an ONNX model whose graph holds the given initializers (float_data
 // for F32 tensors, double_data for F64).

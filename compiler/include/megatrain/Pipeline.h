@@ -22,6 +22,9 @@ struct PipelineOptions {
   int64_t ignoreIndex = -100;
   std::string targets;  // a separate targets input for the loss (a loss mask); empty: the tokens
   std::vector<std::string> keepOutputs; // graph outputs kept as mt.output
+  // An evaluation step: mt-add-loss marks the function mt.evaluation and
+  // mt-autodiff, mt-microbatch and mt-adamw do not run (forward and loss only).
+  bool forwardOnly = false;
   // mt-adamw
   double lr = 1e-3;
   double beta1 = 0.9;
@@ -51,6 +54,7 @@ struct PipelineOptions {
 enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
+             //   (forward-only: mt-add-loss and cse)
   Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
   Planned,   // + mt-tier, mt-plan-memory
   Plan,      // the same passes as Planned; the driver then emits the plan

@@ -25,6 +25,8 @@
 //   mt.loss, mt.adamw, mt.grad_part: the host side of the step, emitted by
 //                 HostTaskEmitter.cpp (PlanBuilder.h declares the builder
 //                 both files share)
+//   mt.evaluation on the function (mt-add-loss forward-only): header
+//                 `evaluation` (format minor 6); no gradients or updates
 //
 // Op steps (mt.step) and plan steps differ because one op can become several
 // steps; last_use_step is in plan steps. Last, emitPlan runs insertEvents
@@ -493,6 +495,27 @@ mlir::LogicalResult PlanBuilder::setLastUses() {
 }
 
 
+namespace {
+
+/// The graph input a value is, through the offload and prefetch mt-tier may
+/// put between an input and a late reader (the token input of a loss at the
+/// end of a step under a tight budget); null when it is computed.
+mt::InputOp inputBehind(mlir::Value value) {
+  while (mlir::Operation *def = value.getDefiningOp()) {
+    if (auto input = mlir::dyn_cast<mt::InputOp>(def))
+      return input;
+    if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(def))
+      value = prefetch.getHost();
+    else if (auto offload = mlir::dyn_cast<mt::OffloadOp>(def))
+      value = offload.getValue();
+    else
+      return nullptr;
+  }
+  return nullptr;
+}
+
+} // namespace
+
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
   auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
   uint64_t microbatches = 1;
@@ -502,14 +525,14 @@ mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
     // input is micro-batch 0's, the one without an "@<k>" suffix.
     ce = nullptr;
     func.walk([&](mt::NextTokenCrossEntropyOp candidate) {
-      auto input = candidate.getTokens().getDefiningOp<mt::InputOp>();
+      mt::InputOp input = inputBehind(candidate.getTokens());
       if (!ce && input && !input.getName().contains('@'))
         ce = candidate;
     });
   }
   if (!ce)
     return mlir::success();
-  auto input = ce.getTokens().getDefiningOp<mt::InputOp>();
+  mt::InputOp input = inputBehind(ce.getTokens());
   if (!input)
     return mlir::success();
   auto shape = mlir::cast<mlir::RankedTensorType>(input.getType()).getShape();
@@ -596,6 +619,16 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     if (!updates.count(param))
       return part.emitError("the gradient parts of '")
              << param << "' reach no mt.adamw (run mt-adamw after mt-microbatch)";
+  // An evaluation step (mt-add-loss forward-only) computes the loss and
+  // nothing else: a gradient sink or update in it is a pipeline bug.
+  if (func->hasAttr(mt::attr::kEvaluation)) {
+    for (auto &[step, op] : ordered)
+      if (mlir::isa<mt::ParamGradOp, mt::GradPartOp, mt::AdamWOp>(op))
+        return op->emitError("an evaluation step (mt.evaluation) has no "
+                             "gradients or updates, but holds this op");
+    header->set_evaluation(true);
+    requirePlanFormatMinor(*header, kPlanMinorEvaluation);
+  }
   // The compute precision (mt-precision; fp32 when it did not run). A plan
   // in another precision, or with compute copies, is minor 3.
   std::string precision = "fp32";

@@ -58,9 +58,10 @@ constexpr const char *kUsage =
 
 constexpr const char *kDescription =
     "Compiles an ONNX model into a megatrain plan: one training step (forward, "
-    "backward, AdamW update) as ordered steps over statically placed tensors. "
-    "A .mlir input is taken to be a training step (the output of "
-    "--emit=training) and only scheduled, planned and emitted.";
+    "backward, AdamW update), or with --forward-only an evaluation step (forward "
+    "and loss), as ordered steps over statically placed tensors. A .mlir input is "
+    "taken to be such a step (the output of --emit=training) and only scheduled, "
+    "planned and emitted.";
 
 constexpr const char *kExamples = R"(Examples:
   megatrain-compile tiny.onnx -o tiny.plan --shape input_ids=8x64 --lr 3e-3
@@ -223,6 +224,12 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                fail("--microbatches expects 1 <= N <= " + std::to_string(kMaxMicrobatches) +
                     ", got '" + v + "'");
            });
+
+  megatrain::addFlagOption(app, "--forward-only",
+                           "compile an evaluation plan: the forward and the loss only (no gradients, "
+                           "optimizer state or updates), for megatrain-run --eval-plan; the optimizer "
+                           "flags and --microbatches do not apply to it",
+                           "Evaluation", [&] { args.pipeline.forwardOnly = true; });
 
   const std::string params = "Parameters (docs/frontends.md, \"Trainable rule\"; ECMAScript "
                              "regexes, full match, --frozen wins)";
@@ -395,6 +402,8 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
   for (const auto &usage : plan.header().predicted_peak())
     if (usage.pool() == 0)
       devicePeak = usage.peak_bytes();
+  if (plan.header().evaluation())
+    os << "  kind           evaluation plan (forward and loss only)\n";
   os << "  parameters     " << params << " (" << paramElements << " elements), "
      << trainable << " trainable (" << trainableElements << " elements), "
      << params - trainable << " frozen (" << paramElements - trainableElements
@@ -487,6 +496,10 @@ int compile(int argc, char **argv) {
       chooseLoss(*module, args);
   }
 
+  if (fromMlir && args.pipeline.forwardOnly)
+    fail("--forward-only needs an ONNX model: a .mlir step is planned as it "
+         "is (the --emit=training output of a --forward-only compile is "
+         "already an evaluation step)");
   if (fromMlir && args.pipeline.microbatches > 1)
     fail("--microbatches needs an ONNX model: a --emit=training step already "
          "has its updates");

@@ -70,6 +70,9 @@ inline constexpr llvm::StringLiteral kMasterElement = "mt.master_element";
 /// more than one micro-batch): k. mt-tier splits forward from backward per
 /// micro-batch at the first such op of each k.
 inline constexpr llvm::StringLiteral kMicrobatchBackward = "mt.microbatch_backward";
+/// unit on the function, set by mt-add-loss with forward-only: the step is an
+/// evaluation (forward and loss; no gradients or updates are to be added).
+inline constexpr llvm::StringLiteral kEvaluation = "mt.evaluation";
 } // namespace attr
 
 } // namespace megatrain::mt

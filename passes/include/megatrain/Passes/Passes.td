@@ -117,6 +117,9 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
     function returns nothing and the value is marked with `mt.loss`. Each
     graph output named in `keep-outputs` is marked with `mt.output` before the
     results are dropped, so it survives and reaches the plan as a readout.
+    With `forward-only` the function is also marked `mt.evaluation`: an
+    evaluation step, to which the pipeline adds no gradients or updates and
+    which plan emission writes as an evaluation plan.
   }];
   let options = [
     Option<"lossOutput", "loss-output", "std::string", "\"\"",
@@ -136,6 +139,8 @@ def AddLoss : Pass<"mt-add-loss", "mlir::func::FuncOp"> {
            "instead of the tokens (next-token-ce; empty: the tokens)">,
     ListOption<"keepOutputs", "keep-outputs", "std::string",
                "Graph outputs to keep readable after the step (mt.output)">,
+    Option<"forwardOnly", "forward-only", "bool", "false",
+           "Mark the function mt.evaluation: forward and loss only">,
   ];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }

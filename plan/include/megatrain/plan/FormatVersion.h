@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 5;
+inline constexpr uint32_t kPlanFormatMinor = 6;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -33,10 +33,13 @@ inline constexpr uint32_t kPlanMinorPrecision = 3;
 inline constexpr uint32_t kPlanMinorChecksum = 4;
 // Minor 5: header.target_input and header.ignore_index (a loss mask's targets).
 inline constexpr uint32_t kPlanMinorTargets = 5;
+// Minor 6: Header.evaluation, a forward-only plan (megatrain-compile
+// --forward-only) that megatrain-run evaluates with and never trains with.
+inline constexpr uint32_t kPlanMinorEvaluation = 6;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
                   kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor &&
-                  kPlanMinorTargets <= kPlanFormatMinor,
+                  kPlanMinorTargets <= kPlanFormatMinor && kPlanMinorEvaluation <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is

@@ -84,6 +84,14 @@ class Executor {
   // Optimizer steps taken since loadWeights (AdamW's t after the last step).
   int64_t optimizerStep() const { return step_; }
 
+  // For evaluating with the weights being trained: fills every PARAMETER of
+  // this plan (an evaluation plan, megatrain-compile --forward-only) from the
+  // PARAMETER of the same name in `source`'s plan, which must have the same
+  // shape and dtype (Error naming the first that does not), refreshes the
+  // compute copies and counts the weights as loaded. Reads `source` only
+  // (Backend::read), after its last step has finished.
+  void loadParametersFrom(const Executor& source);
+
   // For resuming: the PARAMETER and OPTIMIZER_STATE tensors were written
   // from a checkpoint (instead of loadWeights) after `t` optimizer steps.
   // Also refills the compute copies from the restored masters.
