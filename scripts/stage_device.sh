@@ -8,7 +8,7 @@
 # (cmake/StaticMLIR.cmake); the CUDA binaries link the CUDA runtime statically and
 # cuBLAS dynamically, as always (runtime/cuda/CMakeLists.txt). Then, into STAGE
 # (default build-gpu, git-ignored):
-#   bin/   megatrain-compile megatrain-run megatrain-inspect megatrain-profile
+#   bin/   megatrain megatrain-compile megatrain-run megatrain-inspect megatrain-profile
 #          gpu_kernel_tests gpu_executor_tests gpu_kernel_bench runtime_adamw_bench (stripped)
 #   tt.plan, fortunes.bin   the demo plan and corpus bench/device.sh takes as PLAN and DATA
 # and checks: megatrain-compile needs no shared library beyond libc, libstdc++, libm,
@@ -24,7 +24,7 @@ BUILD_DIR=${BUILD_DIR:-build-static}
 STAGE=${STAGE:-build-gpu}
 LIMIT_MIB=${LIMIT_MIB:-60}
 JOBS=${JOBS:-$(nproc)}
-TARGETS=(megatrain-compile megatrain-run megatrain-inspect megatrain-profile
+TARGETS=(megatrain megatrain-compile megatrain-run megatrain-inspect megatrain-profile
          gpu_kernel_tests gpu_executor_tests gpu_kernel_bench runtime_adamw_bench runtime_adamw_tests)
 
 if [[ ! -f $BUILD_DIR/build.ninja ]] || ! grep -q '^MEGATRAIN_STATIC_MLIR:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then

@@ -1,4 +1,4 @@
-# third_party/Dependencies.cmake - finds protobuf, zlib, nlohmann-json, MLIR, GoogleTest and CUDA
+# third_party/Dependencies.cmake - finds protobuf, zlib, nlohmann-json, CLI11, MLIR, GoogleTest and CUDA
 # (included at top level so the variables and imported targets they set are visible everywhere).
 
 find_package(Protobuf REQUIRED)
@@ -11,6 +11,10 @@ find_package(ZLIB REQUIRED)
 # the --metrics rows a resumed run keeps).
 find_package(nlohmann_json 3 REQUIRED)
 message(STATUS "nlohmann-json ${nlohmann_json_VERSION} (${nlohmann_json_DIR})")
+# CLI11 (header-only; Debian's libcli11-dev): every tool's command line, through
+# plan/lib/ToolCli.cpp (help, --version, --config FILE.toml, "did you mean").
+find_package(CLI11 CONFIG REQUIRED)
+message(STATUS "CLI11 ${CLI11_VERSION} (${CLI11_DIR})")
 
 if(MEGATRAIN_BUILD_COMPILER)
   find_package(MLIR REQUIRED CONFIG

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "megatrain/plan/ByteSize.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/Executor.h"
@@ -14,33 +15,39 @@
 
 namespace megatrain::runtime::tools {
 
-bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports) {
-  if (arg == "--export-onnx") {
-    exports.onnx = args.value(arg);
-  } else if (arg == "--export-external-data") {
-    exports.externalData = parseExternalData(args.value(arg));
-  } else if (arg == "--export-safetensors") {
-    exports.safetensors = args.value(arg);
-  } else if (arg == "--export-hf") {
-    exports.hf.outDir = args.value(arg);
-  } else if (arg == "--hf-source") {
-    exports.hf.source = args.value(arg);
-  } else if (arg == "--export-dtype") {
-    exports.hf.dtype = parseExportDType(args.value(arg));
-  } else if (arg == "--export-shard-size") {
-    const std::string text = args.value(arg);
-    if (!parseByteSize(text, exports.hf.shardBytes))
-      throw Error("--export-shard-size needs a size such as 5GB, 512MiB or 1000000 (bytes), got '" + text + "'");
-  } else if (arg == "--dump-output") {
-    const std::string spec = args.value(arg);
-    const size_t equals = spec.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
-      throw Error("--dump-output needs NAME=FILE.npy, got '" + spec + "'");
-    exports.dumps.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
-  } else {
-    return false;
-  }
-  return true;
+void addRunExportOptions(CLI::App& app, RunExports& exports) {
+  const std::string group = "After training";
+  addValueOption(app, "--export-onnx", "OUT.onnx",
+                 "write the --weights model with every trainable initializer replaced by its trained values",
+                 group, [&exports](const std::string& v) { exports.onnx = v; });
+  addValueOption(app, "--export-external-data", "auto|always|never",
+                 "keep --export-onnx initializer data in OUT.onnx.data (auto: when the initializers "
+                 "exceed 1 GiB; default auto)",
+                 group, [&exports](const std::string& v) { exports.externalData = parseExternalData(v); });
+  addValueOption(app, "--export-safetensors", "OUT.safetensors", "write every parameter as safetensors", group,
+                 [&exports](const std::string& v) { exports.safetensors = v; });
+  addValueOption(app, "--export-hf", "OUT_DIR",
+                 "write a directory transformers loads: safetensors shards ({\"format\": \"pt\"}; an index "
+                 "when more than one) under the Hugging Face names, plus the config, generation config and "
+                 "tokenizer files of --hf-source",
+                 group, [&exports](const std::string& v) { exports.hf.outDir = v; });
+  addValueOption(app, "--hf-source", "HF_DIR",
+                 "the Hugging Face model the run started from (default: --weights when it is a directory)",
+                 group, [&exports](const std::string& v) { exports.hf.source = v; });
+  addValueOption(app, "--export-dtype", "fp32|bf16|fp16", "dtype of --export-hf (default: --hf-source's, else fp32)",
+                 group, [&exports](const std::string& v) { exports.hf.dtype = parseExportDType(v); });
+  addValueOption(app, "--export-shard-size", "SIZE", "largest --export-hf shard (default 5GB)", group,
+                 [&exports](const std::string& v) { exports.hf.shardBytes = parseSizeFlag(v, "--export-shard-size"); });
+  repeatable(addValueOption(
+      app, "--dump-output", "NAME=FILE.npy",
+      "after the last step, write graph output NAME as that step's forward computed it (the plan "
+      "must keep it: megatrain-compile --keep-output NAME; repeatable)",
+      group, [&exports](const std::string& spec) {
+        const size_t equals = spec.find('=');
+        if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
+          throw Error("--dump-output needs NAME=FILE.npy, got '" + spec + "'");
+        exports.dumps.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
+      }));
 }
 
 namespace {

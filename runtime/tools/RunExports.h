@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/plan.pb.h"
 #include "megatrain/runtime/HfExport.h"
 #include "megatrain/runtime/ModelExport.h"
@@ -26,9 +26,8 @@ struct RunExports {
   std::vector<std::pair<std::string, std::string>> dumps;  // --dump-output NAME=FILE.npy
 };
 
-// Takes `arg` (and its value from `args`) if it is one of the flags above;
-// false when it is not.
-bool parseRunExportFlag(const std::string& arg, ArgReader& args, RunExports& exports);
+// Adds the flags above to megatrain-run's command line (group "After training").
+void addRunExportOptions(CLI::App& app, RunExports& exports);
 
 // Before training: every --dump-output names an output the plan keeps,
 // --export-onnx has an ONNX --weights model to copy, the --export-hf flags

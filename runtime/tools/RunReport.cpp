@@ -1,6 +1,8 @@
 // RunReport.cpp - megatrain-run's measurements: median step time, device memory report, --trace.
 #include "RunReport.h"
 
+#include "ToolArgs.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,19 +37,23 @@ std::string jsonNumber(double value) {
 
 }  // namespace
 
-bool parseRunReportFlag(const std::string& arg, ArgReader& args, RunReportOptions& options) {
-  if (arg == "--trace") {
-    options.trace = args.value(arg);
-  } else if (arg == "--trace-step") {
-    options.traceStep = parsePositive(args.value(arg), arg);
-  } else if (arg == "--poison") {
-    options.poison = true;
-  } else if (arg == "--report") {
-    options.report = args.value(arg);
-  } else {
-    return false;
-  }
-  return true;
+void addRunReportOptions(CLI::App& app, RunReportOptions& options) {
+  const std::string group = "Measurements";
+  addFlagOption(app, "--poison",
+                "on cuda, fill each dead device tensor with NaN after its last use (a memset per tensor "
+                "per step; always on for cpu; also MEGATRAIN_POISON=1)",
+                group, [&options] { options.poison = true; });
+  addValueOption(app, "--trace", "FILE.json",
+                 "time every kernel, copy and host task of one step on the device (cuda) and write Chrome "
+                 "trace events with the tracks of megatrain-inspect --trace and the predicted times in "
+                 "args; print measured against predicted step and stream busy times",
+                 group, [&options](const std::string& v) { options.trace = v; });
+  addValueOption(app, "--trace-step", "N", "the step --trace times (default: the last)", group,
+                 [&options](const std::string& v) { options.traceStep = parsePositive(v, "--trace-step"); });
+  addValueOption(app, "--report", "FILE.json",
+                 "after the run, write the median step time (after the first), the plan's predicted step "
+                 "time and the device memory report",
+                 group, [&options](const std::string& v) { options.report = v; });
 }
 
 TraceSummary summarizeTrace(const plan::Plan& plan, const std::vector<StepSpan>& spans,

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/plan.pb.h"
 #include "megatrain/runtime/Backend.h"
 
@@ -21,8 +21,8 @@ struct RunReportOptions {
   std::string report;                // --report FILE.json
 };
 
-// Takes `arg` (and its value from `args`) if it is one of the flags above.
-bool parseRunReportFlag(const std::string& arg, ArgReader& args, RunReportOptions& options);
+// Adds the flags above to megatrain-run's command line (group "Measurements").
+void addRunReportOptions(CLI::App& app, RunReportOptions& options);
 
 // One measured step against the plan's prediction.
 struct TraceSummary {

@@ -76,58 +76,93 @@ void appendFileList(const std::string& flag, const std::string& list, std::vecto
 
 }  // namespace
 
-bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions& options) {
-  if (arg == "--data") {
-    appendFileList(arg, args.value(arg), options.data);
-  } else if (arg == "--eval-plan") {
-    options.evalPlan = args.value(arg);
-  } else if (arg == "--eval-data") {
-    appendFileList(arg, args.value(arg), options.evalData);
-  } else if (arg == "--eval-every") {
-    options.evalEvery = parsePositive(args.value(arg), arg);
-  } else if (arg == "--eval-batches") {
-    options.evalBatches = parsePositive(args.value(arg), arg);
-  } else if (arg == "--data-dtype") {
-    options.dataDType = parseTokenDType(args.value(arg));
-  } else if (arg == "--seed") {
-    options.seed = parseSeed(args.value(arg));
-  } else if (arg == "--lr") {
-    options.lr = parseReal(args.value(arg), arg);
+void addTrainingOptions(CLI::App& app, TrainingOptions& options) {
+  const std::string data = "Data";
+  repeatable(addValueOption(
+      app, "--data", "TOKENS.bin[,...]",
+      "token files (repeatable) sampled as [batch, seq] windows into the plan's token input, in a "
+      "seeded shuffle redrawn every epoch (each micro-batch's copy NAME@k gets its own windows)",
+      data, [&options](const std::string& list) { appendFileList("--data", list, options.data); }));
+  addValueOption(app, "--data-dtype", "uint16|uint32",
+                 "token width of --data (default uint16; a sidecar TOKENS.bin.json "
+                 "{\"dtype\": ..., \"vocab\": ...} wins)",
+                 data, [&options](const std::string& v) { options.dataDType = parseTokenDType(v); });
+  addValueOption(app, "--seed", "N", "seed of the data order (default 0)", data,
+                 [&options](const std::string& v) { options.seed = parseSeed(v); });
+
+  const std::string eval = "Evaluation (docs/runtime.md)";
+  addValueOption(app, "--eval-plan", "EVAL.plan",
+                 "evaluate with this plan (megatrain-compile --forward-only of the same model) on the weights "
+                 "being trained",
+                 eval, [&options](const std::string& v) { options.evalPlan = v; });
+  repeatable(addValueOption(app, "--eval-data", "TOKENS.bin[,...]",
+                            "token files of the eval set (repeatable): cut into windows in order, the same "
+                            "batches every evaluation",
+                            eval, [&options](const std::string& list) {
+                              appendFileList("--eval-data", list, options.evalData);
+                            }));
+  addValueOption(app, "--eval-every", "N",
+                 "evaluate after every N-th step (default: only after the last); eval loss and perplexity go "
+                 "to the progress line and --metrics (eval_loss, eval_ppl)",
+                 eval, [&options](const std::string& v) { options.evalEvery = parsePositive(v, "--eval-every"); });
+  addValueOption(app, "--eval-batches", "K",
+                 "evaluate on the first K batches (default: every whole batch of --eval-data)", eval,
+                 [&options](const std::string& v) { options.evalBatches = parsePositive(v, "--eval-batches"); });
+
+  const std::string lr = "Learning rate";
+  addValueOption(app, "--lr", "F", "peak learning rate (default: the plan's)", lr, [&options](const std::string& v) {
+    options.lr = parseReal(v, "--lr");
     if (*options.lr <= 0) throw Error("--lr must be positive");
-  } else if (arg == "--lr-schedule") {
-    options.schedule = parseLrScheduleKind(args.value(arg));
-  } else if (arg == "--warmup-steps") {
-    options.warmupSteps = parseCount(args.value(arg), arg);
-  } else if (arg == "--min-lr") {
-    options.minLr = parseReal(args.value(arg), arg);
+  });
+  addValueOption(app, "--lr-schedule", "constant|cosine|linear",
+                 "after warmup, hold the lr or decay it to --min-lr (default constant)", lr,
+                 [&options](const std::string& v) { options.schedule = parseLrScheduleKind(v); });
+  addValueOption(app, "--warmup-steps", "N", "raise the lr linearly from 0 over the first N steps (default 0)", lr,
+                 [&options](const std::string& v) { options.warmupSteps = parseCount(v, "--warmup-steps"); });
+  addValueOption(app, "--min-lr", "F", "where the decay ends (default 0)", lr, [&options](const std::string& v) {
+    options.minLr = parseReal(v, "--min-lr");
     if (options.minLr < 0) throw Error("--min-lr must not be negative");
-  } else if (arg == "--decay-steps") {
-    options.decaySteps = parsePositive(args.value(arg), arg);
-  } else if (arg == "--clip-grad-norm") {
-    options.clipGradNorm = parseReal(args.value(arg), arg);
-    if (*options.clipGradNorm <= 0) throw Error("--clip-grad-norm must be positive");
-  } else if (arg == "--save") {
-    options.save = args.value(arg);
-  } else if (arg == "--save-every") {
-    options.saveEvery = parsePositive(args.value(arg), arg);
-  } else if (arg == "--keep-checkpoints") {
-    options.keepCheckpoints = parsePositive(args.value(arg), arg);
-  } else if (arg == "--resume") {
-    options.resume = args.value(arg);
-  } else if (arg == "--log-every") {
-    options.logEvery = parsePositive(args.value(arg), arg);
-  } else if (arg == "--skip-preflight") {
-    options.skipPreflight = true;
-  } else if (arg == "--init") {
-    options.init = args.value(arg);
-  } else if (arg == "--init-seed") {
-    options.initSeed = parseSeed(args.value(arg));
-  } else if (arg == "--disk-dir") {
-    options.diskDir = args.value(arg);
-  } else {
-    return false;
-  }
-  return true;
+  });
+  addValueOption(app, "--decay-steps", "N", "the step at which the decay reaches --min-lr (default --steps)", lr,
+                 [&options](const std::string& v) { options.decaySteps = parsePositive(v, "--decay-steps"); });
+  addValueOption(app, "--clip-grad-norm", "F",
+                 "clip the global L2 norm of the gradients to F, as torch's clip_grad_norm_ (the host "
+                 "optimizer then waits for backward)",
+                 lr, [&options](const std::string& v) {
+                   options.clipGradNorm = parseReal(v, "--clip-grad-norm");
+                   if (*options.clipGradNorm <= 0) throw Error("--clip-grad-norm must be positive");
+                 });
+
+  const std::string checkpoints = "Checkpoints";
+  addValueOption(app, "--save", "DIR",
+                 "write checkpoints into DIR: at the end, on Ctrl-C or SIGTERM, and every --save-every steps",
+                 checkpoints, [&options](const std::string& v) { options.save = v; });
+  addValueOption(app, "--save-every", "N", "also save after every N-th step", checkpoints,
+                 [&options](const std::string& v) { options.saveEvery = parsePositive(v, "--save-every"); });
+  addValueOption(app, "--keep-checkpoints", "N",
+                 "after each save, delete all but the N newest (largest step) of this plan's step-*.ckpt "
+                 "files in DIR, never the one DIR/latest names (N >= 1; default: keep every one)",
+                 checkpoints, [&options](const std::string& v) {
+                   options.keepCheckpoints = parsePositive(v, "--keep-checkpoints");
+                 });
+  addValueOption(app, "--resume", "DIR", "continue from DIR's newest valid checkpoint", checkpoints,
+                 [&options](const std::string& v) { options.resume = v; });
+
+  const std::string run = "Run";
+  addValueOption(app, "--log-every", "N", "without a terminal, print a progress line every N steps (default 1)",
+                 run, [&options](const std::string& v) { options.logEvery = parsePositive(v, "--log-every"); });
+  addFlagOption(app, "--skip-preflight", "allocate even if memory or disk look too small", run,
+                [&options] { options.skipPreflight = true; });
+  addValueOption(app, "--init", "normal:STD",
+                 "start from scratch instead of --weights: every parameter from N(0, STD^2), norm weights 1, "
+                 "biases 0 (docs/runtime.md has the rule)",
+                 run, [&options](const std::string& v) { options.init = v; });
+  addValueOption(app, "--init-seed", "N", "seed of --init (default --seed)", run,
+                 [&options](const std::string& v) { options.initSeed = parseSeed(v); });
+  addValueOption(app, "--disk-dir", "DIR",
+                 "where a plan with disk-resident optimizer state keeps it: one file per DISK pool, read and "
+                 "written with O_DIRECT (required by such plans; docs/tiering.md \"State homes\")",
+                 run, [&options](const std::string& v) { options.diskDir = v; });
 }
 
 void checkEvaluationFlags(const TrainingOptions& options) {

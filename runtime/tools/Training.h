@@ -9,6 +9,7 @@
 
 #include "RunReport.h"
 #include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/runtime/LrSchedule.h"
 #include "megatrain/runtime/PlanStats.h"
 #include "megatrain/runtime/TokenData.h"
@@ -48,13 +49,13 @@ struct TrainingOptions {
   std::string diskDir;  // --disk-dir: the files of the plan's DISK pools
 };
 
+// Adds the flags above to megatrain-run's command line, in the groups "Data",
+// "Learning rate" and "Checkpoints".
+void addTrainingOptions(CLI::App& app, TrainingOptions& options);
+
 // Error for an evaluation flag without the others it needs (--eval-plan and
 // --eval-data come together; --eval-every and --eval-batches need them).
 void checkEvaluationFlags(const TrainingOptions& options);
-
-// Takes `arg` (and its value from `args`) if it is one of the flags above;
-// false when it is not.
-bool parseTrainingFlag(const std::string& arg, ArgReader& args, TrainingOptions& options);
 
 // What the loop needs besides TrainingOptions.
 struct TrainingSetup {

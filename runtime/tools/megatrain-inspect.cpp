@@ -14,6 +14,7 @@
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/PlanTimeline.h"
 #include "megatrain/plan/ProfileJson.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/PlanLoader.h"
@@ -23,28 +24,22 @@
 namespace megatrain::runtime::tools {
 namespace {
 
-const char kUsage[] = R"(usage: megatrain-inspect MODEL.plan [--max-steps N] [--memory-plot FILE.svg]
-                          [--trace FILE.json]
+const char kUsage[] = "usage: megatrain-inspect MODEL.plan [--max-steps N] [--memory-plot FILE.svg] [--trace FILE.json]\n";
 
-Prints what a plan does: its header (provenance, optimizer), a summary
-(parameters, pools, device memory peak from tensor lifetimes against the
-compiler's prediction, the predicted step time and its breakdown, bytes per
-link) and the schedule, one row per step: stream, what runs, the tensors it
-touches (for a wait: the record it waits for), the device memory live after it and, when the plan carries the
-compiler's predictions, when the step is predicted to start.
+const char kDescription[] =
+    "Prints what a plan does: its header (provenance, optimizer), a summary (parameters, pools, "
+    "device memory peak from tensor lifetimes against the compiler's prediction, the predicted "
+    "step time and its breakdown, bytes per link) and the schedule, one row per step: stream, what "
+    "runs, the tensors it touches (for a wait: the record it waits for), the device memory live "
+    "after it and, when the plan carries the compiler's predictions, when the step is predicted "
+    "to start.";
 
-options:
-  --max-steps N           print at most N schedule rows (default: all)
-  --memory-plot FILE.svg  draw live device memory over predicted time (with
-                          the budget line when the plan has a budget) into
-                          FILE.svg, and print the same as a text plot
-  --trace FILE.json       write the predicted schedule as Chrome trace events,
-                          one track per stream (open in Perfetto or
-                          chrome://tracing)
-  --help                  show this help
-
---memory-plot and --trace need a plan with predictions (format 1.2, written
+const char kFooter[] = R"(--memory-plot and --trace need a plan with predictions (format 1.2, written
 by megatrain-compile's plan simulator).
+
+Examples:
+  megatrain-inspect tiny.plan --max-steps 40
+  megatrain-inspect tiny.plan --memory-plot memory.svg --trace trace.json
 )";
 
 // "12.345 ms" style, in the unit that suits the value.
@@ -252,30 +247,28 @@ void writePictures(const plan::Plan& plan, const std::string& path, const std::s
 }
 
 int inspect(int argc, char** argv) {
-  std::string path;
+  std::vector<std::string> positional;
   int64_t maxSteps = 0;
   std::string memoryPlot, tracePath;
-  ArgReader args(argc, argv);
-  while (!args.done()) {
-    const std::string arg = args.take();
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--max-steps") {
-      maxSteps = parsePositive(args.value(arg), arg);
-    } else if (arg == "--memory-plot") {
-      memoryPlot = args.value(arg);
-    } else if (arg == "--trace") {
-      tracePath = args.value(arg);
-    } else if (arg.rfind("-", 0) == 0) {
-      throw Error("unknown option '" + arg + "' (see --help)");
-    } else if (path.empty()) {
-      path = arg;
-    } else {
-      throw Error("unexpected argument '" + arg + "' (one plan file only)");
-    }
-  }
-  if (path.empty()) throw Error("missing MODEL.plan (see --help)");
+  CLI::App app;
+  setupToolApp(app, "megatrain-inspect", {kUsage, kDescription, kFooter});
+  app.add_option("MODEL.plan", positional, "the plan to print")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  const std::string group = "Options";
+  addValueOption(app, "--max-steps", "N", "print at most N schedule rows (default: all)", group,
+                 [&](const std::string& v) { maxSteps = parsePositive(v, "--max-steps"); });
+  addValueOption(app, "--memory-plot", "FILE.svg",
+                 "draw live device memory over predicted time (with the budget line when the plan has a "
+                 "budget) into FILE.svg, and print the same as a text plot",
+                 group, [&](const std::string& v) { memoryPlot = v; });
+  addValueOption(app, "--trace", "FILE.json",
+                 "write the predicted schedule as Chrome trace events, one track per stream (open in "
+                 "Perfetto or chrome://tracing)",
+                 group, [&](const std::string& v) { tracePath = v; });
+  if (parseToolCommandLine(app, argc, argv)) return 0;  // --help or --version
+  if (positional.empty()) throw Error("missing MODEL.plan (see --help)");
+  if (positional.size() > 1) throw Error("unexpected argument '" + positional[1] + "' (one plan file only)");
+  const std::string path = positional[0];
 
   const plan::Plan plan = loadPlan(path);
   // The CPU backend knows every kernel of docs/ops.md; it allocates nothing here.

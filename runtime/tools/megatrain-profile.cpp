@@ -25,6 +25,7 @@
 
 #include "DeviceMeasure.h"
 #include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 #include "host/AdamWPaths.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/ProfileJson.h"
@@ -41,9 +42,9 @@ double secondsSince(Clock::time_point begin) {
   return std::chrono::duration<double>(Clock::now() - begin).count();
 }
 
-const char* kUsage = R"(usage: megatrain-profile [-o FILE] [--quick] [--matmul-size N] [--disk DIR] [--name NAME]
+const char kUsage[] = "usage: megatrain-profile [-o FILE] [--quick] [--matmul-size N] [--disk DIR] [--name NAME]\n";
 
-Measures this machine's device profile and writes it as the JSON that
+const char kDescription[] = R"(Measures this machine's device profile and writes it as the JSON that
 megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
   matmul_fp32/tf32/bf16_flops  cuBLAS n x n x n products (SGEMM without TF32;
                                GemmEx fast-TF32; GemmEx bf16 with fp32 accumulate)
@@ -57,18 +58,11 @@ megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
   launch_s                     empty kernel launches on one stream, per launch
   device_memory_bytes, name    the card
 Each figure is the best of several timed runs after a warm-up. A table of
-the figures beside the H200 ceilings of docs/hardware.md goes to stderr.
+the figures beside the H200 ceilings of docs/hardware.md goes to stderr.)";
 
-options:
-  -o FILE          write the JSON here (default: stdout)
-  --quick          small sizes (matmul 2048, 64 MiB copies, 4M AdamW parameters,
-                   256 MiB of disk): a smoke test of a few seconds
-  --matmul-size N  side of the square matmuls (default 8192)
-  --disk DIR       also measure direct-I/O disk bandwidth with a scratch file
-                   in DIR (removed afterwards; default: not measured, and the
-                   profile omits the disk fields so the compiler keeps its defaults)
-  --name NAME      the profile's name (default: the device's name)
-  --help           this text
+const char kExamples[] = R"(Examples:
+  megatrain-profile -o profile.json
+  megatrain-profile --quick --disk /tmp -o quick.json
 )";
 
 struct Options {
@@ -230,29 +224,31 @@ std::string sizeText(size_t bytes) {
 int run(int argc, char** argv) {
   Options options;
   bool quick = false, sizeGiven = false;
-  ArgReader args(argc, argv);
-  while (!args.done()) {
-    const std::string arg = args.take();
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "-o") {
-      options.output = args.value(arg);
-    } else if (arg == "--quick") {
-      quick = true;
-    } else if (arg == "--matmul-size") {
-      const int64_t size = parsePositive(args.value(arg), arg);
-      if (size < 16 || size > 65536) throw std::runtime_error("--matmul-size: between 16 and 65536, got " + std::to_string(size));
-      options.device.matmulSize = static_cast<int>(size);
-      sizeGiven = true;
-    } else if (arg == "--disk") {
-      options.disk = args.value(arg);
-    } else if (arg == "--name") {
-      options.name = args.value(arg);
-    } else {
-      throw std::runtime_error("unknown argument '" + arg + "' (see --help)");
-    }
-  }
+  CLI::App app;
+  setupToolApp(app, "megatrain-profile", {kUsage, kDescription, kExamples});
+  const std::string group = "Options";
+  addValueOption(app, "-o,--out", "FILE", "write the JSON here (default: stdout; `-` is stdout)", group,
+                 [&](const std::string& v) { options.output = v; });
+  addFlagOption(app, "--quick",
+                "small sizes (matmul 2048, 64 MiB copies, 4M AdamW parameters, 256 MiB of disk): a smoke "
+                "test of a few seconds",
+                group, [&] { quick = true; });
+  addValueOption(app, "--matmul-size", "N", "side of the square matmuls (default 8192)", group,
+                 [&](const std::string& v) {
+                   const int64_t size = parsePositive(v, "--matmul-size");
+                   if (size < 16 || size > 65536)
+                     throw std::runtime_error("--matmul-size: between 16 and 65536, got " + std::to_string(size));
+                   options.device.matmulSize = static_cast<int>(size);
+                   sizeGiven = true;
+                 });
+  addValueOption(app, "--disk", "DIR",
+                 "also measure direct-I/O disk bandwidth with a scratch file in DIR (removed afterwards; "
+                 "default: not measured, and the profile omits the disk fields so the compiler keeps "
+                 "its defaults)",
+                 group, [&](const std::string& v) { options.disk = v; });
+  addValueOption(app, "--name", "NAME", "the profile's name (default: the device's name)", group,
+                 [&](const std::string& v) { options.name = v; });
+  if (parseToolCommandLine(app, argc, argv)) return 0;  // --help or --version
   if (quick) {
     if (!sizeGiven) options.device.matmulSize = 2048;
     options.device.copyBytes = size_t(64) << 20;

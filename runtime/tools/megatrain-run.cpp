@@ -15,6 +15,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/CpuBackend.h"
 #include "megatrain/runtime/Evaluation.h"
@@ -33,99 +34,19 @@
 namespace megatrain::runtime::tools {
 namespace {
 
-const char kUsage[] = R"(usage: megatrain-run MODEL.plan --weights PATH [options]
+const char kUsage[] = "usage: megatrain-run MODEL.plan --weights PATH --steps N [options]\n";
 
-Trains a model: loads the plan, loads the initial weights, and executes the
-plan's training step --steps times.
+const char kDescription[] =
+    "Trains a model: loads the plan, loads the initial weights, and executes the plan's training "
+    "step until step --steps.";
 
-options:
-  --weights PATH           the initial weights, matched to the plan's parameters by
-                           name: an ONNX model (its initializers), a .safetensors file,
-                           or a Hugging Face model directory (model.safetensors or the
-                           shards of model.safetensors.index.json); F32, BF16, F16 and
-                           F64 become fp32 masters (required unless --init is given or
-                           --resume finds a checkpoint)
-  --init normal:STD        start from scratch instead: every parameter from N(0, STD^2),
-                           norm weights 1, biases 0 (docs/runtime.md has the rule)
-  --init-seed N            seed of --init (default --seed)
-  --backend auto|cpu|cuda  where to run (default auto: cuda when this binary has the
-                           CUDA backend and a GPU is present, else cpu; the choice is
-                           printed)
-  --steps N                train until step N, resumed steps included (default 10)
-  --input NAME=FILE.npy    feed this array to graph input NAME at every step (repeatable);
-                           with micro-batches also to every NAME@k not given its own
-  --data TOKENS.bin[,...]  token files (repeatable) sampled as [batch, seq] windows into
-                           the plan's token input, in a seeded shuffle redrawn every epoch
-                           (each micro-batch's copy NAME@k gets its own windows)
-  --data-dtype uint16|uint32
-                           token width of --data (default uint16; a sidecar
-                           TOKENS.bin.json {"dtype": ..., "vocab": ...} wins)
-  --seed N                 seed of the data order (default 0)
-  --lr F                   peak learning rate (default: the plan's)
-  --lr-schedule constant|cosine|linear
-                           after warmup, hold the lr or decay it to --min-lr (default constant)
-  --warmup-steps N         raise the lr linearly from 0 over the first N steps (default 0)
-  --min-lr F               where the decay ends (default 0)
-  --decay-steps N          the step at which the decay reaches --min-lr (default --steps)
-  --clip-grad-norm F       clip the global L2 norm of the gradients to F, as torch's
-                           clip_grad_norm_ (the host optimizer then waits for backward)
-  --save DIR               write checkpoints into DIR: at the end, on Ctrl-C or SIGTERM,
-                           and every --save-every steps
-  --save-every N           also save after every N-th step
-  --keep-checkpoints N     after each save, delete all but the N newest (largest step)
-                           of this plan's step-*.ckpt files in DIR, never the one
-                           DIR/latest names (N >= 1; default: keep every one)
-  --resume DIR             continue from DIR's newest valid checkpoint
-  --eval-plan EVAL.plan    evaluate with this plan (megatrain-compile --forward-only
-                           of the same model) on the weights being trained
-  --eval-data TOKENS.bin[,...]
-                           token files of the eval set (repeatable): cut into
-                           windows in order, the same batches every evaluation
-  --eval-every N           evaluate after every N-th step (default: only after
-                           the last); eval loss and perplexity go to the progress
-                           line and --metrics (eval_loss, eval_ppl)
-  --eval-batches K         evaluate on the first K batches (default: every whole
-                           batch of --eval-data)
-  --metrics FILE.jsonl     write one JSON object per step (step, loss, tokens_per_s,
-                           step_time_s, tokens, lr, grad_norm, eval_loss, eval_ppl,
-                           eval_time_s, elapsed_s)
-  --log-every N            without a terminal, print a progress line every N steps (default 1)
-  --skip-preflight         allocate even if memory or disk look too small
-  --disk-dir DIR           where a plan with disk-resident optimizer state keeps it:
-                           one file per DISK pool, read and written with O_DIRECT
-                           (required by such plans; docs/tiering.md "State homes")
-  --export-onnx OUT.onnx   after training, write the --weights model with every
-                           trainable initializer replaced by its trained values
-  --export-external-data auto|always|never
-                           keep --export-onnx initializer data in OUT.onnx.data
-                           (auto: when the initializers exceed 1 GiB; default auto)
-  --export-safetensors OUT.safetensors
-                           after training, write every parameter as safetensors
-  --export-hf OUT_DIR      after training, write a directory transformers loads:
-                           safetensors shards ({"format": "pt"}; an index when more
-                           than one) under the Hugging Face names, plus the config,
-                           generation config and tokenizer files of --hf-source
-  --hf-source HF_DIR       the Hugging Face model the run started from (default:
-                           --weights when it is a directory)
-  --export-dtype fp32|bf16|fp16
-                           dtype of --export-hf (default: --hf-source's, else fp32)
-  --export-shard-size SIZE largest --export-hf shard (default 5GB)
-  --dump-output NAME=FILE.npy
-                           after the last step, write graph output NAME as that
-                           step's forward computed it (the plan must keep it:
-                           megatrain-compile --keep-output NAME; repeatable)
-  --poison                 on cuda, fill each dead device tensor with NaN after its last
-                           use (a memset per tensor per step; always on for cpu; also
-                           MEGATRAIN_POISON=1)
-  --trace FILE.json        time every kernel, copy and host task of one step on the
-                           device (cuda) and write Chrome trace events with the tracks
-                           of megatrain-inspect --trace and the predicted times in args;
-                           print measured against predicted step and stream busy times
-  --trace-step N           the step --trace times (default: the last)
-  --report FILE.json       after the run, write the median step time (after the first),
-                           the plan's predicted step time and the device memory report
-  --quiet                  print only the final summary
-  --help                   show this help
+const char kExamples[] = R"(Examples:
+  megatrain-run tiny.plan --weights tiny.onnx --data train.bin --steps 100
+  megatrain-run tiny.plan --weights tiny.onnx --data train.bin --steps 1000 --save runs/a \
+      --save-every 100 --metrics runs/a/metrics.jsonl
+  megatrain-run tiny.plan --resume runs/a --data train.bin --steps 2000
+  megatrain-run tiny.plan --weights tiny.onnx --data train.bin --steps 1000 \
+      --eval-plan tiny-eval.plan --eval-data val.bin --eval-every 100
 )";
 
 struct Options {
@@ -137,47 +58,56 @@ struct Options {
   TrainingOptions training;
   std::string metrics;
   bool quiet = false;
-  bool help = false;
   RunExports exports;
   RunReportOptions report;
 };
 
-Options parseOptions(int argc, char** argv) {
+// Parses the command line; std::nullopt when --help or --version was printed.
+std::optional<Options> parseOptions(int argc, char** argv) {
   Options options;
-  ArgReader args(argc, argv);
-  while (!args.done()) {
-    const std::string arg = args.take();
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-    } else if (arg == "--weights") {
-      options.weights = args.value(arg);
-    } else if (arg == "--backend") {
-      options.backend = args.value(arg);
-    } else if (arg == "--steps") {
-      options.steps = parsePositive(args.value(arg), arg);
-    } else if (arg == "--input") {
-      const std::string spec = args.value(arg);
-      const size_t equals = spec.find('=');
-      if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
-        throw Error("--input needs NAME=FILE.npy, got '" + spec + "'");
-      options.inputs.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
-    } else if (parseTrainingFlag(arg, args, options.training)) {
-    } else if (arg == "--metrics") {
-      options.metrics = args.value(arg);
-    } else if (arg == "--quiet") {
-      options.quiet = true;
-    } else if (parseRunExportFlag(arg, args, options.exports)) {
-    } else if (parseRunReportFlag(arg, args, options.report)) {
-    } else if (arg.rfind("-", 0) == 0) {
-      throw Error("unknown option '" + arg + "' (see --help)");
-    } else if (options.plan.empty()) {
-      options.plan = arg;
-    } else {
-      throw Error("unexpected argument '" + arg + "' (one plan file only)");
-    }
-  }
-  if (options.help) return options;
-  if (options.plan.empty()) throw Error("missing MODEL.plan (see --help)");
+  std::vector<std::string> positional;
+  CLI::App app;
+  setupToolApp(app, "megatrain-run", {kUsage, kDescription, kExamples});
+  app.add_option("MODEL.plan", positional, "the plan megatrain-compile wrote")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+  const std::string run = "Run";
+  addValueOption(app, "--weights", "PATH",
+                 "the initial weights, matched to the plan's parameters by name: an ONNX model (its "
+                 "initializers), a .safetensors file, or a Hugging Face model directory (model.safetensors "
+                 "or the shards of model.safetensors.index.json); F32, BF16, F16 and F64 become fp32 "
+                 "masters (required unless --init is given or --resume finds a checkpoint)",
+                 run, [&](const std::string& v) { options.weights = v; });
+  addValueOption(app, "--backend", "auto|cpu|cuda",
+                 "where to run (default auto: cuda when this binary has the CUDA backend and a GPU is "
+                 "present, else cpu; the choice is printed)",
+                 run, [&](const std::string& v) { options.backend = v; });
+  addValueOption(app, "--steps", "N", "train until step N, resumed steps included (default 10)", run,
+                 [&](const std::string& v) { options.steps = parsePositive(v, "--steps"); });
+  repeatable(addValueOption(
+      app, "--input", "NAME=FILE.npy",
+      "feed this array to graph input NAME at every step (repeatable); with micro-batches also to "
+      "every NAME@k not given its own",
+      run, [&](const std::string& spec) {
+        const size_t equals = spec.find('=');
+        if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size())
+          throw Error("--input needs NAME=FILE.npy, got '" + spec + "'");
+        options.inputs.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
+      }));
+  addValueOption(app, "--metrics", "FILE.jsonl",
+                 "write one JSON object per step (step, loss, tokens_per_s, step_time_s, tokens, lr, "
+                 "grad_norm, eval_loss, eval_ppl, eval_time_s, elapsed_s)",
+                 run, [&](const std::string& v) { options.metrics = v; });
+  addFlagOption(app, "--quiet", "print only the final summary", run, [&] { options.quiet = true; });
+  addTrainingOptions(app, options.training);
+  addRunExportOptions(app, options.exports);
+  addRunReportOptions(app, options.report);
+
+  if (parseToolCommandLine(app, argc, argv)) return std::nullopt;
+  if (positional.empty()) throw Error("missing MODEL.plan (see --help)");
+  if (positional.size() > 1)
+    throw Error("unexpected argument '" + positional[1] + "' (one plan file only)");
+  options.plan = positional[0];
   if (options.weights.empty() && options.training.init.empty() && options.training.resume.empty())
     throw Error("missing --weights (MODEL.onnx, MODEL.safetensors or a Hugging Face model directory) or --init "
                 "normal:STD");
@@ -242,11 +172,9 @@ void printSummary(const Options& options, const plan::Plan& plan, const PlanStat
 }
 
 int run(int argc, char** argv) {
-  const Options options = parseOptions(argc, argv);
-  if (options.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  const std::optional<Options> parsed = parseOptions(argc, argv);
+  if (!parsed) return 0;  // --help or --version
+  const Options& options = *parsed;
   RunExports exports = options.exports;  // checkRunExports fills in --hf-source's default
 
   plan::Plan plan = loadPlan(options.plan);

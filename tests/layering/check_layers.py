@@ -40,6 +40,8 @@ RULES = [
      'only the driver (compiler/tools) knows the frontend'),
     ('dialect and cost model', ['compiler/lib/Dialect', 'compiler/lib/Cost'], [r'^megatrain/(Passes|Plan)/'],
      'the dialect and the cost model sit below the passes and plan emission'),
+    ('entry point', ['driver'], [MLIR, COMPILER, CUDA, r'^megatrain/(runtime|kernels)/'],
+     'megatrain runs the tools as child processes; of the project it links only the plan library'),
 ]
 
 
@@ -81,10 +83,11 @@ def self_test(root):
               ('frontends/onnx/Planted.cpp', '#include "megatrain/Passes/Passes.h"\n'),
               ('passes/Planted.cpp', '#include "megatrain/Frontend/OnnxImporter.h"\n'),
               ('compiler/lib/Plan/Planted.cpp', '#include "megatrain/runtime/Executor.h"\n'),
-              ('compiler/lib/Dialect/Planted.cpp', '#include "megatrain/Passes/Passes.h"\n')]
+              ('compiler/lib/Dialect/Planted.cpp', '#include "megatrain/Passes/Passes.h"\n'),
+              ('driver/Planted.cpp', '#include "megatrain/runtime/Executor.h"\n')]
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        for folder in ('runtime', 'frontends', 'plan', 'passes', 'compiler'):
+        for folder in ('runtime', 'frontends', 'plan', 'passes', 'compiler', 'driver'):
             shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder))
         if violations(tmp):
             print('self-test: the clean copy already has violations', file=sys.stderr)

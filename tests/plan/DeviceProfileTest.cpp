@@ -79,28 +79,5 @@ TEST(DeviceProfile, MissingFileNamesIt) {
   EXPECT_EQ(error.rfind("/nonexistent/profile.json: cannot read: ", 0), 0u) << error;
 }
 
-TEST(ByteSize, ParsesUnits) {
-  uint64_t bytes = 0;
-  ASSERT_TRUE(parseByteSize("24GiB", bytes));
-  EXPECT_EQ(bytes, 24ull << 30);
-  ASSERT_TRUE(parseByteSize("16000MB", bytes));
-  EXPECT_EQ(bytes, 16000ull * 1000 * 1000);
-  ASSERT_TRUE(parseByteSize("8GB", bytes));
-  EXPECT_EQ(bytes, 8ull * 1000 * 1000 * 1000);
-  ASSERT_TRUE(parseByteSize("123", bytes));
-  EXPECT_EQ(bytes, 123u);
-  ASSERT_TRUE(parseByteSize("1.5gib", bytes));
-  EXPECT_EQ(bytes, 3ull << 29);
-  ASSERT_TRUE(parseByteSize("512 MiB", bytes));
-  EXPECT_EQ(bytes, 512ull << 20);
-}
-
-TEST(ByteSize, RejectsBadText) {
-  uint64_t bytes = 77;
-  for (const char *text : {"", "GiB", "24XB", "1.2.3GB", "-5GB", "0", "abc", "24 GiB extra"})
-    EXPECT_FALSE(parseByteSize(text, bytes)) << "'" << text << "'";
-  EXPECT_EQ(bytes, 77u); // untouched on failure
-}
-
 } // namespace
 } // namespace megatrain

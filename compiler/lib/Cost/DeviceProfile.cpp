@@ -1,4 +1,4 @@
-//===- DeviceProfile.cpp - device profile JSON and byte sizes -------------===//
+//===- DeviceProfile.cpp - device profile JSON ----------------------------===//
 #include "megatrain/Cost/DeviceProfile.h"
 
 #include "megatrain/plan/Error.h"

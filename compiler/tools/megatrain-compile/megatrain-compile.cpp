@@ -17,6 +17,8 @@
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/PlanChecksum.h"
 #include "megatrain/plan/PlanVerifier.h"
+#include "megatrain/plan/ByteSize.h"
+#include "megatrain/plan/ToolCli.h"
 #include "megatrain/plan/ToolMain.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -50,92 +52,23 @@ namespace {
 
 constexpr const char *kTool = "megatrain-compile";
 
-constexpr const char *kHelp = R"(usage: megatrain-compile MODEL.onnx -o MODEL.plan [options]
-       megatrain-compile STEP.mlir -o MODEL.plan [options]
+constexpr const char *kUsage =
+    "usage: megatrain-compile MODEL.onnx -o MODEL.plan [options]\n"
+    "       megatrain-compile STEP.mlir -o MODEL.plan [options]\n";
 
-Compiles an ONNX model into a megatrain plan: one training step (forward,
-backward, AdamW update), or with --forward-only an evaluation step (forward
-and loss), as ordered steps over statically placed tensors. A .mlir input is
-taken to be such a step (the output of --emit=training) and only scheduled,
-planned and emitted.
+constexpr const char *kDescription =
+    "Compiles an ONNX model into a megatrain plan: one training step (forward, "
+    "backward, AdamW update), or with --forward-only an evaluation step (forward "
+    "and loss), as ordered steps over statically placed tensors. A .mlir input is "
+    "taken to be such a step (the output of --emit=training) and only scheduled, "
+    "planned and emitted.";
 
-Input shapes:
-  --shape NAME=DxDx...     bind a graph input's shape (repeatable, or
-                           comma-separated: --shape a=8x64,b=8)
-Loss (default: a scalar output named `loss`; else next-token-ce when the
-model has an output `logits` (or only one output) and an input `input_ids`
-(or only one input)):
-  --loss-output NAME       minimize the scalar graph output NAME
-  --loss next-token-ce     append next-token cross-entropy of --logits
-                           against --tokens (shifted by one)
-  --logits NAME            [B, T, V] logits output (default logits, or the
-                           only output)
-  --tokens NAME            [B, T] token input (default input_ids, or the
-                           only input)
-  --ignore-index N         target id that contributes no loss (default -100)
-  --targets NAME           read the targets from a new [B, T] input NAME,
-                           which megatrain-run fills from --data and its loss
-                           mask (masked positions get --ignore-index)
-  --keep-output NAME       also copy graph output NAME to the host each step,
-                           as tensor output:NAME (repeatable; megatrain-run
-                           --dump-output writes it)
-Evaluation:
-  --forward-only           compile an evaluation plan: the forward and the loss
-                           only (no gradients, optimizer state or updates), for
-                           megatrain-run --eval-plan; the optimizer flags and
-                           --microbatches do not apply to it
-Optimizer (AdamW, torch defaults except lr):
-  --lr F (1e-3)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)
-  --weight-decay F (0.01)
-  --microbatches N         accumulate the gradients of N micro-batches (each
-                           the --shape batch) before one update (default 1,
-                           at most 1024)
-Parameters (docs/frontends.md, "Trainable rule"; ECMAScript
-regexes, full match, --frozen wins):
-  --trainable REGEX        make matching initializers trainable
-  --frozen REGEX           make matching initializers frozen
-Output:
-  -o FILE                  where to write (required for --emit=plan; other
-                           stages default to stdout; `-` is stdout)
-  --emit=STAGE             mt | training | scheduled | planned: print the IR
-                           after that stage; plan (default): write the binary
-                           plan; plan-text: print the plan as protobuf text
-  --no-memory-reuse        give every device value its own bytes
-Precision (docs/compiler.md):
-  --precision P            bf16 (default): matmul operands in bf16, fp32
-                           accumulation, parameters fetched from a host bf16
-                           copy; tf32: fp32 data, TF32 matmul and attention
-                           products; fp32: exact fp32 everywhere
-Memory (docs/tiering.md):
-  --device-memory SIZE     the device: arena plus device-resident training
-                           state: 24GiB, 16000MB, 8GB, bytes (default: the
-                           profile's device memory minus 4 GiB, and no arena
-                           budget unless state needs the room). Values are
-                           kept, offloaded, fetched again or recomputed to fit
-  --host-memory SIZE       pinned host memory for training state (default:
-                           the profile's host memory minus 16 GiB)
-  --disk-memory SIZE       state files under megatrain-run --disk-dir
-                           (default: none)
-  --state-home TIER[:RE]   force the state of every parameter (or those whose
-                           name matches RE) to device, host or disk; repeat,
-                           the first match wins (tests)
-  --tiering-policy P       auto (default: the cost-model planner) | keep |
-                           checkpoint | offload (reference policies)
-  --device-profile FILE    JSON machine figures for the cost model (default:
-                           the H200 of docs/hardware.md); also predicts the
-                           step time the summary shows
-  --no-fusion              keep the imported ops as they are (no RMSNorm,
-                           LayerNorm, SiLU, SwiGLU, GELU, attention, rotary
-                           embedding or next-token cross-entropy fusion)
-  --no-fold-transpose      keep the transposes that feed or read matmuls
-                           (no mt-fold-transpose)
-  --help                   this text
-
-Examples:
+constexpr const char *kExamples = R"(Examples:
   megatrain-compile tiny.onnx -o tiny.plan --shape input_ids=8x64 --lr 3e-3
   megatrain-compile mlp.onnx -o mlp.plan --loss-output loss
   megatrain-compile gpt.onnx --shape input_ids=4x128 --frozen 'wte\..*' --emit=training
   megatrain-compile tiny.onnx --shape input_ids=2x16 --emit=plan-text -o -
+  megatrain-compile llama.onnx -o llama.plan --shape input_ids=1x2048 --device-memory 24GiB
 )";
 
 [[noreturn]] void fail(const llvm::Twine &message) {
@@ -220,145 +153,172 @@ void checkRegex(llvm::StringRef flag, const std::string &pattern) {
   }
 }
 
-CompileArgs parseArgs(int argc, char **argv) {
+/// Parses the command line; std::nullopt when --help or --version was printed.
+std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   CompileArgs args;
   std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    llvm::StringRef arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      llvm::outs() << kHelp;
-      finishOutput(llvm::outs(), "-");
-      std::exit(0);
-    }
-    if (arg == "--no-memory-reuse") {
-      args.pipeline.noMemoryReuse = true;
-      continue;
-    }
-    if (arg == "--no-fusion") {
-      args.pipeline.fusion = false;
-      continue;
-    }
-    if (arg == "--no-fold-transpose") {
-      args.pipeline.foldTranspose = false;
-      continue;
-    }
-    if (arg == "--forward-only") {
-      args.pipeline.forwardOnly = true;
-      continue;
-    }
-    if (arg == "-" || !arg.starts_with("-")) {
-      positional.push_back(arg.str());
-      continue;
-    }
-    // Every other flag takes a value: "--flag=value" or "--flag value".
-    llvm::StringRef flag = arg.starts_with("--") ? arg.drop_front(2) : arg.drop_front(1);
-    std::string value;
-    if (auto [name, inlineValue] = flag.split('='); name.size() != flag.size()) {
-      flag = name;
-      value = inlineValue.str();
-    } else {
-      static const char *known[] = {"o", "shape", "loss-output", "loss", "logits",
-                                    "tokens", "ignore-index", "lr", "beta1",
-                                    "beta2", "eps", "weight-decay", "trainable",
-                                    "frozen", "emit", "keep-output",
-                                    "device-memory", "tiering-policy",
-                                    "device-profile", "microbatches",
-                                    "precision", "targets", "host-memory",
-                                    "disk-memory", "state-home"};
-      if (llvm::find(known, flag) == std::end(known))
-        fail("unknown option '" + arg + "' (see --help)");
-      if (i + 1 >= argc)
-        fail("option '" + arg + "' needs a value");
-      value = argv[++i];
-    }
-    if (flag == "o") {
-      args.output = value;
-    } else if (flag == "device-memory") {
-      uint64_t bytes = 0;
-      if (!megatrain::parseByteSize(value, bytes))
-        fail("--device-memory expects a size such as 24GiB, 16000MB or a byte count, got '" +
-             value + "'");
-      args.pipeline.deviceMemory = bytes;
-    } else if (flag == "host-memory" || flag == "disk-memory") {
-      uint64_t bytes = 0;
-      if (!megatrain::parseByteSize(value, bytes))
-        fail("--" + flag + " expects a size such as 48GiB, 16000MB or a byte count, got '" +
-             value + "'");
-      if (flag == "host-memory")
-        args.hostMemory = bytes;
-      else
-        args.pipeline.diskCapacity = bytes;
-    } else if (flag == "state-home") {
-      args.pipeline.stateHomes.push_back(value);
-    } else if (flag == "tiering-policy") {
-      if (value != "auto" && value != "keep" && value != "checkpoint" && value != "offload")
-        fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + value + "'");
-      args.pipeline.tieringPolicy = value;
-    } else if (flag == "precision") {
-      if (value != "fp32" && value != "tf32" && value != "bf16")
-        fail("--precision expects fp32, tf32 or bf16, got '" + value + "'");
-      args.pipeline.precision = value;
-    } else if (flag == "device-profile") {
-      std::string error;
-      if (!megatrain::loadDeviceProfile(value, args.profile, error))
-        fail("--device-profile " + error);
-      args.pipeline.deviceProfile = value;
-    } else if (flag == "shape") {
-      parseShapes(value, args);
-    } else if (flag == "loss-output") {
-      args.pipeline.lossOutput = value;
-      args.lossFlags = true;
-    } else if (flag == "loss") {
-      if (value != "next-token-ce" && value != "output")
-        fail("--loss expects next-token-ce or output, got '" + value + "'");
-      args.lossMode = value;
-      args.lossFlags = true;
-    } else if (flag == "logits") {
-      args.pipeline.logits = value;
-      args.lossFlags = true;
-    } else if (flag == "tokens") {
-      args.pipeline.tokens = value;
-      args.lossFlags = true;
-    } else if (flag == "targets") {
-      if (value.empty())
-        fail("--targets needs an input name, such as --targets targets");
-      args.pipeline.targets = value;
-      args.lossFlags = true;
-    } else if (flag == "keep-output") {
-      args.pipeline.keepOutputs.push_back(value);
-    } else if (flag == "microbatches") {
-      // The pass's limit (megatrain/Passes/Passes.h), said in the flag's words.
-      using megatrain::kMaxMicrobatches;
-      args.pipeline.microbatches = parseInt(flag, value);
-      if (args.pipeline.microbatches < 1 || args.pipeline.microbatches > kMaxMicrobatches)
-        fail("--microbatches expects 1 <= N <= " + std::to_string(kMaxMicrobatches) + ", got '" + value + "'");
-    } else if (flag == "ignore-index") {
-      args.pipeline.ignoreIndex = parseInt(flag, value);
-    } else if (flag == "lr") {
-      args.pipeline.lr = parseDouble(flag, value);
-    } else if (flag == "beta1") {
-      args.pipeline.beta1 = parseDouble(flag, value);
-    } else if (flag == "beta2") {
-      args.pipeline.beta2 = parseDouble(flag, value);
-    } else if (flag == "eps") {
-      args.pipeline.eps = parseDouble(flag, value);
-    } else if (flag == "weight-decay") {
-      args.pipeline.weightDecay = parseDouble(flag, value);
-    } else if (flag == "trainable") {
-      checkRegex(flag, value);
-      args.import.trainable = value;
-    } else if (flag == "frozen") {
-      checkRegex(flag, value);
-      args.import.frozen = value;
-    } else if (flag == "emit") {
-      if (value != "plan-text" && !megatrain::parseEmitStage(value))
-        fail("--emit expects mt, training, scheduled, planned, plan or "
-             "plan-text, got '" + value + "'");
-      args.emit = value;
-    } else {
-      fail("unknown option '" + arg + "' (see --help)");
-    }
-  }
+  CLI::App app;
+  megatrain::setupToolApp(app, kTool, {kUsage, kDescription, kExamples});
+  app.add_option("MODEL", positional, "the ONNX model, or a training step (.mlir)")
+      ->type_name("MODEL.onnx")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+  const std::string shapes = "Input shapes";
+  megatrain::repeatable(megatrain::addValueOption(
+      app, "--shape", "NAME=DxDx...",
+      "bind a graph input's shape (repeatable, or comma-separated: --shape a=8x64,b=8)",
+      shapes, [&](const std::string &v) { parseShapes(v, args); }));
+
+  const std::string loss = "Loss (default: a scalar output named `loss`; else next-token-ce when "
+                           "the model has an output `logits` (or only one output) and an input "
+                           "`input_ids` (or only one input))";
+  megatrain::addValueOption(app, "--loss-output", "NAME", "minimize the scalar graph output NAME", loss,
+           [&](const std::string &v) { args.pipeline.lossOutput = v; args.lossFlags = true; });
+  megatrain::addValueOption(app, "--loss", "next-token-ce|output",
+           "next-token-ce: append next-token cross-entropy of --logits against --tokens "
+           "(shifted by one); output: minimize --loss-output", loss,
+           [&](const std::string &v) {
+             if (v != "next-token-ce" && v != "output")
+               fail("--loss expects next-token-ce or output, got '" + v + "'");
+             args.lossMode = v;
+             args.lossFlags = true;
+           });
+  megatrain::addValueOption(app, "--logits", "NAME", "[B, T, V] logits output (default logits, or the only output)", loss,
+           [&](const std::string &v) { args.pipeline.logits = v; args.lossFlags = true; });
+  megatrain::addValueOption(app, "--tokens", "NAME", "[B, T] token input (default input_ids, or the only input)", loss,
+           [&](const std::string &v) { args.pipeline.tokens = v; args.lossFlags = true; });
+  megatrain::addValueOption(app, "--ignore-index", "N", "target id that contributes no loss (default -100)", loss,
+           [&](const std::string &v) { args.pipeline.ignoreIndex = parseInt("ignore-index", v); });
+  megatrain::addValueOption(app, "--targets", "NAME",
+           "read the targets from a new [B, T] input NAME, which megatrain-run fills from --data and "
+           "its loss mask (masked positions get --ignore-index)",
+           loss, [&](const std::string &v) {
+             if (v.empty())
+               fail("--targets needs an input name, such as --targets targets");
+             args.pipeline.targets = v;
+             args.lossFlags = true;
+           });
+  megatrain::repeatable(megatrain::addValueOption(
+      app, "--keep-output", "NAME",
+      "also copy graph output NAME to the host each step, as tensor output:NAME "
+      "(repeatable; megatrain-run --dump-output writes it)",
+      loss, [&](const std::string &v) { args.pipeline.keepOutputs.push_back(v); }));
+
+  const std::string optimizer = "Optimizer (AdamW, torch defaults except lr)";
+  auto real = [&](const char *flag, double &slot) {
+    return [flag, &slot](const std::string &v) { slot = parseDouble(flag, v); };
+  };
+  megatrain::addValueOption(app, "--lr", "F", "learning rate (default 1e-3)", optimizer, real("lr", args.pipeline.lr));
+  megatrain::addValueOption(app, "--beta1", "F", "(default 0.9)", optimizer, real("beta1", args.pipeline.beta1));
+  megatrain::addValueOption(app, "--beta2", "F", "(default 0.999)", optimizer, real("beta2", args.pipeline.beta2));
+  megatrain::addValueOption(app, "--eps", "F", "(default 1e-8)", optimizer, real("eps", args.pipeline.eps));
+  megatrain::addValueOption(app, "--weight-decay", "F", "(default 0.01)", optimizer,
+           real("weight-decay", args.pipeline.weightDecay));
+  megatrain::addValueOption(app, "--microbatches", "N",
+           "accumulate the gradients of N micro-batches (each the --shape batch) before one "
+           "update (default 1, at most " + std::to_string(megatrain::kMaxMicrobatches) + ")",
+           optimizer, [&](const std::string &v) {
+             // The pass's limit (megatrain/Passes/Passes.h), said in the flag's words.
+             using megatrain::kMaxMicrobatches;
+             args.pipeline.microbatches = parseInt("microbatches", v);
+             if (args.pipeline.microbatches < 1 || args.pipeline.microbatches > kMaxMicrobatches)
+               fail("--microbatches expects 1 <= N <= " + std::to_string(kMaxMicrobatches) +
+                    ", got '" + v + "'");
+           });
+
+  megatrain::addFlagOption(app, "--forward-only",
+                           "compile an evaluation plan: the forward and the loss only (no gradients, "
+                           "optimizer state or updates), for megatrain-run --eval-plan; the optimizer "
+                           "flags and --microbatches do not apply to it",
+                           "Evaluation", [&] { args.pipeline.forwardOnly = true; });
+
+  const std::string params = "Parameters (docs/frontends.md, \"Trainable rule\"; ECMAScript "
+                             "regexes, full match, --frozen wins)";
+  megatrain::addValueOption(app, "--trainable", "REGEX", "make matching initializers trainable", params,
+           [&](const std::string &v) { checkRegex("trainable", v); args.import.trainable = v; });
+  megatrain::addValueOption(app, "--frozen", "REGEX", "make matching initializers frozen", params,
+           [&](const std::string &v) { checkRegex("frozen", v); args.import.frozen = v; });
+
+  const std::string output = "Output";
+  megatrain::addValueOption(app, "-o,--out", "FILE",
+           "where to write (required for --emit=plan; other stages default to stdout; `-` is "
+           "stdout)", output, [&](const std::string &v) { args.output = v; });
+  megatrain::addValueOption(app, "--emit", "STAGE",
+           "mt | training | scheduled | planned: print the IR after that stage; plan "
+           "(default): write the binary plan; plan-text: print the plan as protobuf text",
+           output, [&](const std::string &v) {
+             if (v != "plan-text" && !megatrain::parseEmitStage(v))
+               fail("--emit expects mt, training, scheduled, planned, plan or plan-text, got '" +
+                    v + "'");
+             args.emit = v;
+           });
+  megatrain::addFlagOption(app, "--no-memory-reuse", "give every device value its own bytes",
+                           output, [&] { args.pipeline.noMemoryReuse = true; });
+
+  const std::string precision = "Precision (docs/compiler.md)";
+  megatrain::addValueOption(app, "--precision", "P",
+           "bf16 (default): matmul operands in bf16, fp32 accumulation, parameters fetched from "
+           "a host bf16 copy; tf32: fp32 data, TF32 matmul and attention products; fp32: exact "
+           "fp32 everywhere",
+           precision, [&](const std::string &v) {
+             if (v != "fp32" && v != "tf32" && v != "bf16")
+               fail("--precision expects fp32, tf32 or bf16, got '" + v + "'");
+             args.pipeline.precision = v;
+           });
+
+  const std::string memory = "Memory (docs/tiering.md)";
+  megatrain::addValueOption(app, "--device-memory", "SIZE",
+           "the device: arena plus device-resident training state: 24GiB, 16000MB, 8GB, "
+           "1.5TiB, bytes (default: the profile's device memory minus 4 GiB, and no arena "
+           "budget unless state needs the room). Values are kept, offloaded, fetched again or "
+           "recomputed to fit",
+           memory, [&](const std::string &v) {
+             args.pipeline.deviceMemory = megatrain::parseSizeFlag(v, "--device-memory");
+           });
+  megatrain::addValueOption(app, "--host-memory", "SIZE",
+           "pinned host memory for training state (default: the profile's host memory minus "
+           "16 GiB)",
+           memory, [&](const std::string &v) {
+             args.hostMemory = megatrain::parseSizeFlag(v, "--host-memory");
+           });
+  megatrain::addValueOption(app, "--disk-memory", "SIZE",
+           "bytes of state files under megatrain-run --disk-dir (default: none, no disk tier)",
+           memory, [&](const std::string &v) {
+             args.pipeline.diskCapacity = megatrain::parseSizeFlag(v, "--disk-memory");
+           });
+  megatrain::repeatable(megatrain::addValueOption(
+      app, "--state-home", "TIER[:RE]",
+      "force the state of every parameter (or those whose name matches RE) to device, host "
+      "or disk; repeatable, the first match wins (tests)",
+      memory, [&](const std::string &v) { args.pipeline.stateHomes.push_back(v); }));
+  megatrain::addValueOption(app, "--tiering-policy", "P",
+           "auto (default: the cost-model planner) | keep | checkpoint | offload (reference "
+           "policies)",
+           memory, [&](const std::string &v) {
+             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload")
+               fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + v + "'");
+             args.pipeline.tieringPolicy = v;
+           });
+  megatrain::addValueOption(app, "--device-profile", "FILE",
+           "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
+           "megatrain-profile measures one); also predicts the step time the summary shows",
+           memory, [&](const std::string &v) {
+             std::string error;
+             if (!megatrain::loadDeviceProfile(v, args.profile, error))
+               fail("--device-profile " + error);
+             args.pipeline.deviceProfile = v;
+           });
+  megatrain::addFlagOption(app, "--no-fusion",
+                           "keep the imported ops as they are (no RMSNorm, LayerNorm, SiLU, "
+                           "SwiGLU, GELU, attention, rotary embedding or next-token "
+                           "cross-entropy fusion)",
+                           memory, [&] { args.pipeline.fusion = false; });
+  megatrain::addFlagOption(app, "--no-fold-transpose",
+                           "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
+                           memory, [&] { args.pipeline.foldTranspose = false; });
+
+  if (megatrain::parseToolCommandLine(app, argc, argv))
+    return std::nullopt;
   if (positional.empty())
     fail("no input model (usage: megatrain-compile MODEL.onnx -o MODEL.plan; "
          "see --help)");
@@ -507,7 +467,10 @@ void recordProvenance(mlir::ModuleOp module, const std::string &path) {
 }
 
 int compile(int argc, char **argv) {
-  CompileArgs args = parseArgs(argc, argv);
+  std::optional<CompileArgs> parsed = parseArgs(argc, argv);
+  if (!parsed)
+    return 0; // --help or --version
+  CompileArgs &args = *parsed;
   if (!llvm::sys::fs::exists(args.model))
     fail("cannot open '" + args.model + "': no such file");
   if (llvm::sys::fs::is_directory(args.model))

@@ -13,8 +13,6 @@
 #include <cstdint>
 #include <string>
 
-#include "megatrain/plan/Format.h"
-
 namespace megatrain {
 
 enum class Precision { FP32, TF32, BF16 };
@@ -91,8 +89,6 @@ bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
 
 /// The profile as JSON (every field), e.g. to record it in a plan header.
 std::string deviceProfileToJson(const DeviceProfile &profile);
-
-/// parseByteSize (the size syntax of every tool) lives in megatrain/plan/Format.h.
 
 } // namespace megatrain
 
