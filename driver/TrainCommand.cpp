@@ -181,6 +181,10 @@ std::string tomlValue(const std::string& value) {
   return quoted + "\"";
 }
 
+bool hasFlag(const std::vector<std::pair<std::string, std::string>>& flags, const std::string& name) {
+  return std::any_of(flags.begin(), flags.end(), [&name](const auto& flag) { return flag.first == name; });
+}
+
 std::string tomlList(const std::vector<std::string>& values) {
   std::string list = "[";
   for (size_t i = 0; i < values.size(); ++i) list += (i ? ", " : "") + tomlValue(values[i]);
@@ -251,11 +255,20 @@ void addTrainOptions(CLI::App& app, TrainOptions& o) {
        optimizer, To::Run, anyText);
   pass("--warmup-steps", "N", "raise the lr linearly over the first N steps", optimizer, To::Run, count);
   pass("--min-lr", "F", "where the decay ends (default 0)", optimizer, To::Run, anyText);
-  pass("--clip-grad-norm", "F", "clip the global gradient norm to F", optimizer, To::Run, real);
+  pass("--clip-grad-norm", "F",
+       "clip the global gradient norm to F (keeps the training state in host memory: an update on "
+       "the device cannot wait for every gradient)",
+       optimizer, To::Run, real);
 
   const std::string machine = "Machine";
   pass("--device-memory", "SIZE",
        "device memory budget, e.g. 24GiB (default with a GPU: 90% of the profile's device memory)", machine,
+       To::Compile, size);
+  pass("--host-memory", "SIZE",
+       "pinned host memory for training state (default: the profile's host memory minus 16 GiB)", machine,
+       To::Compile, size);
+  pass("--disk-memory", "SIZE",
+       "room for training state in files under RUN_DIR/disk (default: none, no disk tier)", machine,
        To::Compile, size);
   pass("--precision", "bf16|tf32|fp32", "compute precision (default bf16)", machine, To::Compile, anyText);
   pass("--tiering-policy", "P", "auto (default) | keep | checkpoint | offload", machine, To::Compile, anyText);
@@ -386,6 +399,9 @@ int runTrain(TrainOptions& o) {
                                      "input_ids=" + std::to_string(o.batch) + "x" + std::to_string(o.seq),
                                      "--loss", "next-token-ce"};
     if (lossMask) argv.insert(argv.end(), {"--targets", "targets"});
+    // Clipping needs every gradient before any update: the state stays on the host
+    // (megatrain-run refuses --clip-grad-norm with device updates).
+    if (hasFlag(o.runFlags, "--clip-grad-norm")) argv.insert(argv.end(), {"--state-home", "host"});
     bool budget = false;
     for (const auto& [flag, value] : o.compileFlags) {
       argv.push_back(flag);
@@ -490,6 +506,7 @@ int runTrain(TrainOptions& o) {
                                    (out / "metrics.jsonl").string()};
   for (const std::string& file : trainTokens) argv.insert(argv.end(), {"--data", file});
   for (const auto& [flag, value] : o.runFlags) argv.insert(argv.end(), {flag, value});
+  if (hasFlag(o.compileFlags, "--disk-memory")) argv.insert(argv.end(), {"--disk-dir", (out / "disk").string()});
   if (!evalTokens.empty()) {
     argv.insert(argv.end(), {"--eval-plan", evalPlan.string()});
     for (const std::string& file : evalTokens) argv.insert(argv.end(), {"--eval-data", file});

@@ -102,5 +102,15 @@ check "second run resumes" bash -c 'grep -q "\[5/6\] resuming from .*checkpoints
 check "second run reuses the graph and plan" bash -c 'grep -q "exported before" "$1" && grep -q "compiled before" "$1"' _ "$WORK/second.log"
 check "still 3 metrics rows" test "$(grep -c '"step"' "$RUN/metrics.jsonl")" -eq 3
 
+# Gradient clipping waits for every gradient, so `train` keeps the state in host memory for it
+# (megatrain-run refuses --clip-grad-norm with updates on the device).
+CLIP=$WORK/clip
+"$BIN/megatrain" train --model "$HF" --data "$WORK/notes.txt" --out "$CLIP" --steps 2 --batch 2 --seq 16 \
+  --backend cpu --clip-grad-norm 1.0 >"$WORK/clip.log" 2>&1
+rc=$?
+check "--clip-grad-norm trains (exit $rc)" test $rc -eq 0 || sed 's/^/      /' "$WORK/clip.log"
+check "--clip-grad-norm: every parameter's state in host memory" \
+  bash -c '"$1/megatrain-inspect" "$2/train.plan" | grep -qE "^  device +0 parameters, 0 B of state"' _ "$BIN" "$CLIP"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
