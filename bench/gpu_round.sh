@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench/gpu_round.sh - one round on the GPU machine: the GPU tests (bench/device.sh), the host
-# AdamW against torch's (bench/adamw_vs_torch.sh) and the 1.36B benchmark against the PyTorch
-# peers (bench/llama1b3.sh), with every summary table printed last.
+# AdamW against torch's (bench/adamw_vs_torch.sh), `megatrain train` with its defaults
+# (bench/train_defaults.sh) and the 1.36B benchmark against the PyTorch peers
+# (bench/llama1b3.sh), with every summary table printed last.
 #
 #   OUT=$OUT bash bench/gpu_round.sh          # binaries staged by scripts/stage_device.sh
 #
-# Settings (environment): BIN (default build-gpu/bin), TESTS=0 / ADAMW=0 / LLAMA=0 skip a
+# Settings (environment): BIN (default build-gpu/bin), TESTS=0 / ADAMW=0 / TRAIN=0 / LLAMA=0 skip a
 # part; SETTINGS (16k,64k) and the other knobs of bench/llama1b3.sh pass through; BENCH=1,
 # SANITIZE=1, LLM=0 pass to bench/device.sh.
 set -uo pipefail
@@ -30,6 +31,10 @@ if [[ ${ADAMW:-1} == 1 ]]; then
   bash bench/adamw_vs_torch.sh > "$OUT/adamw.log" 2>&1 || status=1
   echo "adamw_vs_torch.sh done at +$(( $(date +%s) - start )) s"
 fi
+if [[ ${TRAIN:-1} == 1 ]]; then
+  OUT=$OUT/train_defaults bash bench/train_defaults.sh > "$OUT/train_defaults.log" 2>&1 || status=1
+  echo "train_defaults.sh done at +$(( $(date +%s) - start )) s"
+fi
 if [[ ${LLAMA:-1} == 1 ]]; then
   OUT=$OUT/llama1b3 bash bench/llama1b3.sh > "$OUT/llama1b3.log" 2>&1 || status=1
   echo "llama1b3.sh done at +$(( $(date +%s) - start )) s"
@@ -39,5 +44,6 @@ echo
 [[ -f $OUT/streams.log ]] && { echo "== streams (tests/gpu/streams_runs.sh)"; tail -12 "$OUT/streams.log"; }
 [[ -f $OUT/adamw_tests.log ]] && { echo "== runtime_adamw_tests"; tail -3 "$OUT/adamw_tests.log"; }
 [[ -f $OUT/adamw.log ]] && { echo "== host AdamW vs torch"; tail -10 "$OUT/adamw.log"; }
+[[ -f $OUT/train_defaults.log ]] && { echo "== megatrain train with defaults"; tail -6 "$OUT/train_defaults.log"; }
 [[ -f $OUT/llama1b3.log ]] && { echo "== 1.36B Llama vs PyTorch peers"; tail -40 "$OUT/llama1b3.log"; }
 exit $status
