@@ -53,13 +53,16 @@ static bool isLayoutOp(llvm::StringRef op) {
 /// than one element, all along one dim ([64], [1, 1, 64]). Norm scales and
 /// biases have it; scalars, masks and rotary tables do not.
 static bool isChannelVector(const onnx::TensorProto &init) {
-  int64_t wide = 0, elements = 1;
+  // With one dim other than 1, that dim is the element count: no product
+  // (a hostile model's dims would overflow it).
+  int64_t wide = 0, wideDim = 1;
   for (int64_t d : init.dims()) {
-    if (d != 1)
+    if (d != 1) {
       ++wide;
-    elements *= d;
+      wideDim = d;
+    }
   }
-  return wide == 1 && elements > 1;
+  return wide == 1 && wideDim > 1;
 }
 
 /// Whether `name` is named like a module parameter: `weight`, `bias`, or a

@@ -2,10 +2,9 @@
 #include "TiedCopies.h"
 #include "TensorData.h"
 
-#include "llvm/ADT/SmallString.h"
-#include "llvm/Support/Path.h"
-
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace megatrain::onnx_import {
@@ -45,9 +44,29 @@ static bool storedBytes(const onnx::TensorProto &tensor, const std::string &mode
   }
   if (location.empty())
     return false;
-  llvm::SmallString<256> path(llvm::sys::path::parent_path(modelPath));
-  llvm::sys::path::append(path, location);
-  std::ifstream file(std::string(path.str()), std::ios::binary);
+  // Only files inside the model's directory (a relative path without `..`,
+  // symlinks resolved), and only bytes the file holds: the comparison is an
+  // optimization, so anything else is simply not a copy.
+  namespace fs = std::filesystem;
+  const fs::path relative(location);
+  if (relative.is_absolute())
+    return false;
+  for (const fs::path &part : relative)
+    if (part == "..")
+      return false;
+  std::error_code error;
+  const fs::path directory = fs::weakly_canonical(
+      fs::absolute(fs::path(modelPath), error).parent_path(), error);
+  const fs::path file_path = fs::weakly_canonical(directory / relative, error);
+  if (error)
+    return false;
+  if (std::mismatch(directory.begin(), directory.end(), file_path.begin(), file_path.end())
+          .first != directory.end())
+    return false;
+  const uintmax_t fileBytes = fs::file_size(file_path, error);
+  if (error || offset > fileBytes || expected > fileBytes - offset)
+    return false;
+  std::ifstream file(file_path, std::ios::binary);
   if (!file.seekg((std::streamoff)offset))
     return false;
   out.resize(expected);
@@ -65,7 +84,14 @@ findTransposedCopies(const onnx::GraphProto &graph, const std::string &modelPath
         table.dims(0) == table.dims(1))
       continue;
     const int64_t rows = table.dims(0), cols = table.dims(1);
-    const size_t bytes = (size_t)rows * (size_t)cols * size;
+    // Dims from the file: positive, and a byte count that does not wrap
+    // (a wrapped count could match a short stored tensor and the loop below
+    // would read past it).
+    size_t bytes = 0;
+    if (rows <= 0 || cols <= 0 ||
+        __builtin_mul_overflow((size_t)rows, (size_t)cols, &bytes) ||
+        __builtin_mul_overflow(bytes, size, &bytes))
+      continue;
     std::string tableData;
     bool tableRead = false;
     for (const onnx::TensorProto &copy : graph.initializer()) {
