@@ -66,19 +66,6 @@ void note(const std::string& what) {
   std::fflush(stdout);
 }
 
-int64_t positive(const std::string& text, const std::string& flag) {
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || value <= 0)
-    throw Error(flag + " needs a positive integer, got '" + text + "'");
-  return value;
-}
-
 double positiveReal(const std::string& text, const std::string& flag) {
   size_t used = 0;
   double value = 0;
@@ -213,13 +200,13 @@ void addTrainOptions(CLI::App& app, TrainOptions& o) {
                             "after the last with a forward-only plan (RUN_DIR/eval.plan)",
                             io, [&o](const std::string& v) { splitList(v, "--eval-data", o.evalData); }));
   addValueOption(*sub, "--eval-every", "N", "evaluate every N steps (default: at the end only)", io,
-                 [&o](const std::string& v) { o.evalEvery = positive(v, "--eval-every"); });
+                 [&o](const std::string& v) { o.evalEvery = parsePositive(v, "--eval-every"); });
 
   const std::string length = "How long (exactly one)";
   addValueOption(*sub, "--steps", "N", "train until optimizer step N, resumed steps included", length,
-                 [&o](const std::string& v) { o.steps = positive(v, "--steps"); });
+                 [&o](const std::string& v) { o.steps = parsePositive(v, "--steps"); });
   addValueOption(*sub, "--tokens", "N", "train on N tokens (rounded up to whole steps)", length,
-                 [&o](const std::string& v) { o.tokens = static_cast<uint64_t>(positive(v, "--tokens")); });
+                 [&o](const std::string& v) { o.tokens = static_cast<uint64_t>(parsePositive(v, "--tokens")); });
   addValueOption(*sub, "--epochs", "F", "pass over the training data F times (rounded up to whole steps)", length,
                  [&o](const std::string& v) { o.epochs = positiveReal(v, "--epochs"); });
 
@@ -234,15 +221,15 @@ void addTrainOptions(CLI::App& app, TrainOptions& o) {
     });
   };
   auto anyText = [](const std::string&, const std::string&) {};
-  auto count = [](const std::string& v, const std::string& flag) { positive(v, flag); };
+  auto count = [](const std::string& v, const std::string& flag) { parsePositive(v, flag); };
   auto real = [](const std::string& v, const std::string& flag) { positiveReal(v, flag); };
   auto size = [](const std::string& v, const std::string& flag) { parseSizeFlag(v, flag); };
 
   const std::string shape = "Batch";
   addValueOption(*sub, "--batch", "B", "sequences per micro-batch (default 1)", shape,
-                 [&o](const std::string& v) { o.batch = positive(v, "--batch"); });
+                 [&o](const std::string& v) { o.batch = parsePositive(v, "--batch"); });
   addValueOption(*sub, "--seq", "T", "tokens per sequence (default: the model's context length, at most 2048)",
-                 shape, [&o](const std::string& v) { o.seq = positive(v, "--seq"); });
+                 shape, [&o](const std::string& v) { o.seq = parsePositive(v, "--seq"); });
   pass("--microbatches", "N", "accumulate N micro-batches per optimizer step (default 1)", shape, To::Compile, count);
 
   const std::string optimizer = "Optimizer";
@@ -331,7 +318,7 @@ int runTrain(TrainOptions& o) {
   }
   int64_t microbatches = 1;
   for (const auto& [flag, value] : o.compileFlags)
-    if (flag == "--microbatches") microbatches = positive(value, flag);
+    if (flag == "--microbatches") microbatches = parsePositive(value, flag);
 
   const std::string compile = requireTool("megatrain-compile");
   const std::string runTool = requireTool("megatrain-run");

@@ -2,6 +2,7 @@
 #include "megatrain/plan/ToolCli.h"
 
 #include <algorithm>
+#include <exception>
 #include <cctype>
 #include <cstdio>
 #include <memory>
@@ -192,6 +193,19 @@ bool parseToolCommandLine(CLI::App& app, int argc, const char* const* argv) {
     throw Error(std::string(error.what()) + " (see --help)");
   }
   return false;
+}
+
+int64_t parsePositive(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || value <= 0)
+    throw Error(flag + " needs a positive integer, got '" + text + "'");
+  return value;
 }
 
 size_t editDistance(const std::string& a, const std::string& b) {

@@ -1,7 +1,7 @@
 // RunReport.cpp - megatrain-run's measurements: median step time, device memory report, --trace.
 #include "RunReport.h"
 
-#include "ToolArgs.h"
+#include "megatrain/plan/ToolCli.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "RunReport.h"
-#include "ToolArgs.h"
 #include "megatrain/plan/ToolCli.h"
 #include "megatrain/runtime/LrSchedule.h"
 #include "megatrain/runtime/PlanStats.h"

@@ -7,7 +7,6 @@
 
 #include "InspectOutputs.h"
 #include "StepLabels.h"
-#include "ToolArgs.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"

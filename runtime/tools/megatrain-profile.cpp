@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "DeviceMeasure.h"
-#include "ToolArgs.h"
 #include "megatrain/plan/ToolCli.h"
 #include "host/AdamWPaths.h"
 #include "megatrain/plan/AtomicFile.h"

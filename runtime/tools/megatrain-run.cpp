@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "RunExports.h"
-#include "ToolArgs.h"
 #include "Training.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"

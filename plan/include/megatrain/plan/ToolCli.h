@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace megatrain {
@@ -62,6 +63,9 @@ CLI::Option* repeatable(CLI::Option* option);
 // --steps?"), a long option written with one dash (-shape) names its two-dash form, a
 // missing value names the option. Errors the options' own callbacks throw pass through.
 bool parseToolCommandLine(CLI::App& app, int argc, const char* const* argv);
+
+// A positive integer for `flag` ("--steps needs a positive integer, got 'x'" otherwise).
+int64_t parsePositive(const std::string& text, const std::string& flag);
 
 // Levenshtein distance (insertions, deletions and replacements cost 1).
 size_t editDistance(const std::string& a, const std::string& b);
