@@ -1,7 +1,8 @@
 //===- Homes.cpp - mt-homes: the home of each parameter's training state --===//
 //
 // Input: a planned function (mt-plan-memory: mt.arena_size, mt.offset).
-// Output: `mt.home` on every mt.param, and the capacities on the function.
+// Output: `mt.home` on every mt.param, the capacities and the gradient
+// staging ring's size (mt.grad_stage_size) on the function.
 // The home of a parameter is where its master, AdamW moments, compute copy
 // and the gradient its update reads live, and where the update runs
 // (docs/tiering.md, "State homes"):
@@ -98,17 +99,16 @@ struct Homes : impl::HomesBase<Homes> {
     uint64_t hostCapacity = hostMemory < 0 ? 0 : static_cast<uint64_t>(hostMemory);
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     rooms.left[kDsk] = diskMemory;
-    std::vector<ParameterState> states = collectParameterState(func);
-    // With a disk, its staging (two slots of m and v of the largest
-    // parameter, 4 KiB blocks) comes out of the host's room.
-    if (diskMemory > 0) {
-      uint64_t largest = 0;
-      for (const ParameterState &state : states)
-        if (state.trainable)
-          largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
-      stage += 4 * largest;
-      rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
-    }
+    std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    bool microbatches = false;
+    if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
+      microbatches = count.getInt() > 1;
+    // The gradient staging ring and, with a disk, its staging (two slots of
+    // m and v of the largest parameter, 4 KiB blocks) come out of the
+    // host's room, at their largest (before the homes are known).
+    stage += gradientStageBytes(states, keepGradients, microbatches) +
+             (diskMemory > 0 ? diskStageBytes(states) : 0);
+    rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     const Rooms initial = rooms;
 
     llvm::StringMap<Home> homes;
@@ -186,6 +186,17 @@ struct Homes : impl::HomesBase<Homes> {
       Home home = it == homes.end() ? Home::Host : it->second;
       param->setAttr(mt::attr::kHome, builder.getStringAttr(homeName(home)));
     });
+    // The ring the gradients of the host and disk homes pass through: as
+    // many slots as it has of their largest, at most all of them once.
+    std::vector<ParameterState> ringed;
+    for (const ParameterState &state : states) {
+      auto it = homes.find(state.name);
+      if (it == homes.end() || it->second != Home::Device)
+        ringed.push_back(state);
+    }
+    func->setAttr(mt::attr::kGradStageSize,
+                  builder.getI64IntegerAttr(static_cast<int64_t>(
+                      gradientStageBytes(ringed, keepGradients, microbatches))));
     func->setAttr(mt::attr::kDeviceCapacity,
                   builder.getI64IntegerAttr(static_cast<int64_t>(deviceMemory)));
     func->setAttr(mt::attr::kHostCapacity, builder.getI64IntegerAttr(hostMemory));

@@ -107,6 +107,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.hostMemory = options.hostCapacity;
   tier.diskMemory = options.diskCapacity;
   tier.stateHome = options.stateHomes;
+  tier.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
@@ -116,6 +117,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   homes.hostMemory = options.hostCapacity;
   homes.diskMemory = options.diskCapacity;
   homes.stateHome = options.stateHomes;
+  homes.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 

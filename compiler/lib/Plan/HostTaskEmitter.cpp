@@ -5,17 +5,26 @@
 //
 //   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
 //                 `host_task READ_LOSS` on host
-//   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
+//   mt.adamw g    `copy` d2h of g into the host gradient + `host_task ADAMW`
 //                 (param, grad, adam_m:<param>, adam_v:<param> [,
 //                 compute:<param>]) on host; one optimizer configuration
-//                 (header.optimizer) per plan
+//                 (header.optimizer) per plan. The host gradient is a
+//                 STATE_STAGE `grad_stage:<param>` in the gradient staging
+//                 ring (pool grad_stage, mt.grad_stage_size bytes, set by
+//                 mt-homes; format minor 8): each gradient takes the ring's
+//                 next bytes, wrapping to its start, and the d2h copy into
+//                 bytes an earlier gradient used waits for that one's ADAMW
+//                 (insertEvents). Without a ring (mt.grad_stage_size 0 or
+//                 absent: --keep-gradients, or mt-homes did not run) it is a
+//                 persistent GRADIENT `grad:<param>` in the host pool
 //   mt.grad_part  micro-batch k's gradient part (mt-microbatch): k = 0 `copy`
-//                 d2h into host `grad:<param>`; k >= 1 `copy` d2h into the
-//                 host `grad_part:<param>` (one per parameter, reused by every
-//                 k) + `host_task ACCUMULATE` (grad:<param>, grad_part:<param>)
-//                 on host, and the plan is format minor 2. The parameter's
-//                 mt.adamw is then the last part: copy into grad_part,
-//                 ACCUMULATE, ADAMW.
+//                 d2h into host `grad:<param>` (the accumulator); k >= 1
+//                 `copy` d2h into a ring `grad_stage:<param>` (without a
+//                 ring, into the host `grad_part:<param>`, one per
+//                 parameter, reused by every k) + `host_task ACCUMULATE`
+//                 (grad:<param>, the part) on host, and the plan is format
+//                 minor 2. The parameter's mt.adamw is then the last part:
+//                 copy into the ring, ACCUMULATE, ADAMW.
 //
 // A parameter whose state lives on the device (mt.home = "device", mt-homes;
 // docs/tiering.md "State homes") has its m, v (and micro-batch accumulator
@@ -136,6 +145,28 @@ void PlanBuilder::emitDiskReadBack(size_t index, mlir::Operation *op, int64_t op
   }
 }
 
+mlir::FailureOr<uint32_t> PlanBuilder::addGradientStage(mlir::Operation *op,
+                                                         const std::string &param,
+                                                         mlir::Type type) {
+  mlir::FailureOr<uint32_t> id = addTensor(op, "grad_stage:" + param, type, pb::STATE_STAGE);
+  if (mlir::failed(id))
+    return mlir::failure();
+  pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
+  const uint64_t padded = std::max<uint64_t>((buffer->size_bytes() + 255) / 256 * 256, 256);
+  if (padded > gradStageSize)
+    return op->emitError("the gradient of '")
+           << param << "' (" << buffer->size_bytes() << " bytes) does not fit the "
+           << gradStageSize << "-byte gradient staging ring (mt.grad_stage_size)";
+  if (gradStageTop + padded > gradStageSize)
+    gradStageTop = 0;
+  buffer->set_pool(gradStagePool);
+  buffer->set_offset(gradStageTop);
+  gradStageTop += padded;
+  gradStageExtent = std::max(gradStageExtent, gradStageTop);
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorGradientStage);
+  return id;
+}
+
 mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   std::string param = op.getParam().str();
   auto master = parameterMasters.find(param);
@@ -190,11 +221,14 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
            << param << "' in a function of micro-batches has no earlier "
                        "mt.grad_part (run mt-microbatch as a whole)";
 
-  // A device update reads the arena gradient; nothing is kept.
+  // A device update reads the arena gradient; nothing is kept. A host one
+  // reads it from the staging ring, or from its kept gradient.
   const bool device = onDevice(param);
+  const bool staged = !accumulated && !device && gradStageSize > 0;
   mlir::FailureOr<uint32_t> hostGrad =
       accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
       : device    ? gradient
+      : staged    ? addGradientStage(op, param, type)
                   : addTensor(op, "grad:" + param, type, pb::GRADIENT);
   // Disk: m and v exist already (addDiskState); the update reads their staging.
   auto disk = diskIndex.find(param);
@@ -207,7 +241,7 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
                  : addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
   if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
     return mlir::failure();
-  if (!accumulated && !device)
+  if (!accumulated && !device && !staged)
     placeOnHost(*hostGrad);
   if (!onDiskHome) {
     placeState(param, *m);
@@ -286,7 +320,13 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
     return mlir::success();
   }
   auto stage = partStages.find(param);
-  if (stage == partStages.end()) {
+  if (gradStageSize > 0) {
+    // Each part k >= 1 takes the ring's next bytes.
+    mlir::FailureOr<uint32_t> id = addGradientStage(op, param, type);
+    if (mlir::failed(id))
+      return mlir::failure();
+    stage = partStages.insert_or_assign(param, *id).first;
+  } else if (stage == partStages.end()) {
     // One staging tensor per parameter, reused by every part k >= 1: the
     // d2h copy of part k+1 waits for the ACCUMULATE of part k (insertEvents).
     mlir::FailureOr<uint32_t> id = addTensor(op, "grad_part:" + param, type, pb::GRADIENT);

@@ -81,6 +81,13 @@ inline constexpr llvm::StringLiteral kHome = "mt.home";
 inline constexpr llvm::StringLiteral kDeviceCapacity = "mt.device_capacity";
 inline constexpr llvm::StringLiteral kHostCapacity = "mt.host_capacity";
 inline constexpr llvm::StringLiteral kDiskCapacity = "mt.disk_capacity";
+/// i64 on the function, set by mt-homes: bytes of the host ring (pool
+/// `grad_stage`) that each gradient of a host or disk home passes through on
+/// its way to the host update that consumes it in the same step (and each
+/// micro-batch part on its way to the accumulator). 0, or absent: every such
+/// parameter keeps a persistent `grad:<name>` (megatrain-compile
+/// --keep-gradients, for gradient clipping).
+inline constexpr llvm::StringLiteral kGradStageSize = "mt.grad_stage_size";
 } // namespace attr
 
 } // namespace megatrain::mt
