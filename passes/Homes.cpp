@@ -21,6 +21,9 @@
 //      updated last are the ones whose host update is left exposed after
 //      backward, so they get the device first, and the ones updated first
 //      get the disk, whose read-back has the most of backward to hide in.
+//   5. With micro-batches, the host and disk homes' gradient accumulators go
+//      to the device while it has room (mt.accumulate = "device"), updated
+//      last first.
 //
 // Not optimal for: the arena was planned first, so a large keep-everything
 // arena leaves less room for state than a joint choice would.
@@ -35,6 +38,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 
@@ -180,11 +184,29 @@ struct Homes : impl::HomesBase<Homes> {
       homes[state->name] = home;
     }
 
+    // With micro-batches, a host or disk home accumulates its gradient on
+    // the device while the device has room for the accumulator, updated
+    // last first: part 0 copied and the later parts added there, in the
+    // order the host adds them, and one copy out per update instead of one
+    // per micro-batch (the d2h link and the host's additions saved, and the
+    // host's accumulator). Kept gradients (clipping) stay on the host.
+    llvm::StringSet<> deviceAccumulators;
+    if (!keepGradients)
+      for (const ParameterState *state : below) {
+        uint64_t bytes = state->accumulatorBytes;
+        if (bytes == 0 || !state->trainable || bytes > rooms.left[kDev])
+          continue;
+        rooms.left[kDev] -= bytes;
+        deviceAccumulators.insert(state->name);
+      }
+
     mlir::Builder builder(&getContext());
     func.walk([&](mt::ParamOp param) {
       auto it = homes.find(param.getName());
       Home home = it == homes.end() ? Home::Host : it->second;
       param->setAttr(mt::attr::kHome, builder.getStringAttr(homeName(home)));
+      if (deviceAccumulators.contains(param.getName()))
+        param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("device"));
     });
     // The ring the gradients of the host and disk homes pass through: as
     // many slots as it has of their largest, at most all of them once.

@@ -95,6 +95,7 @@ std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func,
       disk[hst] = host[hst];
       continue;
     }
+    state.accumulatorBytes = microbatches ? master : 0;
     // Device: master, m, v; the gradient is transient unless micro-batches
     // accumulate it.
     device[dev] = 3 * master + (microbatches ? master : 0);

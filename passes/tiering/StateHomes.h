@@ -40,6 +40,9 @@ struct ParameterState {
   bool trainable = false;
   bool computeCopy = false;  // fetched as bf16 from an f32 master (mt-precision)
   int64_t updateIndex = -1;  // position of its mt.adamw in the block (-1: none)
+  /// With micro-batches, the bytes of the f32 accumulator (0 without): on
+  /// the host for a host or disk home, unless mt-homes puts it on the device.
+  uint64_t accumulatorBytes = 0;
   /// bytes[home][tier]: what the state takes in each tier with that home.
   std::array<std::array<uint64_t, kHomes>, kHomes> bytes{};
 };

@@ -41,6 +41,12 @@
 // disk back. The read-back of the next disk parameter is issued before this
 // one's update, so the disk reads one update ahead.
 //
+// With micro-batches, a host or disk home whose accumulator is on the device
+// (mt.accumulate = "device", mt-homes) has grad:<param> in device_state,
+// part 0 copied and parts k >= 1 ACCUMULATEd there on compute as a device
+// home's, and after the last part one `copy` d2h of the accumulator into the
+// gradient staging ring, which its host ADAMW reads.
+//
 // The checks here are those of a consistent update: one mt.adamw per
 // trainable parameter, gradients of the master's type, parts in micro-batch
 // order with one count.
@@ -222,13 +228,16 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
                        "mt.grad_part (run mt-microbatch as a whole)";
 
   // A device update reads the arena gradient; nothing is kept. A host one
-  // reads it from the staging ring, or from its kept gradient.
+  // reads it from the staging ring, or from its kept gradient; one whose
+  // micro-batches accumulate on the device reads the accumulator's copy in
+  // the ring.
   const bool device = onDevice(param);
-  const bool staged = !accumulated && !device && gradStageSize > 0;
+  const bool copiedOut = accumulated && !device && accumulatesOnDevice(param);
+  const bool staged = (!accumulated && !device && gradStageSize > 0) || copiedOut;
   mlir::FailureOr<uint32_t> hostGrad =
-      accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
+      staged      ? addGradientStage(op, param, type)
+      : accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
       : device    ? gradient
-      : staged    ? addGradientStage(op, param, type)
                   : addTensor(op, "grad:" + param, type, pb::GRADIENT);
   // Disk: m and v exist already (addDiskState); the update reads their staging.
   auto disk = diskIndex.find(param);
@@ -258,6 +267,12 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   if (accumulated) {
     if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
       return mlir::failure();
+    if (copiedOut) {
+      // The device accumulator, once, to the host update.
+      pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+      copy.mutable_copy()->set_src(hostGradients.at(param));
+      copy.mutable_copy()->set_dst(*hostGrad);
+    }
   } else if (device) {
     // The update below reads it on the same stream.
   } else {
@@ -308,7 +323,7 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
                                                 int64_t opStep) {
-  if (onDevice(param)) {
+  if (accumulatesOnDevice(param)) {
     // On the device: the arena gradient is added straight into the
     // accumulator, on the compute stream.
     pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
@@ -380,9 +395,12 @@ mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep)
   mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
   if (mlir::failed(hostGrad))
     return mlir::failure();
-  placeState(param, *hostGrad);
+  if (accumulatesOnDevice(param))
+    placeOnDeviceState(*hostGrad);
+  else
+    placeOnHost(*hostGrad);
   hostGradients[param] = *hostGrad;
-  pb::Step &copy = addStep(onDevice(param) ? kCompute : kDeviceToHost, op, opStep);
+  pb::Step &copy = addStep(accumulatesOnDevice(param) ? kCompute : kDeviceToHost, op, opStep);
   copy.mutable_copy()->set_src(*gradient);
   copy.mutable_copy()->set_dst(*hostGrad);
   noteRead(*gradient);

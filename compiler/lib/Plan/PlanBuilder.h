@@ -77,8 +77,13 @@ private:
   /// Places a parameter's state tensor in its home's pool: the host pool, or
   /// the device_state pool for a device home (mt-homes).
   void placeState(const std::string &param, uint32_t id);
+  /// Places a tensor in the device_state pool.
+  void placeOnDeviceState(uint32_t id);
   /// Whether `param`'s state lives on the device (mt.home = "device").
   bool onDevice(const std::string &param) const;
+  /// Whether `param`'s micro-batch accumulator lives on the device: a device
+  /// home's, or a host or disk home's with mt.accumulate = "device".
+  bool accumulatesOnDevice(const std::string &param) const;
   bool onDisk(const std::string &param) const;
   /// Whether every reader of this fetch has an mt.step before the
   /// parameter's mt.adamw (always, for a frozen parameter).
@@ -125,6 +130,7 @@ private:
   uint32_t statePool = 2;
   uint64_t stateTop = 0;
   std::map<std::string, std::string> homes; // parameter -> mt.home
+  llvm::StringSet<> deviceAccumulators;     // mt.accumulate = "device"
   // The disk tier: pool ids, the disk pool's top, the staging slot size,
   // and per disk parameter in update order its m, v and staging tensors.
   uint32_t diskPool = 0;

@@ -133,9 +133,17 @@ bool PlanBuilder::onDisk(const std::string &param) const {
   return it != homes.end() && it->second == "disk";
 }
 
+bool PlanBuilder::accumulatesOnDevice(const std::string &param) const {
+  return onDevice(param) || deviceAccumulators.contains(param);
+}
+
 void PlanBuilder::placeState(const std::string &param, uint32_t id) {
   if (!onDevice(param))
     return placeOnHost(id);
+  placeOnDeviceState(id);
+}
+
+void PlanBuilder::placeOnDeviceState(uint32_t id) {
   pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
   buffer->set_pool(statePool);
   buffer->set_offset(stateTop);
@@ -240,6 +248,13 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     if (home == "disk" && !param.getTrainable())
       return param.emitError("mt.param '")
              << name << "' is frozen but has mt.home = \"disk\"; only optimizer state goes to disk";
+    if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate)) {
+      if (accumulate.getValue() != "device" || home == "device" || !param.getTrainable())
+        return param.emitError("mt.param '")
+               << name << "' has mt.accumulate = \"" << accumulate.getValue()
+               << "\"; only a trainable host or disk home accumulates on the \"device\"";
+      deviceAccumulators.insert(name);
+    }
     auto [previousHome, firstHome] = homes.emplace(name, home);
     if (!firstHome && previousHome->second != home)
       return param.emitError("mt.param '")
@@ -643,6 +658,7 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       anyDevice |= home.getValue() == "device";
       anyDisk |= home.getValue() == "disk";
     }
+    anyDevice |= param->hasAttr(mt::attr::kAccumulate);
   });
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kGradStageSize))
     gradStageSize = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;

@@ -88,6 +88,10 @@ inline constexpr llvm::StringLiteral kDiskCapacity = "mt.disk_capacity";
 /// parameter keeps a persistent `grad:<name>` (megatrain-compile
 /// --keep-gradients, for gradient clipping).
 inline constexpr llvm::StringLiteral kGradStageSize = "mt.grad_stage_size";
+/// string on the mt.param ops of a host- or disk-home parameter, set by
+/// mt-homes with micro-batches: "device" when its gradient accumulator lives
+/// on the device (absent: with the rest of its state).
+inline constexpr llvm::StringLiteral kAccumulate = "mt.accumulate";
 } // namespace attr
 
 } // namespace megatrain::mt
