@@ -189,14 +189,23 @@ struct Homes : impl::HomesBase<Homes> {
     // last first: part 0 copied and the later parts added there, in the
     // order the host adds them, and one copy out per update instead of one
     // per micro-batch (the d2h link and the host's additions saved, and the
-    // host's accumulator). Kept gradients (clipping) stay on the host.
+    // host's accumulator). Kept gradients (clipping) stay on the host. A
+    // forced home (--state-home) is a home, not where its sum is kept: its
+    // accumulator goes to the device like any other.
     llvm::StringSet<> deviceAccumulators;
+    std::vector<const ParameterState *> accumulated;
+    for (const ParameterState &state : states)
+      if (state.accumulatorBytes > 0 && homes.lookup(state.name) != Home::Device &&
+          homes.count(state.name))
+        accumulated.push_back(&state);
+    std::stable_sort(accumulated.begin(), accumulated.end(), [](auto *a, auto *b) {
+      return a->updateIndex > b->updateIndex;
+    });
     if (!keepGradients)
-      for (const ParameterState *state : below) {
-        uint64_t bytes = state->accumulatorBytes;
-        if (bytes == 0 || !state->trainable || bytes > rooms.left[kDev])
+      for (const ParameterState *state : accumulated) {
+        if (state->accumulatorBytes > rooms.left[kDev])
           continue;
-        rooms.left[kDev] -= bytes;
+        rooms.left[kDev] -= state->accumulatorBytes;
         deviceAccumulators.insert(state->name);
       }
 
