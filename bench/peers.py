@@ -246,7 +246,8 @@ def train(args):
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     setup_start = time.perf_counter()
     model, optimizer, autocast = prepare(args)
-    params = sum(p.numel() for p in model.parameters())
+    # ZeRO-3 partitions parameters as they are made: ds_numel is a parameter's full count.
+    params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
     generator = torch.Generator(device=dev)
     generator.manual_seed(args.seed)
     sync()
