@@ -85,6 +85,15 @@ for line in open('$1.jsonl'):
 awk -v d="$(bytes disk disk)" 'BEGIN { exit !(d >= 8) }' || fail "disk: $(bytes disk disk) bytes/param on disk"
 
 train host
+# Clipping needs every gradient at once: a plan whose updates read the ring is refused, naming
+# the flag that keeps them; the keep plan clips.
+if "$BIN/megatrain-run" host.plan --weights "$ONNX" "${FEED[@]}" --steps 1 --quiet --clip-grad-norm 1 \
+  > clip.log 2>&1; then
+  fail "host: --clip-grad-norm ran with the gradients in the staging ring"
+fi
+grep -q -- "--keep-gradients" clip.log || { cat clip.log; fail "host: the clipping error names no --keep-gradients"; }
+"$BIN/megatrain-run" keep.plan --weights "$ONNX" "${FEED[@]}" --steps 1 --quiet --clip-grad-norm 1 > /dev/null ||
+  fail "keep: --clip-grad-norm refused"
 for run in keep device disk mixed three auto; do
   train "$run"
   cmp -s host.losses "$run.losses" || { paste host.losses "$run.losses"; fail "$run: losses differ"; }
