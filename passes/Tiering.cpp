@@ -211,6 +211,22 @@ struct Tier : impl::TierBase<Tier> {
         func.emitError("mt-tier: ") << why;
         return signalPassFailure();
       }
+      // Nothing has to live on the device, but a capacity is known: the
+      // unbudgeted arena must still fit it, else plan again within it.
+      if (budget == 0 && device != 0) {
+        mlir::func::FuncOp probe = choice->plan.clone();
+        bool over = mlir::succeeded(renumber(probe, profile, 0)) && deviceArenaBytes(probe) > device;
+        probe.erase();
+        if (over) {
+          budget = device;
+          choice->plan.erase();
+          choice = choosePlan(func, policy, profile, budget, why);
+          if (mlir::failed(choice)) {
+            func.emitError("mt-tier: ") << why;
+            return signalPassFailure();
+          }
+        }
+      }
       uint64_t staged = offloadBytes(choice->plan);
       if (hostMemory < 0 || reserve == 0 || attempt == 3 ||
           readoutBytes(func) + stateStaging + staged <= hostFixed)
