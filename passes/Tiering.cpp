@@ -212,15 +212,28 @@ struct Tier : impl::TierBase<Tier> {
         return signalPassFailure();
       }
       // Nothing has to live on the device, but a capacity is known: the
-      // unbudgeted arena must still fit it, else plan again within it.
+      // unbudgeted arena must still fit it, else plan again within it,
+      // leaving room for every parameter's state on the device (its fastest
+      // home) when that budget is feasible, else with the whole capacity.
       if (budget == 0 && device != 0) {
         mlir::func::FuncOp probe = choice->plan.clone();
         bool over = mlir::succeeded(renumber(probe, profile, 0)) && deviceArenaBytes(probe) > device;
         probe.erase();
         if (over) {
-          budget = device;
+          uint64_t allState = 0;
+          for (const ParameterState &state : states)
+            allState += state.bytes[static_cast<int>(Home::Device)][static_cast<int>(Home::Device)];
+          allState += allState / 16;
           choice->plan.erase();
-          choice = choosePlan(func, policy, profile, budget, why);
+          choice = mlir::failure();
+          if (device > allState) {
+            budget = device - allState;
+            choice = choosePlan(func, policy, profile, budget, why);
+          }
+          if (mlir::failed(choice)) {
+            budget = device;
+            choice = choosePlan(func, policy, profile, budget, why);
+          }
           if (mlir::failed(choice)) {
             func.emitError("mt-tier: ") << why;
             return signalPassFailure();
