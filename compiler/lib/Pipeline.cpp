@@ -108,6 +108,9 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.diskMemory = options.diskCapacity;
   tier.stateHome = options.stateHomes;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
+  // Reshapes as views of their operands' bytes, on the tiered step.
+  if (options.viewAliases)
+    pm.addNestedPass<mlir::func::FuncOp>(createViewAliases());
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
   pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));

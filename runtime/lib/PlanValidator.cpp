@@ -177,6 +177,9 @@ class PlanValidator {
       fail(name + ": last_use_step " + std::to_string(lastUse) + " is not a step (the plan has " +
            std::to_string(plan_.steps_size()) + ")");
 
+    if (tensor.has_alias_of() && plan_.header().format_minor() < kPlanMinorAliases)
+      fail(name + ": alias_of needs format minor " + std::to_string(kPlanMinorAliases) + ", the plan says " +
+           std::to_string(plan_.header().format_minor()));
     if (tensor.role() == plan::CONSTANT && tensor.constant_data().size() != expected)
       fail(name + ": constant_data holds " + std::to_string(tensor.constant_data().size()) +
            " bytes, the tensor needs " + std::to_string(expected));

@@ -56,6 +56,9 @@ struct PipelineOptions {
   // mt-fold-transpose (after mt-precision): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
+  // mt-view-aliases (after mt-tier): off with megatrain-compile
+  // --no-view-aliases (every reshape a copy kernel).
+  bool viewAliases = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
@@ -64,7 +67,7 @@ enum class EmitStage {
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
   Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
-  Planned,   // + mt-tier, mt-plan-memory, mt-homes
+  Planned,   // + mt-tier, mt-view-aliases, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 

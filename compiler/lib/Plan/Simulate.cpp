@@ -21,6 +21,7 @@
 #include "megatrain/Plan/Simulate.h"
 
 #include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/Aliases.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/FormatVersion.h"
 #include "megatrain/plan/PlanTimeline.h"
@@ -194,6 +195,7 @@ void Simulator::run() {
   double computeS = 0, recomputeS = 0, exposedS = 0;
   std::vector<std::pair<double, double>> hostTasks;
   std::vector<uint32_t> reads, writes;
+  const std::vector<uint32_t> bases = aliasBases(plan);
 
   for (pb::Step &step : *plan.mutable_steps()) {
     TimePoint &free = streamFree[step.stream()];
@@ -224,6 +226,8 @@ void Simulator::run() {
     }
 
     stepReadsWrites(step, reads, writes);
+    mapToBases(bases, reads); // a view's accesses are its base's
+    mapToBases(bases, writes);
     if (!events) {
       for (uint32_t id : reads)
         if (id < tensors)

@@ -316,6 +316,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-view-aliases",
+                           "emit every reshape as a copy kernel (no mt-view-aliases)",
+                           memory, [&] { args.pipeline.viewAliases = false; });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;

@@ -308,6 +308,18 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
 // pool
 //===----------------------------------------------------------------------===//
 
+def ViewAliases : Pass<"mt-view-aliases", "mlir::func::FuncOp"> {
+  let summary = "Mark the reshapes and order-keeping transposes that are views";
+  let description = [{
+    After mt-tier: puts `mt.alias` on every `mt.reshape`, and on every
+    `mt.transpose` that moves only dims of extent 1, whose operand is a
+    device value (not an `mt.offload` result) of the same byte size.
+    mt-plan-memory gives such a result its base's bytes, over the union of
+    the lifetimes, and plan emission writes a view tensor (`alias_of`)
+    with no step. Off with megatrain-compile `--no-view-aliases`.
+  }];
+}
+
 def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place every value at a static offset in the device arena";
   let description = [{
