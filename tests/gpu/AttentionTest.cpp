@@ -55,9 +55,12 @@ class WorkspaceBudget {
   ~WorkspaceBudget() { unsetenv("MEGATRAIN_ATTENTION_WORKSPACE"); }
 };
 
+// MEGATRAIN_ATTENTION=gemm for every case: bf16 steps would otherwise take
+// cuDNN's fused path (CudnnAttentionTest.cpp) where it takes the shape.
 class AttentionGemm : public ::testing::Test {
  protected:
-  AttentionGemm() : seed_(testSeed()), rng_(seed_) {}
+  AttentionGemm() : seed_(testSeed()), rng_(seed_) { setenv("MEGATRAIN_ATTENTION", "gemm", 1); }
+  ~AttentionGemm() override { unsetenv("MEGATRAIN_ATTENTION"); }
 
   // Forward against the CPU twin, then the gradient with the CPU forward's y
   // and lse and a fresh dy.
