@@ -392,8 +392,8 @@ TEST(OpCost, AttentionIsGemmsPlusRowPasses) {
 }
 
 // bf16: the visible (query, key) pairs' products at a fraction of the bf16
-// rate, then the operands' bf16 copies (8 bytes an element, 4 of them the
-// f32 operand itself): bytes grow with S, not S^2.
+// rate, then the operands' and results' bf16 copies (6 bytes an element, 4 of
+// them the f32 operand or result itself): bytes grow with S, not S^2.
 TEST(OpCost, Bf16AttentionIsFused) {
   DeviceProfile profile = testProfile();
   profile.matmulBf16 = 8e12;
@@ -405,7 +405,7 @@ TEST(OpCost, Bf16AttentionIsFused) {
   KernelCost forward = estimateKernel(forwardDesc, profile, Precision::BF16);
   EXPECT_DOUBLE_EQ(forward.flops, 2.0 * 2.0 * heads * visible * d);
   EXPECT_DOUBLE_EQ(forward.bytes, 4.0 * (qElements + 2 * kvElements) + 4.0 * (qElements + lse) +
-                                      4.0 * (2 * qElements + 2 * kvElements));
+                                      2.0 * (2 * qElements + 2 * kvElements));
   // The efficiency: between a tenth of the rate and the rate itself.
   const double arithmetic = forward.seconds - forward.bytes / profile.hbmBytesPerS - profile.launchS;
   EXPECT_GT(arithmetic, forward.flops / profile.matmulBf16);
