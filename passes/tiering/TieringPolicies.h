@@ -1,9 +1,9 @@
 //===- TieringPolicies.h - mt-tier's policies and auto's portfolio --------===//
 //
-// The reference policies (keep, checkpoint, offload) and stage 5 of mt-tier
+// The reference policies (keep, checkpoint, offload) and stage 6 of mt-tier
 // (passes/Tiering.cpp): auto runs the greedy from three starting plans,
-// builds the reference policies as they are, and keeps the fastest plan
-// that fits.
+// builds the reference policies as they are, fills each (stage 5,
+// TieringFill), and keeps the fastest plan that fits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRAIN_PASSES_TIERING_TIERINGPOLICIES_H
@@ -25,10 +25,15 @@ struct TieringChoice {
 };
 
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,
-/// checkpoint or offload). Its ops are not renumbered. Fails, with `why`,
-/// when no plan fits.
+/// checkpoint or offload; also a portfolio entry such as checkpoint+fill).
+/// Under auto with a budget and `fill`, every fitting plan is also filled
+/// (stage 5) and competes as "<plan>+fill". With `mustFit` (a portfolio
+/// entry, e.g. checkpoint), it runs first and a failure to fit fails the
+/// whole choice. Its ops are not renumbered. Fails, with `why`, when no plan
+/// fits.
 mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
                                           const DeviceProfile &profile, uint64_t budget,
+                                          bool fill, llvm::StringRef mustFit,
                                           std::string &why);
 
 } // namespace megatrain

@@ -299,6 +299,11 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + v + "'");
              args.pipeline.tieringPolicy = v;
            });
+  megatrain::addFlagOption(app, "--no-tiering-fill",
+                           "under --tiering-policy auto, keep the recompute and offloads a "
+                           "fitting plan chose even where the budget has room (no fill), and "
+                           "plan the arena without leaving room for the device state",
+                           memory, [&] { args.pipeline.tieringFill = false; });
   megatrain::addValueOption(app, "--device-profile", "FILE",
            "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
            "megatrain-profile measures one); also predicts the step time the summary shows",
