@@ -84,6 +84,7 @@
 #include "tiering/StateHomes.h"
 #include "tiering/TieringPolicies.h"
 
+#include "megatrain/Cost/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 #include "megatrain/plan/Format.h"
 
@@ -152,22 +153,42 @@ uint64_t diskStagingBytes(llvm::ArrayRef<ParameterState> states) {
   return 4 * largest;
 }
 
-/// The margin the joint budget keeps beyond the device state's bytes: the
-/// pools' alignment and mt-homes' order of placement.
-constexpr uint64_t kJointMarginBytes = 64ull << 20;
+constexpr int kDeviceHome = static_cast<int>(Home::Device);
 
 /// Joint arena and state (stage 6; docs/tiering.md, "The fill"): the arena
 /// budget that leaves the device room for every parameter's state in its
 /// device form, or 0 when there is no such room below `budget`.
 uint64_t jointBudget(llvm::ArrayRef<ParameterState> states, uint64_t device, uint64_t budget) {
-  constexpr int kDevice = static_cast<int>(Home::Device);
   uint64_t all = 0;
   for (const ParameterState &state : states)
-    all += state.bytes[kDevice][kDevice];
-  all += all / 256 + kJointMarginBytes;
+    all += state.bytes[kDeviceHome][kDeviceHome];
+  // A margin for mt-homes' order of placement (it fills by update order).
+  all += all / 256 + (1ull << 20);
   if (device <= all || device - all >= budget)
     return 0;
   return device - all;
+}
+
+/// The seconds a byte of device state saves per step, for the parameter
+/// that saves the least (the one an arena that grows displaces first): its
+/// host update, its compute copy's fetch and its gradient's copy out, by
+/// the cost model, over its device bytes.
+double stateSecondsPerByte(llvm::ArrayRef<ParameterState> states, const DeviceProfile &profile) {
+  double least = 0;
+  bool any = false;
+  for (const ParameterState &state : states) {
+    uint64_t bytes = state.bytes[kDeviceHome][kDeviceHome];
+    if (!state.trainable || bytes == 0)
+      continue;
+    double saved = hostAdamWSeconds(state.elements, profile) +
+                   transferSeconds(state.elements * (state.computeCopy ? 2 : 4),
+                                   Link::HostToDevice, profile) +
+                   transferSeconds(state.elements * 4, Link::DeviceToHost, profile);
+    double perByte = saved / static_cast<double>(bytes);
+    least = any ? std::min(least, perByte) : perByte;
+    any = true;
+  }
+  return least;
 }
 
 /// Stage 7.
@@ -247,19 +268,26 @@ struct Tier : impl::TierBase<Tier> {
       if (mlir::succeeded(choice))
         choice->plan.erase();
       choice = mlir::failure();
-      // With default homes, leave the device room for all the state when
-      // the checkpoint plan still fits beside it; else the budget as is.
-      uint64_t joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0
-                           ? jointBudget(states, device, budget)
-                           : 0;
-      if (joint != 0) {
+      // Joint arena and state, with default homes: leave the device room
+      // for all the state when the checkpoint plan still fits beside it;
+      // else keep the budget, and let the fill take room the state would
+      // have only where it saves more per byte than the state does.
+      FillOptions fillOptions;
+      fillOptions.enabled = fill;
+      bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
+      if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0) {
+        fillOptions.mustFit = "checkpoint";
         std::string whyNot;
-        choice = choosePlan(func, policy, profile, joint, fill, "checkpoint", whyNot);
+        choice = choosePlan(func, policy, profile, roomy, fillOptions, whyNot);
         if (mlir::succeeded(choice))
-          budget = joint;
+          budget = roomy;
+        fillOptions.mustFit.clear();
       }
-      if (mlir::failed(choice))
-        choice = choosePlan(func, policy, profile, budget, fill, "", why);
+      if (mlir::failed(choice)) {
+        if (joint)
+          fillOptions.minSecondsPerByte = stateSecondsPerByte(states, profile);
+        choice = choosePlan(func, policy, profile, budget, fillOptions, why);
+      }
       if (mlir::failed(choice)) {
         func.emitError("mt-tier: ") << why;
         return signalPassFailure();

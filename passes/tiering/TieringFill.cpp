@@ -18,7 +18,9 @@
 //   2. Order. Seconds saved per byte kept, best first: a matmul's or an
 //      attention's output is worth keeping, an elementwise op's or a norm's
 //      is cheap to run again. Each op is priced by its own cost, so the
-//      checkpoint policy's uniform recompute becomes selective.
+//      checkpoint policy's uniform recompute becomes selective. With a floor
+//      (the seconds a byte of device state saves, when the room would
+//      otherwise hold state), candidates below it are left as they are.
 //   3. Sweep. On a model of the lifetimes (no IR is touched yet), take each
 //      candidate in order if the live bytes over the positions it changes
 //      stay within the target (at first the budget); a candidate whose
@@ -282,7 +284,8 @@ double exposedPrefetch(const TieringModel &model, mt::PrefetchOp prefetch) {
 
 } // namespace
 
-FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget) {
+FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
+                        double minSecondsPerByte) {
   FillResult result;
   model.analyze();
   if (budget == 0 || model.arenaBytes() > budget)
@@ -303,7 +306,10 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
     uint64_t bytes = 0;
     for (auto [index, until] : extend)
       bytes += model.liveValues()[index].size;
-    undos.push_back({op, saved, std::max<uint64_t>(bytes, 1)});
+    bytes = std::max<uint64_t>(bytes, 1);
+    if (saved < minSecondsPerByte * static_cast<double>(bytes))
+      continue;
+    undos.push_back({op, saved, bytes});
   }
   if (undos.empty())
     return result;

@@ -26,9 +26,11 @@ struct FillResult {
 
 /// Undoes recomputation (the clones in `origins`) and offload+prefetch
 /// pairs of the model's function while placeBestFit keeps the arena within
-/// `budget` bytes, taking the best predicted saving per byte first. The
-/// model is analyzed again on return.
-FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget);
+/// `budget` bytes, taking the best predicted saving per byte first and none
+/// that saves less than `minSecondsPerByte` (what a byte of device state
+/// would save instead; 0: no floor). The model is analyzed again on return.
+FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
+                        double minSecondsPerByte);
 
 } // namespace megatrain
 

@@ -214,7 +214,8 @@ Attempt attempt(mlir::func::FuncOp func, llvm::StringRef which, const DeviceProf
 
 /// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
 /// fill undoes nothing.
-Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget) {
+Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
+               double minSecondsPerByte) {
   mlir::IRMapping mapping;
   auto copy = mlir::cast<mlir::func::FuncOp>(base.plan->clone(mapping));
   CloneOrigins origins;
@@ -225,7 +226,7 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
       origins[newClone] = newOriginal;
   }
   TieringModel model(copy, profile);
-  FillResult undone = fillToBudget(model, origins, budget);
+  FillResult undone = fillToBudget(model, origins, budget, minSecondsPerByte);
   Attempt result;
   if (undone.recomputes == 0 && undone.prefetches == 0) {
     copy.erase();
@@ -240,8 +241,7 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
 
 mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
                                           const DeviceProfile &profile, uint64_t budget,
-                                          bool fill, llvm::StringRef mustFit,
-                                          std::string &why) {
+                                          const FillOptions &fill, std::string &why) {
   std::vector<std::pair<std::string, Attempt>> fitting;
   std::string firstWhy;
   llvm::SmallVector<llvm::StringRef> tries;
@@ -255,7 +255,7 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   // runs. The others keep their order (ties go to the earlier one).
   std::vector<size_t> order;
   for (size_t i = 0; i < tries.size(); ++i)
-    if (tries[i] == mustFit)
+    if (tries[i] == fill.mustFit)
       order.insert(order.begin(), i);
     else
       order.push_back(i);
@@ -263,7 +263,7 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   std::vector<std::string> whyNot(tries.size());
   for (size_t i : order) {
     results[i] = attempt(func, tries[i], profile, budget, whyNot[i]);
-    if (!results[i].plan && tries[i] == mustFit) {
+    if (!results[i].plan && tries[i] == fill.mustFit) {
       why = whyNot[i];
       return mlir::failure();
     }
@@ -275,10 +275,10 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
       firstWhy = whyNot[i];
   }
   // Stage 5: each fitting plan that recomputes or offloads, filled.
-  if (((fill && policy == "auto") || fillOnly) && budget != 0) {
+  if (((fill.enabled && policy == "auto") || fillOnly) && budget != 0) {
     size_t bases = fitting.size();
     for (size_t i = 0; i < bases; ++i) {
-      Attempt result = filled(fitting[i].second, profile, budget);
+      Attempt result = filled(fitting[i].second, profile, budget, fill.minSecondsPerByte);
       if (!result.plan)
         continue;
       if (fillOnly) {

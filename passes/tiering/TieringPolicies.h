@@ -24,17 +24,24 @@ struct TieringChoice {
   std::string policy;
 };
 
+/// How auto fills its plans (stage 5).
+struct FillOptions {
+  bool enabled = true;
+  /// Undo nothing that saves fewer seconds per byte (0: no floor).
+  double minSecondsPerByte = 0;
+  /// A portfolio entry (e.g. "checkpoint") that runs first; when it does not
+  /// fit, the whole choice fails and nothing else runs. Empty: none.
+  std::string mustFit;
+};
+
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,
 /// checkpoint or offload; also a portfolio entry such as checkpoint+fill).
-/// Under auto with a budget and `fill`, every fitting plan is also filled
-/// (stage 5) and competes as "<plan>+fill". With `mustFit` (a portfolio
-/// entry, e.g. checkpoint), it runs first and a failure to fit fails the
-/// whole choice. Its ops are not renumbered. Fails, with `why`, when no plan
-/// fits.
+/// Under auto with a budget and `fill.enabled`, every fitting plan is also
+/// filled (stage 5) and competes as "<plan>+fill". Its ops are not
+/// renumbered. Fails, with `why`, when no plan fits.
 mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
                                           const DeviceProfile &profile, uint64_t budget,
-                                          bool fill, llvm::StringRef mustFit,
-                                          std::string &why);
+                                          const FillOptions &fill, std::string &why);
 
 } // namespace megatrain
 

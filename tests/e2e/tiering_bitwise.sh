@@ -3,7 +3,8 @@
 # with no budget, with 50% and 25% of its unconstrained device arena, and with the smallest
 # budget the planner reaches, trains 20 steps on the CPU backend to bitwise-identical losses
 # and weights. A fraction below that smallest budget must fail with the error that names it
-# (a model whose single largest op needs more than the fraction cannot fit it).
+# (a model whose single largest op needs more than the fraction cannot fit it). The 50% and
+# 25% budgets are also compiled without mt-tier's fill (--no-tiering-fill): the same bits.
 # Every model compiles in exact fp32 (--precision fp32) except demo_bf16, the demo under
 # --precision bf16: bf16 fetches from the host compute copies must not change the math either.
 # usage: tiering_bitwise.sh BIN SRC MODEL   (MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem)
@@ -39,7 +40,11 @@ for pct in 50 25; do
   if (( budget >= MIN )); then
     arena=$(compile "p$pct" --device-memory "$budget") || fail "$pct% ($budget bytes) should fit (smallest $MIN)"
     (( arena <= budget )) || fail "$pct%: arena $arena over the budget $budget"
-    RUNS+=("p$pct")
+    # The same budget without the fill (docs/tiering.md "The fill"): the same bits too.
+    arena=$(compile "p$pct.nofill" --device-memory "$budget" --no-tiering-fill) ||
+      fail "$pct% without the fill should fit"
+    (( arena <= budget )) || fail "$pct% without the fill: arena $arena over the budget $budget"
+    RUNS+=("p$pct" "p$pct.nofill")
   else
     if "$BIN/megatrain-compile" "$ONNX" -o x.plan "${COMPILE[@]}" --device-memory "$budget" > "p$pct.log" 2>&1; then
       fail "$pct% ($budget bytes) is below the smallest budget $MIN yet compiled"
@@ -54,6 +59,19 @@ RUNS+=(min)
 grep -q "OFFLOADED\|recompute: true" <("$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" --device-memory "$MIN") ||
   grep -q 'name: "dev:.*#' <("$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" --device-memory "$MIN") ||
   fail "the smallest budget's plan neither offloads, recomputes nor fetches again"
+
+# Which plans the fill changed (the tiering policy the plan header names).
+policy() { "$BIN/megatrain-inspect" "$1.plan" --max-steps 1 | sed -n 's/^ *tiering *//p'; }
+FILLED=0
+for run in "${RUNS[@]}"; do
+  [[ $run == *.nofill ]] || continue
+  with=$(policy "${run%.nofill}") without=$(policy "$run")
+  [[ $without != *fill* ]] || fail "$run: --no-tiering-fill chose '$without'"
+  [[ $with == *+fill* ]] && FILLED=$((FILLED + 1))
+  echo "$MODEL: ${run%.nofill}: '$with', without the fill '$without'"
+done
+# The tiny Llama's 50% budget leaves room the fill spends: the comparison is not vacuous.
+[[ $MODEL != llama_opt || $FILLED -gt 0 ]] || fail "the fill changed no plan of $MODEL"
 
 for run in "${RUNS[@]}"; do
   train "$run"
