@@ -59,8 +59,9 @@
 //      the three reference policies are built as they are; each fitting
 //      plan is also filled (stage 5); auto keeps whichever fitting plan the
 //      three-queue timeline model (compute, h2d, d2h, plus the host
-//      optimizer; TieringModel) predicts fastest, so it is never worse than
-//      them by the model. The plan header names the winner, e.g.
+//      optimizer; TieringModel) predicts fastest (within a millionth, the
+//      one with the least compute), so it is never worse than them by the
+//      model. The plan header names the winner, e.g.
 //      "auto (checkpoint+greedy+fill)". With the fill and a device capacity,
 //      the budget leaves room for all the state on the device when the
 //      checkpoint plan still fits in what is left (joint arena and state:

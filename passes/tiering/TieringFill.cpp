@@ -28,7 +28,8 @@
 //   4. Fragmentation. Place the resulting lifetimes (placeBestFit, as
 //      mt-plan-memory will); over the budget: lower the target by the
 //      excess and sweep again from the start (at most four rounds, then
-//      nothing is undone).
+//      the longest prefix of the last round's choices that places within
+//      the budget, found by bisection).
 //   5. Apply: the users of each accepted clone or prefetch read the original
 //      value; the ops left without users (the clones, their dead chains, the
 //      prefetches, offloads no prefetch reads) are erased.
@@ -47,6 +48,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
+
 
 namespace megatrain {
 
@@ -342,6 +344,31 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
     if (target <= excess)
       break;
     target -= excess;
+  }
+  // Still over after the rounds: the longest prefix of the last round's
+  // choices that places within the budget (bisection; none always does).
+  if (!placed && !taken.empty()) {
+    auto replay = [&](size_t count) {
+      state.reset();
+      for (size_t i = 0; i < count; ++i) {
+        llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
+        llvm::SmallVector<mlir::Operation *> dying;
+        double saved = 0;
+        if (state.plan(origins, taken[i]->op, extend, dying, saved))
+          state.commit(extend, dying);
+      }
+      return state.arenaBytes() <= budget;
+    };
+    size_t lo = 0, hi = taken.size() - 1;
+    while (lo < hi) {
+      size_t mid = (lo + hi + 1) / 2;
+      if (replay(mid))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    taken.resize(lo);
+    placed = replay(lo);
   }
   if (!placed || taken.empty()) {
     model.analyze();

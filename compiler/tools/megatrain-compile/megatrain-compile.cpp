@@ -293,10 +293,12 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
       memory, [&](const std::string &v) { args.pipeline.stateHomes.push_back(v); }));
   megatrain::addValueOption(app, "--tiering-policy", "P",
            "auto (default: the cost-model planner) | keep | checkpoint | offload (reference "
-           "policies)",
+           "policies) | checkpoint+fill | offload+fill (a reference policy and auto's fill)",
            memory, [&](const std::string &v) {
-             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload")
-               fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + v + "'");
+             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload" &&
+                 v != "checkpoint+fill" && v != "offload+fill")
+               fail("--tiering-policy expects auto, keep, checkpoint, offload, checkpoint+fill "
+                    "or offload+fill, got '" + v + "'");
              args.pipeline.tieringPolicy = v;
            });
   megatrain::addFlagOption(app, "--no-tiering-fill",
