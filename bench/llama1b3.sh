@@ -17,6 +17,8 @@
 #              16384), or HIDDEN,LAYERS,HEADS,INTERMEDIATE; vocabulary 32000. Every size but 1b3
 #              exports graph-only (no weights in the ONNX file) and starts megatrain from
 #              --init normal:0.02 (GRAPH_ONLY=0/1 overrides)
+#   ONNX       an exported model to use instead of exporting (graph-only unless GRAPH_ONLY=0;
+#              e.g. tests/models/graphs/llama_7b_b8s2048.onnx, or a file.onnx.xz, unpacked)
 #   COMPILE_FLAGS / RUN_FLAGS  more megatrain-compile / megatrain-run flags (word-split), e.g.
 #              COMPILE_FLAGS="--disk-memory 40GiB" RUN_FLAGS="--disk-dir /tmp/mt-disk"
 #   DEEPSPEED_WHEELS  packages from `bench/deepspeed_setup.sh fetch` to install DeepSpeed from
@@ -138,7 +140,11 @@ if [[ ${SKIP_EXPORT:-0} != 1 ]]; then
   phase_start "export"
   stamp="${MODEL_ARGS[*]}"
   stamp="$stamp ${export_flags[*]}"
-  if [[ ${REEXPORT:-0} != 1 && -f $MODEL && $(cat "$MODEL.args" 2>/dev/null) == "$stamp" ]]; then
+  if [[ -n ${ONNX:-} ]]; then
+    if [[ $ONNX == *.xz ]]; then xz -dc "$ONNX" > "$MODEL"; else cp "$ONNX" "$MODEL"; fi
+    rm -f "$MODEL.args"
+    phase_end ok "$ONNX"
+  elif [[ ${REEXPORT:-0} != 1 && -f $MODEL && $(cat "$MODEL.args" 2>/dev/null) == "$stamp" ]]; then
     phase_end ok "reused $MODEL"
   elif python3 frontends/python/export_hf.py "${MODEL_ARGS[@]}" "${export_flags[@]}" -o "$MODEL" \
       > "$OUT/export.log" 2>&1; then
