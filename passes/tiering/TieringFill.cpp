@@ -8,8 +8,8 @@
 //   1. Candidates. Each recompute clone (an op marked mt.recompute that
 //      TieringRewriter::recompute made; CloneOrigins) can hand its users the results of the
 //      original op it re-runs: that saves the clone's compute, and the clones
-//      that fed only it (its chain, and parameters fetched again for it), at
-//      the price of keeping the original's results from their last use to
+//      and copies that fed only it (its chain, parameters fetched again for
+//      it, prefetched operands), at the price of keeping the original's results from their last use to
 //      the clone's last use. Each mt.prefetch can hand its users the value
 //      that was offloaded: that saves the prefetch's exposed transfer (the
 //      part the compute before its use cannot hide; a thousandth of the
@@ -131,12 +131,13 @@ public:
         extend.push_back({index, until});
     }
     saved += model.computeAt(model.positionOf(op));
-    // The clones that fed only what dies die with it.
+    // The clones and copies (fetches, prefetches) that fed only what dies
+    // die with it.
     for (size_t i = 0; i < dying.size(); ++i) {
       for (mlir::Value operand : dying[i]->getOperands()) {
         mlir::Operation *producer = operand.getDefiningOp();
-        if (!producer || !origins.lookup(producer) || dead.contains(producer) ||
-            llvm::is_contained(dying, producer))
+        if (!producer || !(origins.lookup(producer) || isFetch(producer)) ||
+            dead.contains(producer) || llvm::is_contained(dying, producer))
           continue;
         bool unused = llvm::all_of(producer->getUsers(), [&](mlir::Operation *user) {
           return dead.contains(user) || llvm::is_contained(dying, user);
@@ -391,9 +392,14 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
     }
     result.savedSeconds += undo->saved;
   }
-  for (mlir::Operation *op : model.ops())
-    if (state.isDead(op) && !llvm::is_contained(erase, op))
-      erase.push_back(op);
+  for (mlir::Operation *op : model.ops()) {
+    if (!state.isDead(op) || llvm::is_contained(erase, op))
+      continue;
+    erase.push_back(op);
+    if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
+      if (mlir::Operation *offload = prefetch.getHost().getDefiningOp())
+        erase.push_back(offload);
+  }
   // Users before their producers; an offload another prefetch still reads stays.
   llvm::sort(erase, [&](mlir::Operation *x, mlir::Operation *y) {
     return model.positionOf(x) > model.positionOf(y);
