@@ -102,6 +102,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   TierOptions tier;
   tier.deviceMemory = options.deviceMemory;
   tier.policy = options.tieringPolicy;
+  tier.fill = options.tieringFill;
   tier.deviceProfile = options.deviceProfile;
   tier.deviceCapacity = options.deviceCapacity;
   tier.hostMemory = options.hostCapacity;

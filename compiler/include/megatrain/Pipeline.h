@@ -34,6 +34,8 @@ struct PipelineOptions {
   // mt-tier
   uint64_t deviceMemory = 0;           // device arena budget in bytes, 0: none
   std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
+  // mt-tier's fill (auto): off with megatrain-compile --no-tiering-fill.
+  bool tieringFill = true;
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // Capacities for training state (mt-tier's reserve, mt-homes;
   // docs/tiering.md "State homes"): the device (arena plus device state;

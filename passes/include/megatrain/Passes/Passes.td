@@ -281,14 +281,20 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     (mt.offload, mt.prefetch) or recomputed (its producers cloned with
     `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
     and sets `mt.live_end` as mt-liveness does, with its `hold-copies` when
-    the arena still fits the budget that way. The algorithm is in
+    the arena still fits the budget that way. With `fill` (default), auto
+    also gives the room a fitting plan leaves back to recomputed and
+    offloaded values, best seconds saved per byte first. The algorithm is in
     passes/Tiering.cpp and docs/tiering.md.
   }];
   let options = [
     Option<"deviceMemory", "device-memory", "uint64_t", "0",
            "Device arena budget in bytes (0: none)">,
     Option<"policy", "policy", "std::string", "\"auto\"",
-           "auto | keep | checkpoint | offload">,
+           "auto | keep | checkpoint | offload (tests: also checkpoint+greedy, "
+           "offload+greedy, and any of these followed by +fill)">,
+    Option<"fill", "fill", "bool", "true",
+           "Under auto, spend budget the plan leaves unused on undoing "
+           "recompute and offloads, and leave room for the device state">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
     Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
