@@ -108,6 +108,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.hostMemory = options.hostCapacity;
   tier.diskMemory = options.diskCapacity;
   tier.stateHome = options.stateHomes;
+  tier.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
   // Reshapes as views of their operands' bytes, on the tiered step.
   if (options.viewAliases)
@@ -120,6 +121,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   homes.hostMemory = options.hostCapacity;
   homes.diskMemory = options.diskCapacity;
   homes.stateHome = options.stateHomes;
+  homes.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 

@@ -295,8 +295,9 @@ class PlanValidator {
 
   void checkTaskOperand(int index, uint32_t id, plan::Role role, bool device, bool gradient) const {
     // A disk-resident moment is updated in its host staging copy.
-    if (!device && role == plan::OPTIMIZER_STATE && id < static_cast<uint32_t>(plan_.tensors_size()) &&
-        plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
+    // So is a gradient in the staging ring (minor 8), read by a host update or accumulation.
+    if (!device && (role == plan::OPTIMIZER_STATE || (role == plan::GRADIENT && gradient)) &&
+        id < static_cast<uint32_t>(plan_.tensors_size()) && plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
       return checkHostOperand(index, id, plan::STATE_STAGE);
     if (!device) return checkHostOperand(index, id, role);
     checkTensorId(index, id, "device task");

@@ -45,6 +45,9 @@ struct PipelineOptions {
   int64_t hostCapacity = -1;
   uint64_t diskCapacity = 0;
   std::vector<std::string> stateHomes;
+  // A persistent fp32 gradient per host and disk home (gradient clipping);
+  // otherwise the update consumes it from the staging ring in the same step.
+  bool keepGradients = false;
   // mt-plan-memory
   bool noMemoryReuse = false;
   // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.

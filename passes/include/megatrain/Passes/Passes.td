@@ -306,6 +306,8 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "Disk capacity for training state in bytes (0: no disk)">,
     ListOption<"stateHome", "state-home", "std::string",
                "Forced homes: TIER or TIER:REGEX (device, host, disk)">,
+    Option<"keepGradients", "keep-gradients", "bool", "false",
+           "Keep a persistent fp32 gradient per host and disk home (gradient clipping)">,
   ];
 }
 
@@ -353,7 +355,9 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
     capacity minus the arena has room, then pinned host memory, then disk,
     parameters updated last first (their host update is the one backward
     cannot hide). Forced homes (`state-home`) come first. Sets the
-    capacities on the function for the plan header. The algorithm and the
+    capacities on the function for the plan header, and `mt.grad_stage_size`,
+    the bytes of the host ring that the gradients of host and disk homes
+    pass through on their way to the update (0: persistent gradients). The algorithm and the
     plan it gives are in docs/tiering.md, "State homes".
 
     ```mlir
@@ -369,6 +373,10 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
            "Disk capacity in bytes (0: no disk)">,
     ListOption<"stateHome", "state-home", "std::string",
                "Forced homes: TIER or TIER:REGEX (device, host, disk); the first match wins">,
+    Option<"keepGradients", "keep-gradients", "bool", "false",
+           "Keep a persistent fp32 gradient per host and disk home (gradient "
+           "clipping); otherwise a gradient the host update consumes in the same "
+           "step passes through the staging ring (mt.grad_stage_size)">,
   ];
 }
 
