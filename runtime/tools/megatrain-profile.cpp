@@ -54,8 +54,8 @@ megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
   host_adamw_params_per_s      the runtime's host AdamW as it runs (its vector path
                                on every host thread; MEGATRAIN_HOST_THREADS sets them)
   host_bytes_per_s             host a + b -> c on every core, 3 x 4 bytes per element
-  disk_read/write_bytes_per_s  only with --disk: the disk tier's own I/O (O_DIRECT,
-                               64 MiB transfers over MEGATRAIN_DISK_THREADS threads)
+  disk_read/write_bytes_per_s  only with --disk: the disk tier's O_DIRECT I/O
+                               (64 MiB transfers, MEGATRAIN_DISK_THREADS)
   launch_s                     empty kernel launches on one stream, per launch
   device_memory_bytes, name    the card
 Each figure is the best of several timed runs after a warm-up. A table of
