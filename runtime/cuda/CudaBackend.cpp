@@ -9,7 +9,8 @@
 //
 //   CudaBackend.cpp            the device, cuBLAS and the bad-data word (made once,
 //                              in the constructor); prepare(); kernel steps resolved
-//                              once, their cuBLASLt plans and the shared scratch;
+//                              once (bf16 attention's cuDNN graphs with them, through
+//                              its scratch function), their cuBLASLt plans and the shared scratch;
 //                              launches; drain() and synchronize(), where host task
 //                              failures and kernels' bad-data flags are reported
 //   CudaBackendMemory.cpp      pools (DEVICE and HOST_PINNED), copies, poisoning, host
@@ -80,6 +81,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   MT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&context_.badData), badData_, 0));
   context_.stream = compute_;
   context_.cublas = cublas_;
+  attention_ = std::make_unique<CudnnAttention>(compute_);  // its cuDNN handle comes with the first bf16 attention
+  context_.attention = attention_.get();
   auto flag = [](const char* name) {
     const char* value = std::getenv(name);
     return value && *value && std::strcmp(value, "0") != 0;
@@ -95,6 +98,7 @@ CudaBackend::~CudaBackend() {
   for (cudaStream_t stream : ownStreams_) cudaStreamSynchronize(stream);
   releasePlanMemory();
   stopDiskThread();
+  attention_.reset();  // its cuDNN handle is bound to compute_
   for (cudaEvent_t event : traceStart_) cudaEventDestroy(event);
   for (cudaEvent_t event : traceEnd_) cudaEventDestroy(event);
   if (traceOrigin_) cudaEventDestroy(traceOrigin_);
@@ -143,6 +147,7 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   openDiskPools(plan);
   prepareHostTaskSlots(plan);
   createEvents(plan);
+  attention_->beginPlan();
   const size_t largestScratch = resolveKernelSteps(plan);
   planMatmuls(plan);
   allocateScratch(largestScratch);
