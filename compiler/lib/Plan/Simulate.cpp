@@ -258,7 +258,10 @@ void Simulator::run() {
     }
     if (step.has_kernel() && step.stream() == computeStream)
       (step.recompute() ? recomputeS : computeS) += seconds;
-    if (step.has_host_task())
+    // The update's work off the device: host tasks, and the disk copies of
+    // disk-resident state (its read-back before the update, the write-back after).
+    if (step.has_host_task() ||
+        (step.has_copy() && (tierOf(step.copy().src()) == pb::DISK || tierOf(step.copy().dst()) == pb::DISK)))
       hostTasks.emplace_back(start, end);
     if (!events) {
       const TimePoint done{end, cause};
@@ -275,7 +278,8 @@ void Simulator::run() {
 
   const double stepS = predictedEnd(plan);
   const double computeEnd = streamFree.count(computeStream) ? streamFree[computeStream].time : 0;
-  // Host-task time after the compute stream's last step: the optimizer tail.
+  // Host-task (and disk copy) time after the compute stream's last step: the
+  // optimizer tail.
   std::sort(hostTasks.begin(), hostTasks.end());
   double hostTailS = 0, covered = computeEnd;
   for (auto [start, end] : hostTasks) {
