@@ -56,6 +56,9 @@ struct PipelineOptions {
   // mt-fold-transpose (after mt-precision): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
+  // mt-fuse-pointwise (after mt-fold-transpose): off with megatrain-compile
+  // --no-fuse-pointwise.
+  bool fusePointwise = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
@@ -63,7 +66,8 @@ enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
-  Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
+  Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-pointwise, mt-schedule,
+             //   mt-liveness
   Planned,   // + mt-tier, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };

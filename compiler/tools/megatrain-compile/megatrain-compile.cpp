@@ -316,6 +316,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-fuse-pointwise",
+                           "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
+                           memory, [&] { args.pipeline.fusePointwise = false; });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;
