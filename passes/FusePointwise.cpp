@@ -192,7 +192,8 @@ struct Group {
   size_t instructions = 0;
 };
 
-struct FusePointwise : megatrain::impl::FusePointwiseBase<FusePointwise> {
+/// The groups of one block (stages 2 and 3).
+struct Grouping {
   llvm::DenseMap<Operation *, size_t> position;
   llvm::DenseMap<Operation *, Group *> groupOf;
   std::vector<std::unique_ptr<Group>> groups;
@@ -322,21 +323,23 @@ struct FusePointwise : megatrain::impl::FusePointwiseBase<FusePointwise> {
     return true;
   }
 
+  void run(Block &block, MLIRContext *context) {
+    size_t index = 0;
+    for (Operation &op : block)
+      position[&op] = index++;
+    for (Operation &op : block)
+      consider(&op);
+    IRRewriter rewriter(context);
+    for (auto &group : groups)
+      if (group->members.size() >= 2)
+        rewrite(rewriter, *group);
+  }
+};
+
+struct FusePointwise : megatrain::impl::FusePointwiseBase<FusePointwise> {
   void runOnOperation() override {
-    for (Block &block : getOperation().getBody()) {
-      position.clear();
-      groupOf.clear();
-      groups.clear();
-      size_t index = 0;
-      for (Operation &op : block)
-        position[&op] = index++;
-      for (Operation &op : block)
-        consider(&op);
-      IRRewriter rewriter(&getContext());
-      for (auto &group : groups)
-        if (group->members.size() >= 2)
-          rewrite(rewriter, *group);
-    }
+    for (Block &block : getOperation().getBody())
+      Grouping().run(block, &getContext());
   }
 };
 
