@@ -11,7 +11,12 @@
 // mt-fold-transpose (the forward, autodiff's backward and the bf16 casts of
 // the products are all there) and before mt-schedule, so the schedule, the
 // tiering (which may recompute an mt.pointwise like any pure op) and memory
-// planning see the fused ops. In one walk in program order:
+// planning see the fused ops. First, a bf16 cast of a reshape (the weight
+// gradients read an activation gradient reshaped, then cast) becomes a
+// reshape of a cast placed right after the reshaped value's definition (or
+// that value's existing cast), so it can join the chain that defines the
+// value: the same elements, and the f32 copy the reshape made is gone. Then,
+// in one walk in program order:
 //   1. An op is a member candidate when it is one of the elementwise ops
 //      below, its results share one shape, and its values are f32 or f64
 //      (one of them) or, for mt.cast between bf16 and that type, bf16.
@@ -19,8 +24,11 @@
 //      whose group has its shape and compute type, when no value of that
 //      group is read by an op outside it that comes before the candidate
 //      (the fused op takes the place of the group's last member, so such a
-//      reader would read before the write), and the group stays within the
-//      program's limits (8 inputs, 48 instructions); else it starts a group.
+//      reader would read before the write), the candidate comes at most 8 ops
+//      after the group's last member (the group's inputs live on to the fused
+//      op, so a far join could raise the peak the tiering must fit), and the
+//      group stays within the program's limits (8 inputs, 48 instructions);
+//      else it starts a group.
 //   3. Each group of two or more members becomes one mt.pointwise at its last
 //      member: the inputs are the values its members read from outside it,
 //      the results the members' values read outside it (an intermediate
@@ -184,6 +192,10 @@ Type computeType(Operation *op) {
   return compute;
 }
 
+/// How far (in ops) a candidate may come after its group's last member: the
+/// fused op runs at the candidate, so the group's inputs live on to there.
+constexpr size_t kWindow = 8;
+
 struct Group {
   SmallVector<int64_t> shape;
   Type compute;
@@ -220,6 +232,8 @@ struct Grouping {
     if (group.instructions + l.steps.size() > static_cast<size_t>(pw::kMaxInstructions))
       return false;
     const size_t at = position.lookup(op);
+    if (at > position.lookup(group.members.back()) + kWindow)
+      return false;
     for (Operation *member : group.members)
       for (Value v : member->getResults())
         for (Operation *user : v.getUsers())
@@ -323,13 +337,53 @@ struct Grouping {
     return true;
   }
 
+  /// Stage 1: cast(reshape(v)) to bf16 becomes reshape(cast(v)), the cast
+  /// right after v's definition (or v's existing cast to that type), so it
+  /// can join v's chain; a reshape left unread is erased.
+  static void hoistCasts(Block &block, IRRewriter &rewriter) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      auto castOp = dyn_cast<mt::CastOp>(op);
+      if (!castOp || !elementOf(castOp.getResult()).isBF16())
+        continue;
+      auto reshape = castOp.getX().getDefiningOp<mt::ReshapeOp>();
+      if (!reshape)
+        continue;
+      Value v = reshape.getX();
+      Type element = elementOf(v);
+      if (!element.isF32() && !element.isF64())
+        continue;
+      auto narrow = RankedTensorType::get(shapeOf(v), elementOf(castOp.getResult()));
+      Value narrowed;
+      for (Operation *user : v.getUsers())
+        if (auto other = dyn_cast<mt::CastOp>(user); other && other.getType() == narrow &&
+                                                     other->getBlock() == &block)
+          if (!narrowed || other->isBeforeInBlock(narrowed.getDefiningOp()))
+            narrowed = other.getResult();
+      if (narrowed && !narrowed.getDefiningOp()->isBeforeInBlock(castOp))
+        narrowed = {};
+      if (!narrowed) {
+        if (Operation *def = v.getDefiningOp())
+          rewriter.setInsertionPointAfter(def);
+        else
+          rewriter.setInsertionPointToStart(&block);
+        narrowed = rewriter.create<mt::CastOp>(castOp.getLoc(), narrow, v);
+      }
+      rewriter.setInsertionPoint(castOp);
+      Value view = rewriter.create<mt::ReshapeOp>(reshape.getLoc(), castOp.getType(), narrowed);
+      rewriter.replaceOp(castOp, view);
+      if (reshape->use_empty())
+        rewriter.eraseOp(reshape);
+    }
+  }
+
   void run(Block &block, MLIRContext *context) {
+    IRRewriter rewriter(context);
+    hoistCasts(block, rewriter);
     size_t index = 0;
     for (Operation &op : block)
       position[&op] = index++;
     for (Operation &op : block)
       consider(&op);
-    IRRewriter rewriter(context);
     for (auto &group : groups)
       if (group->members.size() >= 2)
         rewrite(rewriter, *group);

@@ -87,3 +87,26 @@ func.func @shapes_differ(%x: tensor<4x8xf32>, %z: tensor<2x4x8xf32>) {
   mt.output %y {name = "y"} : tensor<2x4x8xf32>
   return
 }
+
+// -----
+
+// A weight gradient reads the activation gradient reshaped, then cast to
+// bf16: the cast moves above the reshape (the same elements), reusing the
+// cast the data gradient already makes, so no f32 gradient is written and
+// the reshape moves bf16.
+// CHECK-LABEL: func.func @cast_of_reshape
+// CHECK:         %[[G:.*]]:2 = mt.pointwise %arg0, %arg1, %arg2 {code = array<i64: 24, 0, 1, 2, 25, 0, 1, 2, 21, 3, -1, -1, 21, 4, -1, -1>, constants = array<f64>, outputs = array<i64: 5, 6>}
+// CHECK-NEXT:    %[[R:.*]] = mt.reshape %[[G]]#0 : (tensor<2x6xbf16>) -> tensor<12xbf16>
+// CHECK-NOT:     mt.cast
+// CHECK:         mt.output %[[R]] {name = "rg"}
+func.func @cast_of_reshape(%g: tensor<2x6xf32>, %u: tensor<2x6xf32>, %dy: tensor<2x6xf32>) {
+  %dg, %du = mt.swiglu_grad %g, %u, %dy : tensor<2x6xf32>
+  %bg = mt.cast %dg : (tensor<2x6xf32>) -> tensor<2x6xbf16>
+  %bu = mt.cast %du : (tensor<2x6xf32>) -> tensor<2x6xbf16>
+  %rg = mt.reshape %dg : (tensor<2x6xf32>) -> tensor<12xf32>
+  %cg = mt.cast %rg : (tensor<12xf32>) -> tensor<12xbf16>
+  mt.output %bg {name = "dg"} : tensor<2x6xbf16>
+  mt.output %bu {name = "du"} : tensor<2x6xbf16>
+  mt.output %cg {name = "rg"} : tensor<12xbf16>
+  return
+}
