@@ -37,8 +37,10 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
          "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 SIZE = r"(\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|B)\b"
 PEERS = [("pytorch-gpu", "PyTorch, all on GPU (bf16 autocast, fused AdamW, SDPA)"),
+         ("pytorch-compile", "PyTorch torch.compile, all on GPU (bf16 autocast, fused AdamW, SDPA)"),
          ("pytorch-fsdp2-offload", "PyTorch FSDP2 + CPUOffloadPolicy (bf16 params, fused CPU AdamW)"),
-         ("pytorch-fsdp2-offload-default", "PyTorch FSDP2 + CPUOffloadPolicy (bf16 params, default CPU AdamW)")]
+         ("pytorch-fsdp2-offload-default", "PyTorch FSDP2 + CPUOffloadPolicy (bf16 params, default CPU AdamW)"),
+         ("pytorch-deepspeed-offload", "DeepSpeed ZeRO-3, parameters and optimizer offloaded to CPU (bf16, CPU AdamW)")]
 SETTINGS = {"16k": 1, "64k": 4}
 
 
@@ -199,6 +201,8 @@ def setting_table(out, setting, warmup, params):
         peer = load_json(os.path.join(folder, name + ".json"))
         smi = smi_peak(os.path.join(folder, f"smi-{name}.txt"))
         if not peer or "median_step_s" not in peer:
+            if not os.path.exists(os.path.join(folder, name + ".log")):
+                continue  # not run in this round
             notes.append(f"{name}: no result in {os.path.join(folder, name + '.json')} (skipped or failed; see its log)")
             lines.append(f"| {label} | n/a | n/a | n/a | n/a | {fmt_bytes(smi)} | n/a |")
             continue

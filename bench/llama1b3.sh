@@ -12,6 +12,17 @@
 # over 4 for the peers).
 #
 # Settings (environment):
+#   SIZE       the model: 1b3 (default), 7b (the Llama-2-7B shape: hidden 4096, 32 layers, 32
+#              heads, intermediate 11008), 20b (hidden 6144, 44 layers, 48 heads, intermediate
+#              16384), or HIDDEN,LAYERS,HEADS,INTERMEDIATE; vocabulary 32000. Every size but 1b3
+#              exports graph-only (no weights in the ONNX file) and starts megatrain from
+#              --init normal:0.02 (GRAPH_ONLY=0/1 overrides)
+#   ONNX       an exported model to use instead of exporting (graph-only unless GRAPH_ONLY=0;
+#              e.g. tests/models/graphs/llama_7b_b8s2048.onnx, or a file.onnx.xz, unpacked)
+#   COMPILE_FLAGS / RUN_FLAGS  more megatrain-compile / megatrain-run flags (word-split), e.g.
+#              COMPILE_FLAGS="--disk-memory 40GiB" RUN_FLAGS="--disk-dir /tmp/mt-disk"
+#   DEEPSPEED_WHEELS  packages from `bench/deepspeed_setup.sh fetch` to install DeepSpeed from
+#              when the deepspeed-offload peer runs and python cannot import it
 #   BIN        megatrain-compile, megatrain-run, megatrain-inspect (default build-gpu/bin
 #              when it exists, else build/bin; scripts/stage_device.sh fills build-gpu)
 #   OUT        logs, metrics, results and the table (default runs/llama1b3)
@@ -20,7 +31,8 @@
 #   SETTINGS   comma-separated, of 16k and 64k (default 16k,64k)
 #   PRECISION  megatrain-compile --precision and the peers' precision (default bf16);
 #              a compiler without the flag compiles at its default, and says so
-#   DEVICE_MEMORY  megatrain-compile --device-memory (default 16GiB)
+#   DEVICE_MEMORY  megatrain-compile --device-memory (default 16GiB); "default" passes none (the
+#              profile's device memory minus the margin, the compiler's default)
 #   PROFILE    megatrain-compile --device-profile (default bench/profiles/h200.json)
 #   STEPS      megatrain-run steps (default 12), WARMUP of them not timed (default 2)
 #   PEER_STEPS / FSDP_STEPS  optimizer steps of the all-on-GPU / FSDP2 peer (default 8 / 5;
@@ -29,9 +41,13 @@
 #   SKIP_EXPORT=1 SKIP_COMPILE=1 SKIP_MEGATRAIN=1 SKIP_PEERS=1  skip a phase (its results
 #              from an earlier run in OUT still make the table); PEERS: a comma list of
 #              gpu, fsdp2-offload (fused CPU AdamW), fsdp2-offload-default (torch's default
-#              CPU AdamW, as a plain torch.optim.AdamW(params)); default all three
-#              runs one peer only; REEXPORT=1 exports again even when WORK has the model
-#   MT_TIMEOUT / PEER_TIMEOUT  seconds one megatrain-run / one peer may take (default 200 / 180)
+#              CPU AdamW, as a plain torch.optim.AdamW(params)), compile, deepspeed-offload;
+#              default gpu,compile,fsdp2-offload,deepspeed-offload
+#              runs one peer only; compile (torch.compile, all on GPU; at least 3 warm-up steps)
+#              and deepspeed-offload (ZeRO-3, parameters and optimizer offloaded to the CPU) are
+#              the others; REEXPORT=1 exports again even when WORK has the model
+#   MT_TIMEOUT / PEER_TIMEOUT  seconds one megatrain-run / one peer may take (default 200 / 180;
+#              deepspeed-offload gets 240 s more, for building its CPU AdamW)
 #   TRACE      1 (default): megatrain-run --trace of the last step into OUT/<setting>/
 #              trace-measured.json.gz beside megatrain-inspect's trace-predicted.json.gz
 #   SMOKE=1    the whole flow at a tiny config on the CPU (megatrain-run --backend cpu, the
@@ -51,25 +67,45 @@ WARMUP=${WARMUP:-2}
 PEER_STEPS=${PEER_STEPS:-8}
 FSDP_STEPS=${FSDP_STEPS:-5}
 PEER_WARMUP=${PEER_WARMUP:-2}
-PEERS=${PEERS:-gpu,fsdp2-offload,fsdp2-offload-default}
+PEERS=${PEERS:-gpu,compile,fsdp2-offload,deepspeed-offload}
 LR=${LR:-1e-4} BETA1=${BETA1:-0.9} BETA2=${BETA2:-0.999} EPS=${EPS:-1e-8} WEIGHT_DECAY=${WEIGHT_DECAY:-0.01}
 MT_TIMEOUT=${MT_TIMEOUT:-200}
 PEER_TIMEOUT=${PEER_TIMEOUT:-180}
 BACKEND=cuda PEER_DEVICE=cuda
-CONFIG=(--hidden 2048 --layers 24 --heads 16 --intermediate 5632 --vocab 32000)
-BATCH=8 SEQ=2048 VOCAB=32000 TITLE="megatrain vs PyTorch, Llama-shaped 1.36B"
+SIZE=${SIZE:-1b3}
+case $SIZE in
+  1b3) shape=2048,24,16,5632 ;;
+  7b) shape=4096,32,32,11008 ;;
+  20b) shape=6144,44,48,16384 ;;
+  *,*,*,*) shape=$SIZE ;;
+  *) echo "llama1b3.sh: SIZE must be 1b3, 7b, 20b or HIDDEN,LAYERS,HEADS,INTERMEDIATE, not '$SIZE'" >&2; exit 2 ;;
+esac
+IFS=, read -r hidden layers heads intermediate <<< "$shape"
+CONFIG=(--hidden "$hidden" --layers "$layers" --heads "$heads" --intermediate "$intermediate" --vocab 32000)
+GRAPH_ONLY=${GRAPH_ONLY:-$([[ $SIZE == 1b3 ]] && echo 0 || echo 1)}
+NAME=llama$SIZE
+[[ $SIZE == *,* ]] && NAME=llama-${SIZE//,/-}
+BATCH=8 SEQ=2048 VOCAB=32000 TITLE="megatrain vs PyTorch, Llama-shaped $SIZE ($shape)"
+[[ $SIZE == 1b3 ]] && TITLE="megatrain vs PyTorch, Llama-shaped 1.36B"
+read -ra COMPILE_EXTRA <<< "${COMPILE_FLAGS:-}"
+read -ra RUN_EXTRA <<< "${RUN_FLAGS:-}"
 if [[ ${SMOKE:-0} == 1 ]]; then
   BACKEND=cpu PEER_DEVICE=cpu PEERS=gpu PROFILE=
+  hidden=64 layers=2 heads=4 intermediate=176
   CONFIG=(--hidden 64 --layers 2 --heads 4 --intermediate 176 --vocab 256)
   BATCH=2 SEQ=64 VOCAB=256 TITLE="harness check: a tiny Llama on the CPU (not a benchmark)"
   WORK=${WORK:-/tmp/megatrain-llama-smoke}
+  GRAPH_ONLY=0
 fi
-WORK=${WORK:-/tmp/megatrain-llama1b3}
+WORK=${WORK:-/tmp/megatrain-$NAME}
 MODEL_ARGS=(--family llama "${CONFIG[@]}" --batch "$BATCH" --seq "$SEQ" --seed 0)
 mkdir -p "$OUT" "$WORK"
 OUT=$(cd "$OUT" && pwd)
 WORK=$(cd "$WORK" && pwd)
-MODEL=$WORK/llama1b3.onnx
+MODEL=$WORK/$NAME.onnx
+export_flags=(--external-data always)
+weights=(--weights "$MODEL")
+if [[ $GRAPH_ONLY == 1 ]]; then export_flags=(--graph-only); weights=(--init normal:0.02); fi
 TOKENS=$WORK/tokens.bin
 # cuBLAS comes from the machine's CUDA; the CUDA runtime is inside the binaries.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -103,9 +139,14 @@ echo "binaries $BIN; work $WORK; out $OUT"
 if [[ ${SKIP_EXPORT:-0} != 1 ]]; then
   phase_start "export"
   stamp="${MODEL_ARGS[*]}"
-  if [[ ${REEXPORT:-0} != 1 && -f $MODEL && -f $MODEL.data && $(cat "$MODEL.args" 2>/dev/null) == "$stamp" ]]; then
+  stamp="$stamp ${export_flags[*]}"
+  if [[ -n ${ONNX:-} ]]; then
+    if [[ $ONNX == *.xz ]]; then xz -dc "$ONNX" > "$MODEL"; else cp "$ONNX" "$MODEL"; fi
+    rm -f "$MODEL.args"
+    phase_end ok "$ONNX"
+  elif [[ ${REEXPORT:-0} != 1 && -f $MODEL && $(cat "$MODEL.args" 2>/dev/null) == "$stamp" ]]; then
     phase_end ok "reused $MODEL"
-  elif python3 frontends/python/export_hf.py "${MODEL_ARGS[@]}" --external-data always -o "$MODEL" \
+  elif python3 frontends/python/export_hf.py "${MODEL_ARGS[@]}" "${export_flags[@]}" -o "$MODEL" \
       > "$OUT/export.log" 2>&1; then
     echo "$stamp" > "$MODEL.args"
     phase_end ok "$(tail -1 "$OUT/export.log")"
@@ -123,10 +164,11 @@ fi
 compile() {  # setting
   local s=$1 n plan log flags
   n=$(microbatches "$s")
-  plan=$WORK/llama1b3-$s.plan
+  plan=$WORK/$NAME-$s.plan
   log=$OUT/$s/compile.log
-  flags=("$MODEL" -o "$plan" --shape "input_ids=${BATCH}x$SEQ" --device-memory "$DEVICE_MEMORY" --microbatches "$n"
-         --lr "$LR" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" --weight-decay "$WEIGHT_DECAY")
+  flags=("$MODEL" -o "$plan" --shape "input_ids=${BATCH}x$SEQ" --microbatches "$n"
+         --lr "$LR" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" --weight-decay "$WEIGHT_DECAY" "${COMPILE_EXTRA[@]}")
+  [[ $DEVICE_MEMORY != default ]] && flags+=(--device-memory "$DEVICE_MEMORY")
   [[ -n $PROFILE ]] && flags+=(--device-profile "$PROFILE")
   rm -f "$plan"
   if ! "$BIN/megatrain-compile" "${flags[@]}" --precision "$PRECISION" > "$log" 2>&1; then
@@ -161,14 +203,14 @@ fi
 if [[ ${SKIP_MEGATRAIN:-0} != 1 ]]; then
   for s in "${settings[@]}"; do
     phase_start "megatrain $s ($STEPS steps)"
-    plan=$WORK/llama1b3-$s.plan
+    plan=$WORK/$NAME-$s.plan
     if [[ ! -f $plan ]]; then phase_end FAIL "no plan $plan"; continue; fi
     rm -f "$OUT/$s/megatrain.jsonl"
     watch_start "$OUT/$s/smi-megatrain.txt"
     trace=()
     [[ ${TRACE:-1} == 1 && $BACKEND == cuda ]] && trace=(--trace "$OUT/$s/trace-measured.json")
-    timeout "$MT_TIMEOUT" "$BIN/megatrain-run" "$plan" --weights "$MODEL" --data "$TOKENS" --steps "$STEPS" \
-      --backend "$BACKEND" --metrics "$OUT/$s/megatrain.jsonl" --log-every 1 "${trace[@]}" > "$OUT/$s/megatrain.log" 2>&1
+    timeout "$MT_TIMEOUT" "$BIN/megatrain-run" "$plan" "${weights[@]}" --data "$TOKENS" --steps "$STEPS" \
+      --backend "$BACKEND" "${RUN_EXTRA[@]}" --metrics "$OUT/$s/megatrain.jsonl" --log-every 1 "${trace[@]}" > "$OUT/$s/megatrain.log" 2>&1
     status=$?
     if [[ ${#trace[@]} -gt 0 && -x $BIN/megatrain-inspect ]]; then
       "$BIN/megatrain-inspect" "$plan" --trace "$OUT/$s/trace-predicted.json" > "$OUT/$s/inspect.txt" 2>&1
@@ -191,17 +233,29 @@ if [[ ${SKIP_PEERS:-0} != 1 ]]; then
   dtype=$PRECISION
   [[ -f $OUT/${settings[0]}/precision-note.txt ]] && echo "note: peers run at $PRECISION while the compiler ran at its default"
   IFS=, read -ra peer_modes <<< "$PEERS"
+  if [[ ,$PEERS, == *,deepspeed-offload,* ]] && ! python3 -c 'import deepspeed' > /dev/null 2>&1 \
+      && [[ -n ${DEEPSPEED_WHEELS:-} ]]; then
+    phase_start "install deepspeed"
+    if bash bench/deepspeed_setup.sh install "$DEEPSPEED_WHEELS" "$WORK/deepspeed" > "$OUT/deepspeed-setup.log" 2>&1; then
+      export PYTHONPATH=$WORK/deepspeed${PYTHONPATH:+:$PYTHONPATH}
+      phase_end ok "$(tail -1 "$OUT/deepspeed-setup.log")"
+    else
+      tail -5 "$OUT/deepspeed-setup.log"; phase_end FAIL "bench/deepspeed_setup.sh ($OUT/deepspeed-setup.log)"
+    fi
+  fi
   for s in "${settings[@]}"; do
     n=$(microbatches "$s")
     for mode in "${peer_modes[@]}"; do
-      steps=$PEER_STEPS
-      [[ $mode == fsdp2-offload* ]] && steps=$FSDP_STEPS
+      steps=$PEER_STEPS warmup=$PEER_WARMUP limit=$PEER_TIMEOUT
+      [[ $mode == fsdp2-offload* || $mode == deepspeed-offload ]] && steps=$FSDP_STEPS
+      [[ $mode == deepspeed-offload ]] && limit=$((PEER_TIMEOUT + 240))
+      if [[ $mode == compile && $warmup -lt 3 ]]; then warmup=3; (( steps < warmup + 3 )) && steps=$((warmup + 3)); fi
       phase_start "pytorch $mode $s ($steps steps)"
       rm -f "$OUT/$s/pytorch-$mode.json"
       watch_start "$OUT/$s/smi-pytorch-$mode.txt"
-      timeout "$PEER_TIMEOUT" python3 bench/peers.py --mode "$mode" --microbatches "$n" --steps "$steps" \
+      timeout "$limit" python3 bench/peers.py --mode "$mode" --microbatches "$n" --steps "$steps" \
         "${CONFIG[@]}" --batch "$BATCH" --seq "$SEQ" --device "$PEER_DEVICE" \
-        --warmup "$PEER_WARMUP" --precision "$dtype" --lr "$LR" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
+        --warmup "$warmup" --precision "$dtype" --lr "$LR" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
         --weight-decay "$WEIGHT_DECAY" --json "$OUT/$s/pytorch-$mode.json" > "$OUT/$s/pytorch-$mode.log" 2>&1
       status=$?
       watch_stop
@@ -209,7 +263,7 @@ if [[ ${SKIP_PEERS:-0} != 1 ]]; then
         phase_end ok "$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("median %.3f s, %s tokens/s, peak %.1f GiB reserved" % (r["median_step_s"], format(round(r["tokens_per_s"]), ","), (r["peak_reserved_bytes"] or 0) / 2**30))' "$OUT/$s/pytorch-$mode.json")"
       else
         tail -15 "$OUT/$s/pytorch-$mode.log"
-        phase_end FAIL "exit $status$([[ $status == 124 ]] && echo " after $PEER_TIMEOUT s (PEER_TIMEOUT)") ($OUT/$s/pytorch-$mode.log)"
+        phase_end FAIL "exit $status$([[ $status == 124 ]] && echo " after $limit s (PEER_TIMEOUT)") ($OUT/$s/pytorch-$mode.log)"
       fi
     done
   done
@@ -220,5 +274,6 @@ echo
 echo "== phases (total $(since "$PHASES_BEGIN") s)"
 printf '%s\n' "${phases[@]}" | tee "$OUT/phases.txt"
 echo
-python3 bench/bench_table.py "$OUT" --settings "$SETTINGS" --warmup "$WARMUP" --md "$OUT/bench.md" --title "$TITLE" || failed=1
+params=$(python3 -c 'import sys; sys.path.insert(0, "bench"); from peers import llama_params; print(llama_params(*map(int, sys.argv[1:])))' "$hidden" "$layers" "$intermediate" "$VOCAB")
+python3 bench/bench_table.py "$OUT" --params "$params" --settings "$SETTINGS" --warmup "$WARMUP" --md "$OUT/bench.md" --title "$TITLE" || failed=1
 exit $failed

@@ -3,6 +3,8 @@
 
     python3 bench/peers.py --mode gpu            [--microbatches 4] [--steps 10] [--warmup 2]
     python3 bench/peers.py --mode fsdp2-offload  [--microbatches 4] [--steps 6]  [--warmup 2]
+    python3 bench/peers.py --mode compile        [--microbatches 4] [--steps 10] [--warmup 3]
+    python3 bench/peers.py --mode deepspeed-offload [--microbatches 4] [--steps 5] [--warmup 2]
     python3 bench/peers.py --mode gpu --dry-run  # the config and parameter count, no GPU
 
 The model is transformers' LlamaForCausalLM built from a config (random init, seeded),
@@ -11,6 +13,14 @@ by default the Llama-shaped 1.36B model of the project's device notes: hidden 20
 
 --mode gpu: everything on the GPU. fp32 master weights, bf16 autocast, SDPA attention,
   torch's fused AdamW on the GPU.
+--mode compile: --mode gpu with the model wrapped in torch.compile (default options); the
+  first steps compile, so give it a --warmup of 3 or more.
+--mode deepspeed-offload: DeepSpeed ZeRO-3 in a one-rank group with parameters and optimizer
+  state offloaded to pinned CPU memory (offload_param, offload_optimizer), bf16, DeepSpeed's
+  CPU AdamW (built at first use). The model is built under deepspeed.zero.Init, so its
+  parameters are partitioned as they are made. DeepSpeed is not a test requirement: on the
+  GPU machine bench/deepspeed_setup.sh installs it from packages fetched on a machine with
+  a network.
 --mode fsdp2-offload: FSDP2 (`fully_shard`, per decoder layer and the root) with
   CPUOffloadPolicy and a bf16 MixedPrecisionPolicy (fp32 gradient reduction) in a
   single-process group of world size 1: parameters, gradients and AdamW state live in
@@ -30,13 +40,14 @@ import statistics
 import sys
 import time
 
+MODES = ["gpu", "compile", "fsdp2-offload", "fsdp2-offload-default", "deepspeed-offload"]
 LLAMA_1B3 = dict(hidden=2048, layers=24, heads=16, intermediate=5632, vocab=32000)
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=["gpu", "fsdp2-offload", "fsdp2-offload-default"], required=True,
+    p.add_argument("--mode", choices=MODES, required=True,
                    help="fsdp2-offload-default: FSDP2 with CPU offload and torch's default "
                         "(not fused) AdamW on the host, as a plain torch.optim.AdamW(params) runs")
     p.add_argument("--hidden", type=int, default=LLAMA_1B3["hidden"])
@@ -70,8 +81,8 @@ def parse_args(argv):
             p.error(f"--{name} must be at least 1")
     if args.hidden % args.heads:
         p.error(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
-    if args.device == "cpu" and args.mode != "gpu":
-        p.error("--device cpu runs only --mode gpu's loop")
+    if args.device == "cpu" and args.mode not in ("gpu", "compile"):
+        p.error("--device cpu runs only --mode gpu's and --mode compile's loops")
     if not 0 <= args.warmup < args.steps:
         p.error(f"--warmup must be in [0, --steps): {args.warmup} of {args.steps}")
     return args
@@ -118,21 +129,63 @@ def dry_run(args):
     return result
 
 
+def one_rank_env():
+    """The environment of a process group of one rank on this machine."""
+    import socket
+    with socket.socket() as s:  # a free port for the one-rank rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)), ("RANK", "0"),
+                       ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(key, value)
+
+
 def setup_distributed():
     """A process group of one rank on this machine, for FSDP2."""
-    import socket
     import torch
     import torch.distributed as dist
     torch.cuda.set_device(0)
     if not dist.is_initialized():
-        with socket.socket() as s:  # a free port for the one-rank rendezvous
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(port))
+        one_rank_env()
         dist.init_process_group(backend="cpu:gloo,cuda:nccl", rank=0, world_size=1)
     from torch.distributed.device_mesh import init_device_mesh
     return init_device_mesh("cuda", (1,))
+
+
+def prepare_deepspeed(args):
+    """ZeRO-3 with parameters and optimizer state in pinned CPU memory, one rank."""
+    import torch
+    import transformers as tf
+    try:
+        import deepspeed
+    except ImportError as error:
+        raise SystemExit(f"peers.py: --mode deepspeed-offload needs deepspeed ({error}); "
+                         "bench/deepspeed_setup.sh installs it offline")
+    torch.cuda.set_device(0)
+    one_rank_env()
+    deepspeed.init_distributed(dist_backend="nccl")
+    config = {
+        "train_micro_batch_size_per_gpu": args.batch,
+        "gradient_accumulation_steps": args.microbatches,
+        "bf16": {"enabled": args.precision == "bf16"},
+        "zero_optimization": {"stage": 3,
+                              "offload_param": {"device": "cpu", "pin_memory": True},
+                              "offload_optimizer": {"device": "cpu", "pin_memory": True}},
+        "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [args.beta1, args.beta2],
+                                                  "eps": args.eps, "weight_decay": args.weight_decay}},
+        "steps_per_print": 1 << 30,
+    }
+    torch.manual_seed(args.seed)
+    with deepspeed.zero.Init(config_dict_or_path=config):
+        model = tf.LlamaForCausalLM._from_config(make_config(args), attn_implementation="sdpa",
+                                                 dtype=torch.float32)
+    model.config.use_cache = False
+    model.train()
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                                   config=config)
+    optimizer.kind = type(optimizer).__name__ + " (host: " + type(
+        getattr(optimizer, "optimizer", optimizer)).__name__ + ")"
+    return engine, optimizer
 
 
 def prepare(args):
@@ -140,6 +193,9 @@ def prepare(args):
     import contextlib
     import torch
     dev = args.device
+    if args.mode == "deepspeed-offload":
+        engine, optimizer = prepare_deepspeed(args)
+        return engine, optimizer, contextlib.nullcontext
     torch.backends.cuda.matmul.allow_tf32 = args.precision != "fp32"
     torch.backends.cudnn.allow_tf32 = args.precision != "fp32"
     adamw = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
@@ -161,10 +217,12 @@ def prepare(args):
             optimizer.kind = "foreach"
         return optimizer
     model = build_model(args, dev)
-    if args.mode == "gpu":
+    if args.mode in ("gpu", "compile"):
         optimizer = make_optimizer(model.parameters())
         autocast = (lambda: torch.autocast(dev, dtype=torch.bfloat16)) if args.precision == "bf16" \
             else contextlib.nullcontext
+        if args.mode == "compile":
+            model = torch.compile(model)
         return model, optimizer, autocast
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
     mesh = setup_distributed()
@@ -188,7 +246,8 @@ def train(args):
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     setup_start = time.perf_counter()
     model, optimizer, autocast = prepare(args)
-    params = sum(p.numel() for p in model.parameters())
+    # ZeRO-3 partitions parameters as they are made: ds_numel is a parameter's full count.
+    params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
     generator = torch.Generator(device=dev)
     generator.manual_seed(args.seed)
     sync()
@@ -205,13 +264,22 @@ def train(args):
         sync()
         start = time.perf_counter()
         total = 0.0
-        for ids in batches:
-            with autocast():
-                loss = model(input_ids=ids, labels=ids).loss / args.microbatches
-            loss.backward()
-            total += loss.detach()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        if args.mode == "deepspeed-offload":
+            # The engine scales each loss by 1 / gradient_accumulation_steps in backward and
+            # steps the optimizer at the last micro-batch.
+            for ids in batches:
+                loss = model(input_ids=ids, labels=ids).loss
+                model.backward(loss)
+                model.step()
+                total += loss.detach() / args.microbatches
+        else:
+            for ids in batches:
+                with autocast():
+                    loss = model(input_ids=ids, labels=ids).loss / args.microbatches
+                loss.backward()
+                total += loss.detach()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         sync()
         times.append(time.perf_counter() - start)
         losses.append(float(total))
@@ -225,7 +293,7 @@ def train(args):
         "system": "pytorch-" + args.mode,
         "mode": args.mode,
         "precision": args.precision,
-        "optimizer": "AdamW " + optimizer.kind + (" (host)" if args.mode == "fsdp2-offload" else ""),
+        "optimizer": "AdamW " + optimizer.kind + (" (host)" if args.mode.startswith("fsdp2-offload") else ""),
         "params": params,
         "tokens_per_step": tokens_per_step,
         "microbatches": args.microbatches,
@@ -254,7 +322,7 @@ def main(argv):
     if args.json:
         with open(args.json, "w") as f:
             f.write(line + "\n")
-    if args.mode == "fsdp2-offload" and not args.dry_run:
+    if args.mode in ("fsdp2-offload", "fsdp2-offload-default", "deepspeed-offload") and not args.dry_run:
         import torch.distributed as dist
         if dist.is_initialized():
             dist.destroy_process_group()
