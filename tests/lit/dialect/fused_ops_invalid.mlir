@@ -51,7 +51,7 @@ func.func @pointwise_register_undefined(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @pointwise_broadcast(%x: tensor<4x8xf32>, %b: tensor<4xf32>) {
-  // expected-error @+1 {{input [4] does not broadcast to the result shape [4, 8]}}
+  // expected-error @+1 {{input [4] does not broadcast to the result shape [4x8]}}
   %y = mt.pointwise %x, %b {code = array<i64: 0, 0, 1, -1>, constants = array<f64>, outputs = array<i64: 2>} : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
   return
 }
