@@ -13,9 +13,10 @@
 // tiering (which may recompute an mt.pointwise like any pure op) and memory
 // planning see the fused ops. First, a bf16 cast of a reshape (the weight
 // gradients read an activation gradient reshaped, then cast) becomes a
-// reshape of a cast placed right after the reshaped value's definition (or
-// that value's existing cast), so it can join the chain that defines the
-// value: the same elements, and the f32 copy the reshape made is gone. Then,
+// reshape of that value's existing cast, or of a cast placed right after the
+// value's definition when the cast was the reshape's only reader, so it can
+// join the chain that defines the value: the same elements, and the f32 copy
+// the reshape made is gone. Then,
 // in one walk in program order:
 //   1. An op is a member candidate when it is one of the elementwise ops
 //      below, its results share one shape, and its values are f32 or f64
@@ -337,9 +338,10 @@ struct Grouping {
     return true;
   }
 
-  /// Stage 1: cast(reshape(v)) to bf16 becomes reshape(cast(v)), the cast
-  /// right after v's definition (or v's existing cast to that type), so it
-  /// can join v's chain; a reshape left unread is erased.
+  /// Stage 1: cast(reshape(v)) to bf16 becomes reshape(cast(v)), reusing
+  /// v's existing cast to that type, or with a cast right after v's
+  /// definition when the reshape has no other reader (so it can join v's
+  /// chain); a reshape left unread is erased.
   static void hoistCasts(Block &block, IRRewriter &rewriter) {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       auto castOp = dyn_cast<mt::CastOp>(op);
@@ -361,6 +363,10 @@ struct Grouping {
             narrowed = other.getResult();
       if (narrowed && !narrowed.getDefiningOp()->isBeforeInBlock(castOp))
         narrowed = {};
+      // Without a cast to reuse, hoisting pays only when the f32 reshape goes
+      // away; else it would add a bf16 reshape beside it.
+      if (!narrowed && !reshape->hasOneUse())
+        continue;
       if (!narrowed) {
         if (Operation *def = v.getDefiningOp())
           rewriter.setInsertionPointAfter(def);

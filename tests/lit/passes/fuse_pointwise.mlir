@@ -110,3 +110,20 @@ func.func @cast_of_reshape(%g: tensor<2x6xf32>, %u: tensor<2x6xf32>, %dy: tensor
   mt.output %cg {name = "rg"} : tensor<12xbf16>
   return
 }
+
+// -----
+
+// Must not hoist: the f32 reshape has another reader and the value has no
+// cast to reuse, so hoisting would add a bf16 reshape beside the f32 one.
+// CHECK-LABEL: func.func @reshape_read_twice
+// CHECK:         %[[E:.*]] = mt.exp %arg0
+// CHECK-NEXT:    %[[R:.*]] = mt.reshape %[[E]] : (tensor<2x6xf32>) -> tensor<12xf32>
+// CHECK-NEXT:    %[[C:.*]] = mt.cast %[[R]] : (tensor<12xf32>) -> tensor<12xbf16>
+func.func @reshape_read_twice(%x: tensor<2x6xf32>) {
+  %e = mt.exp %x : tensor<2x6xf32>
+  %r = mt.reshape %e : (tensor<2x6xf32>) -> tensor<12xf32>
+  %c = mt.cast %r : (tensor<12xf32>) -> tensor<12xbf16>
+  mt.output %r {name = "r"} : tensor<12xf32>
+  mt.output %c {name = "c"} : tensor<12xbf16>
+  return
+}

@@ -238,8 +238,9 @@ def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
   let description = [{
     Runs on the whole training step after mt-precision and mt-fold-transpose
     (off with megatrain-compile --no-fuse-pointwise). First a bf16 cast of a
-    reshape becomes a reshape of a cast of the reshaped value (its existing
-    cast when it has one), so the cast can join that value's chain. Grows, in program
+    reshape becomes a reshape of the reshaped value's existing cast, or, when
+    the reshape has no other reader, of a new cast of the value, so the cast
+    can join that value's chain. Grows, in program
     order, groups of elementwise ops (add, sub, mul, div, max, min, scale,
     the unary math ops, the activations and their gradient kernels, casts
     between bf16 and f32 or f64) of one result shape and compute type, each
