@@ -2,10 +2,7 @@
 // RUN: megatrain-compile --precision fp32 --state-home host --no-fuse-pointwise %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
 
 // Plan emission from a training step written by hand (the form --emit=training
-// prints): a .mlir input is scheduled, planned and emitted (without
-// mt-fuse-pointwise, which would fuse the relu and the multiply: the steps and
-// offsets below are the unfused ones; compiler/fuse_pointwise_flag.test checks the fused
-// emission). The schedule, with
+// prints): a .mlir input is scheduled, planned and emitted (unfused). The schedule, with
 // the events insertEvents adds (tests/lit/compiler/events.mlir checks those), is
 //   plan step  0 h2d copy w -> dev:w       13 fill (the loss is held while its
 //              1-2 event h2d -> compute        copy runs, so no event here)
