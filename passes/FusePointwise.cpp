@@ -27,9 +27,12 @@
 //      (the fused op takes the place of the group's last member, so such a
 //      reader would read before the write), the candidate comes at most 8 ops
 //      after the group's last member (the group's inputs live on to the fused
-//      op, so a far join could raise the peak the tiering must fit), and the
-//      group stays within the program's limits (8 inputs, 48 instructions);
-//      else it starts a group.
+//      op), the fused op's bytes (its inputs, and the values read outside it)
+//      are no more than the largest operands-and-results bytes among the ops
+//      it replaces (one step holds them all live at once, so a larger sum
+//      could raise the peak the tiering must fit), and the group stays within
+//      the program's limits (8 inputs, 48 instructions); else it starts a
+//      group.
 //   3. Each group of two or more members becomes one mt.pointwise at its last
 //      member: the inputs are the values its members read from outside it,
 //      the results the members' values read outside it (an intermediate
@@ -38,8 +41,12 @@
 // A cast to bf16 inside a chain is the instruction round_bf16; a cast from
 // bf16 is no instruction (the register holds the value exactly).
 //
-// Not optimal for: a candidate with producers in two groups joins only the
-// first (no merging of groups); a chain broken by a broadcast (a bias
+// Not optimal for: a chain whose intermediate value is read later (a
+// residual sum that is also cast to bf16, a bias add before a gelu kept for
+// its gradient) is not fused when the fused op would hold more bytes at once
+// than the ops it replaces, although it would save a launch and a read; a
+// candidate with producers in two groups joins only the first (no merging of
+// groups); a chain broken by a broadcast (a bias
 // gradient summed down) stays split at it; reductions and norms are never
 // members (their fused kernels are their own).
 //
@@ -193,6 +200,26 @@ Type computeType(Operation *op) {
   return compute;
 }
 
+uint64_t bytesOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  uint64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
+  for (int64_t dim : type.getShape())
+    bytes *= static_cast<uint64_t>(dim);
+  return bytes;
+}
+
+/// Bytes an unfused op holds at its step: its distinct operands and results.
+uint64_t footprint(Operation *op) {
+  llvm::SmallPtrSet<Value, 8> seen;
+  uint64_t bytes = 0;
+  for (Value v : op->getOperands())
+    if (seen.insert(v).second)
+      bytes += bytesOf(v);
+  for (Value v : op->getResults())
+    bytes += bytesOf(v);
+  return bytes;
+}
+
 /// How far (in ops) a candidate may come after its group's last member: the
 /// fused op runs at the candidate, so the group's inputs live on to there.
 constexpr size_t kWindow = 8;
@@ -240,7 +267,25 @@ struct Grouping {
         for (Operation *user : v.getUsers())
           if (user != op && !group.memberSet.contains(user) && position.lookup(user) < at)
             return false;
-    return externalInputs(group, op).size() <= static_cast<size_t>(pw::kMaxOperands);
+    llvm::SetVector<Value> inputs = externalInputs(group, op);
+    if (inputs.size() > static_cast<size_t>(pw::kMaxOperands))
+      return false;
+    // The fused op holds every input and output live at its one step; that
+    // must not exceed the largest footprint among the steps it replaces.
+    uint64_t fused = 0, largest = footprint(op);
+    for (Value v : inputs)
+      fused += bytesOf(v);
+    auto outside = [&](Operation *user) { return user != op && !group.memberSet.contains(user); };
+    for (Operation *member : group.members) {
+      largest = std::max(largest, footprint(member));
+      for (Value v : member->getResults())
+        if (llvm::any_of(v.getUsers(), outside))
+          fused += bytesOf(v);
+    }
+    for (Value v : op->getResults())
+      if (!v.use_empty())
+        fused += bytesOf(v);
+    return fused <= largest;
   }
 
   void consider(Operation *op) {
