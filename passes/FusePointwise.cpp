@@ -27,9 +27,10 @@
 //      (the fused op takes the place of the group's last member, so such a
 //      reader would read before the write), the candidate comes at most 8 ops
 //      after the group's last member (the group's inputs live on to the fused
-//      op), the fused op's bytes (its inputs, and the values read outside it)
-//      are no more than the largest operands-and-results bytes among the ops
-//      it replaces (one step holds them all live at once, so a larger sum
+//      op), the fused op's bytes (its inputs, and the values read outside it;
+//      values of the group's shape only, not the small ones broadcast into
+//      it) are no more than the largest operands-and-results bytes among the
+//      ops it replaces (one step holds them all live at once, so a larger sum
 //      could raise the peak the tiering must fit), and the group stays within
 //      the program's limits (8 inputs, 48 instructions); else it starts a
 //      group.
@@ -200,23 +201,25 @@ Type computeType(Operation *op) {
   return compute;
 }
 
-uint64_t bytesOf(Value value) {
+/// The bytes of a value with `elements` elements (the group's shape); 0 for a
+/// smaller one broadcast into it (a bias, a scale, a mask: small beside the
+/// chain's values, and held by either form).
+uint64_t bytesOf(Value value, int64_t elements) {
   auto type = cast<RankedTensorType>(value.getType());
-  uint64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
-  for (int64_t dim : type.getShape())
-    bytes *= static_cast<uint64_t>(dim);
-  return bytes;
+  if (type.getNumElements() != elements)
+    return 0;
+  return static_cast<uint64_t>(elements) * ((type.getElementTypeBitWidth() + 7) / 8);
 }
 
 /// Bytes an unfused op holds at its step: its distinct operands and results.
-uint64_t footprint(Operation *op) {
+uint64_t footprint(Operation *op, int64_t elements) {
   llvm::SmallPtrSet<Value, 8> seen;
   uint64_t bytes = 0;
   for (Value v : op->getOperands())
     if (seen.insert(v).second)
-      bytes += bytesOf(v);
+      bytes += bytesOf(v, elements);
   for (Value v : op->getResults())
-    bytes += bytesOf(v);
+    bytes += bytesOf(v, elements);
   return bytes;
 }
 
@@ -272,19 +275,20 @@ struct Grouping {
       return false;
     // The fused op holds every input and output live at its one step; that
     // must not exceed the largest footprint among the steps it replaces.
-    uint64_t fused = 0, largest = footprint(op);
+    const int64_t n = cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
+    uint64_t fused = 0, largest = footprint(op, n);
     for (Value v : inputs)
-      fused += bytesOf(v);
+      fused += bytesOf(v, n);
     auto outside = [&](Operation *user) { return user != op && !group.memberSet.contains(user); };
     for (Operation *member : group.members) {
-      largest = std::max(largest, footprint(member));
+      largest = std::max(largest, footprint(member, n));
       for (Value v : member->getResults())
         if (llvm::any_of(v.getUsers(), outside))
-          fused += bytesOf(v);
+          fused += bytesOf(v, n);
     }
     for (Value v : op->getResults())
       if (!v.use_empty())
-        fused += bytesOf(v);
+        fused += bytesOf(v, n);
     return fused <= largest;
   }
 

@@ -249,8 +249,9 @@ def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
     its inputs are read once and every value with a reader outside the group
     is written once. A group is not grown past an op outside it that reads
     one of its values before the candidate, nor to a candidate more than 8
-    ops after its last member, nor past 8 inputs, 8 outputs or 48
-    instructions. The program gives, on the CPU backend, the bits of the
+    ops after its last member, nor when the fused op would hold more bytes
+    (inputs and values read outside) than the widest op it replaces, nor
+    past 8 inputs, 8 outputs or 48 instructions. The program gives, on the CPU backend, the bits of the
     unfused chain.
   }];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
