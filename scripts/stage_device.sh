@@ -92,7 +92,7 @@ EOF
 mkdir -p "$STAGE/streams"
 cp frontends/models/tiny_transformer.onnx "$STAGE/streams/model.onnx"
 cp "$STAGE/fortunes.bin" "$STAGE/streams/corpus.bin"
-for budget in none 1100000 804096; do
+for budget in none 1100000 803328; do
   "$STAGE/bin/megatrain-compile" "$STAGE/streams/model.onnx" -o "$STAGE/streams/demo-$budget.plan" \
     --shape input_ids=4x64 --loss next-token-ce --lr 3e-3 --precision fp32 \
     $([[ $budget != none ]] && echo --device-memory $budget) > /dev/null
