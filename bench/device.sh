@@ -82,7 +82,13 @@ if [[ ${SANITIZE:-0} == 1 ]]; then
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer --tool $tool gpu_kernel_tests"
     start=$(now)
-    "$sanitizer" --tool "$tool" --error-exitcode 3 "$BIN/gpu_kernel_tests" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
+    # racecheck without cuDNN's attention kernels: their Hopper pipelines order
+    # shared memory with mbarriers, which racecheck does not follow, so it reports
+    # hazards inside them (none in ours); memcheck runs them too.
+    filter=() attention=${MEGATRAIN_ATTENTION:-}
+    if [[ $tool == racecheck ]]; then filter=(--gtest_filter='-CudnnAttentionTest.*'); attention=gemm; fi
+    MEGATRAIN_ATTENTION=$attention "$sanitizer" --tool "$tool" --error-exitcode 3 "$BIN/gpu_kernel_tests" \
+      --gtest_brief=1 "${filter[@]}" > "$OUT/sanitize-$tool.log" 2>&1
     status=$?
     tail -3 "$OUT/sanitize-$tool.log"
     if [[ $status == 0 ]]; then row "sanitize $tool" PASS "$(grep -m1 -oE 'ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: .*' "$OUT/sanitize-$tool.log") ($(since "$start") s)"

@@ -9,7 +9,8 @@
 //
 //   CudaBackend.cpp            the device, cuBLAS and the bad-data word (made once,
 //                              in the constructor); prepare(); kernel steps resolved
-//                              once, their cuBLASLt plans and the shared scratch;
+//                              once (bf16 attention's cuDNN graphs with them, through
+//                              its scratch function), their cuBLASLt plans and the shared scratch;
 //                              launches; drain() and synchronize(), where host task
 //                              failures and kernels' bad-data flags are reported
 //   CudaBackendMemory.cpp      pools (DEVICE and HOST_PINNED), copies, poisoning, host
@@ -76,6 +77,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   MT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&context_.badData), badData_, 0));
   context_.stream = compute_;
   context_.cublas = cublas_;
+  attention_ = std::make_unique<CudnnAttention>(compute_);  // its cuDNN handle comes with the first bf16 attention
+  context_.attention = attention_.get();
   auto flag = [](const char* name) {
     const char* value = std::getenv(name);
     return value && *value && std::strcmp(value, "0") != 0;
@@ -90,6 +93,7 @@ CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamSynchronize(compute_);
   for (cudaStream_t stream : ownStreams_) cudaStreamSynchronize(stream);
   releasePlanMemory();
+  attention_.reset();  // its cuDNN handle is bound to compute_
   for (cudaEvent_t event : traceStart_) cudaEventDestroy(event);
   for (cudaEvent_t event : traceEnd_) cudaEventDestroy(event);
   if (traceOrigin_) cudaEventDestroy(traceOrigin_);
@@ -136,6 +140,7 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   allocatePools(plan);
   prepareHostTaskSlots(plan);
   createEvents(plan);
+  attention_->beginPlan();
   const size_t largestScratch = resolveKernelSteps(plan);
   planMatmuls(plan);
   allocateScratch(largestScratch);

@@ -21,6 +21,7 @@
 
 #include "CudaBackend.h"
 #include "CudaKernel.h"
+#include "CudnnAttention.h"
 #include "MatmulPlanner.h"
 
 namespace megatrain::runtime::cuda {
@@ -164,6 +165,7 @@ class CudaBackend final : public Backend {
   std::vector<PreparedKernel> kernels_;  // [steps]; kernel == nullptr for other steps
   std::unordered_map<std::string, cudaEvent_t> events_;
   std::unique_ptr<MatmulPlanner> matmul_;  // made by the first prepare(); its algorithm cache outlives plans
+  std::unique_ptr<CudnnAttention> attention_;  // bf16 attention's cuDNN graphs; its cache outlives plans
   // One CUDA stream per plan stream; the kernels' stream is compute_.
   std::unordered_map<std::string, cudaStream_t> streams_;
   std::vector<cudaStream_t> ownStreams_;  // created here, destroyed with the backend
