@@ -95,6 +95,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // of mt-precision have been hoisted above the weights' transposes.
   if (options.foldTranspose)
     pm.addNestedPass<mlir::func::FuncOp>(createFoldTranspose());
+  // Elementwise chains into one kernel each, on the whole step (the forward,
+  // the backward and the casts mt-precision wrote), before the schedule
+  // numbers the ops and the tiering prices them.
+  if (options.fusePointwise)
+    pm.addNestedPass<mlir::func::FuncOp>(createFusePointwise());
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)

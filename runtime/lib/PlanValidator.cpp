@@ -245,12 +245,14 @@ class PlanValidator {
       fail(stepLabel(index) + ": unknown kernel '" + kernel.kernel() + "' (the " +
            backend_.name() + " backend does not implement it)");
     const bool variadic = spec->inputs == kernels::KernelSpec::kAnyInputs;
+    const bool anyOutputs = spec->outputs == kernels::KernelSpec::kAnyOutputs;
     const bool inputsOk = variadic ? kernel.inputs_size() >= 1 : kernel.inputs_size() == spec->inputs;
-    if (!inputsOk || kernel.outputs_size() != spec->outputs)
+    const bool outputsOk = anyOutputs ? kernel.outputs_size() >= 1 : kernel.outputs_size() == spec->outputs;
+    if (!inputsOk || !outputsOk)
       fail(stepLabel(index) + ": " + std::to_string(kernel.inputs_size()) + " inputs and " +
            std::to_string(kernel.outputs_size()) + " outputs, '" + kernel.kernel() + "' takes " +
            (variadic ? std::string("one or more") : std::to_string(spec->inputs)) + " and " +
-           std::to_string(spec->outputs));
+           (anyOutputs ? std::string("one or more") : std::to_string(spec->outputs)));
     for (uint32_t id : kernel.inputs()) checkKernelOperand(index, id, "input");
     for (uint32_t id : kernel.outputs()) checkKernelOperand(index, id, "output");
     // The operand shapes and attributes against the kernel's shape rule, before anything is allocated.

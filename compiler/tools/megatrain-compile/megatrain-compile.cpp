@@ -332,6 +332,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-view-aliases",
                            "emit every reshape as a copy kernel (no mt-view-aliases)",
                            memory, [&] { args.pipeline.viewAliases = false; });
+  megatrain::addFlagOption(app, "--no-fuse-pointwise",
+                           "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
+                           memory, [&] { args.pipeline.fusePointwise = false; });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;

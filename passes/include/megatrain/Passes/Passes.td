@@ -233,6 +233,30 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
+  let summary = "Fuse chains of elementwise ops into mt.pointwise programs";
+  let description = [{
+    Runs on the whole training step after mt-precision and mt-fold-transpose
+    (off with megatrain-compile --no-fuse-pointwise). First a bf16 cast of a
+    reshape becomes a reshape of the reshaped value's existing cast, or, when
+    the reshape has no other reader, of a new cast of the value, so the cast
+    can join that value's chain. Grows, in program
+    order, groups of elementwise ops (add, sub, mul, div, max, min, scale,
+    the unary math ops, the activations and their gradient kernels, casts
+    between bf16 and f32 or f64) of one result shape and compute type, each
+    reading its group's values or values broadcast into that shape, and
+    replaces each group of two or more by one mt.pointwise at its last member:
+    its inputs are read once and every value with a reader outside the group
+    is written once. A group is not grown past an op outside it that reads
+    one of its values before the candidate, nor to a candidate more than 8
+    ops after its last member, nor when the fused op would hold more bytes
+    (inputs and values read outside) than the widest op it replaces, nor
+    past 8 inputs, 8 outputs or 48 instructions. The program gives, on the CPU backend, the bits of the
+    unfused chain.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Scheduling: a linear order of the step and the lifetimes over it
 //===----------------------------------------------------------------------===//
