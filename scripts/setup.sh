@@ -37,5 +37,15 @@ if ! python3 -c "import onnx, onnxruntime, onnxscript, torch, transformers, safe
   echo "setup: installing the Python test packages (requirements-test.txt)"
   req="$(dirname "$0")/../requirements-test.txt"
   # A Debian-managed python3 refuses plain pip installs (PEP 668); a user or pyenv one does not.
-  python3 -m pip install -q -r "$req" || python3 -m pip install -q --break-system-packages -r "$req"
+  grep -v '^nvidia-cudnn-frontend' "$req" > /tmp/megatrain-requirements.txt
+  python3 -m pip install -q -r /tmp/megatrain-requirements.txt ||
+    python3 -m pip install -q --break-system-packages -r /tmp/megatrain-requirements.txt
+fi
+# The cuDNN frontend's C++ headers (the CUDA backend's fused attention): only the headers
+# are used, so none of the package's Python dependencies (cutlass-dsl, tvm-ffi) are installed.
+frontend=$(grep '^nvidia-cudnn-frontend' "$(dirname "$0")/../requirements-test.txt")
+if ! python3 -m pip show -q "${frontend%%=*}" >/dev/null 2>&1; then
+  echo "setup: installing $frontend (headers of the cuDNN frontend)"
+  python3 -m pip install -q --no-deps "$frontend" ||
+    python3 -m pip install -q --no-deps --break-system-packages "$frontend"
 fi

@@ -9,7 +9,8 @@
 //
 //   CudaBackend.cpp            the device, cuBLAS and the bad-data word (made once,
 //                              in the constructor); prepare(); kernel steps resolved
-//                              once, their cuBLASLt plans and the shared scratch;
+//                              once (bf16 attention's cuDNN graphs with them, through
+//                              its scratch function), their cuBLASLt plans and the shared scratch;
 //                              launches; drain() and synchronize(), where host task
 //                              failures and kernels' bad-data flags are reported
 //   CudaBackendMemory.cpp      pools (DEVICE and HOST_PINNED), copies, poisoning, host
@@ -17,11 +18,15 @@
 //                              and the events of the record/wait steps
 //   CudaBackendHostTasks.cpp   AdamW, ACCUMULATE and READ_LOSS enqueued on their
 //                              stream with cudaLaunchHostFunc (HostTaskSlot)
+//   CudaBackendDisk.cpp        DISK pools: a file each (DiskTier), copies to and from
+//                              pinned staging by the disk I/O thread in the disk
+//                              stream's order (an event and a stream wait on a flag)
 //   CudaBackendReports.cpp     the step trace (--trace) and the device memory report
 //
 // prepare() takes its steps in this order, which is also the order of its CUDA
-// calls: measure the device, check the device budget, streams, pools, host task
-// slots, events, kernel steps, cuBLASLt plans, scratch, measure again.
+// calls: measure the device, check the device budget, streams, pools, disk
+// files, host task slots, events, kernel steps, cuBLASLt plans, scratch,
+// measure again.
 #include "CudaBackend.h"
 
 #include <cublas_v2.h>
@@ -76,6 +81,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   MT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&context_.badData), badData_, 0));
   context_.stream = compute_;
   context_.cublas = cublas_;
+  attention_ = std::make_unique<CudnnAttention>(compute_);  // its cuDNN handle comes with the first bf16 attention
+  context_.attention = attention_.get();
   auto flag = [](const char* name) {
     const char* value = std::getenv(name);
     return value && *value && std::strcmp(value, "0") != 0;
@@ -90,6 +97,8 @@ CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamSynchronize(compute_);
   for (cudaStream_t stream : ownStreams_) cudaStreamSynchronize(stream);
   releasePlanMemory();
+  stopDiskThread();
+  attention_.reset();  // its cuDNN handle is bound to compute_
   for (cudaEvent_t event : traceStart_) cudaEventDestroy(event);
   for (cudaEvent_t event : traceEnd_) cudaEventDestroy(event);
   if (traceOrigin_) cudaEventDestroy(traceOrigin_);
@@ -111,6 +120,7 @@ void CudaBackend::releasePlanMemory() {
     else cudaFreeHost(pool.base);
   }
   pools_.clear();
+  releaseDiskPools();
   if (scratch_) cudaFree(scratch_);
   scratch_ = nullptr;
   context_.scratch = nullptr;
@@ -134,8 +144,10 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   plan_ = &plan;
   assignStreams(plan);
   allocatePools(plan);
+  openDiskPools(plan);
   prepareHostTaskSlots(plan);
   createEvents(plan);
+  attention_->beginPlan();
   const size_t largestScratch = resolveKernelSteps(plan);
   planMatmuls(plan);
   allocateScratch(largestScratch);

@@ -27,6 +27,7 @@ namespace megatrain::runtime::cuda {
 using namespace megatrain::kernels;  // the kernel layer's vocabulary: Shape, Operand, DType, rules
 
 class MatmulPlanner;  // MatmulPlanner.h: cuBLASLt algorithms chosen at prepare time
+class CudnnAttention;  // CudnnAttention.h: cuDNN fused attention graphs built at prepare time
 
 // Device state shared by every launch of one backend.
 struct DeviceContext {
@@ -41,6 +42,9 @@ struct DeviceContext {
   int smCount = 132;
   // The f32/bf16 matmuls' cuBLASLt plans (made by the backend's prepare()).
   MatmulPlanner* matmul = nullptr;
+  // The bf16 attention steps' cuDNN graphs (made by the backend's constructor;
+  // nullptr outside a backend, where attention keeps its GEMM path).
+  CudnnAttention* attention = nullptr;
 };
 
 // One Kernel step, resolved: the call and the device it runs on.
@@ -160,6 +164,12 @@ void copyBytes(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 // Blocks for a grid-stride loop over n items: enough to fill the device,
 // never more than the items need.
 unsigned gridFor(const Launch& launch, int64_t n, int threads);
+
+// cast's f32 <-> bf16 conversion of n contiguous elements on launch.device->stream
+// (defined in cast.cu): nearest even, NaN kept quiet, 8 elements a thread when
+// both ends are 16-byte aligned. The cuDNN attention path's operand copies.
+void convertF32ToBf16(const Launch& launch, const float* x, uint16_t* y, int64_t n);
+void convertBf16ToF32(const Launch& launch, const uint16_t* x, float* y, int64_t n);
 
 // Reduction shared by reduce_sum, reduce_mean and sum_to (defined in reduce.cu):
 // y[j] = (sum of x over the dims where `kept` is 1 and x is not) / divisor,

@@ -14,11 +14,14 @@
 //             queries that see it, dv_j += p_ij dy_i and
 //             dk_j += scale p_ij (dy_i . v_j - delta_i) q_i.
 // The S x S probabilities are never stored.
-// F32 operands take the tensor-core path of attention_gemm.cu instead
-// (AttentionGemm.h) whenever its workspace plan fits; this kernel stays for
-// F64 and for what that path does not take (an empty q or k, a key row too
-// long for its workspace).
+// F32 operands with the precision "bf16" take cuDNN's fused attention
+// (CudnnAttention.h) where prepare() found it takes the step; other F32
+// operands take the tensor-core path of attention_gemm.cu (AttentionGemm.h)
+// whenever its workspace plan fits; this kernel stays for F64 and for what
+// those paths do not take (an empty q or k, a key row too long for the
+// GEMM path's workspace).
 #include "AttentionGemm.h"
+#include "CudnnAttention.h"
 #include "DeviceMath.cuh"
 
 namespace megatrain::runtime::cuda {
@@ -199,13 +202,31 @@ size_t gemmScratch(const Launch& launch, bool backward) {
   return attentionGemmPlan(s, attentionPrecision(launch), backward).bytes;
 }
 
-size_t attentionScratch(const Launch& launch) { return gemmScratch(launch, false); }
+// The cuDNN path's scratch when it takes the step (prepare() builds its graph
+// here: the scratch functions are the backend's one pass over the steps
+// before the scratch is allocated), else the GEMM path's.
+size_t cudnnScratch(const Launch& launch) {
+  return launch.device && launch.device->attention ? launch.device->attention->prepare(launch) : 0;
+}
+
+bool cudnnTakes(const Launch& launch) {
+  return launch.device->attention && launch.device->attention->takes(launch);
+}
+
+size_t attentionScratch(const Launch& launch) {
+  if (const size_t bytes = cudnnScratch(launch)) return bytes;
+  return gemmScratch(launch, false);
+}
 
 void attention(const Launch& launch) {
   const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const AttentionDims d = checkHeadDim(launch, attentionDims(launch));
   const int64_t rows = d.batch * d.qHeads * d.sq;
   if (rows == 0 || d.d == 0) return;
+  if (dtype == DType::F32 && cudnnTakes(launch)) {
+    launch.device->attention->run(launch);
+    return;
+  }
   if (dtype == DType::F32 && gemmPathTakes(launch, d, false)) {
     attentionGemmForward(launch, gemmShape(d));
     return;
@@ -225,6 +246,10 @@ void attentionGrad(const Launch& launch) {
   const AttentionDims d = checkHeadDim(launch, attentionGradDims(launch));
   const int64_t rows = d.batch * d.qHeads * d.sq, keys = d.batch * d.kvHeads * d.skv;
   if (d.d == 0) return;
+  if (dtype == DType::F32 && cudnnTakes(launch)) {
+    launch.device->attention->run(launch);
+    return;
+  }
   if (dtype == DType::F32 && gemmPathTakes(launch, d, true)) {
     attentionGemmBackward(launch, gemmShape(d));
     return;
@@ -251,6 +276,7 @@ void attentionGrad(const Launch& launch) {
 }
 
 size_t attentionGradScratch(const Launch& launch) {
+  if (const size_t bytes = cudnnScratch(launch)) return bytes;
   if (const size_t bytes = gemmScratch(launch, true)) return bytes;
   const Shape& q = launch.in[0].shape;
   return static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);

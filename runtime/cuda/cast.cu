@@ -178,7 +178,24 @@ void cast(const Launch& launch) {
   });
 }
 
+// Both directions of convertF32Bf16: the vector kernel when both ends are aligned, else one a thread.
+template <typename From, typename To>
+void convertContiguous(const Launch& launch, const void* x, void* y, int64_t n) {
+  if (n <= 0 || castVector<From, To>(launch, x, y, n)) return;
+  castKernel<From, To><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(
+      static_cast<const From*>(x), static_cast<To*>(y), n);
+  MT_CHECK_LAUNCH(launch);
+}
+
 }  // namespace
+
+void convertF32ToBf16(const Launch& launch, const float* x, uint16_t* y, int64_t n) {
+  convertContiguous<float, Bf16>(launch, x, y, n);
+}
+
+void convertBf16ToF32(const Launch& launch, const uint16_t* x, float* y, int64_t n) {
+  convertContiguous<Bf16, float>(launch, x, y, n);
+}
 
 void addCastKernels(CudaKernelRegistry& registry) { registry.add("cast", {cast}); }
 

@@ -92,11 +92,12 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
   }
 
   // Bucket the dying DEVICE tensors by step. CONSTANTs never die: they are
-  // written once, here.
+  // written once, here. A view (alias_of) dies with its base, whose
+  // last_use_step covers it: poisoning the view would poison the base.
   const size_t steps = static_cast<size_t>(plan_.steps_size());
   poisonStart_.assign(steps + 1, 0);
   auto dies = [&](const plan::Tensor& tensor) {
-    return tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT &&
+    return tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT && !tensor.has_alias_of() &&
            plan_.pools(static_cast<int>(tensor.buffer().pool())).tier() == plan::DEVICE;
   };
   for (const plan::Tensor& tensor : plan_.tensors())

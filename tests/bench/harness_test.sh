@@ -59,6 +59,8 @@ peer = {"median_step_s": 1.5 * median, "tokens_per_step": 512, "tokens_per_s": 5
         "params": 1000, "peak_allocated_bytes": 3 << 30, "peak_reserved_bytes": 4 << 30}
 open(sys.argv[1] + "/pytorch-gpu.json", "w").write(json.dumps(peer) + "\n")
 PY
+# A peer that ran and failed leaves a log and no result; one not run this round leaves nothing.
+echo "Killed" > "$out/16k/pytorch-fsdp2-offload.log"
 python3 bench/bench_table.py "$out" --settings 16k --warmup 2 > "$tmp/table.md"
 python3 - "$out/16k" "$tmp/table.md" <<'PY'
 import json, re, statistics, sys
@@ -78,6 +80,7 @@ assert peer.rstrip().endswith("| 1.50x |"), peer
 assert "3.0 GiB allocated, 4.0 GiB reserved" in peer, peer
 assert re.search(r"measured / predicted = [\d.]+", table), table
 assert "pytorch-fsdp2-offload: no result" in table
+assert "DeepSpeed" not in table and "pytorch-deepspeed-offload" not in table, table
 print("bench_table.py: megatrain row and speed-up as computed here")
 PY
 echo "bench harness: PASS"

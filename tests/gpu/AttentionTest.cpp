@@ -55,9 +55,18 @@ class WorkspaceBudget {
   ~WorkspaceBudget() { unsetenv("MEGATRAIN_ATTENTION_WORKSPACE"); }
 };
 
+// MEGATRAIN_ATTENTION=gemm for every case: bf16 steps would otherwise take
+// cuDNN's fused path (CudnnAttentionTest.cpp) where it takes the shape.
 class AttentionGemm : public ::testing::Test {
  protected:
-  AttentionGemm() : seed_(testSeed()), rng_(seed_) {}
+  AttentionGemm() : seed_(testSeed()), rng_(seed_) {
+    if (const char* old = std::getenv("MEGATRAIN_ATTENTION")) previous_ = old;
+    setenv("MEGATRAIN_ATTENTION", "gemm", 1);
+  }
+  ~AttentionGemm() override {
+    if (previous_.empty()) unsetenv("MEGATRAIN_ATTENTION");
+    else setenv("MEGATRAIN_ATTENTION", previous_.c_str(), 1);
+  }
 
   // Forward against the CPU twin, then the gradient with the CPU forward's y
   // and lse and a fresh dy.
@@ -81,6 +90,7 @@ class AttentionGemm : public ::testing::Test {
 
   uint32_t seed_;
   std::mt19937 rng_;
+  std::string previous_;  // MEGATRAIN_ATTENTION before the case
 };
 
 TEST_F(AttentionGemm, EveryPrecisionAgainstCpu) {

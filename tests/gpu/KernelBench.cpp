@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -41,6 +42,7 @@ struct BenchCase {
   std::vector<plan::Attribute> attributes;
   double flops = 0;  // > 0: report TFLOP/s instead of GB/s
   double ceiling = 51;  // TFLOP/s the matmul is measured against
+  const char* attentionPath = nullptr;  // MEGATRAIN_ATTENTION for the case (nullptr: unset)
 };
 
 int64_t elements(const std::vector<int64_t>& shape) {
@@ -188,18 +190,27 @@ int main() {
   // ---- attention at the benchmark shape (B 8, H 16, S = T = 2048, D 128,
   // causal), forward and backward per precision: effective TFLOP/s of
   // 4 B H S T D (forward; 2.5x that backward), halved for causal, against
-  // the precision's matmul rate (docs/hardware.md) ----
+  // the precision's matmul rate (docs/hardware.md). bf16 twice: on the GEMM
+  // path (MEGATRAIN_ATTENTION=gemm) and on cuDNN's fused attention
+  // (MEGATRAIN_ATTENTION=cudnn; its time includes the f32 <-> bf16 copies) ----
   std::vector<BenchCase> attentionCases;
   {
     const int64_t b = 8, h = 16, s = 2048, d = 128;
     const double forwardFlops = 4.0 * b * h * s * s * d / 2;
-    const std::pair<const char*, double> precisions[] = {{"fp32", 51}, {"tf32", 395}, {"bf16", 777}};
-    for (const auto& [name, peak] : precisions) {
+    struct Variant {
+      const char* precision;
+      double peak;
+      const char* path;
+    };
+    const Variant variants[] = {{"fp32", 51, nullptr}, {"tf32", 395, nullptr}, {"bf16", 777, "gemm"},
+                                {"bf16", 777, "cudnn"}};
+    for (const Variant& v : variants) {
       const std::vector<megatrain::plan::Attribute> attrs = {floatAttr("scale", 1.0 / std::sqrt(double(d))),
-                                                             intAttr("causal", 1), stringAttr("precision", name)};
+                                                             intAttr("causal", 1), stringAttr("precision", v.precision)};
       const Operand q{{b, h, s, d}}, lse{{b, h, s}};
-      attentionCases.push_back({"attention", {q, q, q}, {q, lse}, attrs, forwardFlops, peak});
-      attentionCases.push_back({"attention_grad", {q, q, q, q, lse, q}, {q, q, q}, attrs, 2.5 * forwardFlops, peak});
+      attentionCases.push_back({"attention", {q, q, q}, {q, lse}, attrs, forwardFlops, v.peak, v.path});
+      attentionCases.push_back(
+          {"attention_grad", {q, q, q, q, lse, q}, {q, q, q}, attrs, 2.5 * forwardFlops, v.peak, v.path});
     }
   }
   try {
@@ -207,8 +218,11 @@ int main() {
     std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
     for (const BenchCase& c : cases) run(*backend, c);
     for (const BenchCase& c : attentionCases) {
-      std::printf("precision %s\n", c.attributes.back().s().c_str());
+      if (c.attentionPath) setenv("MEGATRAIN_ATTENTION", c.attentionPath, 1);
+      std::printf("precision %s%s%s\n", c.attributes.back().s().c_str(),
+                  c.attentionPath ? ", MEGATRAIN_ATTENTION=" : "", c.attentionPath ? c.attentionPath : "");
       run(*backend, c);
+      unsetenv("MEGATRAIN_ATTENTION");
     }
   } catch (const megatrain::Error& e) {
     std::fprintf(stderr, "gpu_kernel_bench: error: %s\n", e.what());

@@ -348,8 +348,9 @@ TEST(Simulate, WritesTheHeader) {
 } // namespace
 } // namespace megatrain
 
-// ---- attention priced as the CUDA backend's GEMM path: GEMM FLOPs at the
-// precision's rate plus the row passes over the f32 scores at HBM bandwidth ----
+// ---- attention priced as the CUDA backend runs it: fp32 and tf32 on the GEMM
+// path (GEMM FLOPs at the precision's rate plus the row passes over the f32
+// scores at HBM bandwidth), bf16 on cuDNN's fused kernels ----
 namespace megatrain {
 namespace {
 
@@ -382,12 +383,66 @@ TEST(OpCost, AttentionIsGemmsPlusRowPasses) {
   for (const KernelCost &cost : {forward, causal, backward})
     EXPECT_DOUBLE_EQ(cost.seconds, cost.flops / profile.matmulFp32 + cost.bytes / profile.hbmBytesPerS +
                                        profile.launchS);
-  // Cheaper precisions: faster GEMMs and (bf16) half-size probabilities.
+  // Cheaper precisions: faster GEMMs, and bf16 fused (no score bytes at all).
   KernelCost tf32 = estimateKernel(attentionDesc("attention", 1024, 1024, true), profile, Precision::TF32);
   KernelCost bf16 = estimateKernel(attentionDesc("attention", 1024, 1024, true), profile, Precision::BF16);
   EXPECT_LT(tf32.seconds, causal.seconds);
   EXPECT_LT(bf16.seconds, tf32.seconds);
   EXPECT_LT(bf16.bytes, causal.bytes);
+}
+
+// bf16: the visible (query, key) pairs' products at a fraction of the bf16
+// rate, then the operands' and results' bf16 copies (6 bytes an element, 4 of
+// them the f32 operand or result itself): bytes grow with S, not S^2.
+TEST(OpCost, Bf16AttentionIsFused) {
+  DeviceProfile profile = testProfile();
+  profile.matmulBf16 = 8e12;
+  const double heads = 2 * 4, s = 1024, d = 64;
+  const double visible = s * (s + 1) / 2; // causal: row i sees i + 1 keys
+  const double qElements = 2 * 4 * 1024 * 64, kvElements = 2 * 2 * 1024 * 64, lse = 2 * 4 * 1024;
+  KernelDesc forwardDesc = attentionDesc("attention", 1024, 1024, true);
+  forwardDesc.outputs = {TensorShape{{2, 4, 1024, 64}}, TensorShape{{2, 4, 1024}}};
+  KernelCost forward = estimateKernel(forwardDesc, profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(forward.flops, 2.0 * 2.0 * heads * visible * d);
+  EXPECT_DOUBLE_EQ(forward.bytes, 4.0 * (qElements + 2 * kvElements) + 4.0 * (qElements + lse) +
+                                      2.0 * (2 * qElements + 2 * kvElements));
+  // The efficiency: between a tenth of the rate and the rate itself.
+  const double arithmetic = forward.seconds - forward.bytes / profile.hbmBytesPerS - profile.launchS;
+  EXPECT_GT(arithmetic, forward.flops / profile.matmulBf16);
+  EXPECT_LT(arithmetic, 10 * forward.flops / profile.matmulBf16);
+  // Not causal: every pair; more keys than queries: causal rows still see i + 1.
+  EXPECT_DOUBLE_EQ(estimateKernel(attentionDesc("attention", 1024, 2048, false), profile, Precision::BF16).flops,
+                   2.0 * 2.0 * heads * s * 2048 * d);
+  EXPECT_DOUBLE_EQ(estimateKernel(attentionDesc("attention", 1024, 2048, true), profile, Precision::BF16).flops,
+                   forward.flops);
+  // Backward: five products over the same pairs, slower per FLOP than forward.
+  KernelCost backward = estimateKernel(attentionDesc("attention_grad", 1024, 1024, true), profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(backward.flops, 2.5 * forward.flops);
+  const double backwardArithmetic = backward.seconds - backward.bytes / profile.hbmBytesPerS - profile.launchS;
+  EXPECT_GT(backwardArithmetic / backward.flops, arithmetic / forward.flops);
+  // Doubling S quadruples the FLOPs but only doubles the bytes.
+  KernelDesc longer = attentionDesc("attention", 2048, 2048, true);
+  longer.outputs = {TensorShape{{2, 4, 2048, 64}}, TensorShape{{2, 4, 2048}}};
+  KernelCost twice = estimateKernel(longer, profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(twice.bytes, 2 * forward.bytes);
+  EXPECT_GT(twice.flops, 3.9 * forward.flops);
+}
+
+// A fused pointwise chain (mt-fuse-pointwise) costs its inputs read once (a broadcast one
+// at its own size, bf16 at 2 bytes) and its outputs written once, and one launch: less
+// than the chain it replaces, which wrote and read back every intermediate value.
+TEST(OpCost, PointwiseIsItsBytesOnce) {
+  DeviceProfile profile = testProfile();
+  KernelDesc fused{"pointwise", {{{64, 1024}}, {{1024}}}, {{{64, 1024}}, {{64, 1024}, 2}}, {}};
+  KernelCost cost = estimateKernel(fused, profile);
+  const double bytes = 4.0 * 64 * 1024 + 4.0 * 1024 + 4.0 * 64 * 1024 + 2.0 * 64 * 1024;
+  EXPECT_DOUBLE_EQ(cost.bytes, bytes);
+  EXPECT_DOUBLE_EQ(cost.flops, 0);
+  EXPECT_DOUBLE_EQ(cost.seconds, bytes / profile.hbmBytesPerS + profile.launchS);
+  // The same work unfused: add(x, b), then a cast of the sum to bf16.
+  KernelCost add = estimateKernel({"add", {{{64, 1024}}, {{1024}}}, {{{64, 1024}}}, {}}, profile);
+  KernelCost cast = estimateKernel({"cast", {{{64, 1024}}}, {{{64, 1024}, 2}}, {}}, profile);
+  EXPECT_LT(cost.seconds, add.seconds + cast.seconds);
 }
 
 } // namespace

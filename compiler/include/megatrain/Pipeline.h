@@ -34,6 +34,8 @@ struct PipelineOptions {
   // mt-tier
   uint64_t deviceMemory = 0;           // device arena budget in bytes, 0: none
   std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
+  // mt-tier's fill (auto): off with megatrain-compile --no-tiering-fill.
+  bool tieringFill = true;
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // Capacities for training state (mt-tier's reserve, mt-homes;
   // docs/tiering.md "State homes"): the device (arena plus device state;
@@ -59,6 +61,12 @@ struct PipelineOptions {
   // mt-fold-transpose (after mt-precision): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
+  // mt-view-aliases (after mt-tier): off with megatrain-compile
+  // --no-view-aliases (every reshape a copy kernel).
+  bool viewAliases = true;
+  // mt-fuse-pointwise (after mt-fold-transpose): off with megatrain-compile
+  // --no-fuse-pointwise.
+  bool fusePointwise = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
@@ -66,8 +74,9 @@ enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
-  Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
-  Planned,   // + mt-tier, mt-plan-memory, mt-homes
+  Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-pointwise, mt-schedule,
+             //   mt-liveness
+  Planned,   // + mt-tier, mt-view-aliases, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 

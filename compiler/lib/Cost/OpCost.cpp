@@ -37,7 +37,7 @@ double matmulFlops(const KernelDesc &kernel) {
   return 0;
 }
 
-/// Attention as the CUDA backend runs it on f32 tensors
+/// Attention under fp32 and tf32 as the CUDA backend runs it on f32 tensors
 /// (runtime/cuda/attention_gemm.cu): cuBLAS GEMMs at the precision's rate over
 /// the score matrix, plus row kernels that pass over the f32 scores in HBM.
 /// q [B, Hq, S, D], k [B, Hkv, T, D]. Forward: S = QK^T and Y = PV; backward:
@@ -50,10 +50,53 @@ double matmulFlops(const KernelDesc &kernel) {
 /// as bf16 copies (6 bytes per element).
 constexpr int64_t kAttentionRowBlock = 512; // runtime/cuda/AttentionGemm.h
 
+/// bf16 attention as the CUDA backend runs it on cuDNN's fused kernels
+/// (runtime/cuda/CudnnAttention.cpp): no score matrix in memory. FLOPs over
+/// the visible (query, key) pairs (a flash kernel skips fully masked tiles;
+/// what the diagonal tiles waste is inside the efficiency), 2 products
+/// forward, 5 backward (S recomputed, dP, dV, dQ, dK), at a fraction of the
+/// bf16 matmul rate; then the bf16 copies around the kernel, over HBM: each
+/// f32 operand read and written as bf16 (6 bytes an element), each bf16
+/// result read and written as f32 (6); lse is read or written in place. (The
+/// kernel's own reads and writes of the copies are inside its efficiency.)
+/// The efficiencies make this price equal what gpu_kernel_bench measured on
+/// the H200 on 2026-12-01 at the Llama-1.36B shape (B 8, H 16, S 2048,
+/// D 128, causal; copies included): forward 488.5 us, backward 1431.7 us
+/// (docs/tiering.md). With the copies' measured time taken out (about 236 and
+/// 500 us: bf16 -> f32 runs at 2.5 TB/s), the kernels alone reach about 0.69
+/// and 0.46 of the bf16 rate.
+constexpr double kFusedAttentionForwardEfficiency = 0.58;
+constexpr double kFusedAttentionBackwardEfficiency = 0.41;
+
 struct AttentionWork {
   double flops = 0;
   double workspaceBytes = 0;
+  bool fused = false; // cuDNN's kernels: flops at the efficiency's rate, then the copies
+  double efficiency = 1;
 };
+
+/// The bf16 path's work: visible pairs, and the copies' bytes as workspace.
+void fusedAttentionWork(const KernelDesc &kernel, bool forward, AttentionWork &work) {
+  const TensorShape &q = kernel.inputs[0], &k = kernel.inputs[1];
+  int64_t s = std::max<int64_t>(q.dims[2], 0), t = std::max<int64_t>(k.dims[2], 0);
+  double pairs = static_cast<double>(s) * static_cast<double>(t);
+  if (attr(kernel, "causal", 1)) {
+    // Row i sees keys 0..min(i, t - 1): min(i + 1, t) of them.
+    int64_t triangle = std::min(s, t);
+    pairs = 0.5 * static_cast<double>(triangle) * static_cast<double>(triangle + 1) +
+            static_cast<double>(s - triangle) * static_cast<double>(t);
+  }
+  double scores = static_cast<double>(q.dims[0] * q.dims[1]) * pairs;
+  work.fused = true;
+  work.flops = (forward ? 2.0 : 5.0) * 2.0 * scores * static_cast<double>(q.dims[3]);
+  work.efficiency = forward ? kFusedAttentionForwardEfficiency : kFusedAttentionBackwardEfficiency;
+  // Operands q, k, v (backward: and y, dy); results y (backward: dq, dk, dv); lse in place.
+  double qElements = static_cast<double>(q.elements()), kvElements = static_cast<double>(k.elements());
+  double copied = forward ? 2 * qElements + 2 * kvElements : 4 * qElements + 4 * kvElements;
+  // Of the 6 bytes an element, the f32 read or write (4) is the step's own
+  // operand or result, which estimateKernel counts already.
+  work.workspaceBytes = 2.0 * copied;
+}
 
 bool attentionWork(const KernelDesc &kernel, Precision precision, AttentionWork &work) {
   bool forward = kernel.kernel == "attention";
@@ -72,9 +115,13 @@ bool attentionWork(const KernelDesc &kernel, Precision precision, AttentionWork 
       perRow += static_cast<double>(end - a) * static_cast<double>(std::min(end, t));
     }
   }
+  if (precision == Precision::BF16) {
+    fusedAttentionWork(kernel, forward, work);
+    return true;
+  }
   double scores = static_cast<double>(q.dims[0] * q.dims[1]) * perRow;
   double d = static_cast<double>(q.dims[3]);
-  bool bf16 = precision == Precision::BF16;
+  bool bf16 = false;
   work.flops = (forward ? 2.0 : 5.0) * 2.0 * scores * d;
   work.workspaceBytes = scores * (forward ? (bf16 ? 12.0 : 16.0) : (bf16 ? 26.0 : 36.0));
   if (bf16)
@@ -93,10 +140,12 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
     cost.bytes += static_cast<double>(output.bytes());
   AttentionWork attention;
   if (attentionWork(kernel, precision, attention)) {
-    // GEMMs and row passes run one after another, not overlapped.
+    // GEMMs and row passes (or the fused kernel and its copies) run one
+    // after another, not overlapped.
     cost.flops = attention.flops;
     cost.bytes += attention.workspaceBytes;
-    cost.seconds = cost.flops / profile.matmulRate(precision) + cost.bytes / profile.hbmBytesPerS + profile.launchS;
+    cost.seconds = cost.flops / (attention.efficiency * profile.matmulRate(precision)) +
+                   cost.bytes / profile.hbmBytesPerS + profile.launchS;
     return cost;
   }
   cost.flops = matmulFlops(kernel);

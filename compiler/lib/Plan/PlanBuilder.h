@@ -50,6 +50,7 @@ struct ArenaTensor {
   int64_t defPlanStep;    // first plan step holding the value (0: inputs)
   bool constant = false;
   std::vector<int64_t> reads; // plan steps reading it, ascending
+  std::optional<uint32_t> viewOf; // a view (mt.alias): its base's tensor id
 };
 
 class PlanBuilder {
@@ -64,6 +65,7 @@ private:
   mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
   mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
+  mlir::LogicalResult emitView(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
   mlir::LogicalResult emitOffload(mt::OffloadOp op, int64_t opStep);
   mlir::LogicalResult emitPrefetch(mt::PrefetchOp op, int64_t opStep);

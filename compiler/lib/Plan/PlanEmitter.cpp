@@ -27,6 +27,10 @@
 //                 staging pool (pool 2, at mt.offset); the plan is minor 2
 //   mt.prefetch h `copy` h2d of h into an ACTIVATION `prefetch:<x>`
 //   mt.recompute  on a kernel op: the step's `recompute` flag
+//   mt.alias      on a reshape or transpose (mt-view-aliases): no step; the
+//                 result is an ACTIVATION `view:<base>` with `alias_of` its
+//                 base's tensor and its base's bytes, and the base's
+//                 last_use_step covers the view's (format minor 8)
 //   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
 //   mt.loss, mt.adamw, mt.grad_part: the host side of the step, emitted by
 //                 HostTaskEmitter.cpp (PlanBuilder.h declares the builder
@@ -539,7 +543,34 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
     return emitPrefetch(prefetch, opStep);
   if (mlir::isa<mt::ParamGradOp, mlir::func::ReturnOp>(op))
     return mlir::success();
+  if (op->hasAttr(mt::attr::kAlias))
+    return emitView(op, opStep);
   return emitKernel(op, opStep);
+}
+
+mlir::LogicalResult PlanBuilder::emitView(mlir::Operation *op, int64_t opStep) {
+  mlir::FailureOr<uint32_t> base = tensorOf(op, mt::viewBase(op->getResult(0)));
+  if (mlir::failed(base))
+    return mlir::failure();
+  auto entry = arenaIndex.find(*base);
+  if (entry == arenaIndex.end() || plan.tensors(*base).buffer().pool() != kDevicePool)
+    return op->emitError("mt.alias on a view of '")
+           << plan.tensors(*base).name() << "', which is not in the device arena";
+  mlir::FailureOr<uint32_t> id = addTensor(op, "view:" + plan.tensors(*base).name(),
+                                           op->getResult(0).getType(), pb::ACTIVATION);
+  if (mlir::failed(id) ||
+      mlir::failed(placeInArena(op, 0, *id, opStep, arena[entry->second].defPlanStep)))
+    return mlir::failure();
+  const pb::Buffer &bytes = plan.tensors(*base).buffer();
+  const pb::Buffer &mine = plan.tensors(*id).buffer();
+  if (mine.offset() != bytes.offset() || mine.size_bytes() != bytes.size_bytes())
+    return op->emitError("mt.offset ")
+           << mine.offset() << " of a view differs from its base's " << bytes.offset()
+           << "; run mt-plan-memory after mt-view-aliases";
+  plan.mutable_tensors(*id)->set_alias_of(*base);
+  arena.back().viewOf = *base;
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorAliases);
+  return mlir::success();
 }
 
 mlir::LogicalResult PlanBuilder::setLastUses() {
@@ -579,6 +610,15 @@ mlir::LogicalResult PlanBuilder::setLastUses() {
              << " after its mt.live_end (step " << last
              << "); mt.live_end is stale, rerun mt-liveness";
     tensor->set_last_use_step(last);
+  }
+  // A base's bytes live as long as its views (mt-plan-memory placed them so).
+  for (const ArenaTensor &entry : arena) {
+    if (!entry.viewOf)
+      continue;
+    pb::Tensor *base = plan.mutable_tensors(*entry.viewOf);
+    int64_t viewLast = plan.tensors(entry.id).last_use_step();
+    if (base->last_use_step() >= 0)
+      base->set_last_use_step(std::max(base->last_use_step(), viewLast));
   }
   return mlir::success();
 }

@@ -299,12 +299,19 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            memory, [&] { args.pipeline.keepGradients = true; });
   megatrain::addValueOption(app, "--tiering-policy", "P",
            "auto (default: the cost-model planner) | keep | checkpoint | offload (reference "
-           "policies)",
+           "policies) | checkpoint+fill | offload+fill (a reference policy and auto's fill)",
            memory, [&](const std::string &v) {
-             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload")
-               fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + v + "'");
+             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload" &&
+                 v != "checkpoint+fill" && v != "offload+fill")
+               fail("--tiering-policy expects auto, keep, checkpoint, offload, checkpoint+fill "
+                    "or offload+fill, got '" + v + "'");
              args.pipeline.tieringPolicy = v;
            });
+  megatrain::addFlagOption(app, "--no-tiering-fill",
+                           "under --tiering-policy auto, keep the recompute and offloads a "
+                           "fitting plan chose even where the budget has room (no fill), and "
+                           "plan the arena without leaving room for the device state",
+                           memory, [&] { args.pipeline.tieringFill = false; });
   megatrain::addValueOption(app, "--device-profile", "FILE",
            "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
            "megatrain-profile measures one); also predicts the step time the summary shows",
@@ -322,6 +329,12 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-view-aliases",
+                           "emit every reshape as a copy kernel (no mt-view-aliases)",
+                           memory, [&] { args.pipeline.viewAliases = false; });
+  megatrain::addFlagOption(app, "--no-fuse-pointwise",
+                           "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
+                           memory, [&] { args.pipeline.fusePointwise = false; });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;

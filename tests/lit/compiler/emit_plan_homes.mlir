@@ -44,8 +44,8 @@
 // With --state-home disk, adam_m:w and adam_v:w in the DISK pool (pool 2, 4 KiB each), their
 // staging in disk_stage (pool 3); copies on the disk stream before and after the
 // host ADAMW, which updates the staging and reads its gradient from the staging ring
-// (grad_stage:w in pool grad_stage, format 1.8).
-// DISK:         format_minor: 8
+// (grad_stage:w in pool grad_stage, format 1.9).
+// DISK:         format_minor: 9
 // DISK:         name: "stage_m:w"
 // DISK-NEXT:    shape: 8
 // DISK-NEXT:    shape: 16

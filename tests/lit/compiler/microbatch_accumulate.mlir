@@ -54,7 +54,7 @@ func.func @main() attributes {mt.microbatches = 2 : i64} {
 // COUNT: mt.adamw of 'w' comes after 1 of its 2 earlier mt.grad_part
 
 // ACCUMULATE is a minor-2 host task.
-// CHECK:       format_minor: 8
+// CHECK:       format_minor: 9
 // CHECK:       microbatches: 2
 // The tensor ids follow from the step above: grad:w is 8, grad_stage:w 16.
 // CHECK:       id: [[GRAD:8]]

@@ -233,6 +233,30 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
+  let summary = "Fuse chains of elementwise ops into mt.pointwise programs";
+  let description = [{
+    Runs on the whole training step after mt-precision and mt-fold-transpose
+    (off with megatrain-compile --no-fuse-pointwise). First a bf16 cast of a
+    reshape becomes a reshape of the reshaped value's existing cast, or, when
+    the reshape has no other reader, of a new cast of the value, so the cast
+    can join that value's chain. Grows, in program
+    order, groups of elementwise ops (add, sub, mul, div, max, min, scale,
+    the unary math ops, the activations and their gradient kernels, casts
+    between bf16 and f32 or f64) of one result shape and compute type, each
+    reading its group's values or values broadcast into that shape, and
+    replaces each group of two or more by one mt.pointwise at its last member:
+    its inputs are read once and every value with a reader outside the group
+    is written once. A group is not grown past an op outside it that reads
+    one of its values before the candidate, nor to a candidate more than 8
+    ops after its last member, nor when the fused op would hold more bytes
+    (inputs and values read outside) than the widest op it replaces, nor
+    past 8 inputs, 8 outputs or 48 instructions. The program gives, on the CPU backend, the bits of the
+    unfused chain.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Scheduling: a linear order of the step and the lifetimes over it
 //===----------------------------------------------------------------------===//
@@ -281,14 +305,20 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     (mt.offload, mt.prefetch) or recomputed (its producers cloned with
     `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
     and sets `mt.live_end` as mt-liveness does, with its `hold-copies` when
-    the arena still fits the budget that way. The algorithm is in
+    the arena still fits the budget that way. With `fill` (default), auto
+    also gives the room a fitting plan leaves back to recomputed and
+    offloaded values, best seconds saved per byte first. The algorithm is in
     passes/Tiering.cpp and docs/tiering.md.
   }];
   let options = [
     Option<"deviceMemory", "device-memory", "uint64_t", "0",
            "Device arena budget in bytes (0: none)">,
     Option<"policy", "policy", "std::string", "\"auto\"",
-           "auto | keep | checkpoint | offload">,
+           "auto | keep | checkpoint | offload (tests: also checkpoint+greedy, "
+           "offload+greedy, and any of these followed by +fill)">,
+    Option<"fill", "fill", "bool", "true",
+           "Under auto, spend budget the plan leaves unused on undoing "
+           "recompute and offloads, and leave room for the device state">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
     Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
@@ -309,6 +339,18 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
 // Memory planning: static offsets in the device arena and the host staging
 // pool
 //===----------------------------------------------------------------------===//
+
+def ViewAliases : Pass<"mt-view-aliases", "mlir::func::FuncOp"> {
+  let summary = "Mark the reshapes and order-keeping transposes that are views";
+  let description = [{
+    After mt-tier: puts `mt.alias` on every `mt.reshape`, and on every
+    `mt.transpose` that moves only dims of extent 1, whose operand is a
+    device value (not an `mt.offload` result) of the same byte size.
+    mt-plan-memory gives such a result its base's bytes, over the union of
+    the lifetimes, and plan emission writes a view tensor (`alias_of`)
+    with no step. Off with megatrain-compile `--no-view-aliases`.
+  }];
+}
 
 def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place every value at a static offset in the device arena";
