@@ -13,12 +13,14 @@
 #
 # Settings (environment):
 #   SIZE       the model: 1b3 (default), 7b (the Llama-2-7B shape: hidden 4096, 32 layers, 32
-#              heads, intermediate 11008), 20b (hidden 6144, 44 layers, 48 heads, intermediate
-#              16384), or HIDDEN,LAYERS,HEADS,INTERMEDIATE; vocabulary 32000. Every size but 1b3
+#              heads, intermediate 11008), 17b (16.7B: hidden 6144, 36 layers, 48 heads,
+#              intermediate 16384), 20b (the same with 44 layers), or HIDDEN,LAYERS,HEADS,INTERMEDIATE; vocabulary 32000. Every size but 1b3
 #              exports graph-only (no weights in the ONNX file) and starts megatrain from
 #              --init normal:0.02 (GRAPH_ONLY=0/1 overrides)
 #   ONNX       an exported model to use instead of exporting (graph-only unless GRAPH_ONLY=0;
 #              e.g. tests/models/graphs/llama_7b_b8s2048.onnx, or a file.onnx.xz, unpacked)
+#   PLANS      a folder of plans compiled elsewhere, NAME-SETTING.plan (e.g. llama7b-16k.plan, with
+#              its compile log NAME-SETTING.log), used instead of compiling here
 #   COMPILE_FLAGS / RUN_FLAGS  more megatrain-compile / megatrain-run flags (word-split), e.g.
 #              COMPILE_FLAGS="--disk-memory 40GiB" RUN_FLAGS="--disk-dir /tmp/mt-disk"
 #   DEEPSPEED_WHEELS  packages from `bench/deepspeed_setup.sh fetch` to install DeepSpeed from
@@ -76,9 +78,10 @@ SIZE=${SIZE:-1b3}
 case $SIZE in
   1b3) shape=2048,24,16,5632 ;;
   7b) shape=4096,32,32,11008 ;;
+  17b) shape=6144,36,48,16384 ;;
   20b) shape=6144,44,48,16384 ;;
   *,*,*,*) shape=$SIZE ;;
-  *) echo "llama1b3.sh: SIZE must be 1b3, 7b, 20b or HIDDEN,LAYERS,HEADS,INTERMEDIATE, not '$SIZE'" >&2; exit 2 ;;
+  *) echo "llama1b3.sh: SIZE must be 1b3, 7b, 17b, 20b or HIDDEN,LAYERS,HEADS,INTERMEDIATE, not '$SIZE'" >&2; exit 2 ;;
 esac
 IFS=, read -r hidden layers heads intermediate <<< "$shape"
 CONFIG=(--hidden "$hidden" --layers "$layers" --heads "$heads" --intermediate "$intermediate" --vocab 32000)
@@ -154,10 +157,10 @@ if [[ ${SKIP_EXPORT:-0} != 1 ]]; then
     tail -20 "$OUT/export.log"
     phase_end FAIL "export_hf.py failed ($OUT/export.log)"
   fi
-  if [[ ! -f $TOKENS ]]; then
-    python3 bench/make_tokens.py --vocab "$VOCAB" --tokens $((1 << 22)) --out "$TOKENS" > "$OUT/tokens.log" 2>&1 \
-      || { cat "$OUT/tokens.log"; failed=1; }
-  fi
+fi
+if [[ ! -f $TOKENS ]]; then
+  python3 bench/make_tokens.py --vocab "$VOCAB" --tokens $((1 << 22)) --out "$TOKENS" > "$OUT/tokens.log" 2>&1 \
+    || { cat "$OUT/tokens.log"; failed=1; }
 fi
 
 # ---- 2. compile both settings at once (each is single-threaded) ----
@@ -171,7 +174,11 @@ compile() {  # setting
   [[ $DEVICE_MEMORY != default ]] && flags+=(--device-memory "$DEVICE_MEMORY")
   [[ -n $PROFILE ]] && flags+=(--device-profile "$PROFILE")
   rm -f "$plan"
-  if ! "$BIN/megatrain-compile" "${flags[@]}" --precision "$PRECISION" > "$log" 2>&1; then
+  if [[ -n ${PLANS:-} && -f $PLANS/$NAME-$s.plan ]]; then
+    cp "$PLANS/$NAME-$s.plan" "$plan"
+    [[ -f $PLANS/$NAME-$s.log ]] && cp "$PLANS/$NAME-$s.log" "$log"
+    echo "plan $PLANS/$NAME-$s.plan compiled elsewhere (PLANS)" >> "$log"
+  elif ! "$BIN/megatrain-compile" "${flags[@]}" --precision "$PRECISION" > "$log" 2>&1; then
     if grep -q "unknown option '--precision'" "$log"; then
       echo "note: this megatrain-compile has no --precision; compiled at its default precision" | tee "$OUT/$s/precision-note.txt"
       "$BIN/megatrain-compile" "${flags[@]}" >> "$log" 2>&1 || return 1

@@ -150,6 +150,9 @@ private:
       return success();
 
     auto rule = dyn_cast<mt::GradientOpInterface>(op);
+    if (isa<mt::PointwiseOp>(op))
+      return op->emitOpError("has no gradient rule: mt-fuse-pointwise writes it after "
+                             "mt-autodiff, from ops that have theirs");
     if (!rule)
       return op->emitOpError("has no gradient rule, but the loss depends on a "
                              "trainable parameter through it");

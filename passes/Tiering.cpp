@@ -145,15 +145,6 @@ uint64_t readoutBytes(mlir::func::FuncOp func) {
   return bytes;
 }
 
-/// The disk's host staging: two slots of the largest parameter's m and v.
-uint64_t diskStagingBytes(llvm::ArrayRef<ParameterState> states) {
-  uint64_t largest = 0;
-  for (const ParameterState &state : states)
-    if (state.trainable)
-      largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
-  return 4 * largest;
-}
-
 constexpr int kDeviceHome = static_cast<int>(Home::Device);
 
 /// Joint arena and state (stage 6; docs/tiering.md, "The fill"): the arena
@@ -237,9 +228,15 @@ struct Tier : impl::TierBase<Tier> {
     }
     // The host also holds what is not state: the staging of offloaded
     // activations (known once a plan is chosen: planned again when it takes
-    // room the state needed), the readouts and, with a disk, its staging.
-    std::vector<ParameterState> states = collectParameterState(func);
-    uint64_t hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0);
+    // room the state needed), the readouts, the gradient staging ring and,
+    // with a disk, its staging.
+    std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    bool microbatches = false;
+    if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
+      microbatches = count.getInt() > 1;
+    const uint64_t stateStaging = gradientStageBytes(states, keepGradients, microbatches) +
+                                  (diskMemory > 0 ? diskStageBytes(states) : 0);
+    uint64_t hostFixed = readoutBytes(func) + stateStaging;
     uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
     mlir::FailureOr<TieringChoice> choice = mlir::failure();
     uint64_t budget = deviceMemory;
@@ -293,11 +290,27 @@ struct Tier : impl::TierBase<Tier> {
         func.emitError("mt-tier: ") << why;
         return signalPassFailure();
       }
+      // Nothing has to live on the device, but a capacity is known: the
+      // unbudgeted arena must still fit it, else plan again within it.
+      if (budget == 0 && device != 0) {
+        mlir::func::FuncOp probe = choice->plan.clone();
+        bool over = mlir::succeeded(renumber(probe, profile, 0)) && deviceArenaBytes(probe) > device;
+        probe.erase();
+        if (over) {
+          budget = device;
+          choice->plan.erase();
+          choice = choosePlan(func, policy, profile, budget, fillOptions, why);
+          if (mlir::failed(choice)) {
+            func.emitError("mt-tier: ") << why;
+            return signalPassFailure();
+          }
+        }
+      }
       uint64_t staged = offloadBytes(choice->plan);
       if (hostMemory < 0 || reserve == 0 || attempt == 3 ||
-          readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged <= hostFixed)
+          readoutBytes(func) + stateStaging + staged <= hostFixed)
         break;
-      hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged;
+      hostFixed = readoutBytes(func) + stateStaging + staged;
     }
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());

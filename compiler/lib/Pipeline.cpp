@@ -95,6 +95,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // of mt-precision have been hoisted above the weights' transposes.
   if (options.foldTranspose)
     pm.addNestedPass<mlir::func::FuncOp>(createFoldTranspose());
+  // Elementwise chains into one kernel each, on the whole step (the forward,
+  // the backward and the casts mt-precision wrote), before the schedule
+  // numbers the ops and the tiering prices them.
+  if (options.fusePointwise)
+    pm.addNestedPass<mlir::func::FuncOp>(createFusePointwise());
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)
@@ -108,7 +113,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.hostMemory = options.hostCapacity;
   tier.diskMemory = options.diskCapacity;
   tier.stateHome = options.stateHomes;
+  tier.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
+  // Reshapes as views of their operands' bytes, on the tiered step.
+  if (options.viewAliases)
+    pm.addNestedPass<mlir::func::FuncOp>(createViewAliases());
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
   pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));
@@ -117,6 +126,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   homes.hostMemory = options.hostCapacity;
   homes.diskMemory = options.diskCapacity;
   homes.stateHome = options.stateHomes;
+  homes.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 

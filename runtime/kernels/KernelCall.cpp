@@ -98,6 +98,14 @@ const std::vector<int64_t>& Attributes::getInts(const char* name) const {
   return attribute->ints;
 }
 
+const std::vector<double>& Attributes::getFloats(const char* name) const {
+  static const std::vector<double> empty;
+  const Attribute* attribute = find(name);
+  if (!attribute) return empty;
+  if (attribute->kind != Attribute::Kind::Floats) fail(name, "is not a float list");
+  return attribute->floats;
+}
+
 // ---- checks ----
 
 void fail(const KernelCall& call, const std::string& what) {

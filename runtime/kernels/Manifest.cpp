@@ -82,6 +82,9 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"attention_grad", 6, 3, attentionGradRule, {"scale", "causal", "precision"}},
       {"rotary", 3, 1, rotaryRule},
       {"rotary_grad", 3, 1, rotaryRule},
+      // fused pointwise chains (pointwise.cpp / pointwise.cu)
+      {"pointwise", KernelSpec::kAnyInputs, KernelSpec::kAnyOutputs, pointwiseRule,
+       {"code", "constants", "outputs"}},
   };
   return manifest;
 }
@@ -110,11 +113,13 @@ void checkKernelAttributes(const KernelSpec& spec, const KernelCall& call) {
 
 void checkKernelCall(const KernelSpec& spec, const KernelCall& call) {
   const bool variadic = spec.inputs == KernelSpec::kAnyInputs;
+  const bool anyOutputs = spec.outputs == KernelSpec::kAnyOutputs;
   const bool inputsOk = variadic ? call.numIn >= 1 : call.numIn == spec.inputs;
-  if (!inputsOk || call.numOut != spec.outputs)
+  const bool outputsOk = anyOutputs ? call.numOut >= 1 : call.numOut == spec.outputs;
+  if (!inputsOk || !outputsOk)
     fail(call, std::to_string(call.numIn) + " inputs and " + std::to_string(call.numOut) + " outputs, it takes " +
                    (variadic ? std::string("one or more") : std::to_string(spec.inputs)) + " and " +
-                   std::to_string(spec.outputs));
+                   (anyOutputs ? std::string("one or more") : std::to_string(spec.outputs)));
   checkKernelAttributes(spec, call);
   spec.rule(call);
 }

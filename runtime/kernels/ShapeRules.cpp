@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "megatrain/plan/PointwiseProgram.h"
+
 namespace megatrain::kernels {
 namespace {
 
@@ -43,6 +45,24 @@ void broadcastBinaryRule(const KernelCall& call) {
 void sameShapesRule(const KernelCall& call) {
   const Shape& shape = call.out[0].shape;
   for (int i = 0; i < call.numIn; ++i) requireShape(call, call.in[i], shape, "input");
+  for (int i = 1; i < call.numOut; ++i) requireShape(call, call.out[i], shape, "output");
+}
+
+void pointwiseRule(const KernelCall& call) {
+  const std::vector<int64_t>& code = call.attrs.getInts("code");
+  const std::vector<int64_t>& outputs = call.attrs.getInts("outputs");
+  const std::string wrong = pointwise::checkProgram(call.numIn, code.data(), code.size(),
+                                                    call.attrs.getFloats("constants").size(), outputs.data(),
+                                                    outputs.size());
+  if (!wrong.empty()) fail(call, wrong);
+  if (outputs.size() != static_cast<size_t>(call.numOut))
+    fail(call, "'outputs' names " + std::to_string(outputs.size()) + " registers for " +
+                   std::to_string(call.numOut) + " outputs");
+  const Shape& shape = call.out[0].shape;
+  for (int i = 0; i < call.numIn; ++i)
+    if (!broadcastsTo(call.in[i].shape, shape))
+      fail(call, std::string("input '") + call.in[i].name + "' has shape " + call.in[i].shape.str() +
+                     ", which does not broadcast to " + shape.str());
   for (int i = 1; i < call.numOut; ++i) requireShape(call, call.out[i], shape, "output");
 }
 

@@ -177,6 +177,9 @@ class PlanValidator {
       fail(name + ": last_use_step " + std::to_string(lastUse) + " is not a step (the plan has " +
            std::to_string(plan_.steps_size()) + ")");
 
+    if (tensor.has_alias_of() && plan_.header().format_minor() < kPlanMinorAliases)
+      fail(name + ": alias_of needs format minor " + std::to_string(kPlanMinorAliases) + ", the plan says " +
+           std::to_string(plan_.header().format_minor()));
     if (tensor.role() == plan::CONSTANT && tensor.constant_data().size() != expected)
       fail(name + ": constant_data holds " + std::to_string(tensor.constant_data().size()) +
            " bytes, the tensor needs " + std::to_string(expected));
@@ -242,12 +245,14 @@ class PlanValidator {
       fail(stepLabel(index) + ": unknown kernel '" + kernel.kernel() + "' (the " +
            backend_.name() + " backend does not implement it)");
     const bool variadic = spec->inputs == kernels::KernelSpec::kAnyInputs;
+    const bool anyOutputs = spec->outputs == kernels::KernelSpec::kAnyOutputs;
     const bool inputsOk = variadic ? kernel.inputs_size() >= 1 : kernel.inputs_size() == spec->inputs;
-    if (!inputsOk || kernel.outputs_size() != spec->outputs)
+    const bool outputsOk = anyOutputs ? kernel.outputs_size() >= 1 : kernel.outputs_size() == spec->outputs;
+    if (!inputsOk || !outputsOk)
       fail(stepLabel(index) + ": " + std::to_string(kernel.inputs_size()) + " inputs and " +
            std::to_string(kernel.outputs_size()) + " outputs, '" + kernel.kernel() + "' takes " +
            (variadic ? std::string("one or more") : std::to_string(spec->inputs)) + " and " +
-           std::to_string(spec->outputs));
+           (anyOutputs ? std::string("one or more") : std::to_string(spec->outputs)));
     for (uint32_t id : kernel.inputs()) checkKernelOperand(index, id, "input");
     for (uint32_t id : kernel.outputs()) checkKernelOperand(index, id, "output");
     // The operand shapes and attributes against the kernel's shape rule, before anything is allocated.
@@ -292,8 +297,9 @@ class PlanValidator {
 
   void checkTaskOperand(int index, uint32_t id, plan::Role role, bool device, bool gradient) const {
     // A disk-resident moment is updated in its host staging copy.
-    if (!device && role == plan::OPTIMIZER_STATE && id < static_cast<uint32_t>(plan_.tensors_size()) &&
-        plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
+    // So is a gradient in the staging ring (minor 8), read by a host update or accumulation.
+    if (!device && (role == plan::OPTIMIZER_STATE || (role == plan::GRADIENT && gradient)) &&
+        id < static_cast<uint32_t>(plan_.tensors_size()) && plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
       return checkHostOperand(index, id, plan::STATE_STAGE);
     if (!device) return checkHostOperand(index, id, role);
     checkTensorId(index, id, "device task");

@@ -39,6 +39,14 @@ Attribute intsAttr(const char* name, std::vector<int64_t> values) {
   return a;
 }
 
+Attribute floatsAttr(const char* name, std::vector<double> values) {
+  Attribute a;
+  a.name = name;
+  a.kind = Attribute::Kind::Floats;
+  a.floats = std::move(values);
+  return a;
+}
+
 Attribute stringAttr(const char* name, const char* value) {
   Attribute a;
   a.name = name;
@@ -185,6 +193,18 @@ std::vector<RuleCase> cases() {
                                    {{1, 4, 3, 8}}},
                                   {{{1, 4, 3, 8}}, {{1, 2, 5, 8}}, {{1, 2, 5, 8}}},
                                   {floatAttr("scale", 0.5), intAttr("causal", 1)}), ""},
+      // y = x * b (b broadcast), and its bf16 rounding: opcodes 2 (mul) and 21 (round_bf16).
+      {"pointwise", makeCall("pointwise", {{{4, 5}}, {{5}}}, {{{4, 5}}, {{4, 5}}},
+                             {intsAttr("code", {2, 0, 1, -1, 21, 2, -1, -1}), floatsAttr("constants", {}),
+                              intsAttr("outputs", {2, 3})}), ""},
+      {"pointwise input that does not broadcast",
+       makeCall("pointwise", {{{4, 5}}, {{4}}}, {{{4, 5}}},
+                {intsAttr("code", {2, 0, 1, -1}), floatsAttr("constants", {}), intsAttr("outputs", {2})}),
+       "pointwise: input 'in1' has shape [4], which does not broadcast to [4, 5]"},
+      {"pointwise outputs of two shapes",
+       makeCall("pointwise", {{{4, 5}}}, {{{4, 5}}, {{5}}},
+                {intsAttr("code", {6, 0, -1, -1}), floatsAttr("constants", {}), intsAttr("outputs", {1, 1})}),
+       "pointwise: output 'out1' has shape [5], expected [4, 5]"},
   };
 }
 

@@ -22,10 +22,10 @@ RULES = [
     ('runtime', ['runtime'], [MLIR, COMPILER],
      'the runtime never links MLIR or the compiler: the plan schema is the only contract'),
     ('kernel layer', ['runtime/kernels'],
-     [MLIR, COMPILER, PROTOBUF, CUDA, r'^megatrain/runtime/', r'^megatrain/plan/(?!(Error|Bf16)\.h$)'],
+     [MLIR, COMPILER, PROTOBUF, CUDA, r'^megatrain/runtime/', r'^megatrain/plan/(?!(Error|Bf16|PointwiseProgram)\.h$)'],
      'the kernel layer is backend-neutral: no protobuf, CUDA, MLIR or runtime header; of the plan library '
      'only the plain Error.h and Bf16.h'),
-    ('CPU kernels', ['runtime/cpu'], [PROTOBUF, r'^megatrain/plan/(?!(Error|Bf16)\.h$)', r'^megatrain/runtime/'],
+    ('CPU kernels', ['runtime/cpu'], [PROTOBUF, r'^megatrain/plan/(?!(Error|Bf16|PointwiseProgram)\.h$)', r'^megatrain/runtime/'],
      'the CPU kernels read a KernelArgs (the kernel layer), never the plan'),
     ('CUDA kernels', ['runtime/cuda'], [PROTOBUF],
      'a .cu file never includes protobuf (seconds of nvcc time each); only the backend\'s .cpp files see the plan'),

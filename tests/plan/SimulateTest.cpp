@@ -428,5 +428,22 @@ TEST(OpCost, Bf16AttentionIsFused) {
   EXPECT_GT(twice.flops, 3.9 * forward.flops);
 }
 
+// A fused pointwise chain (mt-fuse-pointwise) costs its inputs read once (a broadcast one
+// at its own size, bf16 at 2 bytes) and its outputs written once, and one launch: less
+// than the chain it replaces, which wrote and read back every intermediate value.
+TEST(OpCost, PointwiseIsItsBytesOnce) {
+  DeviceProfile profile = testProfile();
+  KernelDesc fused{"pointwise", {{{64, 1024}}, {{1024}}}, {{{64, 1024}}, {{64, 1024}, 2}}, {}};
+  KernelCost cost = estimateKernel(fused, profile);
+  const double bytes = 4.0 * 64 * 1024 + 4.0 * 1024 + 4.0 * 64 * 1024 + 2.0 * 64 * 1024;
+  EXPECT_DOUBLE_EQ(cost.bytes, bytes);
+  EXPECT_DOUBLE_EQ(cost.flops, 0);
+  EXPECT_DOUBLE_EQ(cost.seconds, bytes / profile.hbmBytesPerS + profile.launchS);
+  // The same work unfused: add(x, b), then a cast of the sum to bf16.
+  KernelCost add = estimateKernel({"add", {{{64, 1024}}, {{1024}}}, {{{64, 1024}}}, {}}, profile);
+  KernelCost cast = estimateKernel({"cast", {{{64, 1024}}}, {{{64, 1024}, 2}}, {}}, profile);
+  EXPECT_LT(cost.seconds, add.seconds + cast.seconds);
+}
+
 } // namespace
 } // namespace megatrain

@@ -45,6 +45,9 @@ struct PipelineOptions {
   int64_t hostCapacity = -1;
   uint64_t diskCapacity = 0;
   std::vector<std::string> stateHomes;
+  // A persistent fp32 gradient per host and disk home (gradient clipping);
+  // otherwise the update consumes it from the staging ring in the same step.
+  bool keepGradients = false;
   // mt-plan-memory
   bool noMemoryReuse = false;
   // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.
@@ -58,6 +61,12 @@ struct PipelineOptions {
   // mt-fold-transpose (after mt-precision): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
+  // mt-view-aliases (after mt-tier): off with megatrain-compile
+  // --no-view-aliases (every reshape a copy kernel).
+  bool viewAliases = true;
+  // mt-fuse-pointwise (after mt-fold-transpose): off with megatrain-compile
+  // --no-fuse-pointwise.
+  bool fusePointwise = true;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.
@@ -65,8 +74,9 @@ enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
-  Scheduled, // + mt-precision, mt-fold-transpose, mt-schedule, mt-liveness
-  Planned,   // + mt-tier, mt-plan-memory, mt-homes
+  Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-pointwise, mt-schedule,
+             //   mt-liveness
+  Planned,   // + mt-tier, mt-view-aliases, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 

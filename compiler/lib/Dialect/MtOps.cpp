@@ -1,5 +1,6 @@
 //===- MtOps.cpp - shape rules and verifiers of the mt ops ---------------===//
 #include "megatrain/Dialect/MtDialect.h"
+#include "megatrain/plan/PointwiseProgram.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -471,6 +472,43 @@ LogicalResult RotaryOp::verify() {
   }
   if (getResult().getType() != getX().getType())
     return emitOpError("result must have x's type");
+  return success();
+}
+
+LogicalResult PointwiseOp::verify() {
+  std::string wrong = megatrain::pointwise::checkProgram(
+      static_cast<int>(getInputs().size()), getCode().data(), getCode().size(),
+      getConstants().size(), getOutputs().data(), getOutputs().size());
+  if (wrong.empty() && getOutputs().size() != getResults().size())
+    wrong = "'outputs' names " + std::to_string(getOutputs().size()) +
+            " registers for " + std::to_string(getResults().size()) + " results";
+  if (!wrong.empty())
+    return emitOpError(wrong);
+  ArrayRef<int64_t> shape = shapeOf(getResults().front());
+  Type compute;
+  for (Value value : getInputs()) {
+    auto broadcast = broadcastShapes(shapeOf(value), shape);
+    if (failed(broadcast) || ArrayRef<int64_t>(*broadcast) != shape)
+      return emitOpError("input ") << shapeStr(shapeOf(value))
+                                   << " does not broadcast to the result shape "
+                                   << shapeStr(shape);
+  }
+  for (Value value : getResults())
+    if (shapeOf(value) != shape)
+      return emitOpError("results must share one shape, not ")
+             << shapeStr(shapeOf(value)) << " and " << shapeStr(shape);
+  SmallVector<Value> operands(getInputs());
+  llvm::append_range(operands, getResults());
+  for (Value value : operands) {
+    Type element = elementOf(value);
+    if (element.isBF16())
+      continue;
+    if (!element.isF32() && !element.isF64())
+      return emitOpError("operands are f32, f64 or bf16, not ") << element;
+    if (compute && element != compute)
+      return emitOpError("computes in one of f32 and f64, not both");
+    compute = element;
+  }
   return success();
 }
 

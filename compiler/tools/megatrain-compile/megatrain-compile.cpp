@@ -291,6 +291,12 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
       "force the state of every parameter (or those whose name matches RE) to device, host "
       "or disk; repeatable, the first match wins (tests)",
       memory, [&](const std::string &v) { args.pipeline.stateHomes.push_back(v); }));
+  megatrain::addFlagOption(app, "--keep-gradients",
+                           "keep a persistent fp32 gradient for every parameter whose state is "
+                           "on the host or disk, as megatrain-run --clip-grad-norm needs "
+                           "(default: it passes through a staging ring and is consumed by the "
+                           "update in the same step)",
+                           memory, [&] { args.pipeline.keepGradients = true; });
   megatrain::addValueOption(app, "--tiering-policy", "P",
            "auto (default: the cost-model planner) | keep | checkpoint | offload (reference "
            "policies) | checkpoint+fill | offload+fill (a reference policy and auto's fill)",
@@ -323,6 +329,12 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-view-aliases",
+                           "emit every reshape as a copy kernel (no mt-view-aliases)",
+                           memory, [&] { args.pipeline.viewAliases = false; });
+  megatrain::addFlagOption(app, "--no-fuse-pointwise",
+                           "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
+                           memory, [&] { args.pipeline.fusePointwise = false; });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;

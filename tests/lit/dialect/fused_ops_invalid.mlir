@@ -39,3 +39,35 @@ func.func @swiglu_shapes(%g: tensor<4x8xf32>, %u: tensor<8xf32>) {
   %y = "mt.swiglu"(%g, %u) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @pointwise_register_undefined(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{instruction 0 (add) reads register 1, which is not written before it}}
+  %y = mt.pointwise %x {code = array<i64: 0, 0, 1, -1>, constants = array<f64>, outputs = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @pointwise_broadcast(%x: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{input [4] does not broadcast to the result shape [4x8]}}
+  %y = mt.pointwise %x, %b {code = array<i64: 0, 0, 1, -1>, constants = array<f64>, outputs = array<i64: 2>} : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @pointwise_mixed_compute(%x: tensor<4x8xf32>, %d: tensor<4x8xf64>) {
+  // expected-error @+1 {{computes in one of f32 and f64, not both}}
+  %y = mt.pointwise %x, %d {code = array<i64: 0, 0, 1, -1>, constants = array<f64>, outputs = array<i64: 2>} : (tensor<4x8xf32>, tensor<4x8xf64>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @pointwise_constant_index(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{instruction 0 (scale) reads constant 0 of 0}}
+  %y = mt.pointwise %x {code = array<i64: 19, 0, 0, -1>, constants = array<f64>, outputs = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}

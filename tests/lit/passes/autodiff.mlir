@@ -182,6 +182,18 @@ func.func @no_rule() {
 
 // -----
 
+// A fused pointwise chain exists only after autodiff: before it, it is refused.
+func.func @pointwise_before_autodiff() {
+  %w = mt.param {name = "w", trainable = true} : tensor<4xf32>
+  // expected-error@+1 {{'mt.pointwise' op has no gradient rule: mt-fuse-pointwise writes it after mt-autodiff, from ops that have theirs}}
+  %g = mt.pointwise %w {code = array<i64: 9, 0, -1, -1>, constants = array<f64>, outputs = array<i64: 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  %l = mt.reduce_sum %g {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+  mt.loss %l : tensor<f32>
+  return
+}
+
+// -----
+
 // expected-error@+1 {{mt-autodiff needs exactly one mt.loss, found 0 (run mt-add-loss first)}}
 func.func @no_loss() {
   %w = mt.param {name = "w", trainable = true} : tensor<4xf32>

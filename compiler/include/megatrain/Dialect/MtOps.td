@@ -659,6 +659,34 @@ def Mt_RotaryGradOp : Mt_Op<"rotary_grad", [Pure]> {
   let assemblyFormat = "$dy `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
 }
 
+def Mt_PointwiseOp : Mt_Op<"pointwise", [Pure]> {
+  let summary = "a fused chain of elementwise ops: a straight-line program per element";
+  let description = [{
+    Written by mt-fuse-pointwise after autodiff; it has no gradient rule, so a
+    loss that depends on one before mt-autodiff is an error. Registers
+    0..N-1 are the inputs, each read through its own numpy broadcast against
+    the common result shape; instruction i writes register N + i. `code` holds
+    four integers per instruction (opcode, then operand registers, -1 where
+    unused; scale and powf name an entry of `constants` in their second slot);
+    `outputs` names the register each result stores. Opcodes are numbered in
+    megatrain/plan/PointwiseProgram.h. Values compute in the f32 or f64 of
+    the non-bf16 operands; a bf16 input is read exactly and a bf16 result is
+    rounded to nearest even, as `mt.cast` does.
+
+    ```mlir
+    // y = x + r (kept as an output), and y as bf16 for a matmul
+    %y, %yb = mt.pointwise %x, %r {code = array<i64: 0, 0, 1, -1, 21, 2, -1, -1>,
+        constants = array<f64>, outputs = array<i64: 2, 3>}
+        : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+    ```
+  }];
+  let arguments = (ins Variadic<Mt_FloatTensor>:$inputs, DenseI64ArrayAttr:$code,
+                   DenseF64ArrayAttr:$constants, DenseI64ArrayAttr:$outputs);
+  let results = (outs Variadic<Mt_FloatTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
 
 //===----------------------------------------------------------------------===//
 // Training

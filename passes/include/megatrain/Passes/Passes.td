@@ -233,6 +233,30 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
+  let summary = "Fuse chains of elementwise ops into mt.pointwise programs";
+  let description = [{
+    Runs on the whole training step after mt-precision and mt-fold-transpose
+    (off with megatrain-compile --no-fuse-pointwise). First a bf16 cast of a
+    reshape becomes a reshape of the reshaped value's existing cast, or, when
+    the reshape has no other reader, of a new cast of the value, so the cast
+    can join that value's chain. Grows, in program
+    order, groups of elementwise ops (add, sub, mul, div, max, min, scale,
+    the unary math ops, the activations and their gradient kernels, casts
+    between bf16 and f32 or f64) of one result shape and compute type, each
+    reading its group's values or values broadcast into that shape, and
+    replaces each group of two or more by one mt.pointwise at its last member:
+    its inputs are read once and every value with a reader outside the group
+    is written once. A group is not grown past an op outside it that reads
+    one of its values before the candidate, nor to a candidate more than 8
+    ops after its last member, nor when the fused op would hold more bytes
+    (inputs and values read outside) than the widest op it replaces, nor
+    past 8 inputs, 8 outputs or 48 instructions. The program gives, on the CPU backend, the bits of the
+    unfused chain.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Scheduling: a linear order of the step and the lifetimes over it
 //===----------------------------------------------------------------------===//
@@ -306,6 +330,8 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "Disk capacity for training state in bytes (0: no disk)">,
     ListOption<"stateHome", "state-home", "std::string",
                "Forced homes: TIER or TIER:REGEX (device, host, disk)">,
+    Option<"keepGradients", "keep-gradients", "bool", "false",
+           "Keep a persistent fp32 gradient per host and disk home (gradient clipping)">,
   ];
 }
 
@@ -313,6 +339,18 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
 // Memory planning: static offsets in the device arena and the host staging
 // pool
 //===----------------------------------------------------------------------===//
+
+def ViewAliases : Pass<"mt-view-aliases", "mlir::func::FuncOp"> {
+  let summary = "Mark the reshapes and order-keeping transposes that are views";
+  let description = [{
+    After mt-tier: puts `mt.alias` on every `mt.reshape`, and on every
+    `mt.transpose` that moves only dims of extent 1, whose operand is a
+    device value (not an `mt.offload` result) of the same byte size.
+    mt-plan-memory gives such a result its base's bytes, over the union of
+    the lifetimes, and plan emission writes a view tensor (`alias_of`)
+    with no step. Off with megatrain-compile `--no-view-aliases`.
+  }];
+}
 
 def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place every value at a static offset in the device arena";
@@ -341,7 +379,9 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
     capacity minus the arena has room, then pinned host memory, then disk,
     parameters updated last first (their host update is the one backward
     cannot hide). Forced homes (`state-home`) come first. Sets the
-    capacities on the function for the plan header. The algorithm and the
+    capacities on the function for the plan header, and `mt.grad_stage_size`,
+    the bytes of the host ring that the gradients of host and disk homes
+    pass through on their way to the update (0: persistent gradients). The algorithm and the
     plan it gives are in docs/tiering.md, "State homes".
 
     ```mlir
@@ -357,6 +397,10 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
            "Disk capacity in bytes (0: no disk)">,
     ListOption<"stateHome", "state-home", "std::string",
                "Forced homes: TIER or TIER:REGEX (device, host, disk); the first match wins">,
+    Option<"keepGradients", "keep-gradients", "bool", "false",
+           "Keep a persistent fp32 gradient per host and disk home (gradient "
+           "clipping); otherwise a gradient the host update consumes in the same "
+           "step passes through the staging ring (mt.grad_stage_size)">,
   ];
 }
 

@@ -83,6 +83,7 @@ class Attributes {
   double getFloat(const char* name, double fallback) const;
   std::string_view getString(const char* name, std::string_view fallback) const;
   const std::vector<int64_t>& getInts(const char* name) const;  // absent: empty
+  const std::vector<double>& getFloats(const char* name) const;  // absent: empty
   bool has(const char* name) const { return find(name) != nullptr; }
   const std::vector<Attribute>& list() const { return list_; }
 

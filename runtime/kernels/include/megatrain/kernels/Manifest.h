@@ -21,7 +21,8 @@ namespace megatrain::kernels {
 using ShapeRule = void (*)(const KernelCall& call);
 
 struct KernelSpec {
-  static constexpr int kAnyInputs = -1;  // a variadic kernel (concat): one or more inputs
+  static constexpr int kAnyInputs = -1;   // a variadic kernel (concat): one or more inputs
+  static constexpr int kAnyOutputs = -1;  // one or more outputs (pointwise)
   const char* name = "";
   int inputs = 0;
   int outputs = 0;
@@ -38,7 +39,7 @@ const std::vector<KernelSpec>& kernelManifest();
 // family's kernels in an add<Family>Kernels(registry) function. X(Family) once each.
 #define MEGATRAIN_KERNEL_FAMILIES(X) \
   X(Elementwise) X(Activation) X(Matmul) X(Shape) X(Reduce) X(Softmax) X(Gather) X(LayerNorm) \
-  X(RmsNorm) X(CrossEntropy) X(Where) X(ConcatSlice) X(Cast) X(Attention) X(Rotary)
+  X(RmsNorm) X(CrossEntropy) X(Where) X(ConcatSlice) X(Cast) X(Attention) X(Rotary) X(Pointwise)
 
 // The entry for `name`, or nullptr.
 const KernelSpec* findKernelSpec(std::string_view name);

@@ -28,6 +28,10 @@ void sameShapesRule(const KernelCall& call);
 // max_grad, min_grad: (a, b, dy) -> (da, db); dy, da and db the broadcast shape.
 void minMaxGradRule(const KernelCall& call);
 
+// pointwise: a valid program (megatrain/plan/PointwiseProgram.h) over the
+// inputs, every input broadcasting to out[0].shape and every output that shape.
+void pointwiseRule(const KernelCall& call);
+
 // ---- activations: silu, swiglu, gelu and their gradients ----
 
 // gelu's "approximate" attribute (required): true for "tanh", false for "none".

@@ -1,0 +1,87 @@
+// PointwiseKernelTest.cpp - the fused pointwise kernel on CUDA against its CPU twin on fresh random inputs.
+//
+// Every opcode alone, f32 and f64, with its second and third inputs broadcast
+// (a row and a column of the output), over sizes that do and do not fill
+// whole blocks; and a chain with a bf16 input, a stored intermediate and a
+// bf16 output, where one bf16 ulp (2^-8 relative) is what a contracted
+// multiply-add can move a value across a rounding boundary by.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "CudaHarness.h"
+#include "megatrain/plan/PointwiseProgram.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+namespace pw = megatrain::pointwise;
+using Shape = std::vector<int64_t>;
+
+plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values) {
+  plan::Attribute a;
+  a.set_name(name);
+  plan::FloatList* list = a.mutable_floats();
+  for (double v : values) list->add_values(v);
+  return a;
+}
+
+std::vector<plan::Attribute> program(const std::vector<int64_t>& code, const std::vector<double>& constants,
+                                     const std::vector<int64_t>& outputs) {
+  return {intsAttr("code", code), floatsAttr("constants", constants), intsAttr("outputs", outputs)};
+}
+
+class PointwiseCudaKernel : public ::testing::Test {
+ protected:
+  PointwiseCudaKernel() : seed_(testSeed()), rng_(seed_) {}
+
+  void check(const KernelCase& c, double tol = 0) {
+    EXPECT_TRUE(cudaMatchesCpu(c, tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+  }
+
+  HostTensor uniform(const Shape& shape, plan::DType dtype, double lo, double hi) {
+    return randomTensor(shape, dtype, rng_, lo, hi);
+  }
+
+  uint32_t seed_;
+  std::mt19937 rng_;
+};
+
+TEST_F(PointwiseCudaKernel, EveryOpcodeWithBroadcastInputs) {
+  for (plan::DType dt : {plan::F32, plan::F64})
+    for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {
+      // b broadcasts along the last dim's row, c along a column (when rank > 1).
+      Shape row = {shape.back()}, column = shape;
+      column.back() = 1;
+      for (int64_t opcode = 0; opcode < pw::kOpcodeCount; ++opcode) {
+        const pw::OpcodeInfo& info = *pw::opcodeInfo(opcode);
+        const bool positive = opcode == pw::Sqrt || opcode == pw::Log || opcode == pw::Powf;
+        const double lo = positive ? 0.05 : -8, hi = 8;
+        std::vector<int64_t> code = {opcode, 0, -1, -1};
+        std::vector<HostTensor> inputs = {uniform(shape, dt, lo, hi)};
+        if (info.registers >= 2) inputs.push_back(uniform(row, dt, lo, hi)), code[2] = 1;
+        if (info.registers >= 3) inputs.push_back(uniform(column, dt, lo, hi)), code[3] = 2;
+        std::vector<double> constants;
+        if (info.constant) code[2] = 0, constants = {opcode == pw::Powf ? 1.7 : -0.37};
+        const int64_t result = static_cast<int64_t>(inputs.size());
+        check({"pointwise", inputs, {{shape, dt}}, program(code, constants, {result})});
+      }
+    }
+}
+
+TEST_F(PointwiseCudaKernel, ChainWithBf16InputAndOutputs) {
+  for (plan::DType dt : {plan::F32, plan::F64})
+    for (const Shape& shape : {Shape{2, 3, 4}, Shape{64, 1031}}) {
+      const Shape row = {shape.back()};
+      // registers: 0 x, 1 b (row), 2 h (bf16); 3 = x * b, 4 = silu, 5 = scale, 6 = round_bf16, 7 = 3 + h
+      const std::vector<int64_t> code = {pw::Mul,       0, 1,  -1, pw::Silu, 3, -1, -1, pw::Scale, 4, 0, -1,
+                                         pw::RoundBf16, 5, -1, -1, pw::Add,  3, 2,  -1};
+      const HostTensor x = uniform(shape, dt, -6, 6), b = uniform(row, dt, -2, 2);
+      const HostTensor h = uniform(shape, plan::BF16, -4, 4);
+      check({"pointwise", {x, b, h}, {{shape, plan::BF16}, {shape, dt}}, program(code, {0.37}, {6, 7})}, 1e-2);
+      check({"pointwise", {x, b, h}, {{shape, dt}, {shape, dt}}, program(code, {0.37}, {5, 3})});
+    }
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
