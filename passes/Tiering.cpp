@@ -265,27 +265,31 @@ struct Tier : impl::TierBase<Tier> {
       }
       if (mlir::succeeded(choice))
         choice->plan.erase();
-      choice = mlir::failure();
       // Joint arena and state, with default homes: leave the device room
       // for all the state when the checkpoint plan still fits beside it;
       // else keep the budget, and let the fill take room the state would
       // have only where it saves more per byte than the state does.
       FillOptions fillOptions;
       fillOptions.enabled = fill;
-      bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
-      if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0) {
-        fillOptions.mustFit = "checkpoint";
-        std::string whyNot;
-        choice = choosePlan(func, policy, profile, roomy, fillOptions, whyNot);
-        if (mlir::succeeded(choice))
-          budget = roomy;
-        fillOptions.mustFit.clear();
-      }
-      if (mlir::failed(choice)) {
+      auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
+        bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
+        fillOptions.minSecondsPerByte = 0;
+        if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0) {
+          fillOptions.mustFit = "checkpoint";
+          std::string whyNot;
+          mlir::FailureOr<TieringChoice> roomyChoice =
+              choosePlan(func, policy, profile, roomy, fillOptions, whyNot);
+          fillOptions.mustFit.clear();
+          if (mlir::succeeded(roomyChoice)) {
+            budget = roomy;
+            return roomyChoice;
+          }
+        }
         if (joint)
           fillOptions.minSecondsPerByte = stateSecondsPerByte(states, profile);
-        choice = choosePlan(func, policy, profile, budget, fillOptions, why);
-      }
+        return choosePlan(func, policy, profile, budget, fillOptions, why);
+      };
+      choice = plan();
       if (mlir::failed(choice)) {
         func.emitError("mt-tier: ") << why;
         return signalPassFailure();
@@ -299,7 +303,7 @@ struct Tier : impl::TierBase<Tier> {
         if (over) {
           budget = device;
           choice->plan.erase();
-          choice = choosePlan(func, policy, profile, budget, fillOptions, why);
+          choice = plan();
           if (mlir::failed(choice)) {
             func.emitError("mt-tier: ") << why;
             return signalPassFailure();
