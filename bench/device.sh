@@ -25,6 +25,9 @@
 #   LLM    1 (default) trains the tiny LLM exports on cuda at fp32, tf32 and bf16
 #          against PyTorch's loss trajectories (tests/gpu/llm_vs_pytorch.sh;
 #          needs megatrain-compile in BIN); 0 skips it
+#   DISK   1 (default) trains the tiny Llama with its optimizer state on disk on
+#          cuda against the all-host plan, bitwise, and resumes a SIGKILLed run
+#          (tests/gpu/disk_runs.sh; needs megatrain-compile in BIN); 0 skips it
 #   SANITIZE=1  also run the kernel tests under compute-sanitizer's memcheck
 #          and racecheck (minutes, not seconds)
 # Exit status: 0 when every check passed.
@@ -207,6 +210,18 @@ if [[ ${LLM:-1} == 1 ]]; then
       [[ $result == FAIL ]] && row "llm $model $prec" FAIL "loss vs PyTorch $worst (bar $bar)"
     done < <(grep -E ' (pass|FAIL)$' "$OUT/llm_vs_pytorch.log")
     [[ $status == 0 ]] || row "llm vs pytorch" FAIL "exit $status ($OUT/llm_vs_pytorch.log)"
+  fi
+fi
+
+# ---- 5. the disk tier on cuda: bitwise against all-host, and a SIGKILLed run resumed ----
+if [[ ${DISK:-1} == 1 ]]; then
+  if [[ ! -x $BIN/megatrain-compile ]]; then row "disk tier" FAIL "needs megatrain-compile in $BIN"
+  else
+    echo "== tests/gpu/disk_runs.sh"
+    start=$(now)
+    bash tests/gpu/disk_runs.sh "$BIN" . 2>&1 | tee "$OUT/disk_runs.log"
+    if [[ ${PIPESTATUS[0]} == 0 ]]; then row "disk tier" PASS "bitwise vs all-host, resumed bitwise ($(since "$start") s)"
+    else row "disk tier" FAIL "$(grep -m1 FAIL "$OUT/disk_runs.log") ($OUT/disk_runs.log)"; fi
   fi
 fi
 

@@ -387,8 +387,10 @@ int runTrain(TrainOptions& o) {
                                      "--loss", "next-token-ce"};
     if (lossMask) argv.insert(argv.end(), {"--targets", "targets"});
     // Clipping needs every gradient before any update: the state stays on the host
-    // (megatrain-run refuses --clip-grad-norm with device updates).
-    if (hasFlag(o.runFlags, "--clip-grad-norm")) argv.insert(argv.end(), {"--state-home", "host"});
+    // and keeps its gradients (megatrain-run refuses --clip-grad-norm with device
+    // updates or gradients in the staging ring).
+    if (hasFlag(o.runFlags, "--clip-grad-norm"))
+      argv.insert(argv.end(), {"--state-home", "host", "--keep-gradients"});
     bool budget = false;
     for (const auto& [flag, value] : o.compileFlags) {
       argv.push_back(flag);

@@ -1,7 +1,8 @@
 //===- Homes.cpp - mt-homes: the home of each parameter's training state --===//
 //
 // Input: a planned function (mt-plan-memory: mt.arena_size, mt.offset).
-// Output: `mt.home` on every mt.param, and the capacities on the function.
+// Output: `mt.home` on every mt.param, the capacities and the gradient
+// staging ring's size (mt.grad_stage_size) on the function.
 // The home of a parameter is where its master, AdamW moments, compute copy
 // and the gradient its update reads live, and where the update runs
 // (docs/tiering.md, "State homes"):
@@ -20,6 +21,9 @@
 //      updated last are the ones whose host update is left exposed after
 //      backward, so they get the device first, and the ones updated first
 //      get the disk, whose read-back has the most of backward to hide in.
+//   5. With micro-batches, the host and disk homes' gradient accumulators go
+//      to the device while it has room (mt.accumulate = "device"), updated
+//      last first.
 //
 // Not optimal for: the arena was planned first, so a large keep-everything
 // arena leaves less room for state than a joint choice would.
@@ -34,6 +38,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 
@@ -98,17 +103,16 @@ struct Homes : impl::HomesBase<Homes> {
     uint64_t hostCapacity = hostMemory < 0 ? 0 : static_cast<uint64_t>(hostMemory);
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     rooms.left[kDsk] = diskMemory;
-    std::vector<ParameterState> states = collectParameterState(func);
-    // With a disk, its staging (two slots of m and v of the largest
-    // parameter, 4 KiB blocks) comes out of the host's room.
-    if (diskMemory > 0) {
-      uint64_t largest = 0;
-      for (const ParameterState &state : states)
-        if (state.trainable)
-          largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
-      stage += 4 * largest;
-      rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
-    }
+    std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    bool microbatches = false;
+    if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
+      microbatches = count.getInt() > 1;
+    // The gradient staging ring and, with a disk, its staging (two slots of
+    // m and v of the largest parameter, 4 KiB blocks) come out of the
+    // host's room, at their largest (before the homes are known).
+    stage += gradientStageBytes(states, keepGradients, microbatches) +
+             (diskMemory > 0 ? diskStageBytes(states) : 0);
+    rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     const Rooms initial = rooms;
 
     llvm::StringMap<Home> homes;
@@ -180,12 +184,50 @@ struct Homes : impl::HomesBase<Homes> {
       homes[state->name] = home;
     }
 
+    // With micro-batches, a host or disk home accumulates its gradient on
+    // the device while the device has room for the accumulator, updated
+    // last first: part 0 copied and the later parts added there, in the
+    // order the host adds them, and one copy out per update instead of one
+    // per micro-batch (the d2h link and the host's additions saved, and the
+    // host's accumulator). Kept gradients (clipping) stay on the host. A
+    // forced home (--state-home) is a home, not where its sum is kept: its
+    // accumulator goes to the device like any other.
+    llvm::StringSet<> deviceAccumulators;
+    std::vector<const ParameterState *> accumulated;
+    for (const ParameterState &state : states)
+      if (state.accumulatorBytes > 0 && homes.lookup(state.name) != Home::Device &&
+          homes.count(state.name))
+        accumulated.push_back(&state);
+    std::stable_sort(accumulated.begin(), accumulated.end(), [](auto *a, auto *b) {
+      return a->updateIndex > b->updateIndex;
+    });
+    if (!keepGradients)
+      for (const ParameterState *state : accumulated) {
+        if (state->accumulatorBytes > rooms.left[kDev])
+          continue;
+        rooms.left[kDev] -= state->accumulatorBytes;
+        deviceAccumulators.insert(state->name);
+      }
+
     mlir::Builder builder(&getContext());
     func.walk([&](mt::ParamOp param) {
       auto it = homes.find(param.getName());
       Home home = it == homes.end() ? Home::Host : it->second;
       param->setAttr(mt::attr::kHome, builder.getStringAttr(homeName(home)));
+      if (deviceAccumulators.contains(param.getName()))
+        param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("device"));
     });
+    // The ring the gradients of the host and disk homes pass through: as
+    // many slots as it has of their largest, at most all of them once.
+    std::vector<ParameterState> ringed;
+    for (const ParameterState &state : states) {
+      auto it = homes.find(state.name);
+      if (it == homes.end() || it->second != Home::Device)
+        ringed.push_back(state);
+    }
+    func->setAttr(mt::attr::kGradStageSize,
+                  builder.getI64IntegerAttr(static_cast<int64_t>(
+                      gradientStageBytes(ringed, keepGradients, microbatches))));
     func->setAttr(mt::attr::kDeviceCapacity,
                   builder.getI64IntegerAttr(static_cast<int64_t>(deviceMemory)));
     func->setAttr(mt::attr::kHostCapacity, builder.getI64IntegerAttr(hostMemory));

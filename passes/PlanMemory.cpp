@@ -19,6 +19,10 @@
 //      mt.offload results (host copies of offloaded activations, written by
 //      mt-tier) go to a second arena, the host staging pool; everything else
 //      goes to the device arena.
+//      A view (an op marked mt.alias by mt-view-aliases) takes no bytes of
+//      its own: its base (mt::viewBase, the first value of a chain of views)
+//      holds the bytes over the union of the group's lifetimes, from the
+//      base's def to the last step any view of it is read (or held).
 //   3. Place each arena's values with placeBestFit (Placement.h): decreasing
 //      size (ties: earlier def first), each at the tightest 256-aligned gap
 //      among the already-placed values whose lifetimes overlap its own, or
@@ -27,8 +31,13 @@
 //      instead stacked one after the other in schedule order.
 //   4. Check the invariant directly: no two values whose lifetimes overlap
 //      share a byte. A failure is a bug in stage 3, reported as an error.
+//      (3b) mt-tier fitted its budget (mt.device_budget) placing every view
+//      as a copy; best fit is not monotone, so should the placement with
+//      views exceed that budget, the views become copies again (mt.alias
+//      removed) and stages 1 to 4 run once more.
 //   5. Write `mt.offset` on each op (one entry per result, an offset in the
-//      value's arena), `mt.arena_size` and `mt.host_stage_size` on the function.
+//      value's arena; a view's is its base's), `mt.arena_size` and
+//      `mt.host_stage_size` on the function.
 //
 // Host-side tensors other than offloaded activations (parameter masters,
 // gradients after the device-to-host copy, AdamW moments, the loss readout)
@@ -42,6 +51,7 @@
 #include "megatrain/Passes/Placement.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace megatrain {
@@ -51,13 +61,17 @@ namespace megatrain {
 namespace {
 
 enum Arena : unsigned { kDeviceArena = 0, kHostStageArena = 1, kArenaCount = 2 };
+/// The "arena" of a view: placed with its base, not by itself.
+constexpr unsigned kViewOfBase = kArenaCount;
 
-/// One value to place: where it comes from, its arena and its slot.
+/// One value to place: where it comes from, its arena and its slot (for a
+/// view, `base` is the index of its base's entry).
 struct ArenaValue {
   mlir::Operation *op;
   unsigned resultIndex;
   unsigned arena;
   Slot slot;
+  size_t base = 0;
 };
 
 /// Bytes of a statically shaped tensor, or failure with a diagnostic on `op`.
@@ -82,9 +96,29 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     std::vector<ArenaValue> values;
-    if (mlir::failed(collect(func, values)))
-      return signalPassFailure();
     uint64_t sizes[kArenaCount] = {0, 0};
+    if (mlir::failed(place(func, values, sizes)))
+      return signalPassFailure();
+    // Stage 3b. mt-tier fitted the budget with every view a copy, and best
+    // fit is not monotone: should the views' placement come out bigger than
+    // the budget, the step is placed as mt-tier saw it, views as copies.
+    auto budget = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kDeviceBudget);
+    bool views = llvm::any_of(values, [](const ArenaValue &v) { return v.arena == kViewOfBase; });
+    if (views && budget && budget.getInt() > 0 &&
+        sizes[kDeviceArena] > static_cast<uint64_t>(budget.getInt())) {
+      func.walk([](mlir::Operation *op) { op->removeAttr(mt::attr::kAlias); });
+      values.clear();
+      if (mlir::failed(place(func, values, sizes)))
+        return signalPassFailure();
+    }
+    annotate(func, values, sizes);
+  }
+
+  /// Stages 1 to 4.
+  mlir::LogicalResult place(mlir::func::FuncOp func, std::vector<ArenaValue> &values,
+                            uint64_t (&sizes)[kArenaCount]) {
+    if (mlir::failed(collect(func, values)))
+      return mlir::failure();
     for (unsigned arena = 0; arena < kArenaCount; ++arena) {
       std::vector<size_t> members;
       std::vector<Slot> slots;
@@ -102,17 +136,21 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
             << b.resultIndex << " at offset " << slots[overlap->second].offset
             << " over a live value of '" << a.op->getName() << "' at offset "
             << slots[overlap->first].offset << " (internal error)";
-        return signalPassFailure();
+        return mlir::failure();
       }
       for (size_t k = 0; k < members.size(); ++k)
         values[members[k]].slot = slots[k];
     }
-    annotate(func, values, sizes);
+    for (ArenaValue &value : values)
+      if (value.arena == kViewOfBase)
+        value.slot.offset = values[value.base].slot.offset;
+    return mlir::success();
   }
 
   /// Stages 1 and 2.
   mlir::LogicalResult collect(mlir::func::FuncOp func,
                               std::vector<ArenaValue> &values) {
+    llvm::DenseMap<mlir::Value, size_t> entryOf;
     mlir::WalkResult walk = func.walk([&](mlir::Operation *op) {
       if (op == func.getOperation() || op->getNumResults() == 0)
         return mlir::WalkResult::advance();
@@ -135,7 +173,23 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
           return mlir::WalkResult::interrupt();
         Slot slot = lifetimeSlot(op, step.getInt(), liveEnd[index], alignPlacement(*bytes));
         unsigned arena = mlir::isa<mt::OffloadOp>(op) ? kHostStageArena : kDeviceArena;
-        values.push_back({op, static_cast<unsigned>(index), arena, slot});
+        size_t base = 0;
+        if (op->hasAttr(mt::attr::kAlias)) {
+          auto found = entryOf.find(mt::viewBase(result));
+          if (found == entryOf.end() || values[found->second].slot.size != slot.size ||
+              values[found->second].arena != kDeviceArena) {
+            op->emitError("mt.alias on a result whose base is no device value of its "
+                          "size defined before it; rerun mt-view-aliases");
+            return mlir::WalkResult::interrupt();
+          }
+          // The base's bytes live until the group's last use.
+          base = found->second;
+          Slot &held = values[base].slot;
+          held.last = std::max(held.last, slot.last);
+          arena = kViewOfBase;
+        }
+        entryOf[result] = values.size();
+        values.push_back({op, static_cast<unsigned>(index), arena, slot, base});
       }
       return mlir::WalkResult::advance();
     });

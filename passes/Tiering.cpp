@@ -43,15 +43,30 @@
 //   4. Fragmentation (TieringGreedy). Place the arena (placeBestFit, as
 //      mt-plan-memory will); if it exceeds the budget, lower the target by
 //      the excess and continue 3.
-//   5. Portfolio (TieringPolicies). The greedy also starts from two
+//   5. Fill (TieringFill). The stages above only free memory, so a plan
+//      that fits with room to spare keeps all of its recompute. The fill
+//      spends the room: each recompute clone may hand its users the
+//      original's results (saving the clone's compute and the chain that
+//      fed only it), each prefetch the offloaded value (saving its exposed
+//      transfer), priced by seconds saved per byte kept, best first, while
+//      the lifetimes, placed as mt-plan-memory will, fit the budget. Each
+//      op is priced by its own cost, so a matmul's or an attention's output
+//      is kept before an elementwise op's or a norm's: the checkpoint
+//      policy's recompute becomes selective. Off: --no-tiering-fill.
+//   6. Portfolio (TieringPolicies). The greedy also starts from two
 //      reference policies' plans (checkpoint at layer boundaries, offload
 //      everything backward reads) instead of from keeping everything, and
-//      the three reference policies are built as they are; auto keeps
-//      whichever fitting plan the three-queue timeline model (compute, h2d,
-//      d2h, plus the host optimizer; TieringModel) predicts fastest, so it is
-//      never worse than them by the model. The plan header names the winner,
-//      e.g. "auto (checkpoint+greedy)".
-//   6. Renumber mt.step and set mt.live_end as mt-liveness does
+//      the three reference policies are built as they are; each fitting
+//      plan is also filled (stage 5); auto keeps whichever fitting plan the
+//      three-queue timeline model (compute, h2d, d2h, plus the host
+//      optimizer; TieringModel) predicts fastest (within a millionth, the
+//      one with the least compute), so it is never worse than them by the
+//      model. The plan header names the winner, e.g.
+//      "auto (checkpoint+greedy+fill)". With the fill and a device capacity,
+//      the budget leaves room for all the state on the device when the
+//      checkpoint plan still fits in what is left (joint arena and state:
+//      jointBudget below, docs/tiering.md "The fill").
+//   7. Renumber mt.step and set mt.live_end as mt-liveness does
 //      (setLiveEnds, Liveness.h), with its copy hold: a value copied to the
 //      host keeps its bytes until the compute after the copy covers it, so
 //      the value placed there next does not wait on the link; without the
@@ -70,6 +85,7 @@
 #include "tiering/StateHomes.h"
 #include "tiering/TieringPolicies.h"
 
+#include "megatrain/Cost/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 #include "megatrain/plan/Format.h"
 
@@ -129,16 +145,45 @@ uint64_t readoutBytes(mlir::func::FuncOp func) {
   return bytes;
 }
 
-/// The disk's host staging: two slots of the largest parameter's m and v.
-uint64_t diskStagingBytes(llvm::ArrayRef<ParameterState> states) {
-  uint64_t largest = 0;
+constexpr int kDeviceHome = static_cast<int>(Home::Device);
+
+/// Joint arena and state (stage 6; docs/tiering.md, "The fill"): the arena
+/// budget that leaves the device room for every parameter's state in its
+/// device form, or 0 when there is no such room below `budget`.
+uint64_t jointBudget(llvm::ArrayRef<ParameterState> states, uint64_t device, uint64_t budget) {
+  uint64_t all = 0;
   for (const ParameterState &state : states)
-    if (state.trainable)
-      largest = std::max(largest, (state.elements * 4 + 4095) / 4096 * 4096);
-  return 4 * largest;
+    all += state.bytes[kDeviceHome][kDeviceHome];
+  // A margin for mt-homes' order of placement (it fills by update order).
+  all += all / 256 + (1ull << 20);
+  if (device <= all || device - all >= budget)
+    return 0;
+  return device - all;
 }
 
-/// Stage 6.
+/// The seconds a byte of device state saves per step, for the parameter
+/// that saves the least (the one an arena that grows displaces first): its
+/// host update, its compute copy's fetch and its gradient's copy out, by
+/// the cost model, over its device bytes.
+double stateSecondsPerByte(llvm::ArrayRef<ParameterState> states, const DeviceProfile &profile) {
+  double least = 0;
+  bool any = false;
+  for (const ParameterState &state : states) {
+    uint64_t bytes = state.bytes[kDeviceHome][kDeviceHome];
+    if (!state.trainable || bytes == 0)
+      continue;
+    double saved = hostAdamWSeconds(state.elements, profile) +
+                   transferSeconds(state.elements * (state.computeCopy ? 2 : 4),
+                                   Link::HostToDevice, profile) +
+                   transferSeconds(state.elements * 4, Link::DeviceToHost, profile);
+    double perByte = saved / static_cast<double>(bytes);
+    least = any ? std::min(least, perByte) : perByte;
+    any = true;
+  }
+  return least;
+}
+
+/// Stage 7.
 mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profile,
                              uint64_t budget) {
   mlir::Builder builder(func.getContext());
@@ -161,8 +206,13 @@ struct Tier : impl::TierBase<Tier> {
     DeviceProfile profile;
     if (mlir::failed(loadProfileOption(func, deviceProfile, "mt-tier", profile)))
       return signalPassFailure();
-    if (policy != "auto" && policy != "keep" && policy != "checkpoint" &&
-        policy != "offload") {
+    // A portfolio entry with its fill (checkpoint+fill, ...) is for tests.
+    llvm::StringRef entry = llvm::StringRef(policy).ends_with("+fill")
+                                ? llvm::StringRef(policy).drop_back(5)
+                                : llvm::StringRef(policy);
+    if (!llvm::is_contained({"auto", "keep", "checkpoint", "offload", "checkpoint+greedy",
+                             "offload+greedy"},
+                            entry)) {
       func.emitError("mt-tier: unknown policy '")
           << policy << "' (auto, keep, checkpoint or offload)";
       return signalPassFailure();
@@ -178,9 +228,15 @@ struct Tier : impl::TierBase<Tier> {
     }
     // The host also holds what is not state: the staging of offloaded
     // activations (known once a plan is chosen: planned again when it takes
-    // room the state needed), the readouts and, with a disk, its staging.
-    std::vector<ParameterState> states = collectParameterState(func);
-    uint64_t hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0);
+    // room the state needed), the readouts, the gradient staging ring and,
+    // with a disk, its staging.
+    std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    bool microbatches = false;
+    if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
+      microbatches = count.getInt() > 1;
+    const uint64_t stateStaging = gradientStageBytes(states, keepGradients, microbatches) +
+                                  (diskMemory > 0 ? diskStageBytes(states) : 0);
+    uint64_t hostFixed = readoutBytes(func) + stateStaging;
     uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
     mlir::FailureOr<TieringChoice> choice = mlir::failure();
     uint64_t budget = deviceMemory;
@@ -209,16 +265,52 @@ struct Tier : impl::TierBase<Tier> {
       }
       if (mlir::succeeded(choice))
         choice->plan.erase();
-      choice = choosePlan(func, policy, profile, budget, why);
+      choice = mlir::failure();
+      // Joint arena and state, with default homes: leave the device room
+      // for all the state when the checkpoint plan still fits beside it;
+      // else keep the budget, and let the fill take room the state would
+      // have only where it saves more per byte than the state does.
+      FillOptions fillOptions;
+      fillOptions.enabled = fill;
+      bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
+      if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0) {
+        fillOptions.mustFit = "checkpoint";
+        std::string whyNot;
+        choice = choosePlan(func, policy, profile, roomy, fillOptions, whyNot);
+        if (mlir::succeeded(choice))
+          budget = roomy;
+        fillOptions.mustFit.clear();
+      }
+      if (mlir::failed(choice)) {
+        if (joint)
+          fillOptions.minSecondsPerByte = stateSecondsPerByte(states, profile);
+        choice = choosePlan(func, policy, profile, budget, fillOptions, why);
+      }
       if (mlir::failed(choice)) {
         func.emitError("mt-tier: ") << why;
         return signalPassFailure();
       }
+      // Nothing has to live on the device, but a capacity is known: the
+      // unbudgeted arena must still fit it, else plan again within it.
+      if (budget == 0 && device != 0) {
+        mlir::func::FuncOp probe = choice->plan.clone();
+        bool over = mlir::succeeded(renumber(probe, profile, 0)) && deviceArenaBytes(probe) > device;
+        probe.erase();
+        if (over) {
+          budget = device;
+          choice->plan.erase();
+          choice = choosePlan(func, policy, profile, budget, fillOptions, why);
+          if (mlir::failed(choice)) {
+            func.emitError("mt-tier: ") << why;
+            return signalPassFailure();
+          }
+        }
+      }
       uint64_t staged = offloadBytes(choice->plan);
       if (hostMemory < 0 || reserve == 0 || attempt == 3 ||
-          readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged <= hostFixed)
+          readoutBytes(func) + stateStaging + staged <= hostFixed)
         break;
-      hostFixed = readoutBytes(func) + (diskMemory > 0 ? diskStagingBytes(states) : 0) + staged;
+      hostFixed = readoutBytes(func) + stateStaging + staged;
     }
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());

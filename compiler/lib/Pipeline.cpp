@@ -107,12 +107,17 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   TierOptions tier;
   tier.deviceMemory = options.deviceMemory;
   tier.policy = options.tieringPolicy;
+  tier.fill = options.tieringFill;
   tier.deviceProfile = options.deviceProfile;
   tier.deviceCapacity = options.deviceCapacity;
   tier.hostMemory = options.hostCapacity;
   tier.diskMemory = options.diskCapacity;
   tier.stateHome = options.stateHomes;
+  tier.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
+  // Reshapes as views of their operands' bytes, on the tiered step.
+  if (options.viewAliases)
+    pm.addNestedPass<mlir::func::FuncOp>(createViewAliases());
   PlanMemoryOptions memory;
   memory.noReuse = options.noMemoryReuse;
   pm.addNestedPass<mlir::func::FuncOp>(createPlanMemory(memory));
@@ -121,6 +126,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   homes.hostMemory = options.hostCapacity;
   homes.diskMemory = options.diskCapacity;
   homes.stateHome = options.stateHomes;
+  homes.keepGradients = options.keepGradients;
   pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 

@@ -43,7 +43,8 @@ std::optional<Home> parseHome(llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func) {
+std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func,
+                                                  bool keepGradients) {
   bool microbatches = false;
   if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
     microbatches = count.getInt() > 1;
@@ -74,34 +75,58 @@ std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func) {
   }
   for (ParameterState &state : states) {
     // Masters are f32 (mt-precision keeps them so) or the fetch's own type.
-    uint64_t master = state.elements * 4;
-    uint64_t compute = state.computeCopy ? state.elements * 2 : 0;
-    // The device_state pool pads like the host pool (256 bytes).
-    uint64_t masterDev = hostPadded(master), computeDev = compute ? hostPadded(compute) : 0;
+    uint64_t master = hostPadded(state.elements * 4);
+    // The host keeps the bf16 copy it sends: half the bytes over h2d. A
+    // device home keeps none: its fetch casts the master over HBM.
+    uint64_t compute = state.computeCopy ? hostPadded(state.elements * 2) : 0;
+    // A persistent gradient: the micro-batch accumulator, or every gradient
+    // when clipping needs them all before any update. Otherwise the host
+    // update reads its gradient from the staging ring (gradientStageBytes).
+    uint64_t gradient = keepGradients || microbatches ? master : 0;
     const int dev = static_cast<int>(Home::Device), hst = static_cast<int>(Home::Host),
               dsk = static_cast<int>(Home::Disk);
     auto &device = state.bytes[dev];
     auto &host = state.bytes[hst];
     auto &disk = state.bytes[dsk];
     if (!state.trainable) {
-      // A frozen weight: its master (and compute copy) only; no disk form.
-      device[dev] = masterDev + computeDev;
-      host[hst] = hostPadded(master) + (compute ? hostPadded(compute) : 0);
+      // A frozen weight: its master (and on the host its compute copy); no disk form.
+      device[dev] = master;
+      host[hst] = master + compute;
       disk[hst] = host[hst];
       continue;
     }
-    // Device: master, m, v, compute copy; the gradient is transient unless
-    // micro-batches accumulate it.
-    device[dev] = 3 * masterDev + computeDev + (microbatches ? masterDev : 0);
-    // Host: master, gradient, m, v, compute copy, micro-batch part.
-    host[hst] = 4 * hostPadded(master) + (compute ? hostPadded(compute) : 0) +
-                (microbatches ? hostPadded(master) : 0);
-    // Disk: the moments on disk; master, gradient, compute copy, part on the host.
-    disk[dsk] = 2 * diskPadded(master);
-    disk[hst] = 2 * hostPadded(master) + (compute ? hostPadded(compute) : 0) +
-                (microbatches ? hostPadded(master) : 0);
+    state.accumulatorBytes = microbatches ? master : 0;
+    // Device: master, m, v; the gradient is transient unless micro-batches
+    // accumulate it.
+    device[dev] = 3 * master + (microbatches ? master : 0);
+    // Host: master, m, v, compute copy, the kept gradient.
+    host[hst] = 3 * master + compute + gradient;
+    // Disk: the moments on disk; master, compute copy, kept gradient on the host.
+    disk[dsk] = 2 * diskPadded(state.elements * 4);
+    disk[hst] = master + compute + gradient;
   }
   return states;
+}
+
+uint64_t gradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
+                            bool microbatches) {
+  if (keepGradients && !microbatches)
+    return 0;
+  uint64_t largest = 0, total = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable) {
+      largest = std::max(largest, hostPadded(state.elements * 4));
+      total += hostPadded(state.elements * 4);
+    }
+  return std::min(kGradientStageSlots * largest, total);
+}
+
+uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states) {
+  uint64_t largest = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable)
+      largest = std::max(largest, diskPadded(state.elements * 4));
+  return 4 * largest;
 }
 
 std::optional<std::vector<HomeForcing>>
@@ -158,7 +183,7 @@ uint64_t deviceStateReserve(llvm::ArrayRef<ParameterState> states,
     diskUsed += bytes[dsk];
   }
   // The others below the device, largest first, each in the form that takes
-  // the least host memory (disk: only its master, gradient and compute copy
+  // the least host memory (disk: only its master, compute copy and kept gradient
   // stay on the host) while the disk has room, else on the host; what
   // neither holds goes to the device.
   std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {

@@ -1,8 +1,9 @@
 //===- StateHomes.h - bytes of each parameter's training state per home ---===//
 //
 // A parameter's training state (fp32 master, AdamW moments, the bf16 compute
-// copy, the gradient the update reads) lives in one home: the device, pinned
-// host memory or disk (docs/tiering.md, "State homes"). mt-tier takes the
+// copy where the home keeps one, the gradient where it is kept) lives in one
+// home: the device, pinned host memory or disk (docs/tiering.md, "State
+// homes"). mt-tier takes the
 // state the host and disk cannot hold out of the arena's budget; mt-homes
 // chooses each parameter's home once the arena is placed. Both price the
 // state with these functions, so they agree.
@@ -37,14 +38,36 @@ struct ParameterState {
   std::string name;
   uint64_t elements = 0;
   bool trainable = false;
-  bool computeCopy = false;  // a bf16 copy of an f32 master (mt-precision)
+  bool computeCopy = false;  // fetched as bf16 from an f32 master (mt-precision)
   int64_t updateIndex = -1;  // position of its mt.adamw in the block (-1: none)
+  /// With micro-batches, the bytes of the f32 accumulator (0 without): on
+  /// the host for a host or disk home, unless mt-homes puts it on the device.
+  uint64_t accumulatorBytes = 0;
   /// bytes[home][tier]: what the state takes in each tier with that home.
   std::array<std::array<uint64_t, kHomes>, kHomes> bytes{};
 };
 
 /// Every parameter the function fetches, in first-fetch order.
-std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func);
+/// `keepGradients`: every host and disk home keeps a persistent fp32
+/// gradient (gradient clipping reads them all before any update); otherwise
+/// only an accumulator across micro-batches is kept, and a gradient the
+/// update consumes in the same step passes through the staging ring.
+std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func,
+                                                  bool keepGradients);
+
+/// Slots of the host gradient staging ring (pool `grad_stage`), each the
+/// size of the largest gradient that passes through it: the d2h copies may
+/// run this many gradients ahead of the host updates that consume them.
+inline constexpr uint64_t kGradientStageSlots = 4;
+
+/// The host memory that is not per-parameter state but is there for it:
+/// the gradient staging ring (bounded by kGradientStageSlots of the largest
+/// trainable parameter's gradient; none with `keepGradients` and no
+/// micro-batches) and, with a disk, the disk staging (two slots of the
+/// largest parameter's m and v, 4 KiB blocks).
+uint64_t gradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
+                            bool microbatches);
+uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states);
 
 /// `--state-home TIER[:REGEX]`, in order; the first that matches wins.
 struct HomeForcing {

@@ -1,16 +1,21 @@
 //===- TieringPolicies.cpp - mt-tier's policies and auto's portfolio ------===//
 //
-// keep (no rewrite), checkpoint, offload, and stage 5 of mt-tier;
+// keep (no rewrite), checkpoint, offload, and stage 6 of mt-tier (the
+// portfolio, with stage 5's fill of each fitting plan);
 // passes/Tiering.cpp describes the stages, docs/tiering.md the policies.
 //
 //===----------------------------------------------------------------------===//
 #include "tiering/TieringPolicies.h"
 
+#include "tiering/TieringFill.h"
 #include "tiering/TieringGreedy.h"
 #include "megatrain/plan/Format.h"
 
+#include "mlir/IR/IRMapping.h"
+
 #include "llvm/Support/Regex.h"
 
+#include <cmath>
 #include <vector>
 
 namespace megatrain {
@@ -161,11 +166,19 @@ void applyCheckpointPolicy(TieringModel &model, TieringRewriter &rewriter) {
   model.analyze();
 }
 
-/// Runs policy `which` on a copy of `func`: the copy, or null when it does
-/// not fit (with `why`); `predicted` is its modelled step time either way.
-mlir::func::FuncOp attempt(mlir::func::FuncOp func, llvm::StringRef which,
-                           const DeviceProfile &profile, uint64_t budget, std::string &why,
-                           double &predicted) {
+/// A policy's plan: a detached copy of the function, or null when it does
+/// not fit; its modelled step time either way; the recompute clones it made.
+struct Attempt {
+  mlir::func::FuncOp plan;
+  double predicted = 0;
+  double busy = 0; // the compute queue's seconds: the tie-break
+
+  CloneOrigins origins;
+};
+
+/// Runs policy `which` on a copy of `func` (with `why` when it does not fit).
+Attempt attempt(mlir::func::FuncOp func, llvm::StringRef which, const DeviceProfile &profile,
+                uint64_t budget, std::string &why) {
   // A detached copy: the pass may not add ops to the module.
   auto copy = mlir::cast<mlir::func::FuncOp>(func->clone());
   TieringModel model(copy, profile);
@@ -191,54 +204,117 @@ mlir::func::FuncOp attempt(mlir::func::FuncOp func, llvm::StringRef which,
             formatBytes(budget);
     }
   }
-  predicted = model.predictStepSeconds();
+  Attempt result;
+  result.predicted = model.predictStepSeconds();
+  result.busy = model.computeIn(0, model.size());
   if (!ok) {
     copy.erase();
-    return nullptr;
+    return result;
   }
-  return copy;
+  result.plan = copy;
+  result.origins = rewriter.clones();
+  return result;
+}
+
+/// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
+/// fill undoes nothing.
+Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
+               double minSecondsPerByte) {
+  mlir::IRMapping mapping;
+  auto copy = mlir::cast<mlir::func::FuncOp>(base.plan->clone(mapping));
+  CloneOrigins origins;
+  for (auto [clone, original] : base.origins) {
+    mlir::Operation *newClone = mapping.lookupOrNull(clone);
+    mlir::Operation *newOriginal = mapping.lookupOrNull(original);
+    if (newClone && newOriginal)
+      origins[newClone] = newOriginal;
+  }
+  TieringModel model(copy, profile);
+  FillResult undone = fillToBudget(model, origins, budget, minSecondsPerByte);
+  Attempt result;
+  if (undone.recomputes == 0 && undone.prefetches == 0) {
+    copy.erase();
+    return result;
+  }
+  result.plan = copy;
+  result.predicted = model.predictStepSeconds();
+  result.busy = model.computeIn(0, model.size());
+  return result;
 }
 
 } // namespace
 
 mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
                                           const DeviceProfile &profile, uint64_t budget,
-                                          std::string &why) {
-  std::vector<std::pair<std::string, mlir::func::FuncOp>> fitting;
-  std::vector<double> times;
+                                          const FillOptions &fill, std::string &why) {
+  std::vector<std::pair<std::string, Attempt>> fitting;
   std::string firstWhy;
   llvm::SmallVector<llvm::StringRef> tries;
+  // "<entry>+fill": one portfolio entry and its fill (tests).
+  bool fillOnly = policy.ends_with("+fill");
   if (policy == "auto" && budget != 0)
     tries = {"auto", "checkpoint+greedy", "offload+greedy", "keep", "checkpoint", "offload"};
   else
-    tries = {policy};
-  for (llvm::StringRef which : tries) {
-    std::string whyNot;
-    double predicted = 0;
-    mlir::func::FuncOp result = attempt(func, which, profile, budget, whyNot, predicted);
-    if (!result) {
-      if (firstWhy.empty())
-        firstWhy = whyNot;
-      continue;
+    tries = {fillOnly ? policy.drop_back(5) : policy};
+  // The policy that must fit runs first: when it does not, nothing else
+  // runs. The others keep their order (ties go to the earlier one).
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tries.size(); ++i)
+    if (tries[i] == fill.mustFit)
+      order.insert(order.begin(), i);
+    else
+      order.push_back(i);
+  std::vector<Attempt> results(tries.size());
+  std::vector<std::string> whyNot(tries.size());
+  for (size_t i : order) {
+    results[i] = attempt(func, tries[i], profile, budget, whyNot[i]);
+    if (!results[i].plan && tries[i] == fill.mustFit) {
+      why = whyNot[i];
+      return mlir::failure();
     }
-    fitting.push_back({which.str(), result});
-    times.push_back(predicted);
+  }
+  for (size_t i = 0; i < tries.size(); ++i) {
+    if (results[i].plan)
+      fitting.push_back({tries[i].str(), std::move(results[i])});
+    else if (firstWhy.empty())
+      firstWhy = whyNot[i];
+  }
+  // Stage 5: each fitting plan that recomputes or offloads, filled.
+  if (((fill.enabled && policy == "auto") || fillOnly) && budget != 0) {
+    size_t bases = fitting.size();
+    for (size_t i = 0; i < bases; ++i) {
+      Attempt result = filled(fitting[i].second, profile, budget, fill.minSecondsPerByte);
+      if (!result.plan)
+        continue;
+      if (fillOnly) {
+        fitting[i].second.plan.erase();
+        fitting[i] = {policy.str(), std::move(result)};
+      } else {
+        fitting.push_back({fitting[i].first + "+fill", std::move(result)});
+      }
+    }
   }
   if (fitting.empty()) {
     why = firstWhy;
     return mlir::failure();
   }
+  // Fastest first; within a millionth (a step the host optimizer or a link
+  // bounds, where the timeline cannot see compute saved), the least compute.
   size_t best = 0;
-  for (size_t i = 1; i < fitting.size(); ++i)
-    if (times[i] < times[best])
+  for (size_t i = 1; i < fitting.size(); ++i) {
+    const Attempt &mine = fitting[i].second, &theirs = fitting[best].second;
+    double tolerance = 1e-6 * std::max(mine.predicted, theirs.predicted);
+    if (mine.predicted < theirs.predicted - tolerance ||
+        (std::abs(mine.predicted - theirs.predicted) <= tolerance && mine.busy < theirs.busy))
       best = i;
+  }
   for (size_t i = 0; i < fitting.size(); ++i)
     if (i != best)
-      fitting[i].second.erase();
+      fitting[i].second.plan.erase();
   std::string chosen = policy == "auto" && fitting[best].first != "auto"
                            ? "auto (" + fitting[best].first + ")"
                            : fitting[best].first;
-  return TieringChoice{fitting[best].second, chosen};
+  return TieringChoice{fitting[best].second.plan, chosen};
 }
 
 } // namespace megatrain

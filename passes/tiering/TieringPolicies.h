@@ -1,9 +1,9 @@
 //===- TieringPolicies.h - mt-tier's policies and auto's portfolio --------===//
 //
-// The reference policies (keep, checkpoint, offload) and stage 5 of mt-tier
+// The reference policies (keep, checkpoint, offload) and stage 6 of mt-tier
 // (passes/Tiering.cpp): auto runs the greedy from three starting plans,
-// builds the reference policies as they are, and keeps the fastest plan
-// that fits.
+// builds the reference policies as they are, fills each (stage 5,
+// TieringFill), and keeps the fastest plan that fits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRAIN_PASSES_TIERING_TIERINGPOLICIES_H
@@ -24,12 +24,24 @@ struct TieringChoice {
   std::string policy;
 };
 
+/// How auto fills its plans (stage 5).
+struct FillOptions {
+  bool enabled = true;
+  /// Undo nothing that saves fewer seconds per byte (0: no floor).
+  double minSecondsPerByte = 0;
+  /// A portfolio entry (e.g. "checkpoint") that runs first; when it does not
+  /// fit, the whole choice fails and nothing else runs. Empty: none.
+  std::string mustFit;
+};
+
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,
-/// checkpoint or offload). Its ops are not renumbered. Fails, with `why`,
-/// when no plan fits.
+/// checkpoint or offload; also a portfolio entry such as checkpoint+fill).
+/// Under auto with a budget and `fill.enabled`, every fitting plan is also
+/// filled (stage 5) and competes as "<plan>+fill". Its ops are not
+/// renumbered. Fails, with `why`, when no plan fits.
 mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
                                           const DeviceProfile &profile, uint64_t budget,
-                                          std::string &why);
+                                          const FillOptions &fill, std::string &why);
 
 } // namespace megatrain
 

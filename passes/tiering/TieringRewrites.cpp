@@ -167,6 +167,8 @@ mlir::Value TieringRewriter::recompute(mlir::Value value, int64_t b,
         mapping.map(operand, found);
     }
     mlir::Operation *clone = builder.clone(*op, mapping);
+    mlir::Operation *original = cloneOf.lookup(op);
+    cloneOf[clone] = original ? original : op;
     if (!mlir::isa<mt::ParamOp>(clone))
       clone->setAttr(mt::attr::kRecompute, unit);
     for (auto [original, copy] : llvm::zip(op->getResults(), clone->getResults()))

@@ -58,6 +58,16 @@ public:
                         const llvm::DenseSet<mlir::Value> &mustRebuild);
   void moveTo(mlir::Operation *op, int64_t place);
 
+  /// The op of the step before tiering that `clone`, made by recompute(),
+  /// re-runs (through clones of clones), or null for any other op.
+  mlir::Operation *originalOf(mlir::Operation *clone) const {
+    return cloneOf.lookup(clone);
+  }
+  /// Every clone recompute() made, with its original.
+  const llvm::DenseMap<mlir::Operation *, mlir::Operation *> &clones() const {
+    return cloneOf;
+  }
+
   /// The values that replaced `value` for its later uses, oldest first.
   llvm::ArrayRef<mlir::Value> replacementsOf(mlir::Value value) const {
     auto it = replacements.find(value);
@@ -71,6 +81,9 @@ private:
   int maxDepth = kMaxRecomputeDepth;
   // Values that replaced an original value for its later uses.
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value, 2>> replacements;
+  // Each op recompute() cloned, and the original op it re-runs (TieringFill
+  // gives the original's results back to the clone's users).
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> cloneOf;
 };
 
 } // namespace megatrain

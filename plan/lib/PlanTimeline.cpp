@@ -2,6 +2,8 @@
 #include "megatrain/plan/PlanTimeline.h"
 
 #include <algorithm>
+
+#include "megatrain/plan/Aliases.h"
 #include <utility>
 
 namespace megatrain {
@@ -70,8 +72,12 @@ std::vector<LiveInterval> liveIntervals(const plan::Plan& plan) {
   std::vector<Open> current(tensors);
   std::vector<LiveInterval> intervals;
   std::vector<uint32_t> reads, writes;
+  // A view's accesses keep its base's bytes live; the view holds none of its own.
+  const std::vector<uint32_t> bases = aliasBases(plan);
   for (const plan::Step& step : plan.steps()) {
     stepReadsWrites(step, reads, writes);
+    mapToBases(bases, reads);
+    mapToBases(bases, writes);
     const double start = step.predicted_start_s(), end = step.predicted_end_s();
     for (uint32_t id : reads) {
       if (id >= tensors || persistent[id]) continue;

@@ -34,11 +34,21 @@
 //    and every ADAMW updates a trainable PARAMETER. A plan that drops a
 //    parameter's update, or updates one twice, trains to other numbers while
 //    every access above stays well ordered.
+// 8. Views (Tensor.alias_of, minor 8): an access of a view is an access of
+//    its base for everything above, and only the base dies and is poisoned.
+//    A view names a base that is no view, has its base's pool, offset and
+//    size, is an ACTIVATION over an arena tensor (never over training state
+//    a host task rewrites), never outlives its base (its last_use_step is
+//    at most the base's, which covers every read of the view), is written
+//    by no step, and no step writes the base while the view is live, from
+//    the base's defining write to the view's last use.
 #include "megatrain/plan/PlanVerifier.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
+
+#include "megatrain/plan/Aliases.h"
 
 namespace megatrain {
 namespace {
@@ -72,6 +82,7 @@ class ScheduleVerifier {
     checkBudget();
     checkCapacities();
     checkOptimizerUpdates();
+    checkViews();
     return failures_;
   }
 
@@ -155,13 +166,29 @@ class ScheduleVerifier {
   void collectAccesses() {
     reads_.assign(steps_, {});
     writes_.assign(steps_, {});
+    bases_ = aliasBases(plan_);
+    viewLastRead_.assign(tensors_, -1);
     for (int s = 0; s < steps_; ++s) {
       const plan::Step& step = plan_.steps(s);
+      // A view's access is its base's (stage 8); its own reads are kept for
+      // its last_use_step, a write of it is refused.
       auto read = [&](uint32_t id) {
-        if (validTensor(s, id)) reads_[s].push_back(static_cast<int>(id));
+        if (!validTensor(s, id)) return;
+        if (bases_[id] != id) {
+          viewLastRead_[id] = s;
+          const int64_t last = plan_.tensors(static_cast<int>(id)).last_use_step();
+          if (last >= 0 && s > last)
+            fail(label(s) + ": reads view " + name(static_cast<int>(id)) + " after its last_use_step " +
+                 std::to_string(last));
+        }
+        reads_[s].push_back(static_cast<int>(bases_[id]));
       };
       auto write = [&](uint32_t id) {
-        if (validTensor(s, id)) writes_[s].push_back(static_cast<int>(id));
+        if (!validTensor(s, id)) return;
+        if (bases_[id] != id)
+          fail(label(s) + ": writes view " + name(static_cast<int>(id)) + " of " +
+               name(static_cast<int>(bases_[id])) + "; a view is written only by its base's step");
+        writes_[s].push_back(static_cast<int>(bases_[id]));
       };
       if (step.has_kernel()) {
         for (uint32_t id : step.kernel().inputs()) read(id);
@@ -200,7 +227,7 @@ class ScheduleVerifier {
       const plan::Tensor& tensor = plan_.tensors(t);
       const int64_t last = tensor.last_use_step();
       const uint32_t pool = tensor.buffer().pool();
-      if (last >= 0 && last < steps_ && tensor.role() != plan::CONSTANT &&
+      if (last >= 0 && last < steps_ && tensor.role() != plan::CONSTANT && bases_[t] == static_cast<uint32_t>(t) &&
           pool < static_cast<uint32_t>(plan_.pools_size()) &&
           plan_.pools(static_cast<int>(pool)).tier() == plan::DEVICE)
         poisoned_[static_cast<size_t>(last)].push_back(t);
@@ -220,8 +247,9 @@ class ScheduleVerifier {
   // For every tensor, the other tensors whose bytes overlap it in its pool.
   std::vector<std::vector<int>> sharedBytes() const {
     std::vector<int> byStart;
+    // A view shares its base's bytes by design: stage 8 checks the pair.
     for (int t = 0; t < tensors_; ++t)
-      if (plan_.tensors(t).buffer().size_bytes() > 0) byStart.push_back(t);
+      if (plan_.tensors(t).buffer().size_bytes() > 0 && !plan_.tensors(t).has_alias_of()) byStart.push_back(t);
     auto buffer = [&](int t) -> const plan::Buffer& { return plan_.tensors(t).buffer(); };
     std::stable_sort(byStart.begin(), byStart.end(), [&](int a, int b) {
       return buffer(a).pool() != buffer(b).pool() ? buffer(a).pool() < buffer(b).pool()
@@ -467,6 +495,52 @@ class ScheduleVerifier {
     }
   }
 
+  // Stage 8.
+  void checkViews() {
+    for (int v = 0; v < tensors_; ++v) {
+      const plan::Tensor& view = plan_.tensors(v);
+      if (!view.has_alias_of()) continue;
+      const uint32_t b = view.alias_of();
+      if (b >= static_cast<uint32_t>(tensors_) || b == static_cast<uint32_t>(v)) {
+        fail("view " + name(v) + ": alias_of " + std::to_string(b) + " names no other tensor (the plan has " +
+             std::to_string(tensors_) + ")");
+        continue;
+      }
+      const plan::Tensor& base = plan_.tensors(static_cast<int>(b));
+      if (base.has_alias_of()) {
+        fail("view " + name(v) + " is a view of view " + name(static_cast<int>(b)) +
+             "; alias_of names the base itself");
+        continue;
+      }
+      const plan::Buffer& x = view.buffer();
+      const plan::Buffer& y = base.buffer();
+      if (x.pool() != y.pool() || x.offset() != y.offset() || x.size_bytes() != y.size_bytes())
+        fail("view " + name(v) + " is " + std::to_string(x.size_bytes()) + " bytes at offset " +
+             std::to_string(x.offset()) + " of pool " + poolName(x.pool()) + ", its base " +
+             name(static_cast<int>(b)) + " " + std::to_string(y.size_bytes()) + " bytes at offset " +
+             std::to_string(y.offset()) + " of pool " + poolName(y.pool()) + "; a view has its base's bytes");
+      if (view.role() != plan::ACTIVATION)
+        fail("view " + name(v) + " has role " + plan::Role_Name(view.role()) + "; a view is an ACTIVATION");
+      if (persistent(base.role()) && base.role() != plan::CONSTANT)
+        fail("view " + name(v) + " is of " + name(static_cast<int>(b)) + ", a " + plan::Role_Name(base.role()) +
+             " that host tasks rewrite; views are of arena tensors");
+      const int64_t baseLast = base.last_use_step();
+      if (baseLast >= 0 && (view.last_use_step() < 0 || view.last_use_step() > baseLast))
+        fail("view " + name(v) + " outlives its base " + name(static_cast<int>(b)) + ": last_use_step " +
+             std::to_string(view.last_use_step()) + " after the base's " + std::to_string(baseLast));
+      // Live from the base's defining write to the view's last use.
+      const std::vector<int>& writers = writers_[b];
+      const bool defined = !runtimeWritten(base.role()) && !writers.empty();
+      const int64_t end = std::max<int64_t>(viewLastRead_[v], view.last_use_step());
+      for (size_t k = defined ? 1 : 0; k < writers.size(); ++k)
+        if (writers[k] <= end) {
+          fail(label(writers[k]) + ": writes " + name(static_cast<int>(b)) + " while its view " + name(v) +
+               " is live (to step " + std::to_string(end) + ")");
+          break;
+        }
+    }
+  }
+
   const plan::Plan& plan_;
   const int steps_;
   const int tensors_;
@@ -479,6 +553,8 @@ class ScheduleVerifier {
   std::vector<std::vector<int>> touches_;        // per tensor x stream, ascending steps
   std::vector<std::vector<int>> overlapping_;    // per tensor
   std::vector<Lifetime> life_;                   // per tensor
+  std::vector<uint32_t> bases_;                  // per tensor: itself, or a view's base
+  std::vector<int> viewLastRead_;                // per view: its last reading step (-1: none)
   std::vector<std::string> failures_;
 };
 

@@ -18,11 +18,15 @@
 //                              and the events of the record/wait steps
 //   CudaBackendHostTasks.cpp   AdamW, ACCUMULATE and READ_LOSS enqueued on their
 //                              stream with cudaLaunchHostFunc (HostTaskSlot)
+//   CudaBackendDisk.cpp        DISK pools: a file each (DiskTier), copies to and from
+//                              pinned staging by the disk I/O thread in the disk
+//                              stream's order (an event and a stream wait on a flag)
 //   CudaBackendReports.cpp     the step trace (--trace) and the device memory report
 //
 // prepare() takes its steps in this order, which is also the order of its CUDA
-// calls: measure the device, check the device budget, streams, pools, host task
-// slots, events, kernel steps, cuBLASLt plans, scratch, measure again.
+// calls: measure the device, check the device budget, streams, pools, disk
+// files, host task slots, events, kernel steps, cuBLASLt plans, scratch,
+// measure again.
 #include "CudaBackend.h"
 
 #include <cublas_v2.h>
@@ -93,6 +97,7 @@ CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamSynchronize(compute_);
   for (cudaStream_t stream : ownStreams_) cudaStreamSynchronize(stream);
   releasePlanMemory();
+  stopDiskThread();
   attention_.reset();  // its cuDNN handle is bound to compute_
   for (cudaEvent_t event : traceStart_) cudaEventDestroy(event);
   for (cudaEvent_t event : traceEnd_) cudaEventDestroy(event);
@@ -115,6 +120,7 @@ void CudaBackend::releasePlanMemory() {
     else cudaFreeHost(pool.base);
   }
   pools_.clear();
+  releaseDiskPools();
   if (scratch_) cudaFree(scratch_);
   scratch_ = nullptr;
   context_.scratch = nullptr;
@@ -138,6 +144,7 @@ void CudaBackend::prepare(const plan::Plan& plan) {
   plan_ = &plan;
   assignStreams(plan);
   allocatePools(plan);
+  openDiskPools(plan);
   prepareHostTaskSlots(plan);
   createEvents(plan);
   attention_->beginPlan();

@@ -5,10 +5,13 @@
 // (CudaBackend.h) and the Backend interface.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -16,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +27,7 @@
 #include "CudaKernel.h"
 #include "CudnnAttention.h"
 #include "MatmulPlanner.h"
+#include "megatrain/runtime/DiskTier.h"
 
 namespace megatrain::runtime::cuda {
 
@@ -41,6 +46,20 @@ struct Pool {
 };
 
 class CudaBackend;
+
+// A disk copy step for the disk I/O thread (CudaBackendDisk.cpp): once `ready`
+// completes, move `bytes` between the file range and the pinned staging, then
+// store `value` into the step's flag.
+struct DiskJob {
+  cudaEvent_t ready = nullptr;
+  DiskTier* file = nullptr;
+  bool reading = true;  // file to staging; false: staging to file
+  uint64_t offset = 0;
+  std::byte* host = nullptr;
+  size_t bytes = 0;
+  uint32_t step = 0;
+  uint32_t value = 0;
+};
 
 // A host task enqueued on its stream with cudaLaunchHostFunc: filled when the
 // step is issued, read by the host function when the stream reaches it. One
@@ -98,6 +117,9 @@ class CudaBackend final : public Backend {
   // task, catching what it throws. No CUDA call in here.
   static void CUDART_CB runHostTask(void* slot);
 
+  // ---- CudaBackendDisk.cpp: DISK pools through the disk I/O thread ----
+  void setDiskDirectory(const std::string& dir) override { diskDir_ = dir; }
+
   // ---- CudaBackendReports.cpp: the step trace and the memory report ----
   bool canTraceSteps() const override { return true; }
   void beginStepTrace() override;
@@ -142,6 +164,20 @@ class CudaBackend final : public Backend {
   void enqueueHostTask(HostTaskSlot& slot);
   void hostFailed(uint32_t step, const std::string& what);
 
+  // ---- CudaBackendDisk.cpp ----
+  using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  void openDiskPools(const plan::Plan& plan);
+  void releaseDiskPools();
+  void stopDiskThread();
+  bool onDisk(const plan::Tensor& tensor) const;
+  DiskTier& diskOf(const plan::Tensor& tensor) const;
+  // A copy step between a DISK pool and pinned staging, on the step's stream.
+  void copyDisk(const plan::Tensor& src, const plan::Tensor& dst);
+  void runDiskJob(const DiskJob& job) const;
+  void diskLoop();  // the disk I/O thread
+  void readDisk(const plan::Tensor& tensor, void* bytes, size_t size) const;
+  void writeDisk(const plan::Tensor& tensor, const void* bytes, size_t size);
+
   // ---- CudaBackendReports.cpp ----
   void recordMemoryBeforePrepare();
   uint64_t deviceUsedBytes() const;
@@ -185,6 +221,22 @@ class CudaBackend final : public Backend {
   std::vector<StepSpan> spans_;                      // [steps]; host tasks write theirs
   std::vector<bool> timed_;                          // [steps]: device events recorded this trace
   std::chrono::steady_clock::time_point hostOrigin_;
+
+  // The disk tier: a file per DISK pool under diskDir_, an event and a flag
+  // word per disk copy step, the I/O thread and its queue.
+  std::string diskDir_;
+  std::vector<std::unique_ptr<DiskTier>> diskFiles_;  // [pools]; set for DISK pools
+  std::vector<cudaEvent_t> diskReady_;                 // [steps]; set for disk copy steps
+  uint32_t* diskFlags_ = nullptr;                      // pinned, mapped: [diskFlagCount_]
+  CUdeviceptr diskFlagsDevice_ = 0;
+  size_t diskFlagCount_ = 0;
+  uint32_t diskSeq_ = 0;
+  WaitValue32 waitValue_ = nullptr;  // cuStreamWaitValue32, when the driver gives it
+  std::thread diskThread_;
+  std::mutex diskMutex_;
+  std::condition_variable diskWake_;
+  std::deque<DiskJob> diskJobs_;
+  bool diskStop_ = false;
 
   // Memory report.
   uint64_t totalBytes_ = 0, contextBytes_ = 0, beforePrepare_ = 0, afterPrepare_ = 0;

@@ -1,4 +1,4 @@
-// CudaBackendMemory.cpp - the CUDA backend's pools, copies, poisoning and host reads and writes, and the streams and events that order them.
+// CudaBackendMemory.cpp - the CUDA backend's pools, copies (a disk copy: CudaBackendDisk.cpp), poisoning and host reads and writes, and the streams and events that order them.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -82,6 +82,8 @@ void CudaBackend::allocatePools(const plan::Plan& plan) {
       } else if (pool.tier == plan::HOST_PINNED) {
         MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pool.base), pool.bytes, cudaHostAllocDefault));
         std::memset(pool.base, 0xFF, pool.bytes);
+      } else if (pool.tier == plan::DISK) {
+        // A file, opened by openDiskPools (CudaBackendDisk.cpp); no memory here.
       } else {
         throw Error("cuda backend: pool '" + source.name() + "' has tier " + tierName(pool.tier) +
                     ", which this backend does not support");
@@ -133,6 +135,7 @@ void CudaBackend::copy(const plan::Tensor& src, const plan::Tensor& dst) {
   if (src.buffer().size_bytes() != bytes)
     throw Error("cuda backend: copy from '" + src.name() + "' (" + std::to_string(src.buffer().size_bytes()) +
                 " bytes) to '" + dst.name() + "' (" + std::to_string(bytes) + " bytes)");
+  if (onDisk(src) || onDisk(dst)) return copyDisk(src, dst);
   const cudaStream_t stream = currentStream();
   traceBegin(stream);
   copyBytes(address(dst), address(src), bytes, stream);
@@ -155,6 +158,7 @@ void CudaBackend::waitEvent(const std::string& event, const std::string& stream)
 void CudaBackend::poison(const plan::Tensor& tensor) {
   // 0xFF bytes: NaN in every float dtype, -1 or 255 in the integer ones.
   const size_t bytes = tensor.buffer().size_bytes();
+  if (onDisk(tensor)) throw Error("cuda backend: cannot poison '" + tensor.name() + "': it is in a disk file");
   if (onDevice(tensor)) {
     MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, currentStream()));
   } else {
@@ -167,6 +171,7 @@ void CudaBackend::poisonOnStream(const plan::Tensor& tensor, const std::string& 
   // In the order of the stream that last used the tensor: a later reuse of
   // its bytes waits (through the plan's events) for that use, and so for this.
   const size_t bytes = tensor.buffer().size_bytes();
+  if (onDisk(tensor)) throw Error("cuda backend: cannot poison '" + tensor.name() + "': it is in a disk file");
   if (onDevice(tensor)) {
     MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0xFF, bytes, streamFor(stream)));
   } else {
@@ -181,6 +186,7 @@ void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t si
   if (size != tensor.buffer().size_bytes())
     throw Error("tensor '" + tensor.name() + "': writing " + std::to_string(size) + " bytes into " +
                 std::to_string(tensor.buffer().size_bytes()));
+  if (onDisk(tensor)) return writeDisk(tensor, bytes, size);
   drain();  // work in flight on any stream may still read or write these bytes
   if (onDevice(tensor)) {
     MT_CUDA_CHECK(cudaMemcpyAsync(address(tensor), bytes, size, cudaMemcpyHostToDevice, compute_));
@@ -194,6 +200,7 @@ void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) con
   if (size != tensor.buffer().size_bytes())
     throw Error("tensor '" + tensor.name() + "': reading " + std::to_string(size) + " bytes from " +
                 std::to_string(tensor.buffer().size_bytes()));
+  if (onDisk(tensor)) return readDisk(tensor, bytes, size);
   drain();
   if (onDevice(tensor)) {
     MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
@@ -205,6 +212,8 @@ void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) con
 
 std::byte* CudaBackend::hostData(const plan::Tensor& tensor) {
   if (onDevice(tensor)) throw Error("cuda backend: tensor '" + tensor.name() + "' is in device memory");
+  if (onDisk(tensor))
+    throw Error("cuda backend: tensor '" + tensor.name() + "' is in a disk file; read() and write() reach it");
   drain();  // a copy or host task in flight may still read or write these bytes
   return address(tensor);
 }

@@ -92,11 +92,12 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
   }
 
   // Bucket the dying DEVICE tensors by step. CONSTANTs never die: they are
-  // written once, here.
+  // written once, here. A view (alias_of) dies with its base, whose
+  // last_use_step covers it: poisoning the view would poison the base.
   const size_t steps = static_cast<size_t>(plan_.steps_size());
   poisonStart_.assign(steps + 1, 0);
   auto dies = [&](const plan::Tensor& tensor) {
-    return tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT &&
+    return tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT && !tensor.has_alias_of() &&
            plan_.pools(static_cast<int>(tensor.buffer().pool())).tier() == plan::DEVICE;
   };
   for (const plan::Tensor& tensor : plan_.tensors())
@@ -162,11 +163,18 @@ void Executor::checkClippingIsSafe() {
   // update (or a device accumulator): clipping cannot hold them all.
   for (uint32_t index : adamwSteps_) {
     const plan::Tensor& grad = plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(1)));
+    // A gradient in the staging ring shares its bytes with later ones.
+    if (grad.role() == plan::STATE_STAGE) {
+      clippingConflict_ = "gradient clipping needs every gradient on the host before any AdamW update, but '" +
+                          grad.name() + "' is in the gradient staging ring, which later gradients reuse "
+                          "(compile with --keep-gradients --state-home host to clip)";
+      return;
+    }
     if (plan_.pools(static_cast<int>(grad.buffer().pool())).tier() == plan::DEVICE) {
       clippingConflict_ = "gradient clipping needs every gradient on the host before any AdamW update, but '" +
                           plan_.tensors(static_cast<int>(plan_.steps(static_cast<int>(index)).host_task().tensors(0))).name() +
                           "' is updated on the device from '" + grad.name() +
-                          "' (compile with --state-home host to clip)";
+                          "' (compile with --state-home host --keep-gradients to clip)";
       return;
     }
   }

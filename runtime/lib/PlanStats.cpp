@@ -47,6 +47,7 @@ PlanStats computePlanStats(const plan::Plan& plan) {
   std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
   for (const plan::Tensor& tensor : plan.tensors()) {
     if (plan.pools(static_cast<int>(tensor.buffer().pool())).tier() != plan::DEVICE) continue;
+    if (tensor.has_alias_of()) continue;  // a view's bytes are its base's, live as long
     int64_t start;
     if (tensor.role() == plan::INPUT || tensor.role() == plan::CONSTANT) start = 0;
     else if (firstWrite[tensor.id()] >= 0) start = firstWrite[tensor.id()];

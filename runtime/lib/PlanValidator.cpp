@@ -177,6 +177,9 @@ class PlanValidator {
       fail(name + ": last_use_step " + std::to_string(lastUse) + " is not a step (the plan has " +
            std::to_string(plan_.steps_size()) + ")");
 
+    if (tensor.has_alias_of() && plan_.header().format_minor() < kPlanMinorAliases)
+      fail(name + ": alias_of needs format minor " + std::to_string(kPlanMinorAliases) + ", the plan says " +
+           std::to_string(plan_.header().format_minor()));
     if (tensor.role() == plan::CONSTANT && tensor.constant_data().size() != expected)
       fail(name + ": constant_data holds " + std::to_string(tensor.constant_data().size()) +
            " bytes, the tensor needs " + std::to_string(expected));
@@ -294,8 +297,9 @@ class PlanValidator {
 
   void checkTaskOperand(int index, uint32_t id, plan::Role role, bool device, bool gradient) const {
     // A disk-resident moment is updated in its host staging copy.
-    if (!device && role == plan::OPTIMIZER_STATE && id < static_cast<uint32_t>(plan_.tensors_size()) &&
-        plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
+    // So is a gradient in the staging ring (minor 8), read by a host update or accumulation.
+    if (!device && (role == plan::OPTIMIZER_STATE || (role == plan::GRADIENT && gradient)) &&
+        id < static_cast<uint32_t>(plan_.tensors_size()) && plan_.tensors(static_cast<int>(id)).role() == plan::STATE_STAGE)
       return checkHostOperand(index, id, plan::STATE_STAGE);
     if (!device) return checkHostOperand(index, id, role);
     checkTensorId(index, id, "device task");

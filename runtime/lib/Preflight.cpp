@@ -1,8 +1,10 @@
 // Preflight.cpp - before allocating anything: does this machine have the memory and disk the plan needs?
 #include "megatrain/runtime/Preflight.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,13 @@ std::string shortfall(const std::string& need, uint64_t needBytes, const std::st
 // short on every machine, and must not wrap around to look small.
 uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+// The bytes a file already holds on its disk (0 if it does not exist).
+uint64_t allocatedBytes(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return 0;
+  return static_cast<uint64_t>(info.st_blocks) * 512;
+}
+
 }  // namespace
 
 PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, const std::string& saveDir,
@@ -35,7 +44,12 @@ PreflightNeeds preflightNeeds(const plan::Plan& plan, const Backend& backend, co
   PreflightNeeds needs;
   needs.diskDir = diskDir;
   for (const plan::Pool& pool : plan.pools()) {
-    if (pool.tier() == plan::DISK) needs.diskBytes = saturatingAdd(needs.diskBytes, pool.size_bytes());
+    if (pool.tier() == plan::DISK) {
+      // A state file an earlier run left (a resume) is reused in place
+      // (DiskTier.h): only the blocks it does not hold yet are new.
+      const uint64_t held = diskDir.empty() ? 0 : allocatedBytes(diskDir + "/" + pool.name() + ".state");
+      needs.diskBytes = saturatingAdd(needs.diskBytes, pool.size_bytes() - std::min(held, pool.size_bytes()));
+    }
     if (pool.tier() == plan::HOST_PINNED) needs.hostPinnedBytes = saturatingAdd(needs.hostPinnedBytes, pool.size_bytes());
     if (pool.tier() == plan::DEVICE) needs.deviceBytes = saturatingAdd(needs.deviceBytes, pool.size_bytes());
   }

@@ -7,6 +7,7 @@
 
 #include "InspectOutputs.h"
 #include "StepLabels.h"
+#include "megatrain/plan/Aliases.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
@@ -151,6 +152,9 @@ void printSummary(const plan::Plan& plan, const PlanStats& stats) {
   }
   std::printf("  %-14s %d (%d kernels, %d copies, %d events, %d host tasks)\n", "steps",
               plan.steps_size(), kernels, copies, events, hostTasks);
+  // Reshapes and order-keeping transposes the compiler made views: no step each.
+  if (const size_t views = countAliases(plan))
+    std::printf("  %-14s %zu tensors share their base's bytes (no step)\n", "views", views);
   std::string streams;
   for (const std::string& stream : plan.streams()) streams += (streams.empty() ? "" : ", ") + stream;
   std::printf("  %-14s %s\n", "streams", streams.c_str());

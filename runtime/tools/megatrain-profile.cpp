@@ -4,15 +4,14 @@
 // runtime/cuda/DeviceMeasure.cu, the host ones from here: the runtime's own
 // AdamW (adamwUpdate as the executor calls it: its best vector path on the
 // host thread pool, MEGATRAIN_HOST_THREADS threads or every core), host memory
-// bandwidth with every core, and, when asked, direct-I/O disk bandwidth.
+// bandwidth with every core, and, when asked, direct-I/O disk bandwidth
+// through the disk tier's own I/O (DiskRates.h).
 // The JSON goes to -o FILE or stdout; a table of each figure beside
 // its H200 ceiling (docs/hardware.md) goes to stderr.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +29,8 @@
 #include "megatrain/plan/ProfileJson.h"
 #include "megatrain/plan/ToolMain.h"
 #include "megatrain/runtime/AdamW.h"
+#include "megatrain/runtime/DiskRates.h"
+#include "megatrain/runtime/DiskTier.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::tools {
@@ -53,7 +54,8 @@ megatrain-compile --device-profile reads (docs/tiering.md, "Device profile"):
   host_adamw_params_per_s      the runtime's host AdamW as it runs (its vector path
                                on every host thread; MEGATRAIN_HOST_THREADS sets them)
   host_bytes_per_s             host a + b -> c on every core, 3 x 4 bytes per element
-  disk_read/write_bytes_per_s  only with --disk: O_DIRECT, 16 MiB blocks
+  disk_read/write_bytes_per_s  only with --disk: the disk tier's O_DIRECT I/O
+                               (64 MiB transfers, MEGATRAIN_DISK_THREADS)
   launch_s                     empty kernel launches on one stream, per launch
   device_memory_bytes, name    the card
 Each figure is the best of several timed runs after a warm-up. A table of
@@ -134,62 +136,6 @@ double measureHostBandwidth(size_t bytesPerArray, unsigned threads, int runs) {
   }
   if (c[count - 1] != a[count - 1] + b[count - 1]) throw std::runtime_error("host bandwidth: wrong sum");
   return 3.0 * sizeof(float) * static_cast<double>(count) / best;
-}
-
-// ---- disk: direct I/O, 16 MiB blocks, one scratch file ----
-
-struct DiskFigures {
-  double readBytesPerS = 0, writeBytesPerS = 0;
-};
-
-DiskFigures measureDisk(const std::string& dir, size_t totalBytes) {
-  const size_t block = size_t(16) << 20;
-  const size_t blocks = std::max<size_t>(1, totalBytes / block);
-  void* raw = nullptr;
-  if (posix_memalign(&raw, 4096, block) != 0) throw std::bad_alloc();
-  std::unique_ptr<void, decltype(&std::free)> buffer(raw, &std::free);
-  for (size_t i = 0; i < block; ++i) static_cast<unsigned char*>(raw)[i] = static_cast<unsigned char>(i * 131 + 7);
-  const std::string path = dir + "/megatrain-profile." + std::to_string(::getpid()) + ".tmp";
-  auto fail = [&](const std::string& what, int error) {
-    ::unlink(path.c_str());
-    throw std::runtime_error(path + ": " + what + ": " + std::strerror(error) +
-                             (error == EINVAL ? " (does this file system support O_DIRECT?)" : ""));
-  };
-  DiskFigures figures;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
-  if (fd < 0) fail("cannot create with O_DIRECT", errno);
-  Clock::time_point begin = Clock::now();
-  for (size_t i = 0; i < blocks; ++i) {
-    const ssize_t written = ::write(fd, raw, block);
-    if (written != static_cast<ssize_t>(block)) {
-      const int error = written < 0 ? errno : ENOSPC;
-      ::close(fd);
-      fail("write", error);
-    }
-  }
-  if (::fdatasync(fd) != 0) {
-    const int error = errno;
-    ::close(fd);
-    fail("fdatasync", error);
-  }
-  figures.writeBytesPerS = static_cast<double>(blocks * block) / secondsSince(begin);
-  ::close(fd);
-
-  fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  if (fd < 0) fail("cannot open with O_DIRECT", errno);
-  begin = Clock::now();
-  for (size_t i = 0; i < blocks; ++i) {
-    const ssize_t got = ::read(fd, raw, block);
-    if (got != static_cast<ssize_t>(block)) {
-      const int error = got < 0 ? errno : EIO;
-      ::close(fd);
-      fail("read", error);
-    }
-  }
-  figures.readBytesPerS = static_cast<double>(blocks * block) / secondsSince(begin);
-  ::close(fd);
-  ::unlink(path.c_str());
-  return figures;
 }
 
 // ---- the table on stderr ----
@@ -287,7 +233,7 @@ int run(int argc, char** argv) {
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   profile.set("host_bytes_per_s", measureHostBandwidth(options.hostBytes, threads, options.runs));
   if (!options.disk.empty()) {
-    const DiskFigures disk = measureDisk(options.disk, options.diskBytes);
+    const DiskRates disk = measureDiskRates(options.disk, options.diskBytes);
     profile.set("disk_read_bytes_per_s", disk.readBytesPerS);
     profile.set("disk_write_bytes_per_s", disk.writeBytesPerS);
   }
@@ -301,7 +247,9 @@ int run(int argc, char** argv) {
           "M parameters (the ceiling, 3.5 G/s, is torch's fused AdamW on 16 threads; docs/hardware.md)",
       "host memory: " + std::to_string(threads) + " threads, arrays of " + sizeText(options.hostBytes),
       options.disk.empty() ? std::string("disk: not measured (--disk DIR); the profile keeps the compiler's defaults")
-                           : "disk: " + sizeText(options.diskBytes) + " in " + options.disk + ", 16 MiB O_DIRECT blocks",
+                           : "disk: " + sizeText(options.diskBytes) + " in " + options.disk +
+                                 ", 64 MiB O_DIRECT transfers through the disk tier's I/O, " +
+                                 std::to_string(diskThreadCount()) + " threads",
   };
   if (quick) notes.push_back("--quick: small sizes, a smoke test; the figures are below the machine's");
   printTable(profile, notes);

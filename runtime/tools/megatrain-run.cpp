@@ -194,7 +194,7 @@ int run(int argc, char** argv) {
     if (pool.tier() == plan::DISK && options.training.diskDir.empty())
       throw Error(options.plan + ": the plan keeps optimizer state on disk (pool '" + pool.name() + "', " +
                   formatBytes(pool.size_bytes()) + "); pass --disk-dir DIR (or recompile with a larger --host-memory)");
-  if (auto* cpu = dynamic_cast<CpuBackend*>(backend.get())) cpu->setDiskDirectory(options.training.diskDir);
+  backend->setDiskDirectory(options.training.diskDir);
   const PlanStats stats = computePlanStats(plan);
   const std::string backendName = backend->name();
   // Before any pool is allocated: say what is short rather than fail half-way.

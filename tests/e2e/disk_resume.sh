@@ -21,6 +21,29 @@ compile disk --state-home disk --disk-memory 1GiB
 grep -q "'disk' DISK" disk.inspect || fail "no DISK pool"
 grep -q "^  home *disk " disk.inspect || fail "no parameter at home on disk"
 
+# The prediction prices the disk copies with the profile's disk link: on a disk of 1 MB/s each
+# way, the step takes at least the time to read and write every byte of disk state once, and
+# the breakdown puts it in the optimizer's tail.
+echo '{"disk_read_bytes_per_s": 1e6, "disk_write_bytes_per_s": 1e6}' > slow_disk.json
+compile slow --state-home disk --disk-memory 1GiB --device-profile slow_disk.json
+"$BIN/megatrain-inspect" slow.plan --max-steps 1 > slow.inspect
+python3 - disk.inspect slow.inspect <<'PY' || fail "the prediction does not price the disk copies"
+import re, sys
+unit = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+def figures(path):
+    text = open(path).read()
+    step = re.search(r"predicted step ([0-9.]+) (us|ms|s): .*host optimizer ([0-9.]+) (us|ms|s)", text)
+    size = re.search(r"^  disk +\d+ parameters?, ([0-9.]+) (B|KiB|MiB|GiB) of state", text, re.M)
+    scale = {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}
+    return (float(step[1]) * unit[step[2]], float(step[3]) * unit[step[4]], float(size[1]) * scale[size[2]])
+fast_step, _, state = figures(sys.argv[1])
+slow_step, slow_tail, _ = figures(sys.argv[2])
+floor = 2 * state / 1e6  # every byte read once and written once
+assert slow_step >= 0.9 * floor and slow_tail >= 0.8 * floor and fast_step < 0.1 * floor, (fast_step, slow_step, slow_tail, floor)
+print(f"disk link priced: {state:.0f} bytes of disk state, step {fast_step:.4f} s at the default profile, "
+      f"{slow_step:.3f} s at 1 MB/s (optimizer tail {slow_tail:.3f} s)")
+PY
+
 # The disk plan needs its directory.
 if "$BIN/megatrain-run" disk.plan --weights "$ONNX" "${FEED[@]}" --steps 1 --quiet > nodir.log 2>&1; then
   fail "a disk plan ran without --disk-dir"

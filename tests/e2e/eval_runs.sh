@@ -13,7 +13,7 @@ TINY=$SRC/frontends/models/tiny_transformer.onnx
 cd "$TMP"
 
 fail() { echo "FAIL: $*"; exit 1; }
-compile() { "$BIN/megatrain-compile" "$TINY" --state-home host --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 "$@" >/dev/null; }
+compile() { "$BIN/megatrain-compile" "$TINY" --state-home host --keep-gradients --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 "$@" >/dev/null; }
 
 python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
 

@@ -4,7 +4,8 @@
 #   same_demo, same_llama: with --input (one array feeds every micro-batch) N = 2 trains 10 steps
 #     to the losses and weights of N = 1 bit for bit (each part is 0.5 g, accumulated in fp32 on
 #     the host: 0.5 g + 0.5 g == g exactly); the N = 2 plan copies micro-batch 1's gradients
-#     into grad_part:<name> and adds them with ACCUMULATE. The same with --clip-grad-norm.
+#     into the gradient staging ring (grad_stage:<name>) and adds them with ACCUMULATE into the
+#     host accumulator (--keep-gradients keeps it there). The same with --clip-grad-norm.
 #   accumulate: N = 2 fed two different [B, S] arrays (--input input_ids=A.npy --input
 #     input_ids@1=B.npy) against N = 1 at batch 2B fed concat(A, B): every row has S - 1 targets,
 #     so the mean of the two micro-batch means is the full-batch mean, and so are its gradients.
@@ -30,9 +31,10 @@ LLAMA=$SRC/tests/models/llm/llama_opt.onnx
 # compile NAME MODEL [flags]
 compile() {
   local name=$1 model=$2; shift 2
-  # The host path of micro-batches (grad_part, host ACCUMULATE, clipping): every home on the
-  # host; tests/e2e/homes_bitwise.sh covers the device accumulator.
-  "$BIN/megatrain-compile" "$model" -o "$name.plan" --state-home host "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "compile $name"; }
+  # The host path of micro-batches (parts through the staging ring, host ACCUMULATE, clipping):
+  # every home and accumulator on the host (--keep-gradients); tests/e2e/homes_bitwise.sh
+  # covers the device accumulators.
+  "$BIN/megatrain-compile" "$model" -o "$name.plan" --state-home host --keep-gradients "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "compile $name"; }
 }
 # train NAME MODEL STEPS [feed flags]: NAME.losses (one per line), NAME.safetensors
 train() {
@@ -98,11 +100,11 @@ np.save('batch.npy', np.random.default_rng(7).integers(0, 256, size=(2, 64), dty
   fi
   compile one "$MODEL" "${FLAGS[@]}"
   compile two "$MODEL" "${FLAGS[@]}" --microbatches 2
-  "$BIN/megatrain-compile" "$MODEL" -o - --emit=plan-text --state-home host "${FLAGS[@]}" --microbatches 2 > two.txt
+  "$BIN/megatrain-compile" "$MODEL" -o - --emit=plan-text --state-home host --keep-gradients "${FLAGS[@]}" --microbatches 2 > two.txt
   grep -q 'source: "input_ids@1"' two.txt || fail "the N = 2 plan has no input input_ids@1"
   grep -q 'microbatches: 2' two.txt || fail "the N = 2 plan's header says no microbatches: 2"
   grep -q 'kind: ACCUMULATE' two.txt || fail "the N = 2 plan has no ACCUMULATE host task"
-  grep -q 'name: "grad_part:' two.txt || fail "the N = 2 plan has no grad_part staging tensor"
+  grep -q 'name: "grad_stage:' two.txt || fail "the N = 2 plan has no grad_stage ring tensor"
   train one "$MODEL" 10 --input "input_ids=$FEED"
   train two "$MODEL" 10 --input "input_ids=$FEED"
   cmp -s one.losses two.losses || { paste one.losses two.losses; fail "N = 2 losses differ from N = 1"; }

@@ -3,7 +3,9 @@
 # with no budget, with 50% and 25% of its unconstrained device arena, and with the smallest
 # budget the planner reaches, trains 20 steps on the CPU backend to bitwise-identical losses
 # and weights. A fraction below that smallest budget must fail with the error that names it
-# (a model whose single largest op needs more than the fraction cannot fit it).
+# (a model whose single largest op needs more than the fraction cannot fit it). The 50% and
+# 25% budgets are also compiled without mt-tier's fill (--no-tiering-fill), and the checkpoint
+# policy with and without the fill (checkpoint+fill): the same bits.
 # Every model compiles in exact fp32 (--precision fp32) except demo_bf16, the demo under
 # --precision bf16: bf16 fetches from the host compute copies must not change the math either.
 # usage: tiering_bitwise.sh BIN SRC MODEL   (MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem)
@@ -39,7 +41,11 @@ for pct in 50 25; do
   if (( budget >= MIN )); then
     arena=$(compile "p$pct" --device-memory "$budget") || fail "$pct% ($budget bytes) should fit (smallest $MIN)"
     (( arena <= budget )) || fail "$pct%: arena $arena over the budget $budget"
-    RUNS+=("p$pct")
+    # The same budget without the fill (docs/tiering.md "The fill"): the same bits too.
+    arena=$(compile "p$pct.nofill" --device-memory "$budget" --no-tiering-fill) ||
+      fail "$pct% without the fill should fit"
+    (( arena <= budget )) || fail "$pct% without the fill: arena $arena over the budget $budget"
+    RUNS+=("p$pct" "p$pct.nofill")
   else
     if "$BIN/megatrain-compile" "$ONNX" -o x.plan "${COMPILE[@]}" --device-memory "$budget" > "p$pct.log" 2>&1; then
       fail "$pct% ($budget bytes) is below the smallest budget $MIN yet compiled"
@@ -54,6 +60,23 @@ RUNS+=(min)
 grep -q "OFFLOADED\|recompute: true" <("$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" --device-memory "$MIN") ||
   grep -q 'name: "dev:.*#' <("$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text "${COMPILE[@]}" --device-memory "$MIN") ||
   fail "the smallest budget's plan neither offloads, recomputes nor fetches again"
+
+# The fill alone (docs/tiering.md "The fill"): the checkpoint policy's plan, and the same plan
+# filled within a budget halfway between its arena and the unconstrained one, which keeps
+# some of what the checkpoint plan recomputes but (on the LLMs) not all of it.
+recomputes() { "$BIN/megatrain-inspect" "$1.plan" | grep -c "(recompute)" || true; }
+CK=$(compile ck --device-memory "$FULL" --tiering-policy checkpoint) || fail "checkpoint at $FULL bytes"
+MID=$(( (CK + FULL) / 2 ))
+arena=$(compile ckfill --device-memory "$MID" --tiering-policy checkpoint+fill) ||
+  fail "checkpoint+fill at $MID bytes"
+(( arena <= MID )) || fail "checkpoint+fill: arena $arena over the budget $MID"
+before=$(recomputes ck) after=$(recomputes ckfill)
+echo "$MODEL: checkpoint ($CK bytes) recomputes $before steps; filled within $MID bytes ($arena) $after"
+if [[ $MODEL == *_opt || $MODEL == *_noopt ]]; then
+  (( before > 0 )) || fail "the checkpoint plan of $MODEL recomputes nothing: the fill is not tested"
+  (( after < before )) || fail "the fill kept none of the checkpoint plan's recompute within $MID bytes"
+fi
+RUNS+=(ck ckfill)
 
 for run in "${RUNS[@]}"; do
   train "$run"

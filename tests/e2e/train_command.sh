@@ -111,6 +111,8 @@ rc=$?
 check "--clip-grad-norm trains (exit $rc)" test $rc -eq 0 || sed 's/^/      /' "$WORK/clip.log"
 check "--clip-grad-norm: every parameter's state in host memory" \
   bash -c '"$1/megatrain-inspect" "$2/train.plan" | grep -qE "^  device +0 parameters, 0 B of state"' _ "$BIN" "$CLIP"
+check "--clip-grad-norm: gradients kept, no staging ring" \
+  bash -c '! "$1/megatrain-inspect" "$2/train.plan" | grep -q "grad_stage"' _ "$BIN" "$CLIP"
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

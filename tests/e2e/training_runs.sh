@@ -16,8 +16,10 @@ cd "$TMP"
 
 python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
 # A small batch keeps each step in the tens of milliseconds.
-# Every home on the host: the runs clip gradients, which needs them all on the host.
-"$BIN/megatrain-compile" "$TINY" -o tiny.plan --shape input_ids=2x64 --state-home host \
+# Every home on the host with its gradient kept: the runs clip gradients, which needs them all
+# on the host at once. Reshapes as copies: the preflight case edits the plan into format 1.3 (no
+# checksum), older than views (1.8).
+"$BIN/megatrain-compile" "$TINY" -o tiny.plan --shape input_ids=2x64 --state-home host --keep-gradients --no-view-aliases \
   --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 >/dev/null
 
 run() { "$BIN/megatrain-run" tiny.plan --data corpus.bin "$@"; }

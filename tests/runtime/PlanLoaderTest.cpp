@@ -65,9 +65,10 @@ TEST(PlanLoader, ChecksTheFormatVersion) {
   plan.mutable_header()->set_format_major(2);
   EXPECT_EQ(parseError(plan.SerializeAsString()), "t.plan: format version 2.0, this runtime reads 1.x");
   plan.mutable_header()->set_format_major(1);
-  plan.mutable_header()->set_format_minor(8);
+  plan.mutable_header()->set_format_minor(kPlanFormatMinor + 1);
   EXPECT_EQ(parseError(plan.SerializeAsString()),
-            "t.plan: format version 1.8, this runtime reads 1.7 at most (update the runtime)");
+            "t.plan: format version 1." + std::to_string(kPlanFormatMinor + 1) + ", this runtime reads 1." +
+                std::to_string(kPlanFormatMinor) + " at most (update the runtime)");
 }
 
 TEST(PlanLoader, ChecksTheChecksum) {

@@ -95,5 +95,26 @@ TEST(Preflight, MeasuresTheDiskOfTheNearestExistingParent) {
   EXPECT_EQ(probeMachine(backend, "", dir + "/meminfo").hostAvailable, std::optional<uint64_t>(42 * 1024));
 }
 
+// A resumed run finds its state files under --disk-dir: their blocks are not
+// needed again, only the rest of each pool.
+TEST(Preflight, CountsOnlyTheDiskStateItsFilesDoNotHoldYet) {
+  const std::string dir = makeTempDir();
+  plan::Plan plan = linearPlan(plan::F32);
+  plan::Pool* pool = plan.add_pools();
+  pool->set_id(static_cast<uint32_t>(plan.pools_size() - 1));
+  pool->set_name("disk");
+  pool->set_tier(plan::DISK);
+  pool->set_size_bytes(3 << 20);
+  CpuBackend backend;
+  EXPECT_EQ(preflightNeeds(plan, backend, "", dir).diskBytes, uint64_t{3} << 20);
+  {
+    std::ofstream file(dir + "/disk.state", std::ios::binary);
+    const std::string block(1 << 20, 'x');
+    file << block;
+  }
+  EXPECT_EQ(preflightNeeds(plan, backend, "", dir).diskBytes, uint64_t{2} << 20);
+  EXPECT_EQ(preflightNeeds(plan, backend, "", "").diskBytes, uint64_t{3} << 20);
+}
+
 }  // namespace
 }  // namespace megatrain::runtime::testing

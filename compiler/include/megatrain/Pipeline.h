@@ -34,6 +34,8 @@ struct PipelineOptions {
   // mt-tier
   uint64_t deviceMemory = 0;           // device arena budget in bytes, 0: none
   std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
+  // mt-tier's fill (auto): off with megatrain-compile --no-tiering-fill.
+  bool tieringFill = true;
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // Capacities for training state (mt-tier's reserve, mt-homes;
   // docs/tiering.md "State homes"): the device (arena plus device state;
@@ -43,6 +45,9 @@ struct PipelineOptions {
   int64_t hostCapacity = -1;
   uint64_t diskCapacity = 0;
   std::vector<std::string> stateHomes;
+  // A persistent fp32 gradient per host and disk home (gradient clipping);
+  // otherwise the update consumes it from the staging ring in the same step.
+  bool keepGradients = false;
   // mt-plan-memory
   bool noMemoryReuse = false;
   // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.
@@ -56,6 +61,9 @@ struct PipelineOptions {
   // mt-fold-transpose (after mt-precision): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
+  // mt-view-aliases (after mt-tier): off with megatrain-compile
+  // --no-view-aliases (every reshape a copy kernel).
+  bool viewAliases = true;
   // mt-fuse-pointwise (after mt-fold-transpose): off with megatrain-compile
   // --no-fuse-pointwise.
   bool fusePointwise = true;
@@ -68,7 +76,7 @@ enum class EmitStage {
              //   (forward-only: mt-add-loss and cse)
   Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-pointwise, mt-schedule,
              //   mt-liveness
-  Planned,   // + mt-tier, mt-plan-memory, mt-homes
+  Planned,   // + mt-tier, mt-view-aliases, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };
 

@@ -33,9 +33,13 @@
 // ACCUMULATE (acc, addend) reads addend and reads and writes acc. Tensors the
 // runtime writes before the step (INPUT, CONSTANT, PARAMETER,
 // PARAMETER_COMPUTE, GRADIENT, OPTIMIZER_STATE) need no event for that write: it happens before every step.
+// A view (Tensor.alias_of) is its base's bytes: its accesses count as its
+// base's, and only the base dies (at a last_use_step that covers the view's).
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/Events.h"
+
+#include "megatrain/plan/Aliases.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -176,11 +180,12 @@ std::size_t insertEvents(pb::Plan &plan) {
   // dyingAt[step]: the DEVICE tensors (CONSTANTs never die) whose
   // last_use_step it is.
   std::vector<std::vector<uint32_t>> dyingAt(static_cast<size_t>(stepCount));
+  const std::vector<uint32_t> bases = aliasBases(plan);
   for (uint32_t id = 0; id < tensorCount; ++id) {
     const pb::Tensor &tensor = plan.tensors(id);
     const int64_t last = tensor.last_use_step();
     const uint32_t pool = tensor.buffer().pool();
-    if (last >= 0 && last < stepCount && tensor.role() != pb::CONSTANT &&
+    if (last >= 0 && last < stepCount && tensor.role() != pb::CONSTANT && bases[id] == id &&
         pool < static_cast<uint32_t>(plan.pools_size()) &&
         plan.pools(static_cast<int>(pool)).tier() == pb::DEVICE)
       dyingAt[static_cast<size_t>(last)].push_back(id);
@@ -205,7 +210,9 @@ std::size_t insertEvents(pb::Plan &plan) {
       continue;
     }
 
-    const StepAccess access = accessOf(step);
+    StepAccess access = accessOf(step);
+    mapToBases(bases, access.reads);
+    mapToBases(bases, access.writes);
     Clock need(streams, 0);
     auto require = [&](uint32_t tensor, bool write) {
       if (tensor >= tensorCount)

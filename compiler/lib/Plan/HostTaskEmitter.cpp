@@ -5,17 +5,26 @@
 //
 //   mt.loss x     `copy` d2h of x (role LOSS) into the host `loss` readout +
 //                 `host_task READ_LOSS` on host
-//   mt.adamw g    `copy` d2h of g into host `grad:<param>` + `host_task ADAMW`
+//   mt.adamw g    `copy` d2h of g into the host gradient + `host_task ADAMW`
 //                 (param, grad, adam_m:<param>, adam_v:<param> [,
 //                 compute:<param>]) on host; one optimizer configuration
-//                 (header.optimizer) per plan
+//                 (header.optimizer) per plan. The host gradient is a
+//                 STATE_STAGE `grad_stage:<param>` in the gradient staging
+//                 ring (pool grad_stage, mt.grad_stage_size bytes, set by
+//                 mt-homes; format minor 8): each gradient takes the ring's
+//                 next bytes, wrapping to its start, and the d2h copy into
+//                 bytes an earlier gradient used waits for that one's ADAMW
+//                 (insertEvents). Without a ring (mt.grad_stage_size 0 or
+//                 absent: --keep-gradients, or mt-homes did not run) it is a
+//                 persistent GRADIENT `grad:<param>` in the host pool
 //   mt.grad_part  micro-batch k's gradient part (mt-microbatch): k = 0 `copy`
-//                 d2h into host `grad:<param>`; k >= 1 `copy` d2h into the
-//                 host `grad_part:<param>` (one per parameter, reused by every
-//                 k) + `host_task ACCUMULATE` (grad:<param>, grad_part:<param>)
-//                 on host, and the plan is format minor 2. The parameter's
-//                 mt.adamw is then the last part: copy into grad_part,
-//                 ACCUMULATE, ADAMW.
+//                 d2h into host `grad:<param>` (the accumulator); k >= 1
+//                 `copy` d2h into a ring `grad_stage:<param>` (without a
+//                 ring, into the host `grad_part:<param>`, one per
+//                 parameter, reused by every k) + `host_task ACCUMULATE`
+//                 (grad:<param>, the part) on host, and the plan is format
+//                 minor 2. The parameter's mt.adamw is then the last part:
+//                 copy into the ring, ACCUMULATE, ADAMW.
 //
 // A parameter whose state lives on the device (mt.home = "device", mt-homes;
 // docs/tiering.md "State homes") has its m, v (and micro-batch accumulator
@@ -31,6 +40,12 @@
 // slots shared by lifetime), ADAMW on the staging tensors on host, `copy` on
 // disk back. The read-back of the next disk parameter is issued before this
 // one's update, so the disk reads one update ahead.
+//
+// With micro-batches, a host or disk home whose accumulator is on the device
+// (mt.accumulate = "device", mt-homes) has grad:<param> in device_state,
+// part 0 copied and parts k >= 1 ACCUMULATEd there on compute as a device
+// home's, and after the last part one `copy` d2h of the accumulator into the
+// gradient staging ring, which its host ADAMW reads.
 //
 // The checks here are those of a consistent update: one mt.adamw per
 // trainable parameter, gradients of the master's type, parts in micro-batch
@@ -136,6 +151,28 @@ void PlanBuilder::emitDiskReadBack(size_t index, mlir::Operation *op, int64_t op
   }
 }
 
+mlir::FailureOr<uint32_t> PlanBuilder::addGradientStage(mlir::Operation *op,
+                                                         const std::string &param,
+                                                         mlir::Type type) {
+  mlir::FailureOr<uint32_t> id = addTensor(op, "grad_stage:" + param, type, pb::STATE_STAGE);
+  if (mlir::failed(id))
+    return mlir::failure();
+  pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
+  const uint64_t padded = std::max<uint64_t>((buffer->size_bytes() + 255) / 256 * 256, 256);
+  if (padded > gradStageSize)
+    return op->emitError("the gradient of '")
+           << param << "' (" << buffer->size_bytes() << " bytes) does not fit the "
+           << gradStageSize << "-byte gradient staging ring (mt.grad_stage_size)";
+  if (gradStageTop + padded > gradStageSize)
+    gradStageTop = 0;
+  buffer->set_pool(gradStagePool);
+  buffer->set_offset(gradStageTop);
+  gradStageTop += padded;
+  gradStageExtent = std::max(gradStageExtent, gradStageTop);
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorGradientStage);
+  return id;
+}
+
 mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   std::string param = op.getParam().str();
   auto master = parameterMasters.find(param);
@@ -190,10 +227,16 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
            << param << "' in a function of micro-batches has no earlier "
                        "mt.grad_part (run mt-microbatch as a whole)";
 
-  // A device update reads the arena gradient; nothing is kept.
+  // A device update reads the arena gradient; nothing is kept. A host one
+  // reads it from the staging ring, or from its kept gradient; one whose
+  // micro-batches accumulate on the device reads the accumulator's copy in
+  // the ring.
   const bool device = onDevice(param);
+  const bool copiedOut = accumulated && !device && accumulatesOnDevice(param);
+  const bool staged = (!accumulated && !device && gradStageSize > 0) || copiedOut;
   mlir::FailureOr<uint32_t> hostGrad =
-      accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
+      staged      ? addGradientStage(op, param, type)
+      : accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
       : device    ? gradient
                   : addTensor(op, "grad:" + param, type, pb::GRADIENT);
   // Disk: m and v exist already (addDiskState); the update reads their staging.
@@ -207,7 +250,7 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
                  : addTensor(op, "adam_v:" + param, type, pb::OPTIMIZER_STATE);
   if (mlir::failed(hostGrad) || mlir::failed(m) || mlir::failed(v))
     return mlir::failure();
-  if (!accumulated && !device)
+  if (!accumulated && !device && !staged)
     placeOnHost(*hostGrad);
   if (!onDiskHome) {
     placeState(param, *m);
@@ -224,6 +267,12 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   if (accumulated) {
     if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
       return mlir::failure();
+    if (copiedOut) {
+      // The device accumulator, once, to the host update.
+      pb::Step &copy = addStep(kDeviceToHost, op, opStep);
+      copy.mutable_copy()->set_src(hostGradients.at(param));
+      copy.mutable_copy()->set_dst(*hostGrad);
+    }
   } else if (device) {
     // The update below reads it on the same stream.
   } else {
@@ -274,7 +323,7 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
                                                 int64_t opStep) {
-  if (onDevice(param)) {
+  if (accumulatesOnDevice(param)) {
     // On the device: the arena gradient is added straight into the
     // accumulator, on the compute stream.
     pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
@@ -286,7 +335,13 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
     return mlir::success();
   }
   auto stage = partStages.find(param);
-  if (stage == partStages.end()) {
+  if (gradStageSize > 0) {
+    // Each part k >= 1 takes the ring's next bytes.
+    mlir::FailureOr<uint32_t> id = addGradientStage(op, param, type);
+    if (mlir::failed(id))
+      return mlir::failure();
+    stage = partStages.insert_or_assign(param, *id).first;
+  } else if (stage == partStages.end()) {
     // One staging tensor per parameter, reused by every part k >= 1: the
     // d2h copy of part k+1 waits for the ACCUMULATE of part k (insertEvents).
     mlir::FailureOr<uint32_t> id = addTensor(op, "grad_part:" + param, type, pb::GRADIENT);
@@ -340,9 +395,12 @@ mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep)
   mlir::FailureOr<uint32_t> hostGrad = addTensor(op, "grad:" + param, type, pb::GRADIENT);
   if (mlir::failed(hostGrad))
     return mlir::failure();
-  placeState(param, *hostGrad);
+  if (accumulatesOnDevice(param))
+    placeOnDeviceState(*hostGrad);
+  else
+    placeOnHost(*hostGrad);
   hostGradients[param] = *hostGrad;
-  pb::Step &copy = addStep(onDevice(param) ? kCompute : kDeviceToHost, op, opStep);
+  pb::Step &copy = addStep(accumulatesOnDevice(param) ? kCompute : kDeviceToHost, op, opStep);
   copy.mutable_copy()->set_src(*gradient);
   copy.mutable_copy()->set_dst(*hostGrad);
   noteRead(*gradient);

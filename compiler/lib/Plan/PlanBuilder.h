@@ -50,6 +50,7 @@ struct ArenaTensor {
   int64_t defPlanStep;    // first plan step holding the value (0: inputs)
   bool constant = false;
   std::vector<int64_t> reads; // plan steps reading it, ascending
+  std::optional<uint32_t> viewOf; // a view (mt.alias): its base's tensor id
 };
 
 class PlanBuilder {
@@ -64,6 +65,7 @@ private:
   mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
   mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
+  mlir::LogicalResult emitView(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
   mlir::LogicalResult emitOffload(mt::OffloadOp op, int64_t opStep);
   mlir::LogicalResult emitPrefetch(mt::PrefetchOp op, int64_t opStep);
@@ -77,14 +79,26 @@ private:
   /// Places a parameter's state tensor in its home's pool: the host pool, or
   /// the device_state pool for a device home (mt-homes).
   void placeState(const std::string &param, uint32_t id);
+  /// Places a tensor in the device_state pool.
+  void placeOnDeviceState(uint32_t id);
   /// Whether `param`'s state lives on the device (mt.home = "device").
   bool onDevice(const std::string &param) const;
+  /// Whether `param`'s micro-batch accumulator lives on the device: a device
+  /// home's, or a host or disk home's with mt.accumulate = "device".
+  bool accumulatesOnDevice(const std::string &param) const;
   bool onDisk(const std::string &param) const;
+  /// Whether every reader of this fetch has an mt.step before the
+  /// parameter's mt.adamw (always, for a frozen parameter).
+  bool readsPrecedeUpdate(mt::ParamOp param) const;
   /// The disk tier (HostTaskEmitter.cpp): every disk-home parameter's m, v in
   /// the disk pool and their staging tensors, made before the steps.
   mlir::LogicalResult addDiskState(llvm::ArrayRef<mlir::Operation *> ops);
   /// `copy` on disk of disk parameter `index`'s m, v into their staging.
   void emitDiskReadBack(size_t index, mlir::Operation *op, int64_t opStep);
+  /// A STATE_STAGE `grad_stage:<param>` of `type` at the next bytes of the
+  /// gradient staging ring (pool grad_stage), wrapping to its start.
+  mlir::FailureOr<uint32_t> addGradientStage(mlir::Operation *op, const std::string &param,
+                                             mlir::Type type);
   /// Places result `result` of `op` (already a tensor `id`) at its mt.offset.
   mlir::LogicalResult placeInArena(mlir::Operation *op, unsigned result,
                                    uint32_t id, int64_t opStep,
@@ -118,6 +132,7 @@ private:
   uint32_t statePool = 2;
   uint64_t stateTop = 0;
   std::map<std::string, std::string> homes; // parameter -> mt.home
+  llvm::StringSet<> deviceAccumulators;     // mt.accumulate = "device"
   // The disk tier: pool ids, the disk pool's top, the staging slot size,
   // and per disk parameter in update order its m, v and staging tensors.
   uint32_t diskPool = 0;
@@ -130,9 +145,17 @@ private:
   };
   std::vector<DiskState> diskStates;
   std::map<std::string, size_t> diskIndex;
+  // The gradient staging ring (mt.grad_stage_size; 0: persistent host
+  // gradients): its pool id, size, the offset of its next tensor and the
+  // end of the furthest one (the pool's size).
+  uint32_t gradStagePool = 0;
+  uint64_t gradStageSize = 0;
+  uint64_t gradStageTop = 0;
+  uint64_t gradStageExtent = 0;
   llvm::StringSet<> names;
   llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
   std::map<std::string, uint32_t> parameterMasters;
+  std::map<std::string, int64_t> updateSteps; // parameter -> its mt.adamw's mt.step
   // Host bf16 compute copies (PARAMETER_COMPUTE), per parameter name.
   std::map<std::string, uint32_t> computeCopies;
   std::vector<ArenaTensor> arena;

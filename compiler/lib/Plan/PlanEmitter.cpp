@@ -11,7 +11,13 @@
 //                 has an f32 master and a host bf16 PARAMETER_COMPUTE
 //                 `compute:<name>` (once per name) that the copy reads; the
 //                 parameter's ADAMW rewrites it (5th tensor); the plan is
-//                 then format minor 3
+//                 then format minor 3. A device home (mt.home = "device")
+//                 has its master in device_state and no compute copy: a
+//                 bf16 fetch is a `cast` kernel from the master into
+//                 `dev:<name>`; a fetch in the master's type is no step at
+//                 all (the kernels read the master in place) unless one of
+//                 its reads comes after the parameter's mt.adamw, and then
+//                 a `copy` on compute
 //   mt.input      INPUT in the arena, no step (the runtime writes it)
 //   mt.constant   CONSTANT in the arena with its bytes, no step, never dies
 //   mt.output x   `copy` d2h of x into the host OUTPUT_READOUT `output:<name>`
@@ -21,6 +27,10 @@
 //                 staging pool (pool 2, at mt.offset); the plan is minor 2
 //   mt.prefetch h `copy` h2d of h into an ACTIVATION `prefetch:<x>`
 //   mt.recompute  on a kernel op: the step's `recompute` flag
+//   mt.alias      on a reshape or transpose (mt-view-aliases): no step; the
+//                 result is an ACTIVATION `view:<base>` with `alias_of` its
+//                 base's tensor and its base's bytes, and the base's
+//                 last_use_step covers the view's (format minor 8)
 //   other mt ops  `kernel` on compute, results ACTIVATION `%<step>.<i>:<kernel>`
 //   mt.loss, mt.adamw, mt.grad_part: the host side of the step, emitted by
 //                 HostTaskEmitter.cpp (PlanBuilder.h declares the builder
@@ -127,15 +137,35 @@ bool PlanBuilder::onDisk(const std::string &param) const {
   return it != homes.end() && it->second == "disk";
 }
 
+bool PlanBuilder::accumulatesOnDevice(const std::string &param) const {
+  return onDevice(param) || deviceAccumulators.contains(param);
+}
+
 void PlanBuilder::placeState(const std::string &param, uint32_t id) {
   if (!onDevice(param))
     return placeOnHost(id);
+  placeOnDeviceState(id);
+}
+
+void PlanBuilder::placeOnDeviceState(uint32_t id) {
   pb::Buffer *buffer = plan.mutable_tensors(id)->mutable_buffer();
   buffer->set_pool(statePool);
   buffer->set_offset(stateTop);
   uint64_t padded = (buffer->size_bytes() + kHostAlignment - 1) / kHostAlignment *
                     kHostAlignment;
   stateTop += std::max<uint64_t>(padded, kHostAlignment);
+}
+
+bool PlanBuilder::readsPrecedeUpdate(mt::ParamOp param) const {
+  auto update = updateSteps.find(param.getName().str());
+  if (update == updateSteps.end())
+    return true; // frozen: never rewritten
+  for (mlir::Operation *user : param->getUsers()) {
+    auto step = user->getAttrOfType<mlir::IntegerAttr>(mt::attr::kStep);
+    if (!step || step.getInt() >= update->second)
+      return false;
+  }
+  return true;
 }
 
 void PlanBuilder::placeOnHost(uint32_t id) {
@@ -222,6 +252,13 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
     if (home == "disk" && !param.getTrainable())
       return param.emitError("mt.param '")
              << name << "' is frozen but has mt.home = \"disk\"; only optimizer state goes to disk";
+    if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate)) {
+      if (accumulate.getValue() != "device" || home == "device" || !param.getTrainable())
+        return param.emitError("mt.param '")
+               << name << "' has mt.accumulate = \"" << accumulate.getValue()
+               << "\"; only a trainable host or disk home accumulates on the \"device\"";
+      deviceAccumulators.insert(name);
+    }
     auto [previousHome, firstHome] = homes.emplace(name, home);
     if (!firstHome && previousHome->second != home)
       return param.emitError("mt.param '")
@@ -255,7 +292,8 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
              << name << "' fetches " << type.getElementType() << " from an "
              << master << " master; the plan has bf16 compute copies of f32 "
                           "masters only";
-    if (computeCopies.count(name))
+    // A device home keeps no compute copy: its fetch casts the master.
+    if (computeCopies.count(name) || onDevice(name))
       continue;
     mlir::FailureOr<uint32_t> id =
         addTensor(param, "compute:" + name, type, pb::PARAMETER_COMPUTE);
@@ -440,14 +478,31 @@ mlir::LogicalResult writeConstantData(mt::ConstantOp op, std::string &bytes) {
 mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
   if (auto param = mlir::dyn_cast<mt::ParamOp>(op)) {
     std::string name = param.getName().str();
+    bool compute = masterTypeOf(param) != param.getType();
+    const bool device = onDevice(name);
+    // A device home's master is already on the device. Fetched in its own
+    // type, the kernels read it in place when every read comes before its
+    // update (the update rewrites it on the same stream).
+    if (device && !compute && readsPrecedeUpdate(param)) {
+      valueTensors[param.getResult()] = parameterMasters.at(name);
+      return mlir::success();
+    }
     mlir::FailureOr<uint32_t> copy =
         addTensor(op, "dev:" + name, param.getType(), pb::PARAMETER_COPY);
     if (mlir::failed(copy))
       return mlir::failure();
-    // A device home's state is already on the device: a copy over HBM on
-    // the compute stream, in order with the kernels.
-    pb::Step &step = addStep(onDevice(name) ? kCompute : kHostToDevice, op, opStep);
-    bool compute = masterTypeOf(param) != param.getType();
+    if (device && compute) {
+      // In the compute type: a `cast` kernel from the master, which rounds
+      // as the host AdamW rounds the bf16 copy it writes (floatToBf16).
+      pb::Step &step = addStep(kCompute, op, opStep);
+      step.mutable_kernel()->set_kernel("cast");
+      step.mutable_kernel()->add_inputs(parameterMasters.at(name));
+      step.mutable_kernel()->add_outputs(*copy);
+      return placeInArena(op, 0, *copy, opStep, step.index());
+    }
+    // A device home read after its update: a copy over HBM on the compute
+    // stream, in order with the kernels (the update's snapshot).
+    pb::Step &step = addStep(device ? kCompute : kHostToDevice, op, opStep);
     step.mutable_copy()->set_src(compute ? computeCopies.at(name)
                                          : parameterMasters.at(name));
     step.mutable_copy()->set_dst(*copy);
@@ -488,7 +543,34 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
     return emitPrefetch(prefetch, opStep);
   if (mlir::isa<mt::ParamGradOp, mlir::func::ReturnOp>(op))
     return mlir::success();
+  if (op->hasAttr(mt::attr::kAlias))
+    return emitView(op, opStep);
   return emitKernel(op, opStep);
+}
+
+mlir::LogicalResult PlanBuilder::emitView(mlir::Operation *op, int64_t opStep) {
+  mlir::FailureOr<uint32_t> base = tensorOf(op, mt::viewBase(op->getResult(0)));
+  if (mlir::failed(base))
+    return mlir::failure();
+  auto entry = arenaIndex.find(*base);
+  if (entry == arenaIndex.end() || plan.tensors(*base).buffer().pool() != kDevicePool)
+    return op->emitError("mt.alias on a view of '")
+           << plan.tensors(*base).name() << "', which is not in the device arena";
+  mlir::FailureOr<uint32_t> id = addTensor(op, "view:" + plan.tensors(*base).name(),
+                                           op->getResult(0).getType(), pb::ACTIVATION);
+  if (mlir::failed(id) ||
+      mlir::failed(placeInArena(op, 0, *id, opStep, arena[entry->second].defPlanStep)))
+    return mlir::failure();
+  const pb::Buffer &bytes = plan.tensors(*base).buffer();
+  const pb::Buffer &mine = plan.tensors(*id).buffer();
+  if (mine.offset() != bytes.offset() || mine.size_bytes() != bytes.size_bytes())
+    return op->emitError("mt.offset ")
+           << mine.offset() << " of a view differs from its base's " << bytes.offset()
+           << "; run mt-plan-memory after mt-view-aliases";
+  plan.mutable_tensors(*id)->set_alias_of(*base);
+  arena.back().viewOf = *base;
+  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorAliases);
+  return mlir::success();
 }
 
 mlir::LogicalResult PlanBuilder::setLastUses() {
@@ -528,6 +610,15 @@ mlir::LogicalResult PlanBuilder::setLastUses() {
              << " after its mt.live_end (step " << last
              << "); mt.live_end is stale, rerun mt-liveness";
     tensor->set_last_use_step(last);
+  }
+  // A base's bytes live as long as its views (mt-plan-memory placed them so).
+  for (const ArenaTensor &entry : arena) {
+    if (!entry.viewOf)
+      continue;
+    pb::Tensor *base = plan.mutable_tensors(*entry.viewOf);
+    int64_t viewLast = plan.tensors(entry.id).last_use_step();
+    if (base->last_use_step() >= 0)
+      base->set_last_use_step(std::max(base->last_use_step(), viewLast));
   }
   return mlir::success();
 }
@@ -600,18 +691,22 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   if (auto stage = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kHostStageSize))
     stageSize = static_cast<uint64_t>(stage.getInt());
   // Pools after the host staging pool, in this order when present:
-  // device_state, disk, disk_stage.
+  // device_state, disk, disk_stage, grad_stage.
   bool anyDevice = false, anyDisk = false;
   func.walk([&](mt::ParamOp param) {
     if (auto home = param->getAttrOfType<mlir::StringAttr>(mt::attr::kHome)) {
       anyDevice |= home.getValue() == "device";
       anyDisk |= home.getValue() == "disk";
     }
+    anyDevice |= param->hasAttr(mt::attr::kAccumulate);
   });
+  if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kGradStageSize))
+    gradStageSize = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
   uint32_t nextPool = stageSize > 0 ? kHostStagePool + 1 : kHostStagePool;
   statePool = anyDevice ? nextPool++ : 0;
   diskPool = anyDisk ? nextPool++ : 0;
   diskStagePool = anyDisk ? nextPool++ : 0;
+  gradStagePool = gradStageSize > 0 ? nextPool++ : 0;
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -664,8 +759,11 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     plan.add_streams(kDiskStream);
 
   std::vector<mlir::Operation *> ops;
-  for (auto &[step, op] : ordered)
+  for (auto &[step, op] : ordered) {
     ops.push_back(op);
+    if (auto update = mlir::dyn_cast<mt::AdamWOp>(op))
+      updateSteps[update.getParam().str()] = step;
+  }
   if (mlir::failed(addParameterMasters(ops)) || mlir::failed(addDiskState(ops)))
     return mlir::failure();
   for (auto &[step, op] : ordered) {
@@ -739,6 +837,15 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     stage->set_tier(pb::HOST_PINNED);
     stage->set_size_bytes(4 * diskSlotBytes);
     requirePlanFormatMinor(*header, kPlanMinorHomes);
+  }
+  if (gradStageExtent > 0) {
+    // The ring every host update's gradient passes through (mt-homes sized
+    // it), as far as its tensors reach; a plan without host updates has none.
+    pb::Pool *ring = plan.add_pools();
+    ring->set_id(gradStagePool);
+    ring->set_name("grad_stage");
+    ring->set_tier(pb::HOST_PINNED);
+    ring->set_size_bytes(gradStageExtent);
   }
 
   out = std::move(plan);

@@ -21,6 +21,7 @@
 #include "megatrain/Plan/Simulate.h"
 
 #include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/Aliases.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/FormatVersion.h"
 #include "megatrain/plan/PlanTimeline.h"
@@ -194,6 +195,7 @@ void Simulator::run() {
   double computeS = 0, recomputeS = 0, exposedS = 0;
   std::vector<std::pair<double, double>> hostTasks;
   std::vector<uint32_t> reads, writes;
+  const std::vector<uint32_t> bases = aliasBases(plan);
 
   for (pb::Step &step : *plan.mutable_steps()) {
     TimePoint &free = streamFree[step.stream()];
@@ -224,6 +226,8 @@ void Simulator::run() {
     }
 
     stepReadsWrites(step, reads, writes);
+    mapToBases(bases, reads); // a view's accesses are its base's
+    mapToBases(bases, writes);
     if (!events) {
       for (uint32_t id : reads)
         if (id < tensors)
@@ -254,7 +258,10 @@ void Simulator::run() {
     }
     if (step.has_kernel() && step.stream() == computeStream)
       (step.recompute() ? recomputeS : computeS) += seconds;
-    if (step.has_host_task())
+    // The update's work off the device: host tasks, and the disk copies of
+    // disk-resident state (its read-back before the update, the write-back after).
+    if (step.has_host_task() ||
+        (step.has_copy() && (tierOf(step.copy().src()) == pb::DISK || tierOf(step.copy().dst()) == pb::DISK)))
       hostTasks.emplace_back(start, end);
     if (!events) {
       const TimePoint done{end, cause};
@@ -271,7 +278,8 @@ void Simulator::run() {
 
   const double stepS = predictedEnd(plan);
   const double computeEnd = streamFree.count(computeStream) ? streamFree[computeStream].time : 0;
-  // Host-task time after the compute stream's last step: the optimizer tail.
+  // Host-task (and disk copy) time after the compute stream's last step: the
+  // optimizer tail.
   std::sort(hostTasks.begin(), hostTasks.end());
   double hostTailS = 0, covered = computeEnd;
   for (auto [start, end] : hostTasks) {

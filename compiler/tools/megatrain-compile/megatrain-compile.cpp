@@ -291,14 +291,27 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
       "force the state of every parameter (or those whose name matches RE) to device, host "
       "or disk; repeatable, the first match wins (tests)",
       memory, [&](const std::string &v) { args.pipeline.stateHomes.push_back(v); }));
+  megatrain::addFlagOption(app, "--keep-gradients",
+                           "keep a persistent fp32 gradient for every parameter whose state is "
+                           "on the host or disk, as megatrain-run --clip-grad-norm needs "
+                           "(default: it passes through a staging ring and is consumed by the "
+                           "update in the same step)",
+                           memory, [&] { args.pipeline.keepGradients = true; });
   megatrain::addValueOption(app, "--tiering-policy", "P",
            "auto (default: the cost-model planner) | keep | checkpoint | offload (reference "
-           "policies)",
+           "policies) | checkpoint+fill | offload+fill (a reference policy and auto's fill)",
            memory, [&](const std::string &v) {
-             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload")
-               fail("--tiering-policy expects auto, keep, checkpoint or offload, got '" + v + "'");
+             if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload" &&
+                 v != "checkpoint+fill" && v != "offload+fill")
+               fail("--tiering-policy expects auto, keep, checkpoint, offload, checkpoint+fill "
+                    "or offload+fill, got '" + v + "'");
              args.pipeline.tieringPolicy = v;
            });
+  megatrain::addFlagOption(app, "--no-tiering-fill",
+                           "under --tiering-policy auto, keep the recompute and offloads a "
+                           "fitting plan chose even where the budget has room (no fill), and "
+                           "plan the arena without leaving room for the device state",
+                           memory, [&] { args.pipeline.tieringFill = false; });
   megatrain::addValueOption(app, "--device-profile", "FILE",
            "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
            "megatrain-profile measures one); also predicts the step time the summary shows",
@@ -316,6 +329,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-view-aliases",
+                           "emit every reshape as a copy kernel (no mt-view-aliases)",
+                           memory, [&] { args.pipeline.viewAliases = false; });
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });

@@ -1,8 +1,10 @@
-// RUN: megatrain-compile --precision fp32 --state-home host --no-fuse-pointwise %s --emit=plan-text -o - | FileCheck %s
-// RUN: megatrain-compile --precision fp32 --state-home host --no-fuse-pointwise %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients --no-fuse-pointwise %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients --no-fuse-pointwise %s --emit=plan-text --no-memory-reuse | FileCheck %s --check-prefix=NOREUSE
 
 // Plan emission from a training step written by hand (the form --emit=training
-// prints): a .mlir input is scheduled, planned and emitted (unfused). The schedule, with
+// prints): a .mlir input is scheduled, planned and emitted (unfused), with the
+// gradient kept in grad:w (--keep-gradients; emit_plan_homes.mlir checks the
+// staging ring of the default). The schedule, with
 // the events insertEvents adds (tests/lit/compiler/events.mlir checks those), is
 //   plan step  0 h2d copy w -> dev:w       13 fill (the loss is held while its
 //              1-2 event h2d -> compute        copy runs, so no event here)
@@ -129,7 +131,7 @@ func.func @main() {
 // CHECK-NEXT:    copy {
 // CHECK-NEXT:      dst: 2
 // CHECK-NEXT:    }
-// CHECK-NEXT:    source_op: "{{.*}}emit_plan.mlir:22:8"
+// CHECK-NEXT:    source_op: "{{.*}}emit_plan.mlir:24:8"
 // Elided default-valued flags are still spelled out for the kernel.
 // CHECK:         index: 3
 // CHECK-NEXT:    stream: "compute"

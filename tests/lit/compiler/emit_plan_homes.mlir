@@ -1,4 +1,5 @@
 // RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - --state-home device | FileCheck %s --check-prefix=DEVICE
+// RUN: megatrain-compile --precision bf16 %s --emit=plan-text -o - --state-home device | FileCheck %s --check-prefix=BF16
 // RUN: megatrain-compile --precision fp32 %s --emit=plan-text -o - --state-home disk --disk-memory 1MiB | FileCheck %s --check-prefix=DISK
 // RUN: not megatrain-compile --precision fp32 %s -o %t.plan --state-home cloud 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not megatrain-compile --precision fp32 %s -o %t.plan --state-home disk 2>&1 | FileCheck %s --check-prefix=NODISK
@@ -6,31 +7,52 @@
 // State homes in the plan (docs/tiering.md "State homes"), on emit_plan.mlir's step.
 //
 // With --state-home device, w, adam_m:w and adam_v:w in the device_state pool (pool 2: there is no
-// staging pool), the fetch a copy on compute, no grad:w, and ADAMW on compute
-// reading the arena's gradient (the matmul's result); format 1.7.
+// staging pool), no fetch step (the fp32 kernels read the master w, tensor 0, in place: no
+// dev:w), no grad:w, and ADAMW on compute reading the arena's gradient (the matmul's result);
+// format 1.7.
 // DEVICE:       format_minor: 7
 // DEVICE:       device_capacity_bytes:
 // DEVICE:       name: "w"
 // DEVICE:       pool: 2
+// DEVICE-NOT:   name: "dev:w"
 // DEVICE-NOT:   name: "grad:w"
 // DEVICE:       name: "adam_m:w"
 // DEVICE:       pool: 2
 // DEVICE:       name: "device_state"
 // DEVICE-NEXT:  tier: DEVICE
 // DEVICE-NEXT:  size_bytes: 1536
-// DEVICE:       steps {
-// DEVICE-NEXT:    stream: "compute"
-// DEVICE-NEXT:    copy {
-// DEVICE:         index: 13
+// DEVICE-NOT:   copy {
+// DEVICE:       kernel: "matmul"
+// DEVICE-NEXT:  inputs: 1
+// DEVICE-NEXT:  inputs: 0
+// DEVICE:         index: 12
 // DEVICE-NEXT:    stream: "compute"
 // DEVICE-NEXT:    host_task {
 // DEVICE-NEXT:      kind: ADAMW
+// DEVICE-NEXT:      tensors: 0
+//
+// bf16: the fetch of w is a `cast` kernel from the device master into dev:w, and the device
+// keeps no compute copy.
+// BF16:         name: "dev:w"
+// BF16-NEXT:    shape: 8
+// BF16-NEXT:    shape: 16
+// BF16-NEXT:    dtype: BF16
+// BF16-NOT:     name: "compute:w"
+// BF16:         kernel: "cast"
+// BF16-NEXT:    inputs: 0
 //
 // With --state-home disk, adam_m:w and adam_v:w in the DISK pool (pool 2, 4 KiB each), their
 // staging in disk_stage (pool 3); copies on the disk stream before and after the
-// host ADAMW, which updates the staging.
-// DISK:         format_minor: 7
+// host ADAMW, which updates the staging and reads its gradient from the staging ring
+// (grad_stage:w in pool grad_stage, format 1.9).
+// DISK:         format_minor: 9
 // DISK:         name: "stage_m:w"
+// DISK-NEXT:    shape: 8
+// DISK-NEXT:    shape: 16
+// DISK-NEXT:    dtype: F32
+// DISK-NEXT:    role: STATE_STAGE
+// DISK:         id: [[RING:14]]
+// DISK-NEXT:    name: "grad_stage:w"
 // DISK-NEXT:    shape: 8
 // DISK-NEXT:    shape: 16
 // DISK-NEXT:    dtype: F32
@@ -40,10 +62,15 @@
 // DISK-NEXT:    size_bytes: 8192
 // DISK:         name: "disk_stage"
 // DISK-NEXT:    tier: HOST_PINNED
+// DISK:         name: "grad_stage"
+// DISK-NEXT:    tier: HOST_PINNED
+// DISK-NEXT:    size_bytes: 512
 // DISK:         streams: "disk"
 // DISK:         stream: "disk"
 // DISK-NEXT:    copy {
 // DISK:         kind: ADAMW
+// DISK-NEXT:    tensors: 0
+// DISK-NEXT:    tensors: [[RING]]
 // DISK:         src: 3
 // DISK-NEXT:      dst: 1
 //

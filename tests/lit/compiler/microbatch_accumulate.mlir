@@ -1,26 +1,28 @@
-// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text -o - | FileCheck %s
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients %s --emit=plan-text -o - | FileCheck %s
 // RUN: sed '/mt.grad_part/d' %s > %t.noparts.mlir
 // RUN: not megatrain-compile --precision fp32 --state-home host %t.noparts.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=NOPARTS
 // RUN: sed 's/mt.adamw %last {param = "w",.*}/mt.param_grad %last {param = "w"}/' %s > %t.noupdate.mlir
 // RUN: not megatrain-compile --precision fp32 --state-home host %t.noupdate.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=NOUPDATE
 // RUN: sed 's/count = 2 : i64/count = 3 : i64/' %s > %t.count.mlir
 // RUN: not megatrain-compile --precision fp32 --state-home host %t.count.mlir -o %t.plan 2>&1 | FileCheck %s --check-prefix=COUNT
-// RUN: megatrain-compile --precision fp32 --state-home host %models/tiny_transformer.onnx --shape input_ids=2x64 --loss next-token-ce \
-// RUN:   --microbatches 3 --emit=plan-text -o - > %t.three
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients %models/tiny_transformer.onnx --shape input_ids=2x64 \
+// RUN:   --loss next-token-ce --microbatches 3 --emit=plan-text -o - > %t.three
 // RUN: grep -c 'kind: ACCUMULATE' %t.three > %t.accumulates
 // RUN: grep -c 'kind: ADAMW' %t.three > %t.updates
-// RUN: grep -c 'name: "grad_part:' %t.three > %t.stages
-// RUN: python3 -c "import sys; a, u, s = (int(open(p).read()) for p in sys.argv[1:]); assert a == 2 * u and s == u and u > 0, (a, u, s)" %t.accumulates %t.updates %t.stages
+// RUN: grep -c 'name: "grad_stage:' %t.three > %t.stages
+// RUN: python3 -c "import sys; a, u, s = (int(open(p).read()) for p in sys.argv[1:]); assert a == 2 * u and s == a and u > 0, (a, u, s)" %t.accumulates %t.updates %t.stages
 // RUN: python3 %S/Inputs/staging_war.py %t.three | FileCheck %s --check-prefix=WAR
 // RUN: megatrain-compile --precision fp32 --state-home host %models/tiny_transformer.onnx --shape input_ids=2x64 --loss next-token-ce \
 // RUN:   --emit=plan-text -o - > %t.one
-// RUN: not grep -q 'ACCUMULATE\|grad_part' %t.one
+// RUN: not grep -q 'ACCUMULATE\|grad_part\|name: "grad:' %t.one
 
 
 // A training step of two micro-batches as mt-microbatch and mt-adamw leave it
-// (the form --emit=training prints): micro-batch 0's gradient part of w goes
-// to the host gradient grad:w, micro-batch 1's (the update's) to the staging
-// tensor grad_part:w, added by ACCUMULATE on the host before the ADAMW.
+// (the form --emit=training prints), with the accumulator kept on the host
+// (--keep-gradients: no device accumulator): micro-batch 0's gradient part of
+// w goes to the host gradient grad:w, micro-batch 1's (the update's) to the
+// gradient staging ring's grad_stage:w, added by ACCUMULATE on the host before
+// the ADAMW.
 func.func @main() attributes {mt.microbatches = 2 : i64} {
   %x = mt.input {name = "x"} : tensor<4x8xf32>
   %w = mt.param {name = "w", trainable = true} : tensor<8x16xf32>
@@ -42,19 +44,19 @@ func.func @main() attributes {mt.microbatches = 2 : i64} {
   return
 }
 
-// N = 3 from ONNX: two ACCUMULATE and one grad_part staging tensor per update, and the copy
-// of micro-batch 2's part into grad_part:<name> waits for the ACCUMULATE of micro-batch 1's
-// (write after read on the host bytes). Without --microbatches there is neither.
-// WAR: ok: [[N:[0-9]+]] reuses of [[N]] staging tensors wait for the previous ACCUMULATE
+// N = 3 from ONNX: two ACCUMULATE and two grad_stage ring tensors per update, and every copy
+// into ring bytes an earlier part used waits for the ACCUMULATE that read them (write after
+// read on the host bytes). Without --microbatches there is neither.
+// WAR: ok: {{[1-9][0-9]*}} reuses of staging bytes wait for the host task that read them
 
 // NOPARTS: mt.adamw of 'w' in a function of micro-batches has no earlier mt.grad_part
 // NOUPDATE: the gradient parts of 'w' reach no mt.adamw (run mt-adamw after mt-microbatch)
 // COUNT: mt.adamw of 'w' comes after 1 of its 2 earlier mt.grad_part
 
 // ACCUMULATE is a minor-2 host task.
-// CHECK:       format_minor: 4
+// CHECK:       format_minor: 9
 // CHECK:       microbatches: 2
-// The tensor ids follow from the step above: grad:w is 8, grad_part:w 16.
+// The tensor ids follow from the step above: grad:w is 8, grad_stage:w 16.
 // CHECK:       id: [[GRAD:8]]
 // CHECK-NEXT:  name: "grad:w"
 // CHECK-NEXT:  shape: 8
@@ -64,13 +66,15 @@ func.func @main() attributes {mt.microbatches = 2 : i64} {
 // CHECK-NEXT:  buffer {
 // CHECK-NEXT:    pool: 1
 // CHECK:       id: [[PART:16]]
-// CHECK-NEXT:  name: "grad_part:w"
+// CHECK-NEXT:  name: "grad_stage:w"
 // CHECK-NEXT:  shape: 8
 // CHECK-NEXT:  shape: 16
 // CHECK-NEXT:  dtype: F32
-// CHECK-NEXT:  role: GRADIENT
+// CHECK-NEXT:  role: STATE_STAGE
 // CHECK-NEXT:  buffer {
-// CHECK-NEXT:    pool: 1
+// CHECK-NEXT:    pool: 2
+// CHECK:       name: "grad_stage"
+// CHECK-NEXT:  tier: HOST_PINNED
 
 // Micro-batch 0's part is copied into grad:w right after its scale ...
 // CHECK:       kernel: "scale"
@@ -79,7 +83,7 @@ func.func @main() attributes {mt.microbatches = 2 : i64} {
 // CHECK:       copy {
 // CHECK-NEXT:    src: [[P0]]
 // CHECK-NEXT:    dst: [[GRAD]]
-// ... micro-batch 1's into grad_part:w, then ACCUMULATE on host once the copy
+// ... micro-batch 1's into grad_stage:w, then ACCUMULATE on host once the copy
 // has landed, then the update.
 // CHECK:       kernel: "scale"
 // CHECK-NEXT:  inputs: {{[0-9]+}}

@@ -4,6 +4,8 @@
 // RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=0 host-memory=30000 disk-memory=0" | FileCheck %s --check-prefix=HOST
 // RUN: not megatrain-opt %s --split-input-file --mt-homes="device-memory=0 host-memory=1000" 2>&1 | FileCheck %s --check-prefix=FULL
 // RUN: not megatrain-opt %s --split-input-file --mt-homes="state-home=cloud" 2>&1 | FileCheck %s --check-prefix=BADTIER
+// RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=0 host-memory=30000 disk-memory=0 keep-gradients=true" | FileCheck %s --check-prefix=KEEP
+// RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=3048" | FileCheck %s --check-prefix=MICRO
 
 // Three f32 parameters: a 1024 elements (state on the device: master, m, v =
 // 12288 bytes), b 256 (3072), c 64 (768); updated in the order a, b, c. The
@@ -27,16 +29,47 @@
 // FORCED: mt.param {{.*}}mt.home = "device"{{.*}}name = "b"
 // FORCED: mt.param {{.*}}mt.home = "device"{{.*}}name = "c"
 //
-// The HOST run: no device room; on the host each parameter takes master, gradient,
-// m, v, each padded to 256 bytes: 16384 + 4096 + 1024 = 21504 <= 30000.
+// The HOST run: no device room; on the host each parameter takes master, m, v, each
+// padded to 256 bytes (12288 + 3072 + 768), and the gradients pass through the staging
+// ring: four of the largest (4096 bytes), at most all of them once (4096 + 1024 + 256 =
+// 5376); 16128 + 5376 = 21504 <= 30000.
 // HOST-LABEL: func.func @three
+// HOST-SAME:    mt.grad_stage_size = 5376
 // HOST-COUNT-3: mt.home = "host"
 // HOST-NOT: mt.home = "device"
+//
+// The KEEP run (keep-gradients, for clipping): master, gradient, m, v on the host (21504),
+// no ring.
+// KEEP-LABEL: func.func @three
+// KEEP-SAME:    mt.grad_stage_size = 0
+// KEEP-COUNT-3: mt.home = "host"
 //
 // FULL: mt-homes: the training state does not fit: parameter 'c'
 // FULL-SAME: --host-memory
 // BADTIER: --state-home 'cloud': the tier is 'cloud', expected device, host or disk
 func.func @three() attributes {mt.arena_size = 1000 : i64} {
+  %a = mt.param {name = "a", trainable = true} : tensor<1024xf32>
+  %b = mt.param {name = "b", trainable = true} : tensor<256xf32>
+  %c = mt.param {name = "c", trainable = true} : tensor<64xf32>
+  mt.adamw %a {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "a", weight_decay = 0.0 : f64} : tensor<1024xf32>
+  mt.adamw %b {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "b", weight_decay = 0.0 : f64} : tensor<256xf32>
+  mt.adamw %c {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "c", weight_decay = 0.0 : f64} : tensor<64xf32>
+  return
+}
+
+// -----
+
+// With micro-batches a device home also keeps its accumulator (16 bytes an element), and a
+// host home accumulates on the device where the device room left holds it. The MICRO run:
+// 3048 leaves 2048 beside the arena: c (updated last) takes 1024 as a device home; b's
+// accumulator (1024) takes the rest, so b stays a host home that accumulates on the device;
+// a's (4096) does not fit: a accumulates on the host.
+// MICRO-LABEL: func.func @micro
+// MICRO: mt.param {{.*}}mt.home = "host"{{.*}}name = "a"
+// MICRO-NOT: mt.accumulate
+// MICRO: mt.param {mt.accumulate = "device", mt.home = "host"{{.*}}name = "b"
+// MICRO: mt.param {mt.home = "device"{{.*}}name = "c"
+func.func @micro() attributes {mt.arena_size = 1000 : i64, mt.microbatches = 2 : i64} {
   %a = mt.param {name = "a", trainable = true} : tensor<1024xf32>
   %b = mt.param {name = "b", trainable = true} : tensor<256xf32>
   %c = mt.param {name = "c", trainable = true} : tensor<64xf32>

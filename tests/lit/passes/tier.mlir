@@ -1,5 +1,8 @@
 // RUN: megatrain-opt %s --split-input-file --mt-schedule --mt-liveness \
 // RUN:   --mt-tier="device-memory=16384 device-profile=%S/Inputs/tier_profile.json" | FileCheck %s
+// RUN: megatrain-opt %s --split-input-file --mt-schedule --mt-liveness \
+// RUN:   --mt-tier="device-memory=16384 fill=false device-profile=%S/Inputs/tier_profile.json" \
+// RUN:   | FileCheck %s --check-prefix=GREEDY
 // RUN: not megatrain-opt %s --split-input-file --mt-schedule --mt-liveness \
 // RUN:   --mt-tier="device-memory=10240 device-profile=%S/Inputs/tier_profile.json" -o /dev/null \
 // RUN:   2>&1 | FileCheck %s --check-prefix=SMALL
@@ -59,19 +62,32 @@ func.func @recompute() {
 
 // %y and %z are read only at the end and their input %x dies early, so they
 // cannot be rebuilt: during the tanh chain (a, y, z and two links: 20 KiB)
-// one goes to the host, and the second one too for the end, where the
-// prefetched %y and the mul's operands meet. Each is copied out right after
-// its def and prefetched after the peak it frees.
+// one goes to the host, and the greedy alone (the second RUN, no fill) sends the
+// second one too for the end, where the prefetched %y and the mul's operands
+// meet. Each is copied out right after its def and prefetched after the peak
+// it frees. That second offload frees more than the budget needs: the fill
+// keeps %y on the device (the end then holds %e, y, the prefetched z and the
+// result: 16 KiB), saving its prefetch's exposed transfer.
 // CHECK-LABEL: func.func @offload
+// CHECK-SAME:    mt.tiering_policy = "auto (auto+fill)"
 // CHECK:         %[[Y:.*]] = mt.sigmoid
-// CHECK-NEXT:    %[[HY:.*]] = mt.offload %[[Y]]
+// CHECK-NOT:     mt.offload %[[Y]]
 // CHECK:         %[[Z:.*]] = mt.relu
 // CHECK-NEXT:    %[[HZ:.*]] = mt.offload %[[Z]]
-// CHECK:         %[[Y2:.*]] = mt.prefetch %[[HY]]
 // CHECK:         %[[Z2:.*]] = mt.prefetch %[[HZ]]
-// CHECK-NEXT:    mt.mul %{{.*}}, %[[Y2]]
+// CHECK-NEXT:    mt.mul %{{.*}}, %[[Y]]
 // CHECK-NEXT:    mt.mul %{{.*}}, %[[Z2]]
 // CHECK-NOT:     mt.recompute
+// GREEDY-LABEL: func.func @offload
+// GREEDY:         %[[Y:.*]] = mt.sigmoid
+// GREEDY-NEXT:    %[[HY:.*]] = mt.offload %[[Y]]
+// GREEDY:         %[[Z:.*]] = mt.relu
+// GREEDY-NEXT:    %[[HZ:.*]] = mt.offload %[[Z]]
+// GREEDY:         %[[Y2:.*]] = mt.prefetch %[[HY]]
+// GREEDY:         %[[Z2:.*]] = mt.prefetch %[[HZ]]
+// GREEDY-NEXT:    mt.mul %{{.*}}, %[[Y2]]
+// GREEDY-NEXT:    mt.mul %{{.*}}, %[[Z2]]
+// GREEDY-NOT:     mt.recompute
 func.func @offload() {
   %x = mt.input {name = "x"} : tensor<1024xf32>
   %y = mt.sigmoid %x : tensor<1024xf32>

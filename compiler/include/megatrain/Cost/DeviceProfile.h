@@ -34,7 +34,7 @@ struct DeviceProfile {
   double hostAdamWParamsPerS = 3.5e9;
   // Host memory bandwidth (bytes/s), for host-side accumulation.
   double hostBytesPerS = 90.8e9;
-  // Disk, direct I/O (reserved for the disk tier).
+  // Disk, direct I/O: the disk tier's copies (the plan simulator prices them).
   double diskReadBytesPerS = 1.4e9;
   double diskWriteBytesPerS = 1.6e9;
   // Fixed cost of one kernel launch / one copy, seconds.

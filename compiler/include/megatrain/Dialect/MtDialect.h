@@ -81,7 +81,33 @@ inline constexpr llvm::StringLiteral kHome = "mt.home";
 inline constexpr llvm::StringLiteral kDeviceCapacity = "mt.device_capacity";
 inline constexpr llvm::StringLiteral kHostCapacity = "mt.host_capacity";
 inline constexpr llvm::StringLiteral kDiskCapacity = "mt.disk_capacity";
+/// unit on an mt.reshape or mt.transpose whose result is a view of its
+/// operand's bytes (mt-view-aliases): placed at its base's offset
+/// (mt-plan-memory) and emitted as a view tensor with no step.
+inline constexpr llvm::StringLiteral kAlias = "mt.alias";
+/// i64 on the function, set by mt-homes: bytes of the host ring (pool
+/// `grad_stage`) that each gradient of a host or disk home passes through on
+/// its way to the host update that consumes it in the same step (and each
+/// micro-batch part on its way to the accumulator). 0, or absent: every such
+/// parameter keeps a persistent `grad:<name>` (megatrain-compile
+/// --keep-gradients, for gradient clipping).
+inline constexpr llvm::StringLiteral kGradStageSize = "mt.grad_stage_size";
+/// string on the mt.param ops of a host- or disk-home parameter, set by
+/// mt-homes with micro-batches: "device" when its gradient accumulator lives
+/// on the device (absent: with the rest of its state).
+inline constexpr llvm::StringLiteral kAccumulate = "mt.accumulate";
 } // namespace attr
+
+/// The value whose bytes `value` is: through ops marked mt.alias, the first
+/// value of the chain; `value` itself when it is no view.
+inline mlir::Value viewBase(mlir::Value value) {
+  while (mlir::Operation *def = value.getDefiningOp()) {
+    if (!def->hasAttr(attr::kAlias) || def->getNumOperands() != 1)
+      break;
+    value = def->getOperand(0);
+  }
+  return value;
+}
 
 } // namespace megatrain::mt
 

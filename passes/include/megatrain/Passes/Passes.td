@@ -305,14 +305,20 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     (mt.offload, mt.prefetch) or recomputed (its producers cloned with
     `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
     and sets `mt.live_end` as mt-liveness does, with its `hold-copies` when
-    the arena still fits the budget that way. The algorithm is in
+    the arena still fits the budget that way. With `fill` (default), auto
+    also gives the room a fitting plan leaves back to recomputed and
+    offloaded values, best seconds saved per byte first. The algorithm is in
     passes/Tiering.cpp and docs/tiering.md.
   }];
   let options = [
     Option<"deviceMemory", "device-memory", "uint64_t", "0",
            "Device arena budget in bytes (0: none)">,
     Option<"policy", "policy", "std::string", "\"auto\"",
-           "auto | keep | checkpoint | offload">,
+           "auto | keep | checkpoint | offload (tests: also checkpoint+greedy, "
+           "offload+greedy, and any of these followed by +fill)">,
+    Option<"fill", "fill", "bool", "true",
+           "Under auto, spend budget the plan leaves unused on undoing "
+           "recompute and offloads, and leave room for the device state">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
     Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
@@ -324,6 +330,8 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "Disk capacity for training state in bytes (0: no disk)">,
     ListOption<"stateHome", "state-home", "std::string",
                "Forced homes: TIER or TIER:REGEX (device, host, disk)">,
+    Option<"keepGradients", "keep-gradients", "bool", "false",
+           "Keep a persistent fp32 gradient per host and disk home (gradient clipping)">,
   ];
 }
 
@@ -331,6 +339,18 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
 // Memory planning: static offsets in the device arena and the host staging
 // pool
 //===----------------------------------------------------------------------===//
+
+def ViewAliases : Pass<"mt-view-aliases", "mlir::func::FuncOp"> {
+  let summary = "Mark the reshapes and order-keeping transposes that are views";
+  let description = [{
+    After mt-tier: puts `mt.alias` on every `mt.reshape`, and on every
+    `mt.transpose` that moves only dims of extent 1, whose operand is a
+    device value (not an `mt.offload` result) of the same byte size.
+    mt-plan-memory gives such a result its base's bytes, over the union of
+    the lifetimes, and plan emission writes a view tensor (`alias_of`)
+    with no step. Off with megatrain-compile `--no-view-aliases`.
+  }];
+}
 
 def PlanMemory : Pass<"mt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place every value at a static offset in the device arena";
@@ -359,7 +379,9 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
     capacity minus the arena has room, then pinned host memory, then disk,
     parameters updated last first (their host update is the one backward
     cannot hide). Forced homes (`state-home`) come first. Sets the
-    capacities on the function for the plan header. The algorithm and the
+    capacities on the function for the plan header, and `mt.grad_stage_size`,
+    the bytes of the host ring that the gradients of host and disk homes
+    pass through on their way to the update (0: persistent gradients). The algorithm and the
     plan it gives are in docs/tiering.md, "State homes".
 
     ```mlir
@@ -375,6 +397,10 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
            "Disk capacity in bytes (0: no disk)">,
     ListOption<"stateHome", "state-home", "std::string",
                "Forced homes: TIER or TIER:REGEX (device, host, disk); the first match wins">,
+    Option<"keepGradients", "keep-gradients", "bool", "false",
+           "Keep a persistent fp32 gradient per host and disk home (gradient "
+           "clipping); otherwise a gradient the host update consumes in the same "
+           "step passes through the staging ring (mt.grad_stage_size)">,
   ];
 }
 

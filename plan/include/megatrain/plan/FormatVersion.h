@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 7;
+inline constexpr uint32_t kPlanFormatMinor = 9;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -42,11 +42,19 @@ inline constexpr uint32_t kPlanMinorEvaluation = 6;
 // the disk tier: a DISK pool of optimizer state, the host pool `disk_stage`
 // of STATE_STAGE tensors and the `disk` stream of its copies.
 inline constexpr uint32_t kPlanMinorHomes = 7;
+// Minor 8: Tensor.alias_of, views that share their base's bytes (reshapes
+// and order-keeping transposes emitted as no step).
+inline constexpr uint32_t kPlanMinorAliases = 8;
+// Minor 9: the gradient staging ring: host pool `grad_stage` of STATE_STAGE
+// `grad_stage:<param>` tensors (sharing bytes by lifetime), read as the
+// gradient of a host ADAMW and as the addend of a host ACCUMULATE.
+inline constexpr uint32_t kPlanMinorGradientStage = 9;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
                   kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor &&
                   kPlanMinorTargets <= kPlanFormatMinor && kPlanMinorEvaluation <= kPlanFormatMinor &&
-                  kPlanMinorHomes <= kPlanFormatMinor,
+                  kPlanMinorHomes <= kPlanFormatMinor && kPlanMinorAliases <= kPlanFormatMinor &&
+                  kPlanMinorGradientStage <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is

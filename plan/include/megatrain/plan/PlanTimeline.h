@@ -35,7 +35,8 @@ struct LiveInterval {
 // step that writes it to the end of its last reader before the next write of the tensor
 // (a step that reads and writes a tensor extends its value). A tensor read before any
 // step writes it (INPUT) is live from time 0; a persistent tensor is live over
-// [0, step time]. Tensors no step touches (other than persistent ones) have no interval.
+// [0, step time]. Tensors no step touches (other than persistent ones) have no interval;
+// a view (Tensor.alias_of) has none either: its reads extend its base's interval.
 // Expects a validated plan; the step time is the latest predicted end.
 std::vector<LiveInterval> liveIntervals(const plan::Plan& plan);
 

@@ -70,6 +70,11 @@ class Backend {
   // plan is validated and must outlive every later call.
   virtual void prepare(const plan::Plan& plan) = 0;
 
+  // Where the plan's DISK pools live (megatrain-run --disk-dir): one O_DIRECT
+  // file per pool, `DIR/<pool>.state` (DiskTier.h). Call before prepare(). A
+  // backend without a disk tier ignores it and refuses DISK pools in prepare().
+  virtual void setDiskDirectory(const std::string& dir) {}
+
   // Copies src's bytes to dst (equal sizes, any tiers).
   virtual void copy(const plan::Tensor& src, const plan::Tensor& dst) = 0;
 

@@ -43,7 +43,7 @@ class CpuBackend final : public Backend {
   // Where DISK pools live (megatrain-run --disk-dir): one O_DIRECT file per
   // pool (DiskTier.h). Without a directory they are emulated in host memory,
   // like every other tier. Call before prepare().
-  void setDiskDirectory(const std::string& dir);
+  void setDiskDirectory(const std::string& dir) override;
 
  private:
   struct Impl;

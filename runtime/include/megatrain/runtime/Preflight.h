@@ -19,7 +19,7 @@ struct PreflightNeeds {
   bool deviceInHostMemory = false;  // the backend keeps DEVICE pools in host memory (cpu)
   std::string saveDir;              // --save, empty if none
   uint64_t checkpointBytes = 0;     // one checkpoint
-  uint64_t diskBytes = 0;           // the DISK pools (state files under --disk-dir)
+  uint64_t diskBytes = 0;           // the DISK pools (state files under --disk-dir), less what their files there hold
   std::string diskDir;              // --disk-dir, empty if none
 };
 
