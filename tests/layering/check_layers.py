@@ -24,7 +24,7 @@ RULES = [
     ('kernel layer', ['runtime/kernels'],
      [MLIR, COMPILER, PROTOBUF, CUDA, r'^megatrain/runtime/', r'^megatrain/plan/(?!(Error|Bf16|PointwiseProgram)\.h$)'],
      'the kernel layer is backend-neutral: no protobuf, CUDA, MLIR or runtime header; of the plan library '
-     'only the plain Error.h and Bf16.h'),
+     'only the plain Error.h, Bf16.h and PointwiseProgram.h'),
     ('CPU kernels', ['runtime/cpu'], [PROTOBUF, r'^megatrain/plan/(?!(Error|Bf16|PointwiseProgram)\.h$)', r'^megatrain/runtime/'],
      'the CPU kernels read a KernelArgs (the kernel layer), never the plan'),
     ('CUDA kernels', ['runtime/cuda'], [PROTOBUF],

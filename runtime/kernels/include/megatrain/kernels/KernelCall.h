@@ -1,7 +1,7 @@
 // KernelCall.h - what every backend's kernel sees: shapes, operands, attributes and the checks on them.
 //
 // The kernel layer is backend-neutral: it includes no protobuf, CUDA or MLIR
-// header, only the plan library's plain Error.h and Bf16.h (tests/layering
+// header, only the plan library's plain Error.h, Bf16.h and PointwiseProgram.h (tests/layering
 // checks it), so the CPU kernels, the CUDA
 // launchers and the plan validator all compile against it. A backend resolves
 // each Kernel step of a plan once, at prepare time, into a KernelCall (or a
