@@ -49,7 +49,7 @@
 #              and deepspeed-offload (ZeRO-3, parameters and optimizer offloaded to the CPU) are
 #              the others; REEXPORT=1 exports again even when WORK has the model
 #   MT_TIMEOUT / PEER_TIMEOUT  seconds one megatrain-run / one peer may take (default 200 / 180;
-#              deepspeed-offload gets 240 s more, for building its CPU AdamW)
+#              deepspeed-offload gets DEEPSPEED_EXTRA (default 240) s more, for building its CPU AdamW)
 #   TRACE      1 (default): megatrain-run --trace of the last step into OUT/<setting>/
 #              trace-measured.json.gz beside megatrain-inspect's trace-predicted.json.gz
 #   SMOKE=1    the whole flow at a tiny config on the CPU (megatrain-run --backend cpu, the
@@ -255,7 +255,7 @@ if [[ ${SKIP_PEERS:-0} != 1 ]]; then
     for mode in "${peer_modes[@]}"; do
       steps=$PEER_STEPS warmup=$PEER_WARMUP limit=$PEER_TIMEOUT
       [[ $mode == fsdp2-offload* || $mode == deepspeed-offload ]] && steps=$FSDP_STEPS
-      [[ $mode == deepspeed-offload ]] && limit=$((PEER_TIMEOUT + 240))
+      [[ $mode == deepspeed-offload ]] && limit=$((PEER_TIMEOUT + ${DEEPSPEED_EXTRA:-240}))
       if [[ $mode == compile && $warmup -lt 3 ]]; then warmup=3; (( steps < warmup + 3 )) && steps=$((warmup + 3)); fi
       phase_start "pytorch $mode $s ($steps steps)"
       rm -f "$OUT/$s/pytorch-$mode.json"
