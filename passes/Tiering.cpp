@@ -150,10 +150,15 @@ constexpr int kDeviceHome = static_cast<int>(Home::Device);
 /// Joint arena and state (stage 6; docs/tiering.md, "The fill"): the arena
 /// budget that leaves the device room for every parameter's state in its
 /// device form, or 0 when there is no such room below `budget`.
-uint64_t jointBudget(llvm::ArrayRef<ParameterState> states, uint64_t device, uint64_t budget) {
+uint64_t deviceFormBytes(llvm::ArrayRef<ParameterState> states) {
   uint64_t all = 0;
   for (const ParameterState &state : states)
     all += state.bytes[kDeviceHome][kDeviceHome];
+  return all;
+}
+
+uint64_t jointBudget(llvm::ArrayRef<ParameterState> states, uint64_t device, uint64_t budget) {
+  uint64_t all = deviceFormBytes(states);
   // A margin for mt-homes' order of placement (it fills by update order).
   all += all / 256 + (1ull << 20);
   if (device <= all || device - all >= budget)
@@ -295,10 +300,15 @@ struct Tier : impl::TierBase<Tier> {
         return signalPassFailure();
       }
       // Nothing has to live on the device, but a capacity is known: the
-      // unbudgeted arena must still fit it, else plan again within it.
+      // unbudgeted arena must still fit it, and leave the device room for
+      // the state in its device form (the fastest home), else plan again
+      // within the capacity, jointly with the state: the same plan as an
+      // explicit --device-memory of the default capacity.
       if (budget == 0 && device != 0) {
         mlir::func::FuncOp probe = choice->plan.clone();
-        bool over = mlir::succeeded(renumber(probe, profile, 0)) && deviceArenaBytes(probe) > device;
+        uint64_t state = forcings->empty() ? deviceFormBytes(states) : 0;
+        bool over = mlir::succeeded(renumber(probe, profile, 0)) &&
+                    deviceArenaBytes(probe) + state > device;
         probe.erase();
         if (over) {
           budget = device;
