@@ -21,7 +21,7 @@
 # starts from --init normal:0.02; the peers build the same config with random weights);
 # ONNX_1B3, ONNX_7B and ONNX_BIG (a .onnx or .onnx.xz) replace them, or export the big one.
 # PLANS: a folder of plans compiled on another machine (bench/llama1b3.sh), so that the lease
-# spends no time compiling.
+# spends no time compiling; the 1b3 part's are in its subfolders 1b3-default and 1b3-16GiB.
 # Settings (environment): BIN (default build-gpu/bin), OUT, DEEPSPEED_WHEELS, PEERS_7B
 # (default fsdp2-offload,deepspeed-offload), STEPS_7B (default 8), SIZE_BIG, STEPS_BIG
 # (default 6), DISK_FLAGS, DISK_DIR (default /tmp/megatrain-disk), TOKENS_BIG (tokens per step
@@ -37,7 +37,7 @@ start=$(date +%s)
 part() { [[ ,$PARTS, == *,$1,* ]]; }
 if part 1b3; then
   for budget in default 16GiB; do
-    SIZE=1b3 SETTINGS=16k DEVICE_MEMORY=$budget SKIP_PEERS=1 GRAPH_ONLY=1 ONNX=${ONNX_1B3:-tests/models/graphs/llama_1b36_b8s2048.onnx} TRACE=0 OUT=$OUT/1b3-$budget \
+    PLANS=${PLANS:+$PLANS/1b3-$budget} SIZE=1b3 SETTINGS=16k DEVICE_MEMORY=$budget SKIP_PEERS=1 GRAPH_ONLY=1 ONNX=${ONNX_1B3:-tests/models/graphs/llama_1b36_b8s2048.onnx} TRACE=0 OUT=$OUT/1b3-$budget \
       bash bench/llama1b3.sh > "$OUT/1b3-$budget.log" 2>&1 || status=1
     echo "1b3 ($budget) done at +$(( $(date +%s) - start )) s"
   done
