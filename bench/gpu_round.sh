@@ -30,8 +30,9 @@ if [[ ${TESTS:-1} == 1 && -d build-gpu/streams ]]; then
   echo "streams_runs.sh done at +$(( $(date +%s) - start )) s (exit ${PIPESTATUS[0]})"
 fi
 if [[ ${HOMES:-0} == 1 ]]; then
-  bash tests/gpu/homes_runs.sh "$BIN" "$PWD" > "$OUT/homes_runs.log" 2>&1 || status=1
-  bash tests/gpu/disk_runs.sh "$BIN" "$PWD" > "$OUT/disk_runs.log" 2>&1 || status=1
+  abs_bin=$(cd "$BIN" && pwd)
+  CORPUS=${CORPUS:-$PWD/build-gpu/fortunes.bin} bash tests/gpu/homes_runs.sh "$abs_bin" "$PWD" > "$OUT/homes_runs.log" 2>&1 || status=1
+  bash tests/gpu/disk_runs.sh "$abs_bin" "$PWD" > "$OUT/disk_runs.log" 2>&1 || status=1
   echo "homes_runs.sh, disk_runs.sh done at +$(( $(date +%s) - start )) s"
 fi
 if [[ ${ADAMW:-1} == 1 ]]; then

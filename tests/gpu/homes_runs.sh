@@ -8,7 +8,7 @@
 # their host twins compute, so each device plan's losses and weights are bitwise those of its host
 # plan on cuda; every run's losses are within 1e-4 (fp32) or 2e-3 (bf16) relative of the cpu
 # backend's.
-# usage: homes_runs.sh BIN SRC
+# usage: [CORPUS=/abs/tokens.bin] homes_runs.sh BIN SRC   (absolute paths: the script runs in a scratch folder)
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -17,7 +17,10 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP"
 fail() { echo "FAIL: $*"; exit 1; }
 ONNX=$SRC/frontends/models/tiny_transformer.onnx
-python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null
+# CORPUS: a token file made elsewhere (the GPU machine has no fortunes database), e.g. the
+# fortunes.bin scripts/stage_device.sh stages.
+if [[ -n ${CORPUS:-} ]]; then cp "$CORPUS" corpus.bin
+else python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null; fi
 
 compile() {  # compile NAME PRECISION [flags...]
   local name=$1 precision=$2; shift 2
