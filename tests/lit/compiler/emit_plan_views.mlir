@@ -1,14 +1,15 @@
-// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text -o - \
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients %s --emit=plan-text -o - \
 // RUN:   | FileCheck %s --implicit-check-not='kernel: "reshape"'
-// RUN: megatrain-compile --precision fp32 --state-home host %s --emit=plan-text --no-view-aliases -o - \
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients %s --emit=plan-text --no-view-aliases -o - \
 // RUN:   | FileCheck %s --check-prefix=COPY --implicit-check-not=alias_of
-// RUN: megatrain-compile --precision fp32 --state-home host %s -o %t.plan
+// RUN: megatrain-compile --precision fp32 --state-home host --keep-gradients %s -o %t.plan
 // RUN: megatrain-inspect %t.plan | FileCheck %s --check-prefix=INSPECT
 
 // A reshape of an input (as Flatten would import) read by both products: with
 // views it is no step, a view tensor `view:x` over x's bytes whose last read
 // (the weight gradient's matmul) is x's last_use_step too, although x itself
-// is read only through the view; the plan is format 1.8. With
+// is read only through the view; the plan is format 1.8 (its gradient kept:
+// --keep-gradients, no staging ring, which is 1.9). With
 // --no-view-aliases it is a reshape kernel into bytes of its own, format 1.4.
 func.func @main() {
   %x = mt.input {name = "x"} : tensor<2x2x8xf32>
