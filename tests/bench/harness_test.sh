@@ -29,7 +29,8 @@ want = float(m.group(1)) * scale
 digits = len(m.group(1).split(".")[1]) if "." in m.group(1) else 0
 tolerance = 0.51 * 10 ** -digits * scale  # half a unit of the last digit inspect printed
 assert h["predicted_step_s"] > 0 and abs(h["predicted_step_s"] - want) <= tolerance, (h["predicted_step_s"], want)
-assert h["device_budget_bytes"] == 64 << 20, h["device_budget_bytes"]
+# The arena's budget: the capacity, less the state planned beside it (the joint choice).
+assert 0 < h["device_budget_bytes"] <= 64 << 20, h["device_budget_bytes"]
 assert "64.00 MiB" in text or "64.0 MiB" in text
 # every pool inspect lists: id, name, size
 listed = re.findall(r"^\s+(?:pools)?\s+(\d+) '([^']+)' (\S+) ", text, re.M)

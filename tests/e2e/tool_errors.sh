@@ -93,9 +93,10 @@ expect_line "result size overflows" \
   "$C expand ($M/huge_expand.onnx): node 'expand' (op Expand, $N): output 0 ('y') has shape [2147483648x2147483648x2147483648], whose size overflows 64 bits" \
   "$BIN/megatrain-compile" "$M/huge_expand.onnx" -o "$TMP/a.plan"
 
-# A good plan, then the same plan claiming format major version 2. Reshapes as copies: edited
-# plans are written as format 1.3 (no checksum), older than views (1.8).
-"$BIN/megatrain-compile" "$TINY" -o "$TMP/good.plan" --shape input_ids=2x64 --state-home host --no-view-aliases \
+# A good plan, then the same plan claiming format major version 2. Reshapes as copies and the
+# gradients kept: edited plans are written as format 1.3 (no checksum), older than views (1.8)
+# and the gradient staging ring (1.9).
+"$BIN/megatrain-compile" "$TINY" -o "$TMP/good.plan" --shape input_ids=2x64 --state-home host --no-view-aliases --keep-gradients \
   --loss next-token-ce >/dev/null 2>&1 || { echo "FAIL  could not compile the tiny model"; exit 1; }
 protoc --decode=megatrain.plan.Plan -I "$SRC/plan" "$SRC/plan/plan.proto" \
   <"$TMP/good.plan" >"$TMP/good.txt"

@@ -171,6 +171,8 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
   // A case that checks its fused kernel by name keeps it out of pointwise programs; every
   // other case's gradients also run through mt-fuse-pointwise's programs.
   options.fusePointwise = c.fusedKernel.empty();
+  // The check reads each parameter's gradient from its persistent grad:<name> tensor.
+  options.keepGradients = true;
   mlir::PassManager pm(&context);
   megatrain::buildPipeline(pm, options, megatrain::EmitStage::Plan);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics << source;
