@@ -11,46 +11,19 @@
 #include <string>
 
 #include "DeviceMath.cuh"
+#include "ElementMath.cuh"
 #include "megatrain/kernels/MathConstants.h"
 
 namespace megatrain::runtime::cuda {
 namespace {
 
-// ---- element functions ----
-
-__device__ __forceinline__ float expOf(float x) { return expf(x); }
-__device__ __forceinline__ double expOf(double x) { return exp(x); }
-__device__ __forceinline__ float erfcOf(float x) { return erfcf(x); }
-__device__ __forceinline__ double erfcOf(double x) { return erfc(x); }
-
-template <typename T>
-__device__ __forceinline__ T sigmoidOf(T x) {
-  // Both branches keep exp's argument non-positive, so neither overflows.
-  if (x >= T(0)) return T(1) / (T(1) + expOf(-x));
-  const T e = expOf(x);
-  return e / (T(1) + e);
-}
-
-template <typename T>
-__device__ __forceinline__ T siluOf(T x) { return x * sigmoidOf(x); }
-
-// d silu / dx = s (1 + x (1 - s)).
-template <typename T>
-__device__ __forceinline__ T siluSlope(T x) {
-  const T s = sigmoidOf(x);
-  return s * (T(1) + x * (T(1) - s));
-}
+// ---- element functions (ElementMath.cuh) ----
 
 struct Silu { template <typename T> __device__ T operator()(T x) const { return siluOf(x); } };
 struct SiluSlope { template <typename T> __device__ T operator()(T x) const { return siluSlope(x); } };
 
 // The CPU twin's forms (runtime/cpu/activation.cpp): 1 + erf(z) = erfc(-z) and
 // 0.5 (1 + tanh(u)) = sigmoid(2u), free of cancellation for negative x.
-template <typename T>
-__device__ __forceinline__ T geluErfCdf(T x) { return T(0.5) * erfcOf(-x * T(kInvSqrt2)); }
-template <typename T>
-__device__ __forceinline__ T geluTanhInner(T x) { return T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x); }
-
 struct GeluErf {
   template <typename T> __device__ T operator()(T x) const { return x * geluErfCdf(x); }
 };
@@ -65,14 +38,8 @@ struct GeluTanh {
   template <typename T>
   __device__ T operator()(T x) const { return x * sigmoidOf(T(2) * geluTanhInner(x)); }
 };
-// s + x * 2 s (1 - s) du/dx with s = sigmoid(2u) (the CPU twin's form).
 struct GeluTanhSlope {
-  template <typename T>
-  __device__ T operator()(T x) const {
-    const T s = sigmoidOf(T(2) * geluTanhInner(x));
-    const T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
-    return s + x * T(2) * s * (T(1) - s) * dInner;
-  }
+  template <typename T> __device__ T operator()(T x) const { return geluTanhSlope(x); }
 };
 
 // ---- kernels ----

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "DeviceMath.cuh"
+#include "ElementMath.cuh"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -29,18 +30,10 @@ struct Bf16 {
   uint16_t bits;
 };
 
-// floatToBf16 (megatrain/plan/Bf16.h), on the device.
-__device__ __forceinline__ Bf16 floatToBf16(float value) {
-  uint32_t word = __float_as_uint(value);
-  if ((word & 0x7F800000u) == 0x7F800000u && (word & 0x007FFFFFu) != 0)
-    return Bf16{static_cast<uint16_t>((word >> 16) | 0x0040u)};  // quiet NaN, sign kept
-  word += 0x7FFFu + ((word >> 16) & 1u);
-  return Bf16{static_cast<uint16_t>(word >> 16)};
-}
+// floatToBf16 (megatrain/plan/Bf16.h), on the device (ElementMath.cuh).
+__device__ __forceinline__ Bf16 floatToBf16(float value) { return Bf16{floatToBf16Bits(value)}; }
 
-__device__ __forceinline__ float bf16ToFloat(Bf16 value) {
-  return __uint_as_float(static_cast<uint32_t>(value.bits) << 16);
-}
+__device__ __forceinline__ float bf16ToFloat(Bf16 value) { return bf16BitsToFloat(value.bits); }
 
 template <typename To, typename From>
 __device__ __forceinline__ To convert(From v) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "DeviceMath.cuh"
+#include "ElementMath.cuh"
 #include "megatrain/kernels/MathConstants.h"
 #include "megatrain/plan/PointwiseProgram.h"
 
@@ -23,50 +24,10 @@ namespace {
 
 namespace pw = megatrain::pointwise;
 
-// ---- element functions (T arithmetic, as the unfused kernels compute) ----
+// ---- element functions (ElementMath.cuh, shared with activation.cu and cast.cu) ----
 
-__device__ __forceinline__ float expOf(float x) { return expf(x); }
-__device__ __forceinline__ double expOf(double x) { return exp(x); }
-__device__ __forceinline__ float erfcOf(float x) { return erfcf(x); }
-__device__ __forceinline__ double erfcOf(double x) { return erfc(x); }
 __device__ __forceinline__ float log1pOf(float x) { return log1pf(x); }
 __device__ __forceinline__ double log1pOf(double x) { return log1p(x); }
-
-template <typename T>
-__device__ __forceinline__ T sigmoidOf(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + expOf(-x));
-  const T e = expOf(x);
-  return e / (T(1) + e);
-}
-template <typename T>
-__device__ __forceinline__ T siluOf(T x) { return x * sigmoidOf(x); }
-template <typename T>
-__device__ __forceinline__ T siluSlope(T x) {
-  const T s = sigmoidOf(x);
-  return s * (T(1) + x * (T(1) - s));
-}
-template <typename T>
-__device__ __forceinline__ T geluErfCdf(T x) { return T(0.5) * erfcOf(-x * T(kInvSqrt2)); }
-template <typename T>
-__device__ __forceinline__ T geluTanhInner(T x) { return T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x); }
-template <typename T>
-__device__ __forceinline__ T geluTanhSlope(T x) {
-  const T s = sigmoidOf(T(2) * geluTanhInner(x));
-  const T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
-  return s + x * T(2) * s * (T(1) - s) * dInner;
-}
-
-// cast.cu's f32 -> bf16 (round to nearest even, a NaN stays a quiet NaN).
-__device__ __forceinline__ uint16_t floatToBf16Bits(float value) {
-  uint32_t word = __float_as_uint(value);
-  if ((word & 0x7F800000u) == 0x7F800000u && (word & 0x007FFFFFu) != 0)
-    return static_cast<uint16_t>((word >> 16) | 0x0040u);
-  word += 0x7FFFu + ((word >> 16) & 1u);
-  return static_cast<uint16_t>(word >> 16);
-}
-__device__ __forceinline__ float bf16BitsToFloat(uint16_t bits) {
-  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
-}
 
 // ---- the program as the kernel receives it ----
 

@@ -1,0 +1,64 @@
+// ElementMath.cuh - device element functions shared by the kernels that must agree to the bit:
+// the activations (activation.cu), the bf16 rounding (cast.cu) and the pointwise programs that
+// stand for both (pointwise.cu). T arithmetic, the CPU twins' expressions in the same order.
+#ifndef MEGATRAIN_RUNTIME_CUDA_ELEMENTMATH_CUH
+#define MEGATRAIN_RUNTIME_CUDA_ELEMENTMATH_CUH
+
+#include <cstdint>
+
+#include "megatrain/kernels/MathConstants.h"
+
+namespace megatrain::runtime::cuda {
+
+__device__ __forceinline__ float expOf(float x) { return expf(x); }
+__device__ __forceinline__ double expOf(double x) { return exp(x); }
+__device__ __forceinline__ float erfcOf(float x) { return erfcf(x); }
+__device__ __forceinline__ double erfcOf(double x) { return erfc(x); }
+
+template <typename T>
+__device__ __forceinline__ T sigmoidOf(T x) {
+  // Both branches keep exp's argument non-positive, so neither overflows.
+  if (x >= T(0)) return T(1) / (T(1) + expOf(-x));
+  const T e = expOf(x);
+  return e / (T(1) + e);
+}
+
+template <typename T>
+__device__ __forceinline__ T siluOf(T x) { return x * sigmoidOf(x); }
+
+// d silu / dx = s (1 + x (1 - s)).
+template <typename T>
+__device__ __forceinline__ T siluSlope(T x) {
+  const T s = sigmoidOf(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+
+template <typename T>
+__device__ __forceinline__ T geluErfCdf(T x) { return T(0.5) * erfcOf(-x * T(::megatrain::kernels::kInvSqrt2)); }
+template <typename T>
+__device__ __forceinline__ T geluTanhInner(T x) { return T(::megatrain::kernels::kSqrt2OverPi) * (x + T(::megatrain::kernels::kGeluCubic) * x * x * x); }
+
+// s + x * 2 s (1 - s) du/dx with s = sigmoid(2u) (the CPU twin's form).
+template <typename T>
+__device__ __forceinline__ T geluTanhSlope(T x) {
+  const T s = sigmoidOf(T(2) * geluTanhInner(x));
+  const T dInner = T(::megatrain::kernels::kSqrt2OverPi) * (T(1) + T(3 * ::megatrain::kernels::kGeluCubic) * x * x);
+  return s + x * T(2) * s * (T(1) - s) * dInner;
+}
+
+// floatToBf16 (megatrain/plan/Bf16.h) on the device: round to nearest even, a NaN stays a
+// quiet NaN with its sign.
+__device__ __forceinline__ uint16_t floatToBf16Bits(float value) {
+  uint32_t word = __float_as_uint(value);
+  if ((word & 0x7F800000u) == 0x7F800000u && (word & 0x007FFFFFu) != 0)
+    return static_cast<uint16_t>((word >> 16) | 0x0040u);
+  word += 0x7FFFu + ((word >> 16) & 1u);
+  return static_cast<uint16_t>(word >> 16);
+}
+__device__ __forceinline__ float bf16BitsToFloat(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+}  // namespace megatrain::runtime::cuda
+
+#endif  // MEGATRAIN_RUNTIME_CUDA_ELEMENTMATH_CUH
