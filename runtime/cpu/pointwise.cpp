@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ActivationMath.h"
 #include "CpuKernel.h"
 #include "megatrain/kernels/MathConstants.h"
 #include "megatrain/plan/Bf16.h"
@@ -20,31 +21,8 @@ namespace {
 
 namespace pw = megatrain::pointwise;
 
-// ---- element functions: the unfused kernels' expressions ----
+// ---- element functions: the unfused kernels' expressions (ActivationMath.h) ----
 
-template <typename T>
-T sigmoidOf(T x) {
-  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
-}
-template <typename T>
-T siluOf(T x) { return x * sigmoidOf(x); }
-template <typename T>
-T siluSlope(T x) {
-  const T s = sigmoidOf(x);
-  return s * (T(1) + x * (T(1) - s));
-}
-template <typename T>
-T geluErfCdf(T x) { return T(0.5) * std::erfc(-x * T(kInvSqrt2)); }
-template <typename T>
-T geluTanhInner(T x) { return T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x); }
-template <typename T>
-T geluTanhSlope(T x) {
-  const T s = sigmoidOf(T(2) * geluTanhInner(x));
-  const T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
-  return s + x * T(2) * s * (T(1) - s) * dInner;
-}
 // cast's f32/f64 -> bf16 (an f64 rounds to f32 first), read back exactly.
 template <typename T>
 T roundBf16(T x) { return static_cast<T>(bf16ToFloat(floatToBf16(static_cast<float>(x)))); }
@@ -91,7 +69,7 @@ T evaluate(const int64_t* ins, const T* r, const double* constants) {
     case pw::GeluErf: return a * geluErfCdf(a);
     case pw::GeluTanh: return a * sigmoidOf(T(2) * geluTanhInner(a));
     case pw::GeluErfGrad:
-      return r[ins[2]] * (geluErfCdf(a) + a * T(kInvSqrt2Pi) * std::exp(T(-0.5) * a * a));
+      return r[ins[2]] * geluErfSlope(a);
     case pw::GeluTanhGrad: return r[ins[2]] * geluTanhSlope(a);
     default: return a;  // unreachable: pointwiseRule checked every opcode
   }
