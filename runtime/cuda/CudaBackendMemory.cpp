@@ -82,11 +82,14 @@ constexpr size_t kRegisterFrom = size_t{1} << 30;
 // a minute for a 100 GiB pool. A large pool is instead mapped with transparent
 // huge pages, its pages touched by the host threads (the 0xFF fill), then
 // registered with CUDA, which pins it for DMA as cudaHostAlloc would. Where the
-// registration is refused (or MEGATRAIN_HOST_REGISTER=0) it is cudaHostAlloc's.
+// registration is refused it is cudaHostAlloc's. MEGATRAIN_HOST_REGISTER=0
+// keeps every pool on cudaHostAlloc, =1 registers every pool (the GPU tests'
+// way to run their small pools through this path).
 std::byte* allocatePinned(size_t bytes, bool& registered) {
   registered = false;
   const char* setting = std::getenv("MEGATRAIN_HOST_REGISTER");
-  const bool tryRegister = bytes >= kRegisterFrom && !(setting && std::string(setting) == "0");
+  const std::string mode = setting ? setting : "";
+  const bool tryRegister = mode == "1" || (mode != "0" && bytes >= kRegisterFrom);
   if (tryRegister) {
     void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapped != MAP_FAILED) {
