@@ -128,6 +128,15 @@ MatmulDims matmulDims(const KernelCall& call) {
 
 void matmulRule(const KernelCall& call) { matmulDims(call); }
 
+void matmulAddRule(const KernelCall& call) {
+  matmulDims(call);
+  const Operand &r = call.in[2], &y = call.out[0];
+  requireShape(call, r, y.shape, "addend r");
+  if (r.dtype != y.dtype)
+    fail(call, std::string("addend r is ") + dtypeLabel(r.dtype) + ", the output " + dtypeLabel(y.dtype) +
+                   "; they must match");
+}
+
 // ---- shape kernels ----
 
 void reshapeRule(const KernelCall& call) {

@@ -52,6 +52,8 @@ MatmulDims matmulDims(const KernelCall& call);
 // An operand's batch dims: all but the last two.
 Shape matmulBatchOf(const Shape& operand);
 void matmulRule(const KernelCall& call);
+// matmul_add: matmul's rule, and the addend r (in[2]) has y's shape and dtype.
+void matmulAddRule(const KernelCall& call);
 
 // ---- shape kernels: reshape, transpose, broadcast_to, sum_to ----
 
