@@ -9,10 +9,11 @@
 // as above and rounded once to f32. The attribute precision ("tf32", "bf16")
 // is read by the CUDA kernel only; on the CPU every product is exact.
 //
-// matmul_add (y = A B + r, r of y's shape and dtype): each output is the
-// product rounded to y's type, then r added in y's type, the bits of matmul
-// followed by add; the CUDA kernel adds r to its fp32 accumulator the same
-// way (docs/ops.md "Matmul epilogues").
+// matmul_add (y = A B + r, r of y's dtype and shape, or a bias [n] added to
+// every row): each output is the product rounded to y's type, then r's
+// element added in y's type, the bits of matmul followed by add; the CUDA
+// kernel adds r to its fp32 accumulator the same way (docs/ops.md "Matmul
+// epilogues").
 #include <string>
 #include <string_view>
 
@@ -28,16 +29,16 @@ struct Bf16 {
   explicit operator double() const { return static_cast<double>(bf16ToFloat(bits)); }
 };
 
-// `r`, when not null, is the addend of matmul_add (y's shape).
+// `r`, when not null, is the addend of matmul_add: y's shape, or a bias [n].
 template <typename T, typename Y = T>
-void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r) {
+void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r, bool bias) {
   const T* a = args.in[0].as<const T>();
   const T* b = args.in[1].as<const T>();
   Y* y = args.out[0].as<Y>();
   // The product rounded to Y, plus r's element in Y when there is an addend.
-  auto finish = [r](double sum, int64_t at) {
+  auto finish = [r, bias](double sum, int64_t at, int64_t column) {
     const Y product = static_cast<Y>(sum);
-    return r ? static_cast<Y>(product + r[at]) : product;
+    return r ? static_cast<Y>(product + r[bias ? column : at]) : product;
   };
   const int64_t m = d.m, n = d.n, k = d.k;
   // Element strides of A (m, k) and B (k, n) within one matrix.
@@ -67,7 +68,7 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r) {
           const T* row = pb + p * sbk;
           for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<double>(row[j]);
         }
-        for (int64_t j = 0; j < n; ++j) py[i * n + j] = finish(acc[j], offY + i * n + j);
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] = finish(acc[j], offY + i * n + j, j);
       }
     } else {
       // B is transposed: each output is a dot product of two k-vectors.
@@ -76,7 +77,7 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r) {
           double sum = 0;
           for (int64_t p = 0; p < k; ++p)
             sum += static_cast<double>(pa[i * sam + p * sak]) * static_cast<double>(pb[j * sbn + p * sbk]);
-          py[i * n + j] = finish(sum, offY + i * n + j);
+          py[i * n + j] = finish(sum, offY + i * n + j, j);
         }
     }
   });
@@ -85,20 +86,21 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r) {
 // matmul (2 inputs) and matmul_add (3: the addend r last).
 void matmul(const KernelArgs& args) {
   const bool addend = args.numIn == 3;
+  const bool bias = addend && matmulAddendIsBias(args);
   if (args.in[0].dtype == DType::BF16 || args.in[1].dtype == DType::BF16) {
     requireDType(args, args.in[0], DType::BF16, "a");
     requireDType(args, args.in[1], DType::BF16, "b");
     requireDType(args, args.out[0], DType::F32, "output");
     if (addend) requireDType(args, args.in[2], DType::F32, "r");
     const MatmulDims d = matmulDims(args);
-    matmulImpl<Bf16, float>(args, d, addend ? args.in[2].as<const float>() : nullptr);
+    matmulImpl<Bf16, float>(args, d, addend ? args.in[2].as<const float>() : nullptr, bias);
     return;
   }
   const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0) | (addend ? inMask(2) : 0));
   const MatmulDims d = matmulDims(args);
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    matmulImpl<T>(args, d, addend ? args.in[2].as<const T>() : nullptr);
+    matmulImpl<T>(args, d, addend ? args.in[2].as<const T>() : nullptr, bias);
   });
 }
 

@@ -29,8 +29,12 @@
 // product is the accumulator itself) and rounds the sum once to y's type,
 // as the CPU twin does (docs/ops.md "Matmul epilogues"). C has D's layout
 // and type; C and D are separate buffers (the memory plan never gives an
-// output the bytes of an input of the same step). f64 copies r into y and
-// runs Dgemm with beta = 1 on it.
+// output the bytes of an input of the same step). A bias r [n] is
+// cuBLASLt's BIAS epilogue instead (bias length = D's rows in column-major
+// terms = our n; batch stride 0: one bias for every batch entry). f64
+// copies a full r into y and runs Dgemm with beta = 1 on it; an f64 bias
+// and a bias of an empty product (k = 0) are refused (the compiler fuses
+// neither).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -60,6 +64,9 @@ void checkTypes(const Launch& launch) {
 
 // matmul_add's addend, or null for matmul.
 const void* addendOf(const Launch& launch) { return launch.numIn == 3 ? launch.in[2].data : nullptr; }
+
+// Whether matmul_add's addend is a bias [n] (cuBLASLt's BIAS epilogue).
+bool biasAddend(const Launch& launch) { return launch.numIn == 3 && matmulAddendIsBias(launch); }
 
 int toInt(const Launch& launch, int64_t value, const char* what) {
   if (value > INT_MAX) fail(launch, std::string(what) + " " + std::to_string(value) + " exceeds cuBLAS's int range");
@@ -156,6 +163,7 @@ void matmulF64(const Launch& launch, const MatmulDims& d) {
   double* y = launch.out[0].as<double>();
   const GemmBatch batch = decompose(launch, d);
   double beta = 0.0;
+  if (biasAddend(launch)) fail(launch, "an f64 product with a bias addend has no cuBLAS epilogue");
   if (const void* r = addendOf(launch)) {  // y = r, then y += A B
     MT_CUDA_CHECK(cudaMemcpyAsync(y, r, static_cast<size_t>(launch.out[0].shape.elements()) * sizeof(double),
                                   cudaMemcpyDeviceToDevice, launch.device->stream));
@@ -173,6 +181,7 @@ void matmul(const Launch& launch) {
   if (y.shape.elements() == 0) return;
   if (d.k == 0) {  // an empty sum: cuBLAS need not write y, so write 0 (or r) here
     const size_t bytes = static_cast<size_t>(y.shape.elements()) * dtypeBytes(y.dtype);
+    if (biasAddend(launch)) fail(launch, "an empty product (k = 0) with a bias addend is not supported");
     if (const void* r = addendOf(launch))
       MT_CUDA_CHECK(cudaMemcpyAsync(y.data, r, bytes, cudaMemcpyDeviceToDevice, launch.device->stream));
     else
@@ -263,13 +272,14 @@ struct StepRecord {
   const LtGemm* gemm = nullptr;
   GemmBatch batch;
   const void *a = nullptr, *b = nullptr;
-  const void* r = nullptr;  // matmul_add's addend (cuBLASLt's C), else null
+  const void* r = nullptr;  // matmul_add's addend (cuBLASLt's C, or its bias vector), else null
+  bool bias = false;         // r is a bias [n]
   void* y = nullptr;
 };
 
 std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, cublasComputeType_t compute,
-                            uint32_t alignA, uint32_t alignB, uint32_t alignY, uint32_t alignR) {
-  std::string text = std::string(alignR ? "(+ r) " : "") + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " + dtypeLabel(launch.in[0].dtype) +
+                            uint32_t alignA, uint32_t alignB, uint32_t alignY, uint32_t alignR, bool bias) {
+  std::string text = std::string(alignR ? (bias ? "(+ bias) " : "(+ r) ") : "") + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " + dtypeLabel(launch.in[0].dtype) +
                      " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
                      dtypeLabel(launch.in[1].dtype) + " -> y " + launch.out[0].shape.str() + " " +
                      dtypeLabel(launch.out[0].dtype) + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) +
@@ -292,7 +302,7 @@ struct MatmulPlanner::Impl {
 
   const LtGemm& find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
                      cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY,
-                     uint32_t alignR);
+                     uint32_t alignR, const void* bias);
 };
 
 MatmulPlanner::MatmulPlanner() : impl_(std::make_unique<Impl>()) {
@@ -315,12 +325,12 @@ void MatmulPlanner::beginPlan(int steps) {
 
 const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
                                         cublasComputeType_t compute, uint32_t alignA, uint32_t alignB,
-                                        uint32_t alignY, uint32_t alignR) {
+                                        uint32_t alignY, uint32_t alignR, const void* bias) {
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
 
   auto gemm = std::make_unique<LtGemm>();
-  gemm->product = describeProduct(launch, g, calls, compute, alignA, alignB, alignY, alignR);
+  gemm->product = describeProduct(launch, g, calls, compute, alignA, alignB, alignY, alignR, bias != nullptr);
   const std::string& product = gemm->product;
   const cudaDataType_t operandType = cudaTypeOf(launch.in[0].dtype), resultType = cudaTypeOf(launch.out[0].dtype);
 
@@ -331,6 +341,15 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
               product);
   MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)), launch,
               product);
+  if (bias) {
+    // The bias vector of D's type; the pointer (this step's, reset at each launch) lets the
+    // heuristic see its alignment.
+    const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+                launch, product);
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                launch, product);
+  }
   // Stored (column-major) extents: b is [n, k] (or [k, n] transposed), a is [k, m] (or [m, k]), y is [n, m].
   const uint64_t n = static_cast<uint64_t>(g.n), m = static_cast<uint64_t>(g.m), k = static_cast<uint64_t>(g.k);
   MT_LT_CHECK(cublasLtMatrixLayoutCreate(&gemm->layoutA, operandType, g.transB ? k : n, g.transB ? n : k,
@@ -366,7 +385,7 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},  // cuBLASLt's A is our b
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignR ? alignR : alignY  /* C is r, or y */},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignR && !bias ? alignR : alignY},  // C is r, or y
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignY}};
   for (const auto& [attribute, bytes] : alignments)
     MT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)), launch, product);
@@ -408,6 +427,7 @@ void MatmulPlanner::prepare(const Launch& launch) {
   record.a = launch.in[0].data;
   record.b = launch.in[1].data;
   record.r = addendOf(launch);
+  record.bias = biasAddend(launch);
   record.y = launch.out[0].data;
 
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
@@ -422,7 +442,9 @@ void MatmulPlanner::prepare(const Launch& launch) {
   const uint32_t alignB = alignmentOf(record.b, {offsets(1, g.strideB, operandBytes)});
   const uint32_t alignY = alignmentOf(record.y, {offsets(2, g.strideY, resultBytes)});
   // r has y's layout, so y's offsets; 0 marks a plain matmul.
-  const uint32_t alignR = record.r ? alignmentOf(record.r, {offsets(2, g.strideY, resultBytes)}) : 0;
+  const uint32_t alignR = !record.r ? 0
+                          : record.bias ? alignmentOf(record.r, {})
+                                        : alignmentOf(record.r, {offsets(2, g.strideY, resultBytes)});
   const cublasComputeType_t compute = computeTypeOf(launch.in[0].dtype, precision);
 
   const Key key = {static_cast<int64_t>(launch.in[0].dtype),
@@ -432,8 +454,9 @@ void MatmulPlanner::prepare(const Launch& launch) {
                    g.transA, g.transB,
                    g.strideA, g.strideB, g.strideY,
                    alignA, alignB, alignY,
-                   record.r != nullptr, alignR};
-  record.gemm = &impl_->find(launch, key, g, batch.calls, compute, alignA, alignB, alignY, alignR);
+                   record.r ? (record.bias ? 2 : 1) : 0, alignR};
+  record.gemm = &impl_->find(launch, key, g, batch.calls, compute, alignA, alignB, alignY, alignR,
+                             record.bias ? record.r : nullptr);
   impl_->steps[static_cast<size_t>(launch.step)] = record;
 }
 
@@ -452,8 +475,14 @@ void MatmulPlanner::run(const Launch& launch) const {
   auto* y = static_cast<char*>(record->y);
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
   const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
-  const auto* r = static_cast<const char*>(record->r);
+  const auto* r = record->bias ? nullptr : static_cast<const char*>(record->r);
   const float one = 1.0f, beta = r ? 1.0f : 0.0f;
+  if (record->bias) {
+    // The descriptor is shared by every step of this form: point it at this step's bias.
+    const void* bias = record->r;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                launch, gemm.product);
+  }
   forEachCall(record->batch, [&](int64_t oa, int64_t ob, int64_t oy) {
     void* out = y + oy * resultBytes;
     // C: the addend at y's offset (matmul_add), else y itself (read with beta 0, i.e. not at all).

@@ -99,8 +99,9 @@ TEST_F(CudaPrecision, MatmulEveryLayoutAtEveryPrecision) {
 }
 
 // matmul_add: the same products with an addend r in cuBLASLt's epilogue
-// (C = r, beta = 1), at every precision, and f64 (Dgemm on a copy of r),
-// against the CPU twin (the product rounded to f32, plus r).
+// (C = r, beta = 1) or a bias [n] (the BIAS epilogue), at every precision,
+// and f64 (Dgemm on a copy of r), against the CPU twin (the product rounded
+// to f32, plus r).
 TEST_F(CudaPrecision, MatmulAddEveryLayoutAtEveryPrecision) {
   for (const Precision& p : kPrecisions)
     for (const MatmulShape& s : kShapes) {
@@ -109,6 +110,23 @@ TEST_F(CudaPrecision, MatmulAddEveryLayoutAtEveryPrecision) {
                    {{matmulResult(s), plan::F32}},
                    {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}};
       if (p.name) c.attributes.push_back(stringAttr("precision", p.name));
+      EXPECT_TRUE(cudaMatchesCpu(c, p.tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+    }
+  // A bias [n] (cuBLASLt's BIAS epilogue); an empty product with a bias is refused.
+  for (const Precision& p : kPrecisions)
+    for (const MatmulShape& s : kShapes) {
+      const std::vector<int64_t> y = matmulResult(s);
+      KernelCase c{"matmul_add",
+                   {uniform(s.a, p.operands), uniform(s.b, p.operands), uniform({y.back()}, plan::F32, -4, 4)},
+                   {{y, plan::F32}},
+                   {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}};
+      if (p.name) c.attributes.push_back(stringAttr("precision", p.name));
+      const int64_t k = s.transA ? s.a[s.a.size() - 2] : s.a.back();
+      if (k == 0) {
+        const std::string empty = cudaError(c);
+        EXPECT_NE(empty.find("bias"), std::string::npos) << empty;
+        continue;
+      }
       EXPECT_TRUE(cudaMatchesCpu(c, p.tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
     }
   for (const MatmulShape& s : kShapes) {

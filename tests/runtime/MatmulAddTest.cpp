@@ -1,4 +1,4 @@
-// MatmulAddTest.cpp - matmul_add (y = A B + r) on the CPU backend: the bits of matmul followed by add.
+// MatmulAddTest.cpp - matmul_add (y = A B + r, r of y's shape or a bias) on the CPU backend: the bits of matmul followed by add.
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
@@ -35,6 +35,25 @@ TEST_P(MatmulAddTest, BitwiseMatmulThenAdd) {
   EXPECT_NE(fused.values, product.values);
 }
 
+// A bias [N] is added to every row, as add broadcasts it.
+TEST_P(MatmulAddTest, BiasBitwiseMatmulThenBroadcastAdd) {
+  const MatmulAddCase p = GetParam();
+  std::mt19937 rng(73);
+  const int64_t M = 7, K = 19, N = 5;
+  const HostTensor a = randomTensor(p.transA ? std::vector<int64_t>{2, K, M} : std::vector<int64_t>{2, M, K},
+                                    p.operands, rng);
+  const HostTensor b =
+      randomTensor(p.transB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, p.operands, rng);
+  const HostTensor bias = randomTensor({N}, p.result, rng, -4.0, 4.0);
+  const std::vector<plan::Attribute> attrs = {intAttr("transpose_a", p.transA), intAttr("transpose_b", p.transB)};
+  const OutputSpec out = {{2, M, N}, p.result};
+  const HostTensor fused = runKernel("matmul_add", {a, b, bias}, {out}, attrs)[0];
+  const HostTensor product = runKernel("matmul", {a, b}, {out}, attrs)[0];
+  const HostTensor sum = runKernel("add", {product, bias}, {out})[0];
+  EXPECT_EQ(fused.values, sum.values);
+  EXPECT_NE(fused.values, product.values);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Types, MatmulAddTest,
     ::testing::Values(MatmulAddCase{plan::F32, plan::F32, false, false},
@@ -53,8 +72,9 @@ TEST(MatmulAddErrors, AddendShapeAndTypeAreNamed) {
   std::mt19937 rng(72);
   const HostTensor a = randomTensor({4, 3}, plan::F32, rng);
   const HostTensor b = randomTensor({3, 5}, plan::F32, rng);
-  EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({5}, plan::F32, rng)}, {{{4, 5}, plan::F32}}),
-            "matmul_add: addend r 'in2' has shape [5], expected [4, 5]");
+  EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({4}, plan::F32, rng)}, {{{4, 5}, plan::F32}}),
+            "matmul_add: addend r 'in2' has shape [4], expected [4, 5] (the output's) or [5] (a bias over its "
+            "last dim)");
   EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({4, 5}, plan::F64, rng)}, {{{4, 5}, plan::F32}}),
             "matmul_add: addend r is f64, the output f32; they must match");
   const HostTensor ab = randomTensor({4, 3}, plan::BF16, rng), bb = randomTensor({3, 5}, plan::BF16, rng);

@@ -309,10 +309,16 @@ static LogicalResult verifyProduct(ProductOp op) {
 LogicalResult MatMulOp::verify() { return verifyProduct(*this); }
 
 LogicalResult MatMulAddOp::verify() {
-  if (getR().getType() != getResult().getType())
+  // r has the result's type, or is a bias over its last dim.
+  auto r = cast<RankedTensorType>(getR().getType());
+  auto y = cast<RankedTensorType>(getResult().getType());
+  bool bias = r.getRank() == 1 && y.getRank() >= 1 &&
+              r.getDimSize(0) == y.getShape().back() &&
+              r.getElementType() == y.getElementType();
+  if (r != y && !bias)
     return emitOpError("addend type ")
-           << getR().getType() << " differs from the result type "
-           << getResult().getType();
+           << r << " is neither the result type " << y
+           << " nor a bias over its last dim";
   return verifyProduct(*this);
 }
 

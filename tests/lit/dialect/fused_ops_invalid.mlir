@@ -74,9 +74,9 @@ func.func @pointwise_constant_index(%x: tensor<4x8xf32>) {
 
 // -----
 
-func.func @matmul_add_addend(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %r: tensor<4xf32>) {
-  // expected-error @+1 {{addend type 'tensor<4xf32>' differs from the result type 'tensor<3x4xf32>'}}
-  %y = mt.matmul_add %x, %w, %r : (tensor<3x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+func.func @matmul_add_addend(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %r: tensor<3xf32>) {
+  // expected-error @+1 {{addend type 'tensor<3xf32>' is neither the result type 'tensor<3x4xf32>' nor a bias over its last dim}}
+  %y = mt.matmul_add %x, %w, %r : (tensor<3x8xf32>, tensor<8x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
   return
 }
 

@@ -68,12 +68,32 @@ func.func @late_addend() {
 
 // -----
 
+// A bias over the product's last dim (an nn.Linear with a bias, GPT-2's
+// Conv1D): cuBLASLt's BIAS epilogue adds it to every row.
+// CHECK-LABEL: func.func @bias
+// CHECK-NOT:     mt.add
+// CHECK:         %[[B:.*]] = mt.param {name = "bias", trainable = true} : tensor<4xf32>
+// CHECK:         %[[Y:.*]] = mt.matmul_add %{{.*}}, %{{.*}}, %[[B]] {precision = "bf16"} : (tensor<2x3x8xbf16>, tensor<8x4xbf16>, tensor<4xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT:    mt.output %[[Y]]
+func.func @bias() {
+  %bias = mt.param {name = "bias", trainable = true} : tensor<4xf32>
+  %x = mt.input {name = "x"} : tensor<2x3x8xbf16>
+  %w = mt.param {name = "w", trainable = true} : tensor<8x4xbf16>
+  %p = mt.matmul %x, %w {precision = "bf16"} : (tensor<2x3x8xbf16>, tensor<8x4xbf16>) -> tensor<2x3x4xf32>
+  %y = mt.add %bias, %p : (tensor<4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  mt.output %y {name = "y"} : tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
 // Must not fuse: a product with another reader (it is written anyway), a
-// broadcast addend (a bias: cuBLASLt's C has the product's layout), an add
-// of a product to itself, and a product with an integer or bf16 result.
+// broadcast addend other than a bias (cuBLASLt's C has the product's layout,
+// its bias runs along the last dim), an f64 bias (Dgemm has no bias
+// epilogue), an add of a product to itself, and a product with a bf16 result.
 // CHECK-LABEL: func.func @not_fused
 // CHECK-NOT:     mt.matmul_add
-// CHECK-COUNT-4: mt.add
+// CHECK-COUNT-5: mt.add
 func.func @not_fused() {
   %x = mt.input {name = "x"} : tensor<3x8xf32>
   %w = mt.param {name = "w", trainable = true} : tensor<8x4xf32>
@@ -82,10 +102,16 @@ func.func @not_fused() {
   %y = mt.add %p, %r : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   mt.output %p {name = "p"} : tensor<3x4xf32>
   mt.output %y {name = "y"} : tensor<3x4xf32>
-  %bias = mt.param {name = "bias", trainable = true} : tensor<4xf32>
+  %column = mt.input {name = "column"} : tensor<3x1xf32>
   %q = mt.matmul %x, %w : (tensor<3x8xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
-  %z = mt.add %q, %bias : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %z = mt.add %q, %column : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
   mt.output %z {name = "z"} : tensor<3x4xf32>
+  %xd = mt.input {name = "xd"} : tensor<3x8xf64>
+  %wd = mt.param {name = "wd", trainable = true} : tensor<8x4xf64>
+  %bd = mt.param {name = "bd", trainable = true} : tensor<4xf64>
+  %pd = mt.matmul %xd, %wd : (tensor<3x8xf64>, tensor<8x4xf64>) -> tensor<3x4xf64>
+  %yd = mt.add %pd, %bd : (tensor<3x4xf64>, tensor<4xf64>) -> tensor<3x4xf64>
+  mt.output %yd {name = "yd"} : tensor<3x4xf64>
   %s = mt.matmul %x, %w : (tensor<3x8xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
   %d = mt.add %s, %s : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   mt.output %d {name = "d"} : tensor<3x4xf32>
