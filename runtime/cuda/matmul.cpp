@@ -279,8 +279,9 @@ struct StepRecord {
 
 std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, cublasComputeType_t compute,
                             uint32_t alignA, uint32_t alignB, uint32_t alignY, uint32_t alignR, bool bias) {
-  std::string text = std::string(alignR ? (bias ? "(+ bias) " : "(+ r) ") : "") + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " + dtypeLabel(launch.in[0].dtype) +
-                     " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
+  const std::string addend = alignR ? (bias ? "(+ bias) " : "(+ r) ") : "";
+  std::string text = addend + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " +
+                     dtypeLabel(launch.in[0].dtype) + " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
                      dtypeLabel(launch.in[1].dtype) + " -> y " + launch.out[0].shape.str() + " " +
                      dtypeLabel(launch.out[0].dtype) + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) +
                      ", k " + std::to_string(g.k) + ", batch " + std::to_string(g.count) + " with strides a " +
