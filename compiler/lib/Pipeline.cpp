@@ -95,6 +95,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // of mt-precision have been hoisted above the weights' transposes.
   if (options.foldTranspose)
     pm.addNestedPass<mlir::func::FuncOp>(createFoldTranspose());
+  // Adds of a product and another value into the product's epilogue, on
+  // the products mt-precision and mt-fold-transpose left, before the
+  // elementwise chains could take the adds.
+  if (options.matmulEpilogues)
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseMatmulEpilogues());
   // Elementwise chains into one kernel each, on the whole step (the forward,
   // the backward and the casts mt-precision wrote), before the schedule
   // numbers the ops and the tiering prices them.

@@ -1,4 +1,4 @@
-// matmul.cpp - batched matrix product with transpose flags and broadcast batch dims.
+// matmul.cpp - batched matrix product with transpose flags and broadcast batch dims, and matmul_add (an addend in the epilogue).
 //
 // y[..., m, n] = sum_k A[..., m, k] B[..., k, n], with A = a or a^T and B = b or
 // b^T on the last two dims. Every output sums over k in increasing order in
@@ -8,6 +8,12 @@
 // --precision bf16): each operand is widened to double, accumulated in double
 // as above and rounded once to f32. The attribute precision ("tf32", "bf16")
 // is read by the CUDA kernel only; on the CPU every product is exact.
+//
+// matmul_add (y = A B + r, r of y's dtype and shape, or a bias [n] added to
+// every row): each output is the product rounded to y's type, then r's
+// element added in y's type, the bits of matmul followed by add; the CUDA
+// kernel adds r to its fp32 accumulator the same way (docs/ops.md "Matmul
+// epilogues").
 #include <string>
 #include <string_view>
 
@@ -23,11 +29,17 @@ struct Bf16 {
   explicit operator double() const { return static_cast<double>(bf16ToFloat(bits)); }
 };
 
+// `r`, when not null, is the addend of matmul_add: y's shape, or a bias [n].
 template <typename T, typename Y = T>
-void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
+void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r, bool bias) {
   const T* a = args.in[0].as<const T>();
   const T* b = args.in[1].as<const T>();
   Y* y = args.out[0].as<Y>();
+  // The product rounded to Y, plus r's element in Y when there is an addend.
+  auto finish = [r, bias](double sum, int64_t at, int64_t column) {
+    const Y product = static_cast<Y>(sum);
+    return r ? static_cast<Y>(product + r[bias ? column : at]) : product;
+  };
   const int64_t m = d.m, n = d.n, k = d.k;
   // Element strides of A (m, k) and B (k, n) within one matrix.
   const int64_t sam = d.transA ? 1 : k, sak = d.transA ? m : 1;
@@ -45,7 +57,8 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
   walk(d.batch, batchA, batchB, [&](int64_t batch, int64_t offA, int64_t offB) {
     const T* pa = a + offA;
     const T* pb = b + offB;
-    Y* py = y + batch * m * n;
+    const int64_t offY = batch * m * n;
+    Y* py = y + offY;
     if (sbn == 1) {
       // Rows of B are contiguous: stream them into a row of accumulators.
       for (int64_t i = 0; i < m; ++i) {
@@ -55,7 +68,7 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
           const T* row = pb + p * sbk;
           for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<double>(row[j]);
         }
-        for (int64_t j = 0; j < n; ++j) py[i * n + j] = static_cast<Y>(acc[j]);
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] = finish(acc[j], offY + i * n + j, j);
       }
     } else {
       // B is transposed: each output is a dot product of two k-vectors.
@@ -64,24 +77,31 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d) {
           double sum = 0;
           for (int64_t p = 0; p < k; ++p)
             sum += static_cast<double>(pa[i * sam + p * sak]) * static_cast<double>(pb[j * sbn + p * sbk]);
-          py[i * n + j] = static_cast<Y>(sum);
+          py[i * n + j] = finish(sum, offY + i * n + j, j);
         }
     }
   });
 }
 
+// matmul (2 inputs) and matmul_add (3: the addend r last).
 void matmul(const KernelArgs& args) {
+  const bool addend = args.numIn == 3;
+  const bool bias = addend && matmulAddendIsBias(args);
   if (args.in[0].dtype == DType::BF16 || args.in[1].dtype == DType::BF16) {
     requireDType(args, args.in[0], DType::BF16, "a");
     requireDType(args, args.in[1], DType::BF16, "b");
     requireDType(args, args.out[0], DType::F32, "output");
+    if (addend) requireDType(args, args.in[2], DType::F32, "r");
     const MatmulDims d = matmulDims(args);
-    matmulImpl<Bf16, float>(args, d);
+    matmulImpl<Bf16, float>(args, d, addend ? args.in[2].as<const float>() : nullptr, bias);
     return;
   }
-  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0));
+  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0) | (addend ? inMask(2) : 0));
   const MatmulDims d = matmulDims(args);
-  dispatchFloating(dtype, [&](auto tag) { matmulImpl<decltype(tag)>(args, d); });
+  dispatchFloating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    matmulImpl<T>(args, d, addend ? args.in[2].as<const T>() : nullptr, bias);
+  });
 }
 
 size_t matmulScratch(const KernelArgs& args) {
@@ -93,6 +113,7 @@ size_t matmulScratch(const KernelArgs& args) {
 
 void addMatmulKernels(CpuKernelRegistry& registry) {
   registry.add("matmul", {matmul, matmulScratch});
+  registry.add("matmul_add", {matmul, matmulScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

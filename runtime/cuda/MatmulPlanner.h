@@ -1,7 +1,8 @@
 // MatmulPlanner.h - cuBLASLt for the f32 and bf16 matmuls: one workspace, algorithms chosen once per distinct product at prepare time.
 //
 // CudaBackend::prepare() hands every resolved kernel step to prepare(); for a
-// `matmul` step whose operands are F32, or BF16 with an F32 result, it works
+// `matmul` or `matmul_add` step (the addend is cuBLASLt's C, with beta 1)
+// whose operands are F32, or BF16 with an F32 result, it works
 // out the product's cuBLASLt form (the strided batch, the host-walked outer
 // batch, each operand's actual address alignment) and looks it up in a cache
 // keyed by everything that form depends on (shapes, batch strides, dtypes,
@@ -38,7 +39,8 @@ class MatmulPlanner {
   // Forgets the previous plan's steps (the algorithm cache stays) and makes
   // room for `steps` steps.
   void beginPlan(int steps);
-  // Plans `launch` if it is an F32 or BF16 matmul; other steps are ignored.
+  // Plans `launch` if it is an F32 or BF16 matmul or matmul_add; other steps
+  // are ignored.
   // Shape, dtype or precision errors and cuBLASLt failures are Errors naming
   // the kernel, the product and the cuBLASLt status.
   void prepare(const Launch& launch);

@@ -1,4 +1,4 @@
-// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims.
+// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims; matmul_add adds r in the epilogue.
 //
 // Host code only (cuBLAS launches the kernels), so the C++ compiler builds it
 // instead of nvcc.
@@ -23,6 +23,18 @@
 //                     CUBLAS_DEFAULT_MATH; see CudaBackend)
 // The cuBLASLt descriptors and algorithm of each step are made at prepare
 // time (MatmulPlanner.h); a launch only looks them up.
+//
+// matmul_add (y = A B + r) is the same call with C = r and beta = 1:
+// cuBLASLt's epilogue adds C to the fp32 accumulator (alpha = 1, so the
+// product is the accumulator itself) and rounds the sum once to y's type,
+// as the CPU twin does (docs/ops.md "Matmul epilogues"). C has D's layout
+// and type; C and D are separate buffers (the memory plan never gives an
+// output the bytes of an input of the same step). A bias r [n] is
+// cuBLASLt's BIAS epilogue instead (bias length = D's rows in column-major
+// terms = our n; batch stride 0: one bias for every batch entry). f64
+// copies a full r into y and runs Dgemm with beta = 1 on it; an f64 bias
+// and a bias of an empty product (k = 0) are refused (the compiler fuses
+// neither).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -45,7 +57,16 @@ void checkTypes(const Launch& launch) {
   if (!ok)
     fail(launch, std::string("operands are ") + dtypeLabel(a) + " x " + dtypeLabel(b) + " -> " + dtypeLabel(y) +
                      "; the CUDA backend multiplies f32 x f32 -> f32, bf16 x bf16 -> f32 or f64 x f64 -> f64");
+  if (launch.numIn == 3 && launch.in[2].dtype != y)
+    fail(launch, std::string("addend r is ") + dtypeLabel(launch.in[2].dtype) + ", the output " + dtypeLabel(y) +
+                     "; they must match");
 }
+
+// matmul_add's addend, or null for matmul.
+const void* addendOf(const Launch& launch) { return launch.numIn == 3 ? launch.in[2].data : nullptr; }
+
+// Whether matmul_add's addend is a bias [n] (cuBLASLt's BIAS epilogue).
+bool biasAddend(const Launch& launch) { return launch.numIn == 3 && matmulAddendIsBias(launch); }
 
 int toInt(const Launch& launch, int64_t value, const char* what) {
   if (value > INT_MAX) fail(launch, std::string(what) + " " + std::to_string(value) + " exceeds cuBLAS's int range");
@@ -127,12 +148,13 @@ void forEachCall(const GemmBatch& batch, F&& f) {
 
 // ---- f64: cuBLAS ----
 
-void dgemm(const Launch& launch, const Gemm& g, const double* a, const double* b, double* y) {
-  const double one = 1.0, zero = 0.0;
+// y = A B + beta y.
+void dgemm(const Launch& launch, const Gemm& g, const double* a, const double* b, double beta, double* y) {
+  const double one = 1.0;
   MT_CUBLAS_CHECK(cublasDgemmStridedBatched(
       launch.device->cublas, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
       g.n, g.m, g.k, &one, b, g.transB ? g.k : g.n, g.strideB, a, g.transA ? g.m : g.k, g.strideA,
-      &zero, y, g.n, g.strideY, g.count));
+      &beta, y, g.n, g.strideY, g.count));
 }
 
 void matmulF64(const Launch& launch, const MatmulDims& d) {
@@ -140,7 +162,16 @@ void matmulF64(const Launch& launch, const MatmulDims& d) {
   const double* b = launch.in[1].as<const double>();
   double* y = launch.out[0].as<double>();
   const GemmBatch batch = decompose(launch, d);
-  forEachCall(batch, [&](int64_t oa, int64_t ob, int64_t oy) { dgemm(launch, batch.g, a + oa, b + ob, y + oy); });
+  double beta = 0.0;
+  if (biasAddend(launch)) fail(launch, "an f64 product with a bias addend has no cuBLAS epilogue");
+  if (const void* r = addendOf(launch)) {  // y = r, then y += A B
+    MT_CUDA_CHECK(cudaMemcpyAsync(y, r, static_cast<size_t>(launch.out[0].shape.elements()) * sizeof(double),
+                                  cudaMemcpyDeviceToDevice, launch.device->stream));
+    beta = 1.0;
+  }
+  forEachCall(batch, [&](int64_t oa, int64_t ob, int64_t oy) {
+    dgemm(launch, batch.g, a + oa, b + ob, beta, y + oy);
+  });
 }
 
 void matmul(const Launch& launch) {
@@ -148,9 +179,13 @@ void matmul(const Launch& launch) {
   const MatmulDims d = matmulDims(launch);
   const Operand& y = launch.out[0];
   if (y.shape.elements() == 0) return;
-  if (d.k == 0) {  // an empty sum: cuBLAS need not write y, so zero it here
-    MT_CUDA_CHECK(cudaMemsetAsync(y.data, 0, static_cast<size_t>(y.shape.elements()) * dtypeBytes(y.dtype),
-                                  launch.device->stream));
+  if (d.k == 0) {  // an empty sum: cuBLAS need not write y, so write 0 (or r) here
+    const size_t bytes = static_cast<size_t>(y.shape.elements()) * dtypeBytes(y.dtype);
+    if (biasAddend(launch)) fail(launch, "an empty product (k = 0) with a bias addend is not supported");
+    if (const void* r = addendOf(launch))
+      MT_CUDA_CHECK(cudaMemcpyAsync(y.data, r, bytes, cudaMemcpyDeviceToDevice, launch.device->stream));
+    else
+      MT_CUDA_CHECK(cudaMemsetAsync(y.data, 0, bytes, launch.device->stream));
     return;
   }
   if (y.dtype == DType::F64) {
@@ -214,7 +249,7 @@ uint32_t alignmentOf(const void* base, std::initializer_list<int64_t> offsetByte
 }
 
 // Everything a cuBLASLt call's form depends on.
-using Key = std::array<int64_t, 15>;
+using Key = std::array<int64_t, 17>;
 
 // Descriptors and algorithm of one distinct product.
 struct LtGemm {
@@ -237,20 +272,24 @@ struct StepRecord {
   const LtGemm* gemm = nullptr;
   GemmBatch batch;
   const void *a = nullptr, *b = nullptr;
+  const void* r = nullptr;  // matmul_add's addend (cuBLASLt's C, or its bias vector), else null
+  bool bias = false;         // r is a bias [n]
   void* y = nullptr;
 };
 
 std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, cublasComputeType_t compute,
-                            uint32_t alignA, uint32_t alignB, uint32_t alignY) {
-  std::string text = "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " + dtypeLabel(launch.in[0].dtype) +
-                     " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
+                            uint32_t alignA, uint32_t alignB, uint32_t alignY, uint32_t alignR, bool bias) {
+  const std::string addend = alignR ? (bias ? "(+ bias) " : "(+ r) ") : "";
+  std::string text = addend + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " +
+                     dtypeLabel(launch.in[0].dtype) + " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
                      dtypeLabel(launch.in[1].dtype) + " -> y " + launch.out[0].shape.str() + " " +
                      dtypeLabel(launch.out[0].dtype) + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) +
                      ", k " + std::to_string(g.k) + ", batch " + std::to_string(g.count) + " with strides a " +
                      std::to_string(g.strideA) + ", b " + std::to_string(g.strideB) + ", y " +
                      std::to_string(g.strideY) + ", " + std::to_string(calls) + " call(s); " + computeLabel(compute) +
                      "; alignment a " + std::to_string(alignA) + ", b " + std::to_string(alignB) + ", y " +
-                     std::to_string(alignY) + " bytes)";
+                     std::to_string(alignY) + (alignR ? ", r " + std::to_string(alignR) : std::string()) +
+                     " bytes)";
   return text;
 }
 
@@ -263,7 +302,8 @@ struct MatmulPlanner::Impl {
   std::vector<StepRecord> steps;
 
   const LtGemm& find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
-                     cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY);
+                     cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY,
+                     uint32_t alignR, const void* bias);
 };
 
 MatmulPlanner::MatmulPlanner() : impl_(std::make_unique<Impl>()) {
@@ -286,12 +326,12 @@ void MatmulPlanner::beginPlan(int steps) {
 
 const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
                                         cublasComputeType_t compute, uint32_t alignA, uint32_t alignB,
-                                        uint32_t alignY) {
+                                        uint32_t alignY, uint32_t alignR, const void* bias) {
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
 
   auto gemm = std::make_unique<LtGemm>();
-  gemm->product = describeProduct(launch, g, calls, compute, alignA, alignB, alignY);
+  gemm->product = describeProduct(launch, g, calls, compute, alignA, alignB, alignY, alignR, bias != nullptr);
   const std::string& product = gemm->product;
   const cudaDataType_t operandType = cudaTypeOf(launch.in[0].dtype), resultType = cudaTypeOf(launch.out[0].dtype);
 
@@ -302,6 +342,15 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
               product);
   MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)), launch,
               product);
+  if (bias) {
+    // The bias vector of D's type; the pointer (this step's, reset at each launch) lets the
+    // heuristic see its alignment.
+    const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+                launch, product);
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                launch, product);
+  }
   // Stored (column-major) extents: b is [n, k] (or [k, n] transposed), a is [k, m] (or [m, k]), y is [n, m].
   const uint64_t n = static_cast<uint64_t>(g.n), m = static_cast<uint64_t>(g.m), k = static_cast<uint64_t>(g.k);
   MT_LT_CHECK(cublasLtMatrixLayoutCreate(&gemm->layoutA, operandType, g.transB ? k : n, g.transB ? n : k,
@@ -337,7 +386,7 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},  // cuBLASLt's A is our b
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignY},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignR && !bias ? alignR : alignY},  // C is r, or y
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignY}};
   for (const auto& [attribute, bytes] : alignments)
     MT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)), launch, product);
@@ -360,7 +409,10 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
 }
 
 void MatmulPlanner::prepare(const Launch& launch) {
-  if (std::string_view(launch.kernel) != "matmul" || launch.numIn != 2 || launch.numOut != 1) return;
+  const std::string_view kernel(launch.kernel);
+  if (!((kernel == "matmul" && launch.numIn == 2) || (kernel == "matmul_add" && launch.numIn == 3)) ||
+      launch.numOut != 1)
+    return;
   checkTypes(launch);
   const MatmulDims d = matmulDims(launch);
   if (launch.out[0].dtype == DType::F64) return;  // cuBLAS Dgemm
@@ -375,6 +427,8 @@ void MatmulPlanner::prepare(const Launch& launch) {
   const GemmBatch& batch = record.batch;
   record.a = launch.in[0].data;
   record.b = launch.in[1].data;
+  record.r = addendOf(launch);
+  record.bias = biasAddend(launch);
   record.y = launch.out[0].data;
 
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
@@ -388,6 +442,10 @@ void MatmulPlanner::prepare(const Launch& launch) {
   const uint32_t alignA = alignmentOf(record.a, {offsets(0, g.strideA, operandBytes)});
   const uint32_t alignB = alignmentOf(record.b, {offsets(1, g.strideB, operandBytes)});
   const uint32_t alignY = alignmentOf(record.y, {offsets(2, g.strideY, resultBytes)});
+  // r has y's layout, so y's offsets; 0 marks a plain matmul.
+  const uint32_t alignR = !record.r ? 0
+                          : record.bias ? alignmentOf(record.r, {})
+                                        : alignmentOf(record.r, {offsets(2, g.strideY, resultBytes)});
   const cublasComputeType_t compute = computeTypeOf(launch.in[0].dtype, precision);
 
   const Key key = {static_cast<int64_t>(launch.in[0].dtype),
@@ -396,8 +454,10 @@ void MatmulPlanner::prepare(const Launch& launch) {
                    g.m, g.n, g.k, g.count,
                    g.transA, g.transB,
                    g.strideA, g.strideB, g.strideY,
-                   alignA, alignB, alignY};
-  record.gemm = &impl_->find(launch, key, g, batch.calls, compute, alignA, alignB, alignY);
+                   alignA, alignB, alignY,
+                   record.r ? (record.bias ? 2 : 1) : 0, alignR};
+  record.gemm = &impl_->find(launch, key, g, batch.calls, compute, alignA, alignB, alignY, alignR,
+                             record.bias ? record.r : nullptr);
   impl_->steps[static_cast<size_t>(launch.step)] = record;
 }
 
@@ -407,7 +467,8 @@ void MatmulPlanner::run(const Launch& launch) const {
                                  : nullptr;
   if (!record || !record->gemm)
     fail(launch, "step " + std::to_string(launch.step) + " has no cuBLASLt plan (prepare() did not see it)");
-  if (record->a != launch.in[0].data || record->b != launch.in[1].data || record->y != launch.out[0].data)
+  if (record->a != launch.in[0].data || record->b != launch.in[1].data || record->y != launch.out[0].data ||
+      record->r != addendOf(launch))
     fail(launch, "step " + std::to_string(launch.step) + " was planned for other operand addresses");
   const LtGemm& gemm = *record->gemm;
   const auto* a = static_cast<const char*>(record->a);
@@ -415,16 +476,28 @@ void MatmulPlanner::run(const Launch& launch) const {
   auto* y = static_cast<char*>(record->y);
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
   const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
-  const float one = 1.0f, zero = 0.0f;
+  const auto* r = record->bias ? nullptr : static_cast<const char*>(record->r);
+  const float one = 1.0f, beta = r ? 1.0f : 0.0f;
+  if (record->bias) {
+    // The descriptor is shared by every step of this form: point it at this step's bias.
+    const void* bias = record->r;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                launch, gemm.product);
+  }
   forEachCall(record->batch, [&](int64_t oa, int64_t ob, int64_t oy) {
     void* out = y + oy * resultBytes;
+    // C: the addend at y's offset (matmul_add), else y itself (read with beta 0, i.e. not at all).
+    const void* c = r ? static_cast<const void*>(r + oy * resultBytes) : out;
     MT_LT_CHECK(cublasLtMatmul(impl_->handle, gemm.desc, &one, b + ob * operandBytes, gemm.layoutA,
-                               a + oa * operandBytes, gemm.layoutB, &zero, out, gemm.layoutD, out, gemm.layoutD,
+                               a + oa * operandBytes, gemm.layoutB, &beta, c, gemm.layoutD, out, gemm.layoutD,
                                &gemm.algo, impl_->workspace, kWorkspaceBytes, launch.device->stream),
                 launch, gemm.product);
   });
 }
 
-void addMatmulKernels(CudaKernelRegistry& registry) { registry.add("matmul", {matmul}); }
+void addMatmulKernels(CudaKernelRegistry& registry) {
+  registry.add("matmul", {matmul});
+  registry.add("matmul_add", {matmul});
+}
 
 }  // namespace megatrain::runtime::cuda

@@ -47,6 +47,7 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"gelu_grad", 2, 1, geluRule, {"approximate"}},
       // matmul
       {"matmul", 2, 1, matmulRule, {"transpose_a", "transpose_b", "precision"}},
+      {"matmul_add", 3, 1, matmulAddRule, {"transpose_a", "transpose_b", "precision"}},
       // shape kernels
       {"reshape", 1, 1, reshapeRule},
       {"transpose", 1, 1, transposeRule, {"perm"}},

@@ -128,6 +128,26 @@ MatmulDims matmulDims(const KernelCall& call) {
 
 void matmulRule(const KernelCall& call) { matmulDims(call); }
 
+bool matmulAddendIsBias(const KernelCall& call) {
+  const Shape &r = call.in[2].shape, &y = call.out[0].shape;
+  return r.rank == 1 && y.rank >= 2 && !(r == y) && r.dims[0] == y.dims[y.rank - 1];
+}
+
+void matmulAddRule(const KernelCall& call) {
+  matmulDims(call);
+  const Operand &r = call.in[2], &y = call.out[0];
+  if (!(r.shape == y.shape) && !matmulAddendIsBias(call)) {
+    Shape bias;
+    bias.rank = 1;
+    bias.dims[0] = y.shape.rank ? y.shape.dims[y.shape.rank - 1] : 0;
+    fail(call, "addend r 'in2' has shape " + r.shape.str() + ", expected " + y.shape.str() + " (the output's) or " +
+                   bias.str() + " (a bias over its last dim)");
+  }
+  if (r.dtype != y.dtype)
+    fail(call, std::string("addend r is ") + dtypeLabel(r.dtype) + ", the output " + dtypeLabel(y.dtype) +
+                   "; they must match");
+}
+
 // ---- shape kernels ----
 
 void reshapeRule(const KernelCall& call) {

@@ -1,4 +1,4 @@
-// PrecisionTest.cpp - the CUDA matmul at each precision (fp32, tf32, bf16) against the CPU backend, and bf16 casts bit for bit.
+// PrecisionTest.cpp - the CUDA matmul and matmul_add at each precision (fp32, tf32, bf16) against the CPU backend, and bf16 casts bit for bit.
 //
 // Matmuls: fresh random operands at every layout and batch case matmul.cpp
 // handles (rank 2, equal batches, a folded batch, stride-0 batches, a batch
@@ -96,6 +96,60 @@ TEST_F(CudaPrecision, MatmulEveryLayoutAtEveryPrecision) {
       if (p.name) c.attributes.push_back(stringAttr("precision", p.name));
       EXPECT_TRUE(cudaMatchesCpu(c, p.tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
     }
+}
+
+// matmul_add: the same products with an addend r in cuBLASLt's epilogue
+// (C = r, beta = 1) or a bias [n] (the BIAS epilogue), at every precision,
+// and f64 (Dgemm on a copy of r), against the CPU twin (the product rounded
+// to f32, plus r).
+TEST_F(CudaPrecision, MatmulAddEveryLayoutAtEveryPrecision) {
+  for (const Precision& p : kPrecisions)
+    for (const MatmulShape& s : kShapes) {
+      KernelCase c{"matmul_add",
+                   {uniform(s.a, p.operands), uniform(s.b, p.operands), uniform(matmulResult(s), plan::F32, -4, 4)},
+                   {{matmulResult(s), plan::F32}},
+                   {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}};
+      if (p.name) c.attributes.push_back(stringAttr("precision", p.name));
+      EXPECT_TRUE(cudaMatchesCpu(c, p.tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+    }
+  // A bias [n] (cuBLASLt's BIAS epilogue); an empty product with a bias is refused.
+  for (const Precision& p : kPrecisions)
+    for (const MatmulShape& s : kShapes) {
+      const std::vector<int64_t> y = matmulResult(s);
+      KernelCase c{"matmul_add",
+                   {uniform(s.a, p.operands), uniform(s.b, p.operands), uniform({y.back()}, plan::F32, -4, 4)},
+                   {{y, plan::F32}},
+                   {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}};
+      if (p.name) c.attributes.push_back(stringAttr("precision", p.name));
+      const int64_t k = s.transA ? s.a[s.a.size() - 2] : s.a.back();
+      if (k == 0) {
+        const std::string empty = cudaError(c);
+        EXPECT_NE(empty.find("bias"), std::string::npos) << empty;
+        continue;
+      }
+      EXPECT_TRUE(cudaMatchesCpu(c, p.tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+    }
+  for (const MatmulShape& s : kShapes) {
+    KernelCase c{"matmul_add",
+                 {randomTensor(s.a, plan::F64, rng_), randomTensor(s.b, plan::F64, rng_),
+                  randomTensor(matmulResult(s), plan::F64, rng_)},
+                 {{matmulResult(s), plan::F64}},
+                 {intAttr("transpose_a", s.transA), intAttr("transpose_b", s.transB)}};
+    EXPECT_TRUE(cudaMatchesCpu(c, 1e-12)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+  }
+}
+
+// A matmul_add and a matmul of the same product in one backend are two
+// cuBLASLt forms (the addend is part of the cache key), and an addend that
+// differs from the output's type is refused by name.
+TEST_F(CudaPrecision, MatmulAddAndMatmulOfOneProductAndABadAddend) {
+  const HostTensor a = uniform({64, 96}, plan::BF16), b = uniform({96, 48}, plan::BF16);
+  const HostTensor r = uniform({64, 48}, plan::F32, -4, 4);
+  EXPECT_TRUE(cudaMatchesCpu({"matmul", {a, b}, {{{64, 48}, plan::F32}}, {stringAttr("precision", "bf16")}}, 1e-3));
+  EXPECT_TRUE(
+      cudaMatchesCpu({"matmul_add", {a, b, r}, {{{64, 48}, plan::F32}}, {stringAttr("precision", "bf16")}}, 1e-3));
+  const std::string bad = cudaError({"matmul_add", {a, b, uniform({64, 48}, plan::BF16)}, {{{64, 48}, plan::F32}}});
+  EXPECT_NE(bad.find("addend r"), std::string::npos) << bad;
 }
 
 // The same product planned twice in one plan and again in a new plan gives

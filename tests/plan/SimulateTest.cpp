@@ -468,5 +468,26 @@ TEST(OpCost, PointwiseIsItsBytesOnce) {
   EXPECT_LT(cost.seconds, add.seconds + cast.seconds);
 }
 
+// A matmul with the residual add in its epilogue (mt-fuse-matmul-epilogues): the product's
+// FLOPs, its operands' and result's bytes plus the addend's read, one launch; less than the
+// product and the add kernel that read the product back from memory.
+TEST(OpCost, MatmulAddIsTheProductWithTheAddendRead) {
+  DeviceProfile profile = testProfile();
+  const TensorShape x{{8, 512, 2048}, 2}, w{{2048, 2048}, 2}, y{{8, 512, 2048}};
+  KernelDesc fused{"matmul_add", {x, w, y}, {y}, {{"transpose_b", 1}}};
+  KernelCost cost = estimateKernel(fused, profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(cost.flops, 2.0 * 8 * 512 * 2048 * 2048);
+  EXPECT_DOUBLE_EQ(cost.bytes, static_cast<double>(x.bytes() + w.bytes() + 2 * y.bytes()));
+  KernelCost product = estimateKernel({"matmul", {x, w}, {y}, {{"transpose_b", 1}}}, profile, Precision::BF16);
+  KernelCost add = estimateKernel({"add", {y, y}, {y}, {}}, profile);
+  EXPECT_DOUBLE_EQ(cost.flops, product.flops);
+  EXPECT_LT(cost.seconds, product.seconds + add.seconds);
+  // The addend's bytes do count: a memory-bound product pays for them.
+  const TensorShape thin{{8, 512, 8}, 2}, wThin{{8, 2048}, 2};
+  KernelCost thinFused = estimateKernel({"matmul_add", {thin, wThin, y}, {y}, {}}, profile, Precision::BF16);
+  KernelCost thinProduct = estimateKernel({"matmul", {thin, wThin}, {y}, {}}, profile, Precision::BF16);
+  EXPECT_GT(thinFused.seconds, thinProduct.seconds);
+}
+
 } // namespace
 } // namespace megatrain

@@ -64,8 +64,11 @@ struct PipelineOptions {
   // mt-view-aliases (after mt-tier): off with megatrain-compile
   // --no-view-aliases (every reshape a copy kernel).
   bool viewAliases = true;
-  // mt-fuse-pointwise (after mt-fold-transpose): off with megatrain-compile
-  // --no-fuse-pointwise.
+  // mt-fuse-matmul-epilogues (after mt-fold-transpose): off with
+  // megatrain-compile --no-matmul-epilogues.
+  bool matmulEpilogues = true;
+  // mt-fuse-pointwise (after mt-fuse-matmul-epilogues): off with
+  // megatrain-compile --no-fuse-pointwise.
   bool fusePointwise = true;
 };
 
@@ -74,8 +77,8 @@ enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
-  Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-pointwise, mt-schedule,
-             //   mt-liveness
+  Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-matmul-epilogues,
+             //   mt-fuse-pointwise, mt-schedule, mt-liveness
   Planned,   // + mt-tier, mt-view-aliases, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan
 };

@@ -26,9 +26,13 @@ int64_t dimFromEnd(const TensorShape &shape, size_t fromEnd) {
 }
 
 /// FLOPs of the matrix products a kernel performs; 0 for memory-bound ones.
+/// matmul_add's addend is one more input: its bytes (read in the epilogue)
+/// count with the operands', and no add kernel of its own is priced.
 double matmulFlops(const KernelDesc &kernel) {
   const std::string &name = kernel.kernel;
-  if (name == "matmul" && kernel.inputs.size() == 2 && !kernel.outputs.empty()) {
+  if (((name == "matmul" && kernel.inputs.size() == 2) ||
+       (name == "matmul_add" && kernel.inputs.size() == 3)) &&
+      !kernel.outputs.empty()) {
     const TensorShape &a = kernel.inputs[0];
     int64_t k = attr(kernel, "transpose_a", 0) ? dimFromEnd(a, 2) : dimFromEnd(a, 1);
     return 2.0 * static_cast<double>(kernel.outputs[0].elements()) *

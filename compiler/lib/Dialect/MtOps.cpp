@@ -281,26 +281,45 @@ static LogicalResult verifyPrecision(Operation *op) {
   return success();
 }
 
-LogicalResult MatMulOp::verify() {
-  auto shape = matmulShape(shapeOf(getA()), shapeOf(getB()), getTransposeA(),
-                           getTransposeB());
+/// The product rules shared by mt.matmul and mt.matmul_add: shapes, one
+/// element type or two bf16 operands accumulated into f32, the precision.
+template <typename ProductOp>
+static LogicalResult verifyProduct(ProductOp op) {
+  auto shape = matmulShape(shapeOf(op.getA()), shapeOf(op.getB()),
+                           op.getTransposeA(), op.getTransposeB());
   if (failed(shape))
-    return emitOpError("cannot multiply ")
-           << shapeStr(shapeOf(getA())) << (getTransposeA() ? "^T" : "")
-           << " by " << shapeStr(shapeOf(getB())) << (getTransposeB() ? "^T" : "");
-  if (ArrayRef<int64_t>(*shape) != shapeOf(getResult()))
-    return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
-                                        << ", expected " << shapeStr(*shape);
-  // One element type, or two bf16 operands accumulated into f32.
-  Type a = cast<RankedTensorType>(getA().getType()).getElementType();
-  Type b = cast<RankedTensorType>(getB().getType()).getElementType();
-  Type y = cast<RankedTensorType>(getResult().getType()).getElementType();
+    return op.emitOpError("cannot multiply ")
+           << shapeStr(shapeOf(op.getA())) << (op.getTransposeA() ? "^T" : "")
+           << " by " << shapeStr(shapeOf(op.getB()))
+           << (op.getTransposeB() ? "^T" : "");
+  if (ArrayRef<int64_t>(*shape) != shapeOf(op.getResult()))
+    return op.emitOpError("result shape ") << shapeStr(shapeOf(op.getResult()))
+                                           << ", expected " << shapeStr(*shape);
+  Type a = cast<RankedTensorType>(op.getA().getType()).getElementType();
+  Type b = cast<RankedTensorType>(op.getB().getType()).getElementType();
+  Type y = cast<RankedTensorType>(op.getResult().getType()).getElementType();
   if (a != b)
-    return emitOpError("operands have element types ") << a << " and " << b;
+    return op.emitOpError("operands have element types ") << a << " and " << b;
   if (y != a && !(a.isBF16() && y.isF32()))
-    return emitOpError("result element type ")
+    return op.emitOpError("result element type ")
            << y << " with " << a << " operands (only bf16 operands may give f32)";
-  return verifyPrecision(*this);
+  return verifyPrecision(op);
+}
+
+LogicalResult MatMulOp::verify() { return verifyProduct(*this); }
+
+LogicalResult MatMulAddOp::verify() {
+  // r has the result's type, or is a bias over its last dim.
+  auto r = cast<RankedTensorType>(getR().getType());
+  auto y = cast<RankedTensorType>(getResult().getType());
+  bool bias = r.getRank() == 1 && y.getRank() >= 1 &&
+              r.getDimSize(0) == y.getShape().back() &&
+              r.getElementType() == y.getElementType();
+  if (r != y && !bias)
+    return emitOpError("addend type ")
+           << r << " is neither the result type " << y
+           << " nor a bias over its last dim";
+  return verifyProduct(*this);
 }
 
 LogicalResult SoftmaxOp::verify() {

@@ -343,7 +343,7 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
     std::optional<mlir::Attribute> value = op->getInherentAttr(attrName);
     if (!value || !*value) {
       // An elided default-valued flag: matmul's transposes default to false.
-      if (mlir::isa<mt::MatMulOp>(op)) {
+      if (mlir::isa<mt::MatMulOp, mt::MatMulAddOp>(op)) {
         pb::Attribute *attr = kernel->add_attributes();
         attr->set_name(attrName.str());
         attr->set_i(0);

@@ -332,6 +332,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-view-aliases",
                            "emit every reshape as a copy kernel (no mt-view-aliases)",
                            memory, [&] { args.pipeline.viewAliases = false; });
+  megatrain::addFlagOption(app, "--no-matmul-epilogues",
+                           "keep each residual, gradient or bias add of a product its own "
+                           "kernel, not in the product's epilogue (no mt-fuse-matmul-epilogues)",
+                           memory, [&] { args.pipeline.matmulEpilogues = false; });
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });

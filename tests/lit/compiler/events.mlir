@@ -117,12 +117,15 @@ func.func @main() {
 // CHECK-NEXT:     kind: ADAMW
 // CHECK-NOT:  steps {
 
-// In the bundled mlp.onnx: its first parameter copy, its record, compute's wait, and
-// the first kernel reading the copy.
+// In the bundled mlp.onnx: its first parameter copy, the record after it (fc1's bias,
+// read by the same fused matmul_add, is copied before it), compute's wait, and the
+// first kernel reading the copy.
 // MLP:      steps {
 // MLP-NEXT:   stream: "h2d"
 // MLP-NEXT:   copy {
 // MLP:          dst: [[W:[0-9]+]]
+// MLP:        stream: "h2d"
+// MLP-NEXT:   copy {
 // MLP:        stream: "h2d"
 // MLP-NEXT:   record {
 // MLP-NEXT:     event: "[[E:e[0-9]+]]"

@@ -71,3 +71,19 @@ func.func @pointwise_constant_index(%x: tensor<4x8xf32>) {
   %y = mt.pointwise %x {code = array<i64: 19, 0, 0, -1>, constants = array<f64>, outputs = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @matmul_add_addend(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %r: tensor<3xf32>) {
+  // expected-error @+1 {{addend type 'tensor<3xf32>' is neither the result type 'tensor<3x4xf32>' nor a bias over its last dim}}
+  %y = mt.matmul_add %x, %w, %r : (tensor<3x8xf32>, tensor<8x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_add_inner(%x: tensor<3x8xf32>, %w: tensor<5x4xf32>, %r: tensor<3x4xf32>) {
+  // expected-error @+1 {{cannot multiply [3x8] by [5x4]}}
+  %y = mt.matmul_add %x, %w, %r : (tensor<3x8xf32>, tensor<5x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return
+}

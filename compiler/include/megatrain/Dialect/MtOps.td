@@ -183,6 +183,33 @@ def Mt_MatMulOp : Mt_Op<"matmul", [Pure, Differentiable]> {
   let hasVerifier = 1;
 }
 
+def Mt_MatMulAddOp : Mt_Op<"matmul_add", [Pure]> {
+  let summary = "a matrix product with an addend accumulated in its epilogue";
+  let description = [{
+    y = A B + r: `mt.matmul` of `a` and `b` (same flags, same element types,
+    same `precision` attribute), then r added to the product before y is
+    written, in one kernel. r has y's type, or is a bias of y's element type
+    and shape [n] (y's last dim) added to every row. The rounding is the unfused
+    pair's: the product is the fp32 (or f64) accumulator, r is added to it in
+    y's type and the sum rounded once, so on the CPU backend y is bitwise
+    mt.add(mt.matmul(a, b), r) (docs/ops.md "Matmul epilogues").
+
+    Written by mt-fuse-matmul-epilogues after autodiff (the residual adds and
+    biases of the forward, the gradient sums dX = dY W^T + dX' of the
+    backward); it has no gradient rule.
+
+    ```mlir
+    %y = mt.matmul_add %x, %w, %r {precision = "bf16"} : (tensor<8x32xbf16>, tensor<32x64xbf16>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$a, Mt_Tensor:$b, Mt_Tensor:$r,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Mt_Tensor:$result);
+  let assemblyFormat = "$a `,` $b `,` $r attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Mt_SoftmaxOp : Mt_Op<"softmax", [Pure, SameOperandsAndResultType, Differentiable]> {
   let summary = "softmax along one axis";
   let description = [{

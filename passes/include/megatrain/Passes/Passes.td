@@ -233,6 +233,23 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FuseMatmulEpilogues : Pass<"mt-fuse-matmul-epilogues", "mlir::func::FuncOp"> {
+  let summary = "Fuse the add of a product and another value into the product's epilogue";
+  let description = [{
+    Runs on the whole training step after mt-precision and
+    mt-fold-transpose, before mt-fuse-pointwise (off with megatrain-compile
+    --no-matmul-epilogues). `mt.add(mt.matmul(a, b), r)`, where the product
+    has no other reader and the add's type, f32 or f64, and r has that type
+    or (f32) is a bias over the last dim, becomes `mt.matmul_add(a, b, r)`
+    with the product's flags and precision: the residual adds and biases of
+    the forward and the gradient sums of the backward. Of
+    an add of two such products, the later one takes the earlier as r, and
+    the fused op stands where it stood; otherwise it stands where the add
+    did. The values do not change (docs/ops.md "Matmul epilogues").
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
   let summary = "Fuse chains of elementwise ops into mt.pointwise programs";
   let description = [{

@@ -52,6 +52,11 @@ MatmulDims matmulDims(const KernelCall& call);
 // An operand's batch dims: all but the last two.
 Shape matmulBatchOf(const Shape& operand);
 void matmulRule(const KernelCall& call);
+// matmul_add: matmul's rule, and the addend r (in[2]) has y's dtype and either y's shape or
+// [n], y's last dim (a bias added to every row).
+void matmulAddRule(const KernelCall& call);
+// Whether matmul_add's addend is a bias [n] rather than a tensor of y's shape.
+bool matmulAddendIsBias(const KernelCall& call);
 
 // ---- shape kernels: reshape, transpose, broadcast_to, sum_to ----
 

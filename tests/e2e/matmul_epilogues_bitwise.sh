@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# matmul_epilogues_bitwise.sh - mt-fuse-matmul-epilogues never changes the math: a model compiled
+# with the pass (the default) and with --no-matmul-epilogues trains 20 steps on the CPU backend to
+# bitwise-identical losses and weights (matmul_add rounds the product to f32 and adds r in f32, as
+# matmul then add do; docs/ops.md "Matmul epilogues"), and the fused plan has matmul_add steps and
+# fewer kernel steps. Prints the kernel steps of one training step with and without the pass.
+# usage: matmul_epilogues_bitwise.sh BIN SRC MODEL   (MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem)
+set -euo pipefail
+BIN=$1
+SRC=$2
+MODEL=$3
+LLM_PRECISION=bf16
+source "$(dirname "$0")/bitwise_common.sh"
+
+# Compiles NAME.plan and prints its kernel steps and its matmul_add steps.
+compile() {
+  local name=$1; shift
+  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
+    { cat "$name.log"; return 1; }
+  "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
+    return 1
+  echo "$(grep -c 'kernel: "' "$name.txt") $(grep -c 'kernel: "matmul_add"' "$name.txt" || true)"
+}
+
+read -r FUSED_KERNELS FUSED_EPILOGUES < <(compile fused) || fail "compile with mt-fuse-matmul-epilogues"
+read -r PLAIN_KERNELS PLAIN_EPILOGUES < <(compile plain --no-matmul-epilogues) ||
+  fail "compile with --no-matmul-epilogues"
+echo "kernel steps per training step of $MODEL: $PLAIN_KERNELS without mt-fuse-matmul-epilogues," \
+  "$FUSED_KERNELS with it ($FUSED_EPILOGUES matmul_add)"
+[[ $PLAIN_EPILOGUES -eq 0 ]] || fail "--no-matmul-epilogues left $PLAIN_EPILOGUES matmul_add steps"
+[[ $FUSED_EPILOGUES -gt 0 ]] || fail "the pass fused no add"
+[[ $FUSED_KERNELS -lt $PLAIN_KERNELS ]] || fail "the pass saved no kernel ($PLAIN_KERNELS -> $FUSED_KERNELS)"
+
+train fused
+train plain
+[[ $(wc -l < fused.losses) -eq 20 ]] || fail "expected 20 losses"
+cmp -s fused.losses plain.losses || { paste fused.losses plain.losses; fail "losses differ"; }
+cmp -s fused.safetensors plain.safetensors || fail "trained weights differ"
+echo "PASS: $MODEL trains bitwise-identically with and without mt-fuse-matmul-epilogues"

@@ -1,0 +1,86 @@
+// MatmulAddTest.cpp - matmul_add (y = A B + r, r of y's shape or a bias) on the CPU backend: the bits of matmul followed by add.
+#include <gtest/gtest.h>
+
+#include "TestUtil.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+struct MatmulAddCase {
+  plan::DType operands, result;
+  bool transA, transB;
+};
+
+class MatmulAddTest : public ::testing::TestWithParam<MatmulAddCase> {};
+
+// The fused kernel rounds the product to y's type and adds r in that type, so
+// it gives exactly what the unfused pair gives (docs/ops.md "Matmul epilogues").
+TEST_P(MatmulAddTest, BitwiseMatmulThenAdd) {
+  const MatmulAddCase p = GetParam();
+  std::mt19937 rng(71);
+  const int64_t M = 5, K = 37, N = 6;
+  // a [2, 1, M, K] and b [3, K, N] (each maybe transposed), r and y [2, 3, M, N].
+  const HostTensor a = randomTensor(p.transA ? std::vector<int64_t>{2, 1, K, M}
+                                             : std::vector<int64_t>{2, 1, M, K}, p.operands, rng);
+  const HostTensor b = randomTensor(p.transB ? std::vector<int64_t>{3, N, K}
+                                             : std::vector<int64_t>{3, K, N}, p.operands, rng);
+  const HostTensor r = randomTensor({2, 3, M, N}, p.result, rng, -4.0, 4.0);
+  const std::vector<plan::Attribute> attrs = {intAttr("transpose_a", p.transA), intAttr("transpose_b", p.transB)};
+  const OutputSpec out = {{2, 3, M, N}, p.result};
+  const HostTensor fused = runKernel("matmul_add", {a, b, r}, {out}, attrs)[0];
+  const HostTensor product = runKernel("matmul", {a, b}, {out}, attrs)[0];
+  const HostTensor sum = runKernel("add", {product, r}, {out})[0];
+  EXPECT_EQ(fused.values, sum.values);
+  // And the addend did arrive: the fused result is not the bare product.
+  EXPECT_NE(fused.values, product.values);
+}
+
+// A bias [N] is added to every row, as add broadcasts it.
+TEST_P(MatmulAddTest, BiasBitwiseMatmulThenBroadcastAdd) {
+  const MatmulAddCase p = GetParam();
+  std::mt19937 rng(73);
+  const int64_t M = 7, K = 19, N = 5;
+  const HostTensor a = randomTensor(p.transA ? std::vector<int64_t>{2, K, M} : std::vector<int64_t>{2, M, K},
+                                    p.operands, rng);
+  const HostTensor b =
+      randomTensor(p.transB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, p.operands, rng);
+  const HostTensor bias = randomTensor({N}, p.result, rng, -4.0, 4.0);
+  const std::vector<plan::Attribute> attrs = {intAttr("transpose_a", p.transA), intAttr("transpose_b", p.transB)};
+  const OutputSpec out = {{2, M, N}, p.result};
+  const HostTensor fused = runKernel("matmul_add", {a, b, bias}, {out}, attrs)[0];
+  const HostTensor product = runKernel("matmul", {a, b}, {out}, attrs)[0];
+  const HostTensor sum = runKernel("add", {product, bias}, {out})[0];
+  EXPECT_EQ(fused.values, sum.values);
+  EXPECT_NE(fused.values, product.values);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, MatmulAddTest,
+    ::testing::Values(MatmulAddCase{plan::F32, plan::F32, false, false},
+                      MatmulAddCase{plan::F32, plan::F32, true, true},
+                      MatmulAddCase{plan::F64, plan::F64, false, true},
+                      MatmulAddCase{plan::BF16, plan::F32, false, false},
+                      MatmulAddCase{plan::BF16, plan::F32, false, true},
+                      MatmulAddCase{plan::BF16, plan::F32, true, false}),
+    [](const auto& info) {
+      const MatmulAddCase& p = info.param;
+      return std::string(p.operands == plan::BF16 ? "bf16" : p.operands == plan::F32 ? "f32" : "f64") +
+             (p.transA ? "_ta" : "") + (p.transB ? "_tb" : "");
+    });
+
+TEST(MatmulAddErrors, AddendShapeAndTypeAreNamed) {
+  std::mt19937 rng(72);
+  const HostTensor a = randomTensor({4, 3}, plan::F32, rng);
+  const HostTensor b = randomTensor({3, 5}, plan::F32, rng);
+  EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({4}, plan::F32, rng)}, {{{4, 5}, plan::F32}}),
+            "matmul_add: addend r 'in2' has shape [4], expected [4, 5] (the output's) or [5] (a bias over its "
+            "last dim)");
+  EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({4, 5}, plan::F64, rng)}, {{{4, 5}, plan::F32}}),
+            "matmul_add: addend r is f64, the output f32; they must match");
+  const HostTensor ab = randomTensor({4, 3}, plan::BF16, rng), bb = randomTensor({3, 5}, plan::BF16, rng);
+  EXPECT_EQ(kernelError("matmul_add", {ab, bb, randomTensor({4, 5}, plan::BF16, rng)}, {{{4, 5}, plan::F32}}),
+            "matmul_add: addend r is bf16, the output f32; they must match");
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
