@@ -335,6 +335,18 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });
+  megatrain::addFlagOption(app, "--no-fuse-linear-ce",
+                           "keep the output projection and the next-token loss apart (no "
+                           "mt-fuse-linear-ce: the [tokens, vocab] logits exist)",
+                           memory, [&] { args.pipeline.fuseLinearCe = false; });
+  megatrain::addValueOption(app, "--linear-ce-chunk", "N",
+           "vocabulary rows per chunk of the fused projection and loss (default: the "
+           "largest multiple of 128 whose f32 logits tile fits 256 MiB)",
+           memory, [&](const std::string &v) {
+             args.pipeline.linearCeChunk = parseInt("linear-ce-chunk", v);
+             if (args.pipeline.linearCeChunk < 1)
+               fail("--linear-ce-chunk expects N >= 1, got '" + v + "'");
+           });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;
