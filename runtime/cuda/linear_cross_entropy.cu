@@ -5,9 +5,9 @@
 // [rows, V] logits never exist: per chunk of `chunk` vocabulary rows
 // [j0, j1), in the step's scratch,
 //   forward   tile = hidden W[j0:j1]^T (cuBLAS GEMM, f32 results; f64 for
-//             f64 operands); a warp per row folds the tile row into the row's
-//             running max and sum of exponentials (double) and picks the
-//             target's logit when it lies in the chunk. After the last chunk a
+//             f64 operands); a warp per row folds the tile row, in one pass,
+//             into the row's running max and sum of exponentials (double) and
+//             picks the target's logit when it lies in the chunk. After the last chunk a
 //             warp per row writes lse = max + log(sum) (0 for rows without a
 //             target) and its loss term, and one block adds the terms in a
 //             fixed order: loss = their mean (0 when no row counts).
@@ -117,7 +117,17 @@ __global__ void startKernel(int64_t count, double* max, double* sum, double* pic
   }
 }
 
-// Folds tile rows [count, width] (vocabulary rows j0 ..) into max, sum, picked; a warp per row.
+// (max, sum of exp(x - max)) of a and b together.
+__device__ __forceinline__ void combine(double& max, double& sum, double otherMax, double otherSum) {
+  const double joint = fmax(max, otherMax);
+  if (joint == -INFINITY) return;  // both empty
+  sum = (max == -INFINITY ? 0.0 : sum * exp(max - joint)) + (otherMax == -INFINITY ? 0.0 : otherSum * exp(otherMax - joint));
+  max = joint;
+}
+
+// Folds tile rows [count, width] (vocabulary rows j0 ..) into max, sum,
+// picked; a warp per row, one pass over the row: each lane keeps a running
+// (max, sum), then the warp combines them in a fixed butterfly order.
 template <typename R>
 __global__ void foldKernel(const R* __restrict__ tile, const int64_t* __restrict__ tokens, Rows rows, int64_t j0,
                            int64_t width, double* __restrict__ max, double* __restrict__ sum,
@@ -127,17 +137,23 @@ __global__ void foldKernel(const R* __restrict__ tile, const int64_t* __restrict
     int64_t target = 0;
     if (rowKind(rows, tokens, r, target) != RowKind::Counted) continue;
     const R* row = tile + r * width;
-    double m = -INFINITY;
-    for (int64_t j = member; j < width; j += kWarp) m = fmax(m, static_cast<double>(row[j]));
-    m = warpMax(m);
-    const double before = max[r];
-    const double joint = fmax(before, m);
-    double s = 0;
-    for (int64_t j = member; j < width; j += kWarp) s += exp(static_cast<double>(row[j]) - joint);
-    s = warpSum(s);
+    double m = -INFINITY, s = 0;
+    for (int64_t j = member; j < width; j += kWarp) {
+      const double x = static_cast<double>(row[j]);
+      if (x > m) {
+        s = (m == -INFINITY ? 0.0 : s * exp(m - x)) + 1.0;
+        m = x;
+      } else {
+        s += exp(x - m);
+      }
+    }
+    for (int offset = kWarp / 2; offset > 0; offset /= 2)
+      combine(m, s, __shfl_xor_sync(kFullMask, m, offset), __shfl_xor_sync(kFullMask, s, offset));
     if (member == 0) {
-      sum[r] = (before == -INFINITY ? 0.0 : sum[r] * exp(before - joint)) + s;
-      max[r] = joint;
+      double runningMax = max[r], runningSum = sum[r];
+      combine(runningMax, runningSum, m, s);
+      max[r] = runningMax;
+      sum[r] = runningSum;
       if (target >= j0 && target < j0 + width) picked[r] = static_cast<double>(row[target - j0]);
     }
   }
@@ -193,28 +209,40 @@ __global__ void __launch_bounds__(kTotalThreads) countKernel(const int64_t* __re
 }
 
 // g [count, width] from the tile (g may be the tile itself: each thread reads
-// its element before it writes it); a thread per element. The gradient is
-// rounded to R first (the unfused dlogits), then to G.
+// its element before it writes it). Rows over gridDim.y, a row's elements
+// over the x threads. The gradient is rounded to R first (the unfused
+// dlogits), then to G.
 template <typename R, typename G>
-__global__ void gradKernel(const R* tile, const int64_t* __restrict__ tokens, Rows rows, int64_t j0,
-                           int64_t width, const R* __restrict__ lse, const R* __restrict__ dloss,
+__global__ void gradKernel(const R* tile, const int64_t* __restrict__ tokens, Rows rows, int64_t j0, int64_t width,
+                           const R* __restrict__ lse, const R* __restrict__ dloss,
                            const double* __restrict__ counted, G* g, int* badData, int step) {
   const double scale = counted[0] > 0 ? static_cast<double>(dloss[0]) / counted[0] : 0.0;
-  const int64_t total = rows.count * width;
-  for (int64_t i = globalThread(); i < total; i += gridThreads()) {
-    const int64_t r = i / width, j = i - r * width;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows.count; r += gridDim.y) {
     int64_t target = 0;
     const RowKind kind = rowKind(rows, tokens, r, target);
-    double value = 0;
-    if (kind == RowKind::Counted) {
-      const double p = exp(static_cast<double>(tile[i]) - static_cast<double>(lse[r]));
-      value = static_cast<double>(static_cast<R>(scale * (p - (j0 + j == target ? 1.0 : 0.0))));
-    } else if (kind == RowKind::Bad) {
-      if (j == 0) flagBadData(badData, step);
-      value = NAN;
+    if (kind == RowKind::Bad && blockIdx.x == 0 && threadIdx.x == 0) flagBadData(badData, step);
+    const double rowLse = kind == RowKind::Counted ? static_cast<double>(lse[r]) : 0.0;
+    const R* in = tile + r * width;
+    G* out = g + r * width;
+    for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < width; j += stride) {
+      double value = 0;
+      if (kind == RowKind::Counted) {
+        const double p = exp(static_cast<double>(in[j]) - rowLse);
+        value = static_cast<double>(static_cast<R>(scale * (p - (j0 + j == target ? 1.0 : 0.0))));
+      } else if (kind == RowKind::Bad) {
+        value = NAN;
+      }
+      out[j] = fromDouble<G>(value);
     }
-    g[i] = fromDouble<G>(value);
   }
+}
+
+// The grid of gradKernel: enough x blocks for a row (at most 64), rows over y.
+dim3 gradGrid(int64_t rows, int64_t width) {
+  const int64_t x = std::min<int64_t>((width + kThreads - 1) / kThreads, 64);
+  const int64_t y = std::min<int64_t>(rows, 65535);
+  return dim3(static_cast<unsigned>(std::max<int64_t>(x, 1)), static_cast<unsigned>(std::max<int64_t>(y, 1)));
 }
 
 // ---- launchers ----
@@ -327,7 +355,7 @@ void backward(const Launch& launch, const LinearCeDims& d) {
   for (int64_t j0 = 0; j0 < d.v; j0 += chunk) {
     const int64_t width = std::min(chunk, d.v - j0);
     tileGemm(launch, d, j0, width, tile);
-    gradKernel<R, G><<<gridFor(launch, rowCount * width, kThreads), kThreads, 0, device.stream>>>(
+    gradKernel<R, G><<<gradGrid(rowCount, width), kThreads, 0, device.stream>>>(
         tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
     MT_CHECK_LAUNCH(launch);
     // dhidden[rows, H] (+)= g[rows, width] W[j0 : j0 + width, H].
