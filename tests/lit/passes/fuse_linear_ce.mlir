@@ -2,6 +2,7 @@
 // RUN: megatrain-opt %s --split-input-file --mt-fuse-linear-ce="tile-bytes=4096" | FileCheck %s --check-prefix=TILE
 // RUN: megatrain-opt %s --split-input-file --mt-fuse-linear-ce="chunk=96" | FileCheck %s --check-prefix=CHUNK
 // RUN: megatrain-opt %s --split-input-file --mt-fuse-linear-ce --mt-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: megatrain-opt %s --split-input-file --mt-fuse-linear-ce --mt-autodiff --mt-precision="precision=bf16" | FileCheck %s --check-prefix=BF16
 
 // The tail of a causal LM as mt-add-loss leaves it (B = 2, T = 8, H = 16,
 // V = 300): the final hidden states projected through the transpose of the
@@ -28,6 +29,13 @@
 // GRAD-NOT:      mt.matmul
 // GRAD-DAG:      mt.param_grad %[[DH]] {param = "h"}
 // GRAD-DAG:      mt.param_grad %[[DW]] {param = "w"}
+// mt-precision bf16: hidden and weight are products' operands (here parameters,
+// so bf16 fetches); loss, lse and the gradients stay f32.
+// BF16-LABEL:  func.func @projection_loss
+// BF16:          %[[H:.*]] = mt.param {mt.master_element = f32, name = "h", trainable = true} : tensor<2x8x16xbf16>
+// BF16:          %[[W:.*]] = mt.param {mt.master_element = f32, name = "w", trainable = true} : tensor<300x16xbf16>
+// BF16:          mt.linear_ce %[[H]], %[[W]], %{{.*}} {chunk = 300 : i64, ignore_index = -100 : i64, precision = "bf16"} : (tensor<2x8x16xbf16>, tensor<300x16xbf16>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8xf32>)
+// BF16:          mt.linear_ce_grad %[[H]], %[[W]], {{.*}} {chunk = 300 : i64, ignore_index = -100 : i64, precision = "bf16"} : (tensor<2x8x16xbf16>, tensor<300x16xbf16>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<f32>) -> (tensor<2x8x16xf32>, tensor<300x16xf32>)
 func.func @projection_loss() {
   %ids = mt.input {name = "ids"} : tensor<2x8xi64>
   %h = mt.param {name = "h", trainable = true} : tensor<2x8x16xf32>
