@@ -324,7 +324,7 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fusion",
                            "keep the imported ops as they are (no RMSNorm, LayerNorm, SiLU, "
                            "SwiGLU, GELU, attention, rotary embedding or next-token "
-                           "cross-entropy fusion)",
+                           "cross-entropy fusion, and no output projection fused with the loss)",
                            memory, [&] { args.pipeline.fusion = false; });
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
