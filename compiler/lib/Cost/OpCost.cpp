@@ -188,10 +188,14 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
   }
   LinearCeWork linearCe;
   if (linearCeWork(kernel, linearCe)) {
-    // The products and the tile passes run one after another.
+    // The products and the tile passes run one after another. The products
+    // are cuBLAS GEMMs as large as the unfused matmul's, so they reach what
+    // the profile's matmul family does; the tile passes what linear_ce's
+    // (or linear_ce_grad's) entry says, when a traced step has fitted one.
     cost.flops = linearCe.flops;
     cost.bytes += linearCe.workspaceBytes;
-    cost.seconds = cost.flops / profile.matmulRate(precision) + cost.bytes / profile.hbmBytesPerS +
+    cost.seconds = cost.flops / (profile.matmulRate(precision) * profile.efficiencyOf("matmul")) +
+                   cost.bytes / (profile.hbmBytesPerS * profile.efficiencyOf(kernel.kernel)) +
                    linearCe.launches * profile.launchS;
     return cost;
   }
