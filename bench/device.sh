@@ -78,6 +78,9 @@ gtest_row gpu_kernel_tests gpu_kernel_tests gpu_kernel_tests
 MEGATRAIN_CUDA_WIDE_INDEX=1 gtest_row "gpu_kernel_tests, 64-bit indices" gpu_kernel_tests_wide gpu_kernel_tests \
   --gtest_filter='CudaKernels.*'
 gtest_row gpu_executor_tests gpu_executor_tests gpu_executor_tests
+# Every host pool registered (mmap + cudaHostRegister), as only large ones are by default.
+MEGATRAIN_HOST_REGISTER=1 gtest_row "gpu_executor_tests, registered host pools" gpu_executor_tests_registered \
+  gpu_executor_tests
 
 # ---- 1b. out-of-bounds accesses and shared-memory races, on request ----
 if [[ ${SANITIZE:-0} == 1 ]]; then
