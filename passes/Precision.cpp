@@ -8,7 +8,8 @@
 // An f32 mt.param whose every use is such a cast becomes a bf16 mt.param
 // and the casts fold away; mt.master_element = f32 tells plan emission to
 // fetch it from the host bf16 compute copy of the parameter. Attention keeps
-// f32 operands and gets precision = "bf16".
+// f32 operands and gets precision = "bf16". linear_ce and linear_ce_grad are
+// products too: their hidden and weight are cast as a matmul's operands.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
@@ -76,6 +77,11 @@ struct Precision : megatrain::impl::PrecisionBase<Precision> {
         if (allF32(op) && !op->hasAttr("precision"))
           op->setAttr("precision", mark);
       });
+      func.walk([&](Operation *op) {
+        if (isa<mt::LinearCrossEntropyOp, mt::LinearCrossEntropyGradOp>(op) &&
+            isF32(op->getOperand(0)) && !op->hasAttr("precision"))
+          op->setAttr("precision", mark);
+      });
       return;
     }
     castMatmulOperands(func, mark);
@@ -133,16 +139,22 @@ struct Precision : megatrain::impl::PrecisionBase<Precision> {
     }
   }
 
-  /// bf16: every f32 matmul reads bf16 casts of its operands.
+  /// bf16: every f32 matmul reads bf16 casts of its operands; linear_ce and
+  /// linear_ce_grad read bf16 casts of hidden and weight (their first two
+  /// operands), their results stay f32.
   void castMatmulOperands(func::FuncOp func, StringAttr mark) {
-    SmallVector<mt::MatMulOp> matmuls;
-    func.walk([&](mt::MatMulOp op) {
-      if (allF32(op))
+    SmallVector<Operation *> matmuls;
+    func.walk([&](Operation *op) {
+      if (isa<mt::MatMulOp>(op) && allF32(op))
+        matmuls.push_back(op);
+      else if (isa<mt::LinearCrossEntropyOp, mt::LinearCrossEntropyGradOp>(op) &&
+               isF32(op->getOperand(0)) && isF32(op->getOperand(1)))
         matmuls.push_back(op);
     });
     llvm::DenseMap<Value, Value> casts;
-    for (mt::MatMulOp op : matmuls) {
-      for (OpOperand &operand : op->getOpOperands()) {
+    for (Operation *op : matmuls) {
+      unsigned products = isa<mt::MatMulOp>(op) ? op->getNumOperands() : 2;
+      for (OpOperand &operand : op->getOpOperands().take_front(products)) {
         Value value = operand.get();
         Value &bf16 = casts[value];
         if (!bf16) {

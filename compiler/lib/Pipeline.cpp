@@ -59,6 +59,12 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
   loss.keepOutputs = options.keepOutputs;
   loss.forwardOnly = options.forwardOnly;
   pm.addNestedPass<mlir::func::FuncOp>(createAddLoss(loss));
+  // The output projection and the loss mt-add-loss wrote, as one op.
+  if (options.fusion && options.fuseLinearCe) {
+    FuseLinearCrossEntropyOptions linearCe;
+    linearCe.chunk = options.linearCeChunk;
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseLinearCrossEntropy(linearCe));
+  }
   if (!options.forwardOnly)
     addTrainingPasses(pm, options);
   // Merge identical ops (repeated fills, constants, transposes of one weight)

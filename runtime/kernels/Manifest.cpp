@@ -72,6 +72,8 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"softmax_ce_grad", 3, 1, softmaxCeGradRule, {"ignore_index", "reduction"}},
       {"next_token_ce", 2, 1, nextTokenCeRule, {"ignore_index"}},
       {"next_token_ce_grad", 3, 1, nextTokenCeGradRule, {"ignore_index"}},
+      {"linear_ce", 3, 2, linearCeRule, {"ignore_index", "chunk", "precision"}},
+      {"linear_ce_grad", 5, 2, linearCeGradRule, {"ignore_index", "chunk", "precision"}},
       // where, concat, slice, cast
       {"where", 3, 1, whereRule},
       {"concat", KernelSpec::kAnyInputs, 1, concatRule, {"axis"}},

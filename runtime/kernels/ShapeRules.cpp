@@ -370,6 +370,53 @@ void nextTokenCeGradRule(const KernelCall& call) {
   requireShape(call, call.out[0], call.in[0].shape, "dlogits");
 }
 
+LinearCeDims linearCeDims(const KernelCall& call) {
+  const Operand &hidden = call.in[0], &weight = call.in[1], &tokens = call.in[2];
+  requireDType(call, tokens, DType::I64, "tokens");
+  if (hidden.shape.rank != 3) fail(call, "hidden must be [B, T, H], got " + hidden.shape.str());
+  if (weight.shape.rank != 2 || weight.shape[1] != hidden.shape[2])
+    fail(call, "weight must be [V, H] with H = " + std::to_string(hidden.shape[2]) + ", got " + weight.shape.str());
+  LinearCeDims d;
+  d.b = hidden.shape[0];
+  d.t = hidden.shape[1];
+  d.h = hidden.shape[2];
+  d.v = weight.shape[0];
+  d.chunk = call.attrs.getInt("chunk");
+  if (d.chunk < 1) fail(call, "chunk must be at least 1, got " + std::to_string(d.chunk));
+  d.ignore = ignoreIndex(call);
+  d.operands = hidden.dtype;
+  if (d.operands != DType::F32 && d.operands != DType::F64 && d.operands != DType::BF16)
+    fail(call, std::string("hidden must be f32, f64 or bf16, got ") + dtypeLabel(d.operands));
+  requireDType(call, weight, d.operands, "weight");
+  d.results = d.operands == DType::BF16 ? DType::F32 : d.operands;
+  Shape rows;
+  rows.rank = 2;
+  rows.dims[0] = d.b;
+  rows.dims[1] = d.t;
+  requireShape(call, tokens, rows, "tokens");
+  return d;
+}
+
+void linearCeRule(const KernelCall& call) {
+  const LinearCeDims d = linearCeDims(call);
+  requireScalar(call, call.out[0], "loss");
+  requireDType(call, call.out[0], d.results, "loss");
+  requireShape(call, call.out[1], call.in[2].shape, "lse");
+  requireDType(call, call.out[1], d.results, "lse");
+}
+
+void linearCeGradRule(const KernelCall& call) {
+  const LinearCeDims d = linearCeDims(call);
+  requireShape(call, call.in[3], call.in[2].shape, "lse");
+  requireDType(call, call.in[3], d.results, "lse");
+  requireScalar(call, call.in[4], "dloss");
+  requireDType(call, call.in[4], d.results, "dloss");
+  requireShape(call, call.out[0], call.in[0].shape, "dhidden");
+  requireDType(call, call.out[0], d.results, "dhidden");
+  requireShape(call, call.out[1], call.in[1].shape, "dweight");
+  requireDType(call, call.out[1], d.results, "dweight");
+}
+
 // ---- where ----
 
 void whereRule(const KernelCall& call) {

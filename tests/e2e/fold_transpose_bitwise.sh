@@ -12,8 +12,11 @@ MODEL=$3
 LLM_PRECISION=bf16
 source "$(dirname "$0")/bitwise_common.sh"
 
+# --no-fuse-linear-ce: GPT-2's only x @ W^T is its tied output projection, which
+# mt-fuse-linear-ce would otherwise take (with its transpose) before this pass runs.
 compile() {
   local name=$1; shift
+  set -- --no-fuse-linear-ce "$@"
   "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
     { cat "$name.log"; return 1; }
   "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||

@@ -152,6 +152,17 @@ int main() {
       {"gather_grad", {{{8, 2048}, I64, vocab}, {{8, 2048, hidden}}}, {{{vocab, hidden}}}, {intAttr("axis", 0)}},
       {"next_token_ce", {{{4, 1024, vocab}}, {{4, 1024}, I64, vocab}}, {{{}}}},
       {"next_token_ce_grad", {{{4, 1024, vocab}}, {{4, 1024}, I64, vocab}, {{}}}, {{{4, 1024, vocab}}}},
+      // the output projection fused with the loss, bf16, chunks of 4096 (mt-fuse-linear-ce's choice at 16k
+      // tokens): one product forward, three backward (the logits again, dhidden, dweight)
+      {"linear_ce",
+       {{{8, 2048, hidden}, megatrain::plan::BF16}, {{vocab, hidden}, megatrain::plan::BF16}, {{8, 2048}, I64, vocab}},
+       {{{}}, {{8, 2048}}}, {intAttr("chunk", 4096), stringAttr("precision", "bf16")},
+       2.0 * tokens * hidden * vocab, 777},
+      {"linear_ce_grad",
+       {{{8, 2048, hidden}, megatrain::plan::BF16}, {{vocab, hidden}, megatrain::plan::BF16}, {{8, 2048}, I64, vocab},
+        {{8, 2048}}, {{}}},
+       {{{8, 2048, hidden}}, {{vocab, hidden}}}, {intAttr("chunk", 4096), stringAttr("precision", "bf16")},
+       6.0 * tokens * hidden * vocab, 777},
       // the bf16 casts of a step: activations and weights down, gradients up
       {"cast", {Operand{{tokens, hidden}}}, {Operand{{tokens, hidden}, megatrain::plan::BF16}}},
       {"cast", {Operand{{hidden, inter}}}, {Operand{{hidden, inter}, megatrain::plan::BF16}}},

@@ -36,6 +36,25 @@ std::vector<GradCase> fusedOpCases() {
   add(unary("gelu_op_erf", "gelu", Range({3, 5}, -3, 3), "{approximate = \"none\"}"));
   add(unary("gelu_op_tanh", "gelu", Range({3, 5}, -3, 3), "{approximate = \"tanh\"}"));
 
+  // The output projection fused with the next-token loss: chunks of 3 over a
+  // vocabulary of 7 (the last chunk short), one ignored target.
+  const std::string tokens =
+      "  %tokens = mt.constant {value = dense<[[3, 5, 0, 6], [1, 2, 2, 4]]> : tensor<2x4xi64>} : "
+      "tensor<2x4xi64>\n";
+  add({"linear_ce_op_chunks", {P("h", {2, 4, 3}), P("w", {7, 3})},
+       tokens + "  %y, %lse = mt.linear_ce %h, %w, %tokens {chunk = 3 : i64, ignore_index = 5 : i64} : (" +
+           T({2, 4, 3}) + ", " + T({7, 3}) + ", tensor<2x4xi64>) -> (tensor<f64>, " + T({2, 4}) + ")",
+       std::nullopt});
+  // The same loss as an export writes it, fused by mt-fuse-linear-ce.
+  add(fused({"linear_ce_fused_from_projection", {P("h", {2, 4, 3}), P("w", {7, 3})},
+             tokens + "  %wt = mt.transpose %w {perm = array<i64: 1, 0>} : (" + T({7, 3}) + ") -> " +
+                 T({3, 7}) + "\n"
+                 "  %l = mt.matmul %h, %wt : (" + T({2, 4, 3}) + ", " + T({3, 7}) + ") -> " + T({2, 4, 7}) + "\n"
+                 "  %y = mt.next_token_ce %l, %tokens {ignore_index = 5 : i64} : (" + T({2, 4, 7}) +
+                 ", tensor<2x4xi64>) -> tensor<f64>",
+             std::nullopt},
+            "linear_ce"));
+
   // The compositions, as the importer writes them from the tiny exports
   // (tests/models/llm), compiled with fusion on.
   // Llama's RMSNorm: weight * (x * 1/sqrt(mean(x * x) + eps)).

@@ -451,6 +451,47 @@ TEST(OpCost, Bf16AttentionIsFused) {
   EXPECT_GT(twice.flops, 3.9 * forward.flops);
 }
 
+// linear_ce: one product over the logits forward, three backward (the logits recomputed,
+// dhidden, dweight), plus the tile passes and the launches of each chunk; the products at the
+// matmul family's efficiency, the passes at the op's own.
+TEST(OpCost, LinearCeRecomputesTheLogitsInItsGradient) {
+  DeviceProfile profile = testProfile();
+  profile.matmulBf16 = 8e12;
+  const double rows = 4 * 256, h = 512, v = 1000, logits = rows * v;
+  auto desc = [&](const char *name, int64_t chunk) {
+    KernelDesc d;
+    d.kernel = name;
+    d.inputs = {TensorShape{{4, 256, 512}, 2}, TensorShape{{1000, 512}, 2}, TensorShape{{4, 256}, 8}};
+    if (std::string(name) == "linear_ce") {
+      d.outputs = {TensorShape{{}}, TensorShape{{4, 256}}};
+    } else {
+      d.inputs.push_back(TensorShape{{4, 256}});
+      d.inputs.push_back(TensorShape{{}});
+      d.outputs = {TensorShape{{4, 256, 512}}, TensorShape{{1000, 512}}};
+    }
+    d.intAttrs["chunk"] = chunk;
+    return d;
+  };
+  const KernelCost forward = estimateKernel(desc("linear_ce", 256), profile, Precision::BF16);
+  const KernelCost backward = estimateKernel(desc("linear_ce_grad", 256), profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(forward.flops, 2.0 * logits * h);
+  EXPECT_DOUBLE_EQ(backward.flops, 3 * forward.flops);
+  // The f32 tile written and read (8 bytes a logit); backward also its bf16 gradient (6).
+  const double operands = 2 * (rows * h + v * h) + 8 * rows;
+  EXPECT_DOUBLE_EQ(forward.bytes, operands + 4 + 4 * rows + 8 * logits);
+  // 4 chunks (the last 232 rows): 2 launches each and 3 more forward.
+  EXPECT_DOUBLE_EQ(forward.seconds, forward.flops / 8e12 + forward.bytes / 1e12 + 11 * profile.launchS);
+  EXPECT_GT(backward.seconds, 2.5 * forward.seconds);
+  // Smaller chunks: the same work in more launches.
+  EXPECT_NEAR(estimateKernel(desc("linear_ce", 128), profile, Precision::BF16).seconds - forward.seconds,
+              8 * profile.launchS, 1e-15);
+  // The family efficiencies: matmul's scales the products, linear_ce's the tile passes.
+  profile.kernelEfficiency["matmul"] = 0.5;
+  profile.kernelEfficiency["linear_ce"] = 0.25;
+  EXPECT_DOUBLE_EQ(estimateKernel(desc("linear_ce", 256), profile, Precision::BF16).seconds,
+                   forward.flops / 4e12 + forward.bytes / 0.25e12 + 11 * profile.launchS);
+}
+
 // A fused pointwise chain (mt-fuse-pointwise) costs its inputs read once (a broadcast one
 // at its own size, bf16 at 2 bytes) and its outputs written once, and one launch: less
 // than the chain it replaces, which wrote and read back every intermediate value.

@@ -70,6 +70,11 @@ struct PipelineOptions {
   // mt-fuse-pointwise (after mt-fuse-matmul-epilogues): off with
   // megatrain-compile --no-fuse-pointwise.
   bool fusePointwise = true;
+  // mt-fuse-linear-ce (after mt-add-loss, with the fusion passes): off with
+  // megatrain-compile --no-fuse-linear-ce; linearCeChunk > 0 forces its
+  // chunk (--linear-ce-chunk), 0 lets the pass choose.
+  bool fuseLinearCe = true;
+  int64_t linearCeChunk = 0;
 };
 
 /// How far the pipeline runs; each stage includes the ones before it.

@@ -133,6 +133,42 @@ bool attentionWork(const KernelDesc &kernel, Precision precision, AttentionWork 
   return true;
 }
 
+/// linear_ce and linear_ce_grad as runtime/cuda/linear_cross_entropy.cu runs
+/// them: per chunk of `chunk` vocabulary rows, cuBLAS GEMMs over a [rows,
+/// chunk] f32 tile in the scratch and row kernels over it, one after
+/// another. hidden [B, T, H], weight [V, H]. Forward: one product (the
+/// logits) and a pass over the tile (written, read: 8 bytes an element).
+/// Backward: the logits recomputed, then dhidden and dweight (three
+/// products); the tile written and read (8), the gradient written in the
+/// operands' type and read by both products (bf16: 2 + 4; f32, in place in
+/// the tile: 4 + 8). Launches: 2 a chunk forward, 4 backward, plus 3 and 1.
+struct LinearCeWork {
+  double flops = 0;
+  double workspaceBytes = 0;
+  double launches = 0;
+};
+
+bool linearCeWork(const KernelDesc &kernel, LinearCeWork &work) {
+  bool forward = kernel.kernel == "linear_ce";
+  bool backward = kernel.kernel == "linear_ce_grad";
+  if (!(forward || backward) || kernel.inputs.size() < 2)
+    return false;
+  const TensorShape &hidden = kernel.inputs[0], &weight = kernel.inputs[1];
+  if (hidden.dims.size() != 3 || weight.dims.size() != 2)
+    return false;
+  double rows = static_cast<double>(std::max<int64_t>(hidden.dims[0] * hidden.dims[1], 0));
+  int64_t vocab = std::max<int64_t>(weight.dims[0], 0);
+  double h = static_cast<double>(std::max<int64_t>(weight.dims[1], 0));
+  int64_t chunk = std::max<int64_t>(attr(kernel, "chunk", vocab), 1);
+  double chunks = static_cast<double>((vocab + chunk - 1) / chunk);
+  double logits = rows * static_cast<double>(vocab);
+  double gradBytes = hidden.elementBytes == 2 ? 6.0 : 12.0;
+  work.flops = (forward ? 1.0 : 3.0) * 2.0 * logits * h;
+  work.workspaceBytes = logits * (forward ? 8.0 : 8.0 + gradBytes);
+  work.launches = forward ? 2.0 * chunks + 3.0 : 4.0 * chunks + 1.0;
+  return true;
+}
+
 } // namespace
 
 KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile,
@@ -152,6 +188,19 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
                     cost.bytes / profile.hbmBytesPerS) /
                        profile.efficiencyOf(kernel.kernel) +
                    profile.launchS;
+    return cost;
+  }
+  LinearCeWork linearCe;
+  if (linearCeWork(kernel, linearCe)) {
+    // The products and the tile passes run one after another. The products
+    // are cuBLAS GEMMs as large as the unfused matmul's, so they reach what
+    // the profile's matmul family does; the tile passes what linear_ce's
+    // (or linear_ce_grad's) entry says, when a traced step has fitted one.
+    cost.flops = linearCe.flops;
+    cost.bytes += linearCe.workspaceBytes;
+    cost.seconds = cost.flops / (profile.matmulRate(precision) * profile.efficiencyOf("matmul")) +
+                   cost.bytes / (profile.hbmBytesPerS * profile.efficiencyOf(kernel.kernel)) +
+                   linearCe.launches * profile.launchS;
     return cost;
   }
   cost.flops = matmulFlops(kernel);

@@ -578,6 +578,23 @@ NextTokenCrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
   return success();
 }
 
+LogicalResult
+LinearCrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // The logsumexp is an internal of the fused op, read only by its gradient.
+  if (resultGrads.size() > 1 && resultGrads[1])
+    return emitOpError("the logsumexp result has no gradient rule");
+  if (noGradient(resultGrads, *this, operandGrads))
+    return success();
+  auto grad = b.create<LinearCrossEntropyGradOp>(
+      getLoc(), getHidden().getType(), getWeight().getType(), getHidden(), getWeight(),
+      getTokens(), getLse(), resultGrads[0], getIgnoreIndexAttr(), getChunkAttr());
+  push(operandGrads, getHidden(), grad.getDhidden());
+  push(operandGrads, getWeight(), grad.getDweight());
+  operandGrads.push_back(Value()); // tokens
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Fused attention and rotary embedding
 //===----------------------------------------------------------------------===//

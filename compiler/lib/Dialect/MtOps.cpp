@@ -441,6 +441,27 @@ LogicalResult NextTokenCrossEntropyOp::verify() {
   return success();
 }
 
+LogicalResult LinearCrossEntropyOp::verify() {
+  ArrayRef<int64_t> h = shapeOf(getHidden()), w = shapeOf(getWeight()),
+                    t = shapeOf(getTokens());
+  if (h.size() != 3 || w.size() != 2 || t.size() != 2 || h[0] != t[0] ||
+      h[1] != t[1] || w[1] != h[2])
+    return emitOpError("hidden ") << shapeStr(h) << ", weight " << shapeStr(w)
+                                  << " and tokens " << shapeStr(t)
+                                  << " must be [B, T, H], [V, H] and [B, T]";
+  if (elementOf(getHidden()) != elementOf(getWeight()))
+    return emitOpError("hidden and weight must have one element type");
+  if (!elementOf(getTokens()).isInteger(64))
+    return emitOpError("tokens must be i64");
+  if (getChunk() < 1)
+    return emitOpError("chunk must be at least 1, got ") << getChunk();
+  if (!shapeOf(getResult()).empty())
+    return emitOpError("result must be a scalar");
+  if (shapeOf(getLse()) != t)
+    return emitOpError("lse must have the tokens' shape ") << shapeStr(t);
+  return success();
+}
+
 LogicalResult LossOp::verify() {
   if (!shapeOf(getValue()).empty())
     return emitOpError("the loss must be a scalar, got ")

@@ -643,17 +643,38 @@ mt::InputOp inputBehind(mlir::Value value) {
   return nullptr;
 }
 
+/// A next-token loss: mt.next_token_ce or the fused mt.linear_ce (the
+/// output projection with it, mt-fuse-linear-ce); falsy for other ops.
+struct NextTokenLoss {
+  mlir::Value tokens;
+  int64_t ignore = 0;
+  explicit operator bool() const { return static_cast<bool>(tokens); }
+  mlir::Value getTokens() const { return tokens; }
+  int64_t getIgnoreIndex() const { return ignore; }
+};
+
+NextTokenLoss nextTokenLoss(mlir::Operation *op) {
+  if (auto ce = mlir::dyn_cast_or_null<mt::NextTokenCrossEntropyOp>(op))
+    return {ce.getTokens(), static_cast<int64_t>(ce.getIgnoreIndex())};
+  if (auto ce = mlir::dyn_cast_or_null<mt::LinearCrossEntropyOp>(op))
+    return {ce.getTokens(), static_cast<int64_t>(ce.getIgnoreIndex())};
+  return {};
+}
+
 } // namespace
 
 mlir::LogicalResult PlanBuilder::setTokenInput(mt::LossOp lossOp) {
-  auto ce = lossOp.getValue().getDefiningOp<mt::NextTokenCrossEntropyOp>();
+  NextTokenLoss ce = nextTokenLoss(lossOp.getValue().getDefiningOp());
   uint64_t microbatches = 1;
   if (auto count = func->getAttrOfType<mlir::IntegerAttr>(kMicrobatchesAttr)) {
     microbatches = static_cast<uint64_t>(count.getInt());
     // The loss is the mean over micro-batches (mt-microbatch); the token
     // input is micro-batch 0's, the one without an "@<k>" suffix.
-    ce = nullptr;
-    func.walk([&](mt::NextTokenCrossEntropyOp candidate) {
+    ce = {};
+    func.walk([&](mlir::Operation *op) {
+      NextTokenLoss candidate = nextTokenLoss(op);
+      if (!candidate)
+        return;
       mt::InputOp input = inputBehind(candidate.getTokens());
       if (!ce && input && !input.getName().contains('@'))
         ce = candidate;

@@ -324,7 +324,7 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fusion",
                            "keep the imported ops as they are (no RMSNorm, LayerNorm, SiLU, "
                            "SwiGLU, GELU, attention, rotary embedding or next-token "
-                           "cross-entropy fusion)",
+                           "cross-entropy fusion, and no output projection fused with the loss)",
                            memory, [&] { args.pipeline.fusion = false; });
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
@@ -339,6 +339,18 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });
+  megatrain::addFlagOption(app, "--no-fuse-linear-ce",
+                           "keep the output projection and the next-token loss apart (no "
+                           "mt-fuse-linear-ce: the [tokens, vocab] logits exist)",
+                           memory, [&] { args.pipeline.fuseLinearCe = false; });
+  megatrain::addValueOption(app, "--linear-ce-chunk", "N",
+           "vocabulary rows per chunk of the fused projection and loss (default: the "
+           "largest multiple of 128 whose f32 logits tile fits 256 MiB)",
+           memory, [&](const std::string &v) {
+             args.pipeline.linearCeChunk = parseInt("linear-ce-chunk", v);
+             if (args.pipeline.linearCeChunk < 1)
+               fail("--linear-ce-chunk expects N >= 1, got '" + v + "'");
+           });
 
   if (megatrain::parseToolCommandLine(app, argc, argv))
     return std::nullopt;

@@ -609,6 +609,47 @@ def Mt_NextTokenCrossEntropyGradOp : Mt_Op<"next_token_ce_grad", [Pure]> {
   let assemblyFormat = "$logits `,` $tokens `,` $dloss attr-dict `:` functional-type(operands, results)";
 }
 
+def Mt_LinearCrossEntropyOp : Mt_Op<"linear_ce", [Pure, Differentiable]> {
+  let summary = "next_token_ce of the output projection hidden W^T, over vocabulary chunks";
+  let description = [{
+    The value of `mt.next_token_ce(mt.matmul(hidden, weight, transpose_b), tokens)`
+    without the [B, T, V] logits: hidden [B, T, H], weight [V, H] (the
+    projection as nn.Linear stores it), tokens [B, T] i64. The logits are
+    computed `chunk` vocabulary rows at a time and folded into a running
+    max and sum of exponentials per position; the second result is the
+    per-position logsumexp [B, T] (0 where no target counts), which
+    the gradient reads instead of recomputing the statistics. `chunk` is
+    chosen by mt-fuse-linear-ce. hidden and weight share one element type;
+    the results are f32 when it is bf16 (fp32 accumulation), else that type.
+
+    ```mlir
+    %l, %lse = mt.linear_ce %h, %w, %ids {chunk = 128 : i64, ignore_index = -100 : i64} : (tensor<2x32x64xf32>, tensor<256x64xf32>, tensor<2x32xi64>) -> (tensor<f32>, tensor<2x32xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$hidden, Mt_Tensor:$weight, Mt_Tensor:$tokens,
+                   I64Attr:$ignore_index, I64Attr:$chunk);
+  let results = (outs Mt_Tensor:$result, Mt_Tensor:$lse);
+  let assemblyFormat = "$hidden `,` $weight `,` $tokens attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mt_LinearCrossEntropyGradOp : Mt_Op<"linear_ce_grad", [Pure]> {
+  let summary = "gradients of linear_ce with respect to hidden and weight";
+  let description = [{
+    Chunk by chunk: the chunk's logits recomputed, dlogits = dloss / count *
+    (exp(logits - lse) - onehot(target)), dhidden += dlogits W_chunk,
+    dweight[chunk] = dlogits^T hidden.
+
+    ```mlir
+    %dh, %dw = mt.linear_ce_grad %h, %w, %ids, %lse, %dl {chunk = 128 : i64, ignore_index = -100 : i64} : (tensor<2x32x64xf32>, tensor<256x64xf32>, tensor<2x32xi64>, tensor<2x32xf32>, tensor<f32>) -> (tensor<2x32x64xf32>, tensor<256x64xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$hidden, Mt_Tensor:$weight, Mt_Tensor:$tokens,
+                   Mt_Tensor:$lse, Mt_Tensor:$dloss, I64Attr:$ignore_index, I64Attr:$chunk);
+  let results = (outs Mt_Tensor:$dhidden, Mt_Tensor:$dweight);
+  let assemblyFormat = "$hidden `,` $weight `,` $tokens `,` $lse `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Fused attention and rotary embedding (written by the fusion passes)
 //===----------------------------------------------------------------------===//

@@ -100,6 +100,24 @@ def FuseCrossEntropy : Pass<"mt-fuse-cross-entropy", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FuseLinearCrossEntropy : Pass<"mt-fuse-linear-ce", "mlir::func::FuncOp"> {
+  let summary = "Fuse the output projection and next_token_ce into mt.linear_ce";
+  let description = [{
+    `mt.next_token_ce(mt.matmul(h, W^T), ids)` whose logits have no other
+    user becomes `mt.linear_ce h, W, ids`, which never holds the [B*T, V]
+    logits: it computes them `chunk` vocabulary rows at a time (forward and
+    backward). Runs after mt-add-loss (which writes the loss) and before
+    mt-autodiff; off with megatrain-compile --no-fuse-linear-ce.
+  }];
+  let options = [
+    Option<"tileBytes", "tile-bytes", "uint64_t", /*default=*/"268435456",
+           "bytes of one [tokens, chunk] f32 logits tile; picks the chunk">,
+    Option<"chunk", "chunk", "int64_t", /*default=*/"0",
+           "vocabulary rows per chunk (0: from tile-bytes)">,
+  ];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Training: from a model to a training step (loss, gradients, micro-batches
 // with --microbatches N > 1, updates), then the form of its products: the

@@ -39,7 +39,8 @@ const std::vector<KernelSpec>& kernelManifest();
 // family's kernels in an add<Family>Kernels(registry) function. X(Family) once each.
 #define MEGATRAIN_KERNEL_FAMILIES(X) \
   X(Elementwise) X(Activation) X(Matmul) X(Shape) X(Reduce) X(Softmax) X(Gather) X(LayerNorm) \
-  X(RmsNorm) X(CrossEntropy) X(Where) X(ConcatSlice) X(Cast) X(Attention) X(Rotary) X(Pointwise)
+  X(RmsNorm) X(CrossEntropy) X(LinearCrossEntropy) X(Where) X(ConcatSlice) X(Cast) X(Attention) X(Rotary) \
+  X(Pointwise)
 
 // The entry for `name`, or nullptr.
 const KernelSpec* findKernelSpec(std::string_view name);

@@ -134,6 +134,20 @@ NextTokenDims nextTokenDims(const KernelCall& call);
 void nextTokenCeRule(const KernelCall& call);
 void nextTokenCeGradRule(const KernelCall& call);
 
+struct LinearCeDims {
+  int64_t b = 0, t = 0, h = 0, v = 0;  // hidden [B, T, H], weight [V, H], tokens [B, T]
+  int64_t chunk = 0;                   // vocabulary rows per chunk, 1 <= chunk
+  std::optional<int64_t> ignore;
+  DType operands = DType::Unspecified;  // hidden and weight (F32, F64 or BF16)
+  DType results = DType::Unspecified;   // loss, lse, dloss, dhidden, dweight: F32 for BF16 operands, else the operands'
+  int64_t rows() const { return b * t; }
+};
+// linear_ce: (hidden, weight, tokens) -> (loss, lse [B, T]);
+// linear_ce_grad: (hidden, weight, tokens, lse, dloss) -> (dhidden, dweight).
+LinearCeDims linearCeDims(const KernelCall& call);
+void linearCeRule(const KernelCall& call);
+void linearCeGradRule(const KernelCall& call);
+
 // ---- where ----
 
 // cond ? x : y, all three broadcast to the output.
