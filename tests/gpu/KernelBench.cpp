@@ -12,11 +12,11 @@
 // tokens, forward (x W), and both backward products (dy W^T, x^T dy), at
 // each precision: f32 operands in fp32 and in tf32, bf16 operands into f32.
 // Last, the roofline table (docs/cuda.md, "Bandwidth"): the norms, their
-// gradients and the pointwise programs of a step at 16384 tokens for the
-// 1.36B shape (hidden 2048, intermediate 5632) and the 7B shape (4096,
-// 11008), each with its compulsory bytes, the cost model's prediction for
-// them (bytes / 4.267 TB/s, bench/profiles/h200.json's hbm_bytes_per_s) and
-// measured / predicted, which issue 12 wants within 1.3.
+// gradients, the pointwise programs and the other memory-bound families of a
+// step at 16384 tokens for the 1.36B shape (hidden 2048, intermediate 5632)
+// and the 7B shape (4096, 11008), each with its compulsory bytes, the cost
+// model's prediction for them (bytes / 4.267 TB/s, bench/profiles/h200.json's
+// hbm_bytes_per_s) and measured / predicted, which issue 12 wants within 1.3.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -162,9 +162,14 @@ struct RooflineCase {
 };
 
 // The norms, their gradients and the pointwise programs of one layer's step
-// at `tokens` x hidden, intermediate.
+// at `tokens` x hidden, intermediate; then the step's other memory-bound
+// families at their shapes (heads of 128, batch 8 x 2048, vocab 32000).
 std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t inter) {
   using plan::BF16;
+  using plan::I64;
+  const int64_t batch = 8, seq = tokens / batch, headDim = 128, heads = hidden / headDim, vocab = 32000;
+  const Operand q{{batch, heads, seq, headDim}}, table{{1, 1, seq, headDim}}, qRows{{batch, seq, heads, headDim}},
+      logits{{batch, seq, vocab}}, labels{{batch, seq}, I64, vocab}, scalar{{}};
   const Operand x{{tokens, hidden}}, w{{hidden}}, h{{tokens, inter}}, hBf16{{tokens, inter}, BF16},
       xBf16{{tokens, hidden}, BF16};
   const std::vector<plan::Attribute> norm = {intAttr("axis", 1), floatAttr("epsilon", 1e-5)};
@@ -185,6 +190,15 @@ std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t 
        {"pointwise", {x, w}, {x}, pointwiseProgram({2, 0, 1, -1, 18, 2, -1, -1, 19, 3, 0, -1, 0, 4, 0, -1}, {0.5}, {5})}},
       {"pointwise bf16 gate, up -> swiglu",
        {"pointwise", {hBf16, hBf16}, {hBf16}, pointwiseProgram({22, 0, 1, -1}, {}, {2})}},
+      {"add (residual)", {"add", {x, x}, {x}}},
+      {"swiglu", {"swiglu", {h, h}, {h}}},
+      {"swiglu_grad", {"swiglu_grad", {h, h, h}, {h, h}}},
+      {"rotary (q)", {"rotary", {q, table, table}, {q}}},
+      {"rotary_grad (q)", {"rotary_grad", {q, table, table}, {q}}},
+      {"cast f32 -> bf16", {"cast", {x}, {xBf16}}},
+      {"transpose heads", {"transpose", {qRows}, {q}, {intsAttr("perm", {0, 2, 1, 3})}}},
+      {"next_token_ce", {"next_token_ce", {logits, labels}, {scalar}}},
+      {"next_token_ce_grad", {"next_token_ce_grad", {logits, labels, scalar}, {logits}}},
   };
 }
 
