@@ -23,9 +23,10 @@
 # PLANS: a folder of plans compiled on another machine (bench/llama1b3.sh), so that the lease
 # spends no time compiling; the 1b3 part's are in its subfolders 1b3-default and 1b3-16GiB.
 # Settings (environment): BIN (default build-gpu/bin), OUT, DEEPSPEED_WHEELS, PEERS_7B
-# (default fsdp2-offload,deepspeed-offload), STEPS_7B (default 8), SIZE_BIG, STEPS_BIG
+# (default fsdp2-offload,deepspeed-offload; "none" runs megatrain only), STEPS_7B (default 8), SIZE_BIG, STEPS_BIG
 # (default 6), DISK_FLAGS, DISK_DIR (default /tmp/megatrain-disk), TOKENS_BIG (tokens per step
-# for the big model: 16k or 64k, default 16k).
+# for the big model: 16k or 64k, default 16k), TRACE (default 0; 1: megatrain-run --trace of
+# the last step and its breakdown beside the prediction, bench/trace_breakdown.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BIN=${BIN:-build-gpu/bin}
@@ -37,23 +38,24 @@ start=$(date +%s)
 part() { [[ ,$PARTS, == *,$1,* ]]; }
 if part 1b3; then
   for budget in default 16GiB; do
-    PLANS=${PLANS:+$PLANS/1b3-$budget} SIZE=1b3 SETTINGS=16k DEVICE_MEMORY=$budget SKIP_PEERS=1 GRAPH_ONLY=1 ONNX=${ONNX_1B3:-tests/models/graphs/llama_1b36_b8s2048.onnx} TRACE=0 OUT=$OUT/1b3-$budget \
+    PLANS=${PLANS:+$PLANS/1b3-$budget} SIZE=1b3 SETTINGS=16k DEVICE_MEMORY=$budget SKIP_PEERS=1 GRAPH_ONLY=1 ONNX=${ONNX_1B3:-tests/models/graphs/llama_1b36_b8s2048.onnx} TRACE=${TRACE:-0} OUT=$OUT/1b3-$budget \
       bash bench/llama1b3.sh > "$OUT/1b3-$budget.log" 2>&1 || status=1
     echo "1b3 ($budget) done at +$(( $(date +%s) - start )) s"
   done
 fi
 if part 7b; then
-  SIZE=7b SETTINGS=16k DEVICE_MEMORY=default ONNX=${ONNX_7B:-tests/models/graphs/llama_7b_b8s2048.onnx} STEPS=${STEPS_7B:-8} MT_TIMEOUT=${MT_TIMEOUT_7B:-420} \
-    PEERS=${PEERS_7B:-fsdp2-offload,deepspeed-offload} FSDP_STEPS=${FSDP_STEPS_7B:-5} PEER_TIMEOUT=${PEER_TIMEOUT_7B:-300} \
-    TRACE=0 OUT=$OUT/7b bash bench/llama1b3.sh > "$OUT/7b.log" 2>&1 || status=1
+  peers7b=${PEERS_7B:-fsdp2-offload,deepspeed-offload}
+  SKIP_PEERS=$([[ $peers7b == none ]] && echo 1 || echo 0) SIZE=7b SETTINGS=16k DEVICE_MEMORY=default ONNX=${ONNX_7B:-tests/models/graphs/llama_7b_b8s2048.onnx} STEPS=${STEPS_7B:-8} MT_TIMEOUT=${MT_TIMEOUT_7B:-420} \
+    PEERS=$peers7b FSDP_STEPS=${FSDP_STEPS_7B:-5} PEER_TIMEOUT=${PEER_TIMEOUT_7B:-300} \
+    TRACE=${TRACE:-0} OUT=$OUT/7b bash bench/llama1b3.sh > "$OUT/7b.log" 2>&1 || status=1
   echo "7b done at +$(( $(date +%s) - start )) s"
 fi
 if part big; then
   disk=${DISK_DIR:-/tmp/megatrain-disk}
   mkdir -p "$disk"
   SIZE=${SIZE_BIG:-17b} ONNX=${ONNX_BIG:-} SETTINGS=${TOKENS_BIG:-16k} DEVICE_MEMORY=default STEPS=${STEPS_BIG:-6} WARMUP=1 \
-    MT_TIMEOUT=${MT_TIMEOUT_BIG:-540} SKIP_PEERS=1 TRACE=0 \
-    COMPILE_FLAGS="${DISK_FLAGS:---disk-memory 8GiB --state-home disk:embed_tokens|lm_head}" RUN_FLAGS="--disk-dir $disk" OUT=$OUT/big \
+    MT_TIMEOUT=${MT_TIMEOUT_BIG:-540} SKIP_PEERS=1 TRACE=${TRACE:-0} \
+    COMPILE_FLAGS="${DISK_FLAGS:---disk-memory 8GiB --state-home disk:embed_tokens}" RUN_FLAGS="--disk-dir $disk" OUT=$OUT/big \
     bash bench/llama1b3.sh > "$OUT/big.log" 2>&1 || status=1
   df -h "$disk" | tail -1 > "$OUT/big/disk.txt" 2>&1
   rm -rf "$disk"

@@ -104,6 +104,9 @@ CudaBackend::~CudaBackend() {
   if (traceOrigin_) cudaEventDestroy(traceOrigin_);
   for (cudaStream_t stream : ownStreams_) cudaStreamDestroy(stream);
   if (badData_) cudaFreeHost(badData_);
+  if (staging_) cudaFreeHost(staging_);
+  for (cudaEvent_t event : stagingFree_)
+    if (event) cudaEventDestroy(event);
   if (cublasWorkspace_) cudaFree(cublasWorkspace_);
   if (cublas_) cublasDestroy(cublas_);
   if (compute_) cudaStreamDestroy(compute_);

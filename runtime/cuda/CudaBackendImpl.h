@@ -105,6 +105,7 @@ class CudaBackend final : public Backend {
   void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
+  void zero(const plan::Tensor& tensor) override;
   std::byte* hostData(const plan::Tensor& tensor) override;
 
   // ---- CudaBackendHostTasks.cpp: host tasks in stream order ----
@@ -147,6 +148,10 @@ class CudaBackend final : public Backend {
   void allocatePools(const plan::Plan& plan);
   void createEvents(const plan::Plan& plan);
   const Pool& poolOf(const plan::Tensor& tensor) const;
+  // write()/read() of a device tensor: through two pinned staging buffers, so
+  // the host's copy into one overlaps the DMA of the other (a pageable
+  // cudaMemcpy runs at a fraction of the link's rate).
+  void stagedTransfer(std::byte* device, std::byte* host, size_t size, bool toDevice) const;
   std::byte* address(const plan::Tensor& tensor) const { return poolOf(tensor).base + tensor.buffer().offset(); }
   bool onDevice(const plan::Tensor& tensor) const { return poolOf(tensor).tier == plan::DEVICE; }
   // The device address of a kernel operand (an Error for one outside the DEVICE pools).
@@ -193,6 +198,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_ = nullptr;
   void* cublasWorkspace_ = nullptr;
   int* badData_ = nullptr;  // pinned, mapped: [1], step + 1 of the first bad-data flag
+  mutable std::byte* staging_ = nullptr;  // pinned, 2 x kStagingHalf bytes, made on first use
+  mutable cudaEvent_t stagingFree_[2] = {};
   DeviceContext context_;
 
   const plan::Plan* plan_ = nullptr;

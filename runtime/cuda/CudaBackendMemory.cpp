@@ -1,6 +1,7 @@
 // CudaBackendMemory.cpp - the CUDA backend's pools, copies (a disk copy: CudaBackendDisk.cpp), poisoning and host reads and writes, and the streams and events that order them.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 #include <string>
@@ -9,6 +10,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::cuda {
 
@@ -81,7 +83,7 @@ void CudaBackend::allocatePools(const plan::Plan& plan) {
         MT_CUDA_CHECK(cudaMemsetAsync(pool.base, 0xFF, pool.bytes, compute_));
       } else if (pool.tier == plan::HOST_PINNED) {
         MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pool.base), pool.bytes, cudaHostAllocDefault));
-        std::memset(pool.base, 0xFF, pool.bytes);
+        hostParallelMemset(pool.base, 0xFF, pool.bytes);
       } else if (pool.tier == plan::DISK) {
         // A file, opened by openDiskPools (CudaBackendDisk.cpp); no memory here.
       } else {
@@ -189,11 +191,58 @@ void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t si
   if (onDisk(tensor)) return writeDisk(tensor, bytes, size);
   drain();  // work in flight on any stream may still read or write these bytes
   if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemcpyAsync(address(tensor), bytes, size, cudaMemcpyHostToDevice, compute_));
-    drain();  // the caller's bytes may be reused as soon as this returns
+    // Returns once the bytes are on the device: the caller may reuse its buffer.
+    stagedTransfer(address(tensor), static_cast<std::byte*>(const_cast<void*>(bytes)), size, true);
   } else {
-    std::memcpy(address(tensor), bytes, size);
+    hostParallelMemcpy(address(tensor), bytes, size);
   }
+}
+
+void CudaBackend::zero(const plan::Tensor& tensor) {
+  if (onDisk(tensor)) return Backend::zero(tensor);
+  drain();
+  if (onDevice(tensor)) {
+    MT_CUDA_CHECK(cudaMemsetAsync(address(tensor), 0, tensor.buffer().size_bytes(), compute_));
+    drain();
+  } else {
+    hostParallelMemset(address(tensor), 0, tensor.buffer().size_bytes());
+  }
+}
+
+namespace {
+constexpr size_t kStagingHalf = size_t{32} << 20;
+}
+
+void CudaBackend::stagedTransfer(std::byte* device, std::byte* host, size_t size, bool toDevice) const {
+  if (!staging_) {
+    MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&staging_), 2 * kStagingHalf, cudaHostAllocDefault));
+    for (cudaEvent_t& event : stagingFree_) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  const size_t chunks = (size + kStagingHalf - 1) / kStagingHalf;
+  auto span = [&](size_t chunk) { return std::min(kStagingHalf, size - chunk * kStagingHalf); };
+  auto half = [&](size_t chunk) { return staging_ + (chunk % 2) * kStagingHalf; };
+  if (toDevice) {
+    for (size_t c = 0; c < chunks; ++c) {
+      // The DMA of chunk c - 2 read this half; the copy of chunk c - 1 runs meanwhile.
+      if (c >= 2) MT_CUDA_CHECK(cudaEventSynchronize(stagingFree_[c % 2]));
+      hostParallelMemcpy(half(c), host + c * kStagingHalf, span(c));
+      MT_CUDA_CHECK(cudaMemcpyAsync(device + c * kStagingHalf, half(c), span(c), cudaMemcpyHostToDevice, compute_));
+      MT_CUDA_CHECK(cudaEventRecord(stagingFree_[c % 2], compute_));
+    }
+  } else {
+    // Chunk c's DMA runs while chunk c - 1 is copied out of its half.
+    for (size_t c = 0; c <= chunks; ++c) {
+      if (c < chunks) {
+        MT_CUDA_CHECK(cudaMemcpyAsync(half(c), device + c * kStagingHalf, span(c), cudaMemcpyDeviceToHost, compute_));
+        MT_CUDA_CHECK(cudaEventRecord(stagingFree_[c % 2], compute_));
+      }
+      if (c >= 1) {
+        MT_CUDA_CHECK(cudaEventSynchronize(stagingFree_[(c - 1) % 2]));
+        hostParallelMemcpy(host + (c - 1) * kStagingHalf, half(c - 1), span(c - 1));
+      }
+    }
+  }
+  drain();
 }
 
 void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {
@@ -203,10 +252,9 @@ void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) con
   if (onDisk(tensor)) return readDisk(tensor, bytes, size);
   drain();
   if (onDevice(tensor)) {
-    MT_CUDA_CHECK(cudaMemcpyAsync(bytes, address(tensor), size, cudaMemcpyDeviceToHost, compute_));
-    drain();
+    stagedTransfer(address(tensor), static_cast<std::byte*>(bytes), size, false);
   } else {
-    std::memcpy(bytes, address(tensor), size);
+    hostParallelMemcpy(bytes, address(tensor), size);
   }
 }
 

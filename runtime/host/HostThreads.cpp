@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -135,6 +136,31 @@ void hostParallelRanges(size_t count, unsigned chunks, const std::function<void(
     const size_t end = std::min(count, blocks * (chunk + 1) / chunks * kAlign);
     if (begin < end) run(begin, end);
   });
+}
+
+namespace {
+constexpr size_t kParallelBytesFrom = size_t{8} << 20;
+}
+
+void hostParallelMemset(void* dst, int value, size_t bytes) {
+  auto* out = static_cast<unsigned char*>(dst);
+  if (bytes < kParallelBytesFrom) {
+    std::memset(out, value, bytes);
+    return;
+  }
+  hostParallelRanges(bytes, hostThreadCount(),
+                     [&](size_t begin, size_t end) { std::memset(out + begin, value, end - begin); });
+}
+
+void hostParallelMemcpy(void* dst, const void* src, size_t bytes) {
+  auto* out = static_cast<unsigned char*>(dst);
+  const auto* in = static_cast<const unsigned char*>(src);
+  if (bytes < kParallelBytesFrom) {
+    std::memcpy(out, in, bytes);
+    return;
+  }
+  hostParallelRanges(bytes, hostThreadCount(),
+                     [&](size_t begin, size_t end) { std::memcpy(out + begin, in + begin, end - begin); });
 }
 
 }  // namespace megatrain::runtime

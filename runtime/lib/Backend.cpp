@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
@@ -29,6 +30,11 @@ void Backend::runAccumulate(const plan::Tensor& acc, const plan::Tensor& addend)
   std::byte* accBytes = hostData(acc);
   const std::byte* addendBytes = hostData(addend);
   accumulate(acc.dtype(), accBytes, addendBytes, static_cast<size_t>(elementCount(acc.shape())));
+}
+
+void Backend::zero(const plan::Tensor& tensor) {
+  const std::vector<std::byte> zeros(tensor.buffer().size_bytes(), std::byte{0});
+  write(tensor, zeros.data(), zeros.size());
 }
 
 void Backend::readLoss(const plan::Tensor& readout, double* loss) {

@@ -9,6 +9,7 @@
 #include "cpu/CpuKernel.h"
 #include "megatrain/runtime/AdamW.h"
 #include "megatrain/runtime/DiskTier.h"
+#include "megatrain/runtime/HostThreads.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/KernelBinding.h"
@@ -162,6 +163,11 @@ void CpuBackend::write(const plan::Tensor& tensor, const void* bytes, size_t siz
                 " bytes into " + std::to_string(tensor.buffer().size_bytes()));
   if (DiskTier* disk = impl_->diskOf(tensor)) return disk->write(tensor.buffer().offset(), bytes, size);
   std::memcpy(data(tensor), bytes, size);
+}
+
+void CpuBackend::zero(const plan::Tensor& tensor) {
+  if (impl_->diskOf(tensor)) return Backend::zero(tensor);
+  hostParallelMemset(data(tensor), 0, tensor.buffer().size_bytes());
 }
 
 void CpuBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {

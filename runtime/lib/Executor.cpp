@@ -14,6 +14,7 @@
 #include "megatrain/plan/Error.h"
 #include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/Finite.h"
+#include "megatrain/runtime/HostThreads.h"
 #include "megatrain/runtime/WeightSource.h"
 #include "megatrain/runtime/PlanLoader.h"
 
@@ -134,6 +135,18 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
     if (tensor.role() == plan::PARAMETER_COMPUTE) computeCopies_.emplace_back(masters.at(tensor.source()), tensor.id());
 }
 
+namespace {
+
+// The compute copy of a master: every element rounded to bf16, over the host threads.
+void convertToBf16(const float* from, uint16_t* to, size_t count) {
+  const unsigned chunks = count >= (size_t{1} << 20) ? hostThreadCount() : 1;
+  hostParallelRanges(count, chunks, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) to[i] = floatToBf16(from[i]);
+  });
+}
+
+}  // namespace
+
 void Executor::refreshComputeCopies() {
   backend_->synchronize();
   for (auto [masterId, copyId] : computeCopies_) {
@@ -145,13 +158,13 @@ void Executor::refreshComputeCopies() {
       std::vector<float> from(count);
       std::vector<uint16_t> to(count);
       backend_->read(master, from.data(), count * sizeof(float));
-      for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
+      convertToBf16(from.data(), to.data(), count);
       backend_->write(copy, to.data(), count * sizeof(uint16_t));
       continue;
     }
     const float* from = reinterpret_cast<const float*>(backend_->hostData(master));
     uint16_t* to = reinterpret_cast<uint16_t*>(backend_->hostData(copy));
-    for (size_t i = 0; i < count; ++i) to[i] = floatToBf16(from[i]);
+    convertToBf16(from, to, count);
   }
 }
 
@@ -237,8 +250,7 @@ void Executor::loadWeights(const WeightSource& weights, const LoadProgress& prog
       done += bytes.size();
       if (progress) progress(done, total);
     } else if (tensor.role() == plan::OPTIMIZER_STATE) {
-      bytes.assign(tensor.buffer().size_bytes(), std::byte{0});
-      backend_->write(tensor, bytes.data(), bytes.size());
+      backend_->zero(tensor);
     }
   }
   refreshComputeCopies();

@@ -200,7 +200,15 @@ int run(int argc, char** argv) {
   // Before any pool is allocated: say what is short rather than fail half-way.
   if (!options.training.skipPreflight) runPreflight(plan, *backend, options.training.save, options.training.diskDir);
 
+  const auto prepareStart = std::chrono::steady_clock::now();
   Executor executor(std::move(plan), std::move(backend));
+  // Pinning a big host pool takes a while: say where the time before the weights went.
+  const double prepareSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - prepareStart).count();
+  if (prepareSeconds >= 2.0 && !options.quiet) {
+    std::fprintf(stderr, "setup     pools allocated and the plan prepared in %.1f s\n", prepareSeconds);
+    std::fflush(stderr);
+  }
   const plan::Plan* planView = &executor.plan();  // the executor owns the plan now
   // The evaluation plan gets its own backend and pools, allocated after the
   // training plan's (so preflight sees what is left) and only read from it.

@@ -1,7 +1,9 @@
 // HostThreadsTest.cpp - the host thread pool: every task once, concurrent callers, nested calls, the env var.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "megatrain/plan/Error.h"
+#include "megatrain/runtime/Finite.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::testing {
@@ -98,6 +101,38 @@ TEST(HostThreadsDeathTest, Environment) {
         },
         ::testing::ExitedWithCode(0), "")
         << "MEGATRAIN_HOST_THREADS=" << bad;
+}
+
+// Large enough to be split over the threads (8 MiB and up), with an odd length
+// so that the last range is short.
+TEST(HostThreads, ParallelMemsetAndMemcpyCoverEveryByte) {
+  const size_t bytes = (size_t{9} << 20) + 7;
+  std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
+  hostParallelMemset(a.data(), 0xAB, bytes);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 0xAB), static_cast<std::ptrdiff_t>(bytes));
+  for (size_t i = 0; i < bytes; i += 4099) a[i] = static_cast<unsigned char>(i * 31);
+  hostParallelMemcpy(b.data(), a.data(), bytes);
+  EXPECT_TRUE(a == b);
+  hostParallelMemset(a.data() + 3, 0, 5);  // small: inline
+  EXPECT_EQ(std::count(a.begin() + 3, a.begin() + 8, 0), 5);
+}
+
+// firstNonFinite splits large tensors over the threads and still reports the
+// first bad element overall, whichever range finds one first.
+TEST(HostThreads, FirstNonFiniteOverThreadsFindsTheFirst) {
+  const size_t count = (size_t{3} << 20) + 5;
+  std::vector<float> f(count, 1.5f);
+  EXPECT_EQ(firstNonFinite(f.data(), count, plan::F32), -1);
+  f[count - 1] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(firstNonFinite(f.data(), count, plan::F32), static_cast<int64_t>(count - 1));
+  f[count / 2 + 3] = std::numeric_limits<float>::quiet_NaN();
+  f[7] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(firstNonFinite(f.data(), count, plan::F32), 7);
+  std::vector<double> d(count, -2.0);
+  d[count / 3] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(firstNonFinite(d.data(), count, plan::F64), static_cast<int64_t>(count / 3));
+  d[count / 3] = std::numeric_limits<double>::max();  // finite: the largest double
+  EXPECT_EQ(firstNonFinite(d.data(), count, plan::F64), -1);
 }
 
 }  // namespace

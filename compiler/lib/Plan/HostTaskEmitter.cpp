@@ -39,7 +39,10 @@
 // staging tensors stage_m:<param>, stage_v:<param> (pool disk_stage, two
 // slots shared by lifetime), ADAMW on the staging tensors on host, `copy` on
 // disk back. The read-back of the next disk parameter is issued before this
-// one's update, so the disk reads one update ahead.
+// one's update, so the disk reads one update ahead; the first one's is the
+// plan's first step, so the disk reads it during the forward pass (its slot
+// is free then: the disk stream wrote it back in the previous step, in order)
+// rather than when the host has issued every step before its update.
 //
 // With micro-batches, a host or disk home whose accumulator is on the device
 // (mt.accumulate = "device", mt-homes) has grad:<param> in device_state,
@@ -256,10 +259,8 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
     placeState(param, *m);
     placeState(param, *v);
   } else {
-    // The first disk update reads its own state back; every one then reads
-    // the next one's, a slot ahead.
-    if (disk->second == 0)
-      emitDiskReadBack(0, op, opStep);
+    // The first disk update's state was read back at the step's start
+    // (emitPlan); every update reads the next one's, a slot ahead.
     if (disk->second + 1 < diskStates.size())
       emitDiskReadBack(disk->second + 1, op, opStep);
   }

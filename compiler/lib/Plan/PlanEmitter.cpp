@@ -766,6 +766,14 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   }
   if (mlir::failed(addParameterMasters(ops)) || mlir::failed(addDiskState(ops)))
     return mlir::failure();
+  // The first disk update's state is read back first of all (HostTaskEmitter.cpp).
+  if (!diskStates.empty())
+    for (auto &[step, op] : ordered)
+      if (auto update = mlir::dyn_cast<mt::AdamWOp>(op);
+          update && update.getParam() == diskStates.front().param) {
+        emitDiskReadBack(0, op, ordered.begin()->first);
+        break;
+      }
   for (auto &[step, op] : ordered) {
     if (mlir::failed(emitOp(op, step)))
       return mlir::failure();

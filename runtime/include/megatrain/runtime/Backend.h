@@ -103,6 +103,11 @@ class Backend {
   virtual void write(const plan::Tensor& tensor, const void* bytes, size_t size) = 0;
   virtual void read(const plan::Tensor& tensor, void* bytes, size_t size) const = 0;
 
+  // Sets every byte of the tensor to 0, as write() of zeros would (the
+  // optimizer's moments before the first step). The default writes a zero
+  // buffer; backends set their own memory in place, without one.
+  virtual void zero(const plan::Tensor& tensor);
+
   // The host address of a HOST_PINNED tensor's bytes, valid until the next
   // launch; waits for launched work first. Host tensors live in host memory on
   // every backend, so the executor's host work (gradient clipping,

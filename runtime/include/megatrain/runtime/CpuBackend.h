@@ -31,6 +31,7 @@ class CpuBackend final : public Backend {
                 const plan::Tensor* compute = nullptr) override;
   void poison(const plan::Tensor& tensor) override;
   void write(const plan::Tensor& tensor, const void* bytes, size_t size) override;
+  void zero(const plan::Tensor& tensor) override;
   void read(const plan::Tensor& tensor, void* bytes, size_t size) const override;
   std::byte* hostData(const plan::Tensor& tensor) override { return data(tensor); }
 

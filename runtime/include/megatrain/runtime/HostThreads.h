@@ -27,4 +27,9 @@ void hostParallelFor(unsigned tasks, const std::function<void(unsigned)>& task);
 // each non-empty one through hostParallelFor.
 void hostParallelRanges(size_t count, unsigned chunks, const std::function<void(size_t, size_t)>& run);
 
+// memset and memcpy over the host threads when `bytes` is large (a tensor of
+// a big model: one thread does not reach the memory's bandwidth), else inline.
+void hostParallelMemset(void* dst, int value, size_t bytes);
+void hostParallelMemcpy(void* dst, const void* src, size_t bytes);
+
 }  // namespace megatrain::runtime
