@@ -32,8 +32,9 @@ namespace megatrain::runtime::cuda {
 
 // At most 256 threads a block leaves a thread up to 255 registers: the
 // gradients at 8 packs of 4 floats hold x, dy and the column sums (96
-// values) without spilling. So the register path takes rows of up to
-// 256 x 8 accesses: 8,192 f32 elements (4,096 f64, 2,048 when V = 1).
+// values; layer_norm_grad takes 181 registers there, rms_norm's kernels ask
+// for two blocks an SM and fit 128). So the register path takes rows of up
+// to 256 x 8 accesses: 8,192 f32 elements (4,096 f64, 2,048 when V = 1).
 inline constexpr int kRowThreadsMax = kThreads;  // threads per block of a row kernel
 inline constexpr int kRowPacksMax = 8;           // packs per thread
 inline constexpr int kRowThreadsPerSm = 1024;    // resident row-kernel threads aimed for per SM
