@@ -25,7 +25,8 @@
 # Settings (environment): BIN (default build-gpu/bin), OUT, DEEPSPEED_WHEELS, PEERS_7B
 # (default fsdp2-offload,deepspeed-offload; "none" runs megatrain only), STEPS_7B (default 8), SIZE_BIG, STEPS_BIG
 # (default 6), DISK_FLAGS, DISK_DIR (default /tmp/megatrain-disk), TOKENS_BIG (tokens per step
-# for the big model: 16k or 64k, default 16k), TRACE (default 0; 1: megatrain-run --trace of
+# for the big model: 16k or 64k, default 16k), LR_BIG (its learning rate, default LR or 1e-4; a plan
+# from PLANS has its own, which LR_BIG should then state), TRACE (default 0; 1: megatrain-run --trace of
 # the last step and its breakdown beside the prediction, bench/trace_breakdown.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +54,7 @@ fi
 if part big; then
   disk=${DISK_DIR:-/tmp/megatrain-disk}
   mkdir -p "$disk"
-  SIZE=${SIZE_BIG:-17b} ONNX=${ONNX_BIG:-} SETTINGS=${TOKENS_BIG:-16k} DEVICE_MEMORY=default STEPS=${STEPS_BIG:-6} WARMUP=1 \
+  LR=${LR_BIG:-${LR:-1e-4}} SIZE=${SIZE_BIG:-17b} ONNX=${ONNX_BIG:-} SETTINGS=${TOKENS_BIG:-16k} DEVICE_MEMORY=default STEPS=${STEPS_BIG:-6} WARMUP=1 \
     MT_TIMEOUT=${MT_TIMEOUT_BIG:-540} SKIP_PEERS=1 TRACE=${TRACE:-0} \
     COMPILE_FLAGS="${DISK_FLAGS:---disk-memory 8GiB --state-home disk:embed_tokens}" RUN_FLAGS="--disk-dir $disk" OUT=$OUT/big \
     bash bench/llama1b3.sh > "$OUT/big.log" 2>&1 || status=1

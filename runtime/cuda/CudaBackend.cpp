@@ -120,7 +120,7 @@ void CudaBackend::releasePlanMemory() {
   for (Pool& pool : pools_) {
     if (!pool.base) continue;
     if (pool.tier == plan::DEVICE) cudaFree(pool.base);
-    else cudaFreeHost(pool.base);
+    else releasePinned(pool);
   }
   pools_.clear();
   releaseDiskPools();

@@ -43,9 +43,13 @@ struct Pool {
   std::byte* base = nullptr;  // device address (DEVICE) or pinned host address (HOST_PINNED)
   plan::Tier tier = plan::TIER_UNSPECIFIED;
   size_t bytes = 0;
+  bool registered = false;  // HOST_PINNED: mmap + cudaHostRegister (freed by unregister + munmap)
 };
 
 class CudaBackend;
+
+// Frees a HOST_PINNED pool the way allocatePools made it (CudaBackendMemory.cpp).
+void releasePinned(Pool& pool);
 
 // A disk copy step for the disk I/O thread (CudaBackendDisk.cpp): once `ready`
 // completes, move `bytes` between the file range and the pinned staging, then

@@ -41,6 +41,25 @@ TEST(DeviceProfile, ReadsAFileAndKeepsDefaultsForAbsentFields) {
   EXPECT_EQ(again.deviceMemoryBytes, 80000000000ull);
 }
 
+TEST(DeviceProfile, KernelEfficiencyReadsBackAndIsChecked) {
+  DeviceProfile profile;
+  std::string error;
+  ASSERT_TRUE(parseDeviceProfile(R"({"kernel_efficiency": {"matmul": 0.9, "pointwise": 0.25}})", profile, error))
+      << error;
+  EXPECT_DOUBLE_EQ(profile.efficiencyOf("matmul"), 0.9);
+  EXPECT_DOUBLE_EQ(profile.efficiencyOf("pointwise"), 0.25);
+  EXPECT_DOUBLE_EQ(profile.efficiencyOf("rms_norm"), 1.0);
+  DeviceProfile again;
+  ASSERT_TRUE(parseDeviceProfile(deviceProfileToJson(profile), again, error)) << error;
+  EXPECT_EQ(again.kernelEfficiency, profile.kernelEfficiency);
+  for (const char *bad : {R"({"kernel_efficiency": 0.9})", R"({"kernel_efficiency": {"matmul": 0}})",
+                          R"({"kernel_efficiency": {"matmul": "fast"}})", R"({"kernel_efficiency": {"add": 9}})"}) {
+    DeviceProfile p;
+    EXPECT_FALSE(parseDeviceProfile(bad, p, error)) << bad;
+    EXPECT_NE(error.find("kernel_efficiency"), std::string::npos) << error;
+  }
+}
+
 TEST(DeviceProfile, UnknownFieldIsAnErrorNamingTheFileAndField) {
   std::string path = writeTemp("unknown.json", R"({"h2d_bandwidth": 25e9})");
   DeviceProfile profile;

@@ -391,6 +391,29 @@ TEST(OpCost, AttentionIsGemmsPlusRowPasses) {
   EXPECT_LT(bf16.bytes, causal.bytes);
 }
 
+// The profile's kernel_efficiency divides a family's roofline time (not the
+// launch); other families keep theirs.
+TEST(OpCost, KernelEfficiencyScalesOnlyItsFamily) {
+  DeviceProfile profile = testProfile();
+  KernelDesc add;
+  add.kernel = "add";
+  add.inputs = {TensorShape{{1024, 1024}}, TensorShape{{1024, 1024}}};
+  add.outputs = {TensorShape{{1024, 1024}}};
+  KernelDesc attention = attentionDesc("attention", 1024, 1024, true);
+  const KernelCost addBefore = estimateKernel(add, profile);
+  const KernelCost attentionBefore = estimateKernel(attention, profile, Precision::BF16);
+  profile.kernelEfficiency["add"] = 0.5;
+  profile.kernelEfficiency["attention"] = 0.8;
+  const KernelCost addAfter = estimateKernel(add, profile);
+  EXPECT_DOUBLE_EQ(addAfter.bytes, addBefore.bytes);
+  EXPECT_DOUBLE_EQ(addAfter.seconds - profile.launchS, 2.0 * (addBefore.seconds - profile.launchS));
+  EXPECT_DOUBLE_EQ(estimateKernel(attention, profile, Precision::BF16).seconds - profile.launchS,
+                   (attentionBefore.seconds - profile.launchS) / 0.8);
+  add.kernel = "mul";
+  profile.kernelEfficiency.erase("add");
+  EXPECT_DOUBLE_EQ(estimateKernel(add, profile).seconds, addBefore.seconds);
+}
+
 // bf16: the visible (query, key) pairs' products at a fraction of the bf16
 // rate, then the operands' and results' bf16 copies (6 bytes an element, 4 of
 // them the f32 operand or result itself): bytes grow with S, not S^2.

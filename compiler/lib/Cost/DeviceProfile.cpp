@@ -73,6 +73,24 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
       profile.deviceMemoryBytes = static_cast<uint64_t>(value.get<double>());
       continue;
     }
+    if (key == "kernel_efficiency") {
+      if (!value.is_object()) {
+        error = "field 'kernel_efficiency' must be an object of kernel name -> fraction of the "
+                "roofline price, e.g. {\"matmul\": 0.92}";
+        return false;
+      }
+      profile.kernelEfficiency.clear();
+      for (const auto &[kernel, fraction] : value.items()) {
+        // Above 1: faster than the roofline says, which a fit may find for a
+        // kernel whose bytes the price overcounts; up to 4x is believable.
+        if (!positive(fraction) || fraction.get<double>() > 4) {
+          error = "field 'kernel_efficiency': '" + kernel + "' must be a number in (0, 4]";
+          return false;
+        }
+        profile.kernelEfficiency[kernel] = fraction.get<double>();
+      }
+      continue;
+    }
     if (key == "host_memory_bytes") {
       if (!positive(value) || value.get<double>() >= 9.2e18) {
         error = "field 'host_memory_bytes' must be a positive number of bytes below 2^63";
@@ -86,7 +104,8 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
       if (key == candidate.key)
         field = &candidate;
     if (!field) {
-      error = "unknown field '" + key + "' (fields: name, device_memory_bytes, host_memory_bytes";
+      error = "unknown field '" + key +
+              "' (fields: name, device_memory_bytes, host_memory_bytes, kernel_efficiency";
       for (const Field &candidate : kFields)
         error += std::string(", ") + candidate.key;
       error += ")";
@@ -122,6 +141,12 @@ std::string deviceProfileToJson(const DeviceProfile &profile) {
   object["host_memory_bytes"] = static_cast<double>(profile.hostMemoryBytes);
   for (const Field &field : kFields)
     object[field.key] = profile.*(field.member);
+  if (!profile.kernelEfficiency.empty()) {
+    llvm::json::Object efficiency;
+    for (const auto &[kernel, fraction] : profile.kernelEfficiency)
+      efficiency[kernel] = fraction;
+    object["kernel_efficiency"] = std::move(efficiency);
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(object));

@@ -144,14 +144,18 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
     // after another, not overlapped.
     cost.flops = attention.flops;
     cost.bytes += attention.workspaceBytes;
-    cost.seconds = cost.flops / (attention.efficiency * profile.matmulRate(precision)) +
-                   cost.bytes / profile.hbmBytesPerS + profile.launchS;
+    cost.seconds = (cost.flops / (attention.efficiency * profile.matmulRate(precision)) +
+                    cost.bytes / profile.hbmBytesPerS) /
+                       profile.efficiencyOf(kernel.kernel) +
+                   profile.launchS;
     return cost;
   }
   cost.flops = matmulFlops(kernel);
   double arithmetic = cost.flops / profile.matmulRate(precision);
   double memory = cost.bytes / profile.hbmBytesPerS;
-  cost.seconds = std::max(arithmetic, memory) + profile.launchS;
+  // The roofline, then what the family's kernel reaches of it (the profile's
+  // kernel_efficiency, fitted from a traced step).
+  cost.seconds = std::max(arithmetic, memory) / profile.efficiencyOf(kernel.kernel) + profile.launchS;
   return cost;
 }
 

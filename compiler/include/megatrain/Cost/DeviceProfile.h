@@ -11,6 +11,7 @@
 #define MEGATRAIN_COST_DEVICEPROFILE_H
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace megatrain {
@@ -46,6 +47,16 @@ struct DeviceProfile {
   // 125 GiB); the default host capacity for training state is this minus
   // kHostMemoryMargin.
   uint64_t hostMemoryBytes = 125ull << 30;
+  // Per kernel family (the plan's kernel name: "matmul", "pointwise", ...),
+  // the fraction of its roofline price (or, for the fused attention, of its
+  // fitted price) that the runtime's kernel reaches, fitted from a traced
+  // step by bench/fit_profile.py; a family not named here gets 1.
+  std::map<std::string, double> kernelEfficiency;
+
+  double efficiencyOf(const std::string &kernel) const {
+    auto it = kernelEfficiency.find(kernel);
+    return it == kernelEfficiency.end() ? 1.0 : it->second;
+  }
 
   double matmulRate(Precision precision) const {
     switch (precision) {

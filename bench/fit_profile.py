@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Fits a device profile's kernel_efficiency (and, with --disk, its disk rates) to traced steps.
+
+    python3 bench/fit_profile.py bench/profiles/h200.json TRACE-measured.json.gz... [--skip a,b] [--disk] [--write]
+
+Each trace is megatrain-run --trace output (bench/llama1b3.sh writes OUT/<setting>/trace-measured.json.gz);
+its events carry the measured time and the time the plan predicted with the profile it was compiled
+with. Per kernel family (the plan's kernel name, recomputes included), the measured time over the
+predicted, summed over every trace, divides the family's efficiency: a family that took 1.5x its
+prediction runs at 1/1.5 of its old efficiency. Launch overheads are inside both sums (a family of
+tiny kernels fits its launches too). Families whose predicted total is under --min-ms, and those in
+--skip (kernels changed since the traces were taken), keep their efficiency. --disk sets
+disk_read_bytes_per_s and disk_write_bytes_per_s to the bytes over the time of the disk track's
+copies (reads fill `stage_` tensors). Prints old and new figures; --write updates the profile.
+The traces must come from plans compiled with the profile being fitted (the same efficiencies).
+"""
+import argparse
+import collections
+import gzip
+import json
+import sys
+
+
+def events_of(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return events, tracks
+
+
+def family(event):
+    words = event.get("name", "").split()
+    if not words:
+        return None
+    return words[1] if words[0] == "kernel" and len(words) > 1 else words[0]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("profile")
+    parser.add_argument("traces", nargs="+")
+    parser.add_argument("--skip", default="", help="comma-separated kernel families to leave as they are")
+    parser.add_argument("--min-ms", type=float, default=2.0, help="fit a family only above this predicted total")
+    parser.add_argument("--disk", action="store_true", help="fit the disk rates too")
+    parser.add_argument("--write", action="store_true", help="write the fitted profile back")
+    args = parser.parse_args()
+    with open(args.profile) as f:
+        profile = json.load(f)
+    skip = {s for s in args.skip.split(",") if s}
+    kernels = collections.defaultdict(lambda: [0, 0.0, 0.0])  # count, measured us, predicted us
+    disk = {"read": [0, 0.0], "write": [0, 0.0]}  # bytes, measured us
+    for path in args.traces:
+        events, tracks = events_of(path)
+        for e in events:
+            if e.get("ph") != "X":
+                continue
+            a = e.get("args", {})
+            track = tracks.get(e["tid"])
+            if e.get("cat") == "kernel" and track == "compute":
+                row = kernels[family(e)]
+                row[0] += 1
+                row[1] += e.get("dur", 0.0)
+                row[2] += a.get("predicted_end_us", 0.0) - a.get("predicted_start_us", 0.0)
+            elif e.get("cat") == "copy" and track == "disk":
+                kind = "read" if " -> stage_" in e.get("name", "") else "write"
+                disk[kind][0] += a.get("bytes", 0)
+                disk[kind][1] += e.get("dur", 0.0)
+    efficiency = dict(profile.get("kernel_efficiency", {}))
+    print(f"{'kernel':<22} {'count':>6} {'measured ms':>12} {'predicted ms':>13} {'ratio':>6} {'efficiency':>10} {'fitted':>7}")
+    for name, (count, measured, predicted) in sorted(kernels.items(), key=lambda kv: -kv[1][1]):
+        old = efficiency.get(name, 1.0)
+        ratio = measured / predicted if predicted > 0 else float("nan")
+        fit = name not in skip and predicted / 1e3 >= args.min_ms and measured > 0
+        new = min(4.0, old / ratio) if fit else old
+        if fit:
+            efficiency[name] = round(new, 4)
+        note = "" if fit else ("  (skipped)" if name in skip else "  (too little to fit)")
+        print(f"{name:<22} {count:>6} {measured / 1e3:>12.2f} {predicted / 1e3:>13.2f} {ratio:>6.2f} {old:>10.3f} {new:>7.3f}{note}")
+    profile["kernel_efficiency"] = dict(sorted(efficiency.items()))
+    if args.disk:
+        for kind, key in (("read", "disk_read_bytes_per_s"), ("write", "disk_write_bytes_per_s")):
+            size, us = disk[kind]
+            if size and us:
+                rate = size / (us / 1e6)
+                print(f"disk {kind}: {size / 1e9:.2f} GB in {us / 1e6:.3f} s = {rate / 1e9:.2f} GB/s (profile had {profile.get(key, 0) / 1e9:.2f})")
+                profile[key] = rate
+            else:
+                print(f"disk {kind}: no copies in the traces; {key} stays")
+    if args.write:
+        with open(args.profile, "w") as f:
+            json.dump(profile, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.profile}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
