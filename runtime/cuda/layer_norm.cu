@@ -2,16 +2,22 @@
 //
 // x is viewed as [rows, d] with d = prod(x.shape[axis:]); scale and bias have
 // shape x.shape[axis:]. Per row: mean, biased variance, rstd = 1/sqrt(var + eps),
-// n = (x - mean) * rstd, y = n * scale + bias; statistics in double, as the
-// CPU twin computes them. A warp takes a row. The gradient runs in two
-// parts: a warp per row writes dx and keeps the row's mean and rstd in
-// scratch; then column sums give dscale = sum dy * n and dbias = sum dy, split
-// over gridDim.y when d alone cannot fill the GPU (double partials in
-// scratch, added in split order by a third kernel: deterministic).
+// n = (x - mean) * rstd, y = n * scale + bias. Rows up to RowNorm.cuh's limit
+// (8,192 f32 elements) take its register path: a block per row, each element
+// read once with 16-byte accesses, the mean and then the variance from the
+// registers (two passes, as the CPU twin), float arithmetic for f32 (double
+// for f64) and row sums across threads in double; the gradient writes dx in
+// the same pass and keeps dscale = sum dy * n and dbias = sum dy per column in
+// registers over the block's rows, then adds the blocks' partials in order.
+// Longer rows take a warp per row with statistics in double; their gradient
+// keeps each row's mean and rstd in scratch and then sums columns, split over
+// gridDim.y when d alone cannot fill the GPU (double partials in scratch,
+// added in split order by a third kernel). Both paths are deterministic.
 #include <algorithm>
 
 #include "ColumnSums.cuh"
 #include "DeviceMath.cuh"
+#include "RowNorm.cuh"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -141,6 +147,158 @@ __global__ void layerNormSplitsKernel(const double* __restrict__ partial, T* dsc
   }
 }
 
+// ---- the register path (RowNorm.cuh): a block per row ----
+
+// The row's packs, loaded; returns this thread's share of the row sum.
+template <typename T, int V, int P, typename C>
+__device__ __forceinline__ double loadRow(const T* row, int64_t accesses, C (&v)[P][V]) {
+  double sum = 0;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+    if (k < accesses) loadPack(row, k, v[p]);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sum += static_cast<double>(v[p][i]);
+  }
+  return sum;
+}
+
+// This thread's share of sum (v - mean)^2; packs past the row hold zeros and add nothing.
+template <int V, int P, typename C>
+__device__ __forceinline__ double centeredSquares(const C (&v)[P][V], C mean, int64_t accesses) {
+  double squares = 0;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    if (threadIdx.x + static_cast<int64_t>(p) * blockDim.x >= accesses) continue;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const C c = v[p][i] - mean;
+      squares += static_cast<double>(c * c);
+    }
+  }
+  return squares;
+}
+
+// y = n * scale + bias; x, y [rows, d], scale, bias [d]; d = accesses x V.
+template <typename T, int V, int P>
+__global__ void __launch_bounds__(kRowThreadsMax)
+    layerNormRowKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
+                       T* __restrict__ y, NormRows r) {
+  using C = RowCompute<T>;
+  __shared__ double shared[32];
+  const int64_t accesses = r.d / V;
+  C s[P][V] = {}, b[P][V] = {};
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+    if (k < accesses) {
+      loadPack(scale, k, s[p]);
+      loadPack(bias, k, b[p]);
+    }
+  }
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    C v[P][V] = {};
+    const double meanD = blockSum(loadRow(x + row * r.d, accesses, v), shared) / static_cast<double>(r.d);
+    const C mean = static_cast<C>(meanD);
+    const double var = blockSum(centeredSquares(v, mean, accesses), shared) / static_cast<double>(r.d);
+    const C rstd = static_cast<C>(1.0 / sqrt(var + r.epsilon));
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k >= accesses) continue;
+      C out[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) out[i] = (v[p][i] - mean) * rstd * s[p][i] + b[p][i];
+      storePack(y + row * r.d, k, out);
+    }
+  }
+}
+
+// dx = rstd * (g - mean(g) - n * mean(g * n)) with g = dy * scale, in one read
+// of x and dy; this block's sums of dy * n and dy per column go to
+// partial [2, blocks, d] (compute type) at blockIdx.x.
+template <typename T, int V, int P>
+__global__ void __launch_bounds__(kRowThreadsMax)
+    layerNormGradRowKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ dy,
+                           T* __restrict__ dx, RowCompute<T>* __restrict__ partial, NormRows r) {
+  using C = RowCompute<T>;
+  __shared__ double shared[64];
+  const int64_t accesses = r.d / V;
+  C sumScale[P][V] = {}, sumBias[P][V] = {};
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    C v[P][V] = {}, g[P][V] = {};
+    const double rowSum = loadRow(x + row * r.d, accesses, v);
+    double gSum = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k >= accesses) continue;
+      C s[V];
+      loadPack(dy + row * r.d, k, g[p]);
+      loadPack(scale, k, s);  // [d]: stays in L1
+#pragma unroll
+      for (int i = 0; i < V; ++i) gSum += static_cast<double>(g[p][i] * s[i]);
+    }
+    // First the row sums of x and g, then of (x - mean)^2 and g (x - mean).
+    double totalX = rowSum, totalG = gSum;
+    blockSum2(totalX, totalG, shared);
+    const C mean = static_cast<C>(totalX / static_cast<double>(r.d));
+    double squares = 0, gc = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (threadIdx.x + static_cast<int64_t>(p) * blockDim.x >= accesses) continue;
+      C s[V];
+      loadPack(scale, threadIdx.x + static_cast<int64_t>(p) * blockDim.x, s);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const C c = v[p][i] - mean;
+        squares += static_cast<double>(c * c);
+        gc += static_cast<double>(g[p][i] * s[i] * c);
+      }
+    }
+    double totalSquares = squares, totalGc = gc;
+    blockSum2(totalSquares, totalGc, shared);
+    const double rstdD = 1.0 / sqrt(totalSquares / static_cast<double>(r.d) + r.epsilon);
+    const C rstd = static_cast<C>(rstdD);
+    const C meanG = static_cast<C>(totalG / static_cast<double>(r.d));
+    const C meanGN = static_cast<C>(totalGc * rstdD / static_cast<double>(r.d));
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k >= accesses) continue;
+      C s[V], out[V];
+      loadPack(scale, k, s);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const C n = (v[p][i] - mean) * rstd;
+        out[i] = rstd * (g[p][i] * s[i] - meanG - n * meanGN);
+        sumScale[p][i] += g[p][i] * n;
+        sumBias[p][i] += g[p][i];
+      }
+      storePack(dx + row * r.d, k, out);
+    }
+  }
+  const int64_t blocks = gridDim.x;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+    if (k >= accesses) continue;
+    storePack(partial + blockIdx.x * r.d, k, sumScale[p]);
+    storePack(partial + (blocks + blockIdx.x) * r.d, k, sumBias[p]);
+  }
+}
+
+// The register path's plan (operands as given, or assumed aligned when
+// `assumeAligned`: scratch is sized before the buffers exist).
+RowPlan layerRowPlan(const Launch& launch, const NormRows& r, int elementBytes, bool assumeAligned) {
+  bool aligned = true;
+  if (!assumeAligned) {
+    for (int k = 0; k < launch.numIn; ++k) aligned = aligned && aligned16({launch.in[k].data});
+    for (int k = 0; k < launch.numOut; ++k) aligned = aligned && aligned16({launch.out[k].data});
+  }
+  return planRows(launch, r.rows, r.d, elementBytes, aligned);
+}
+
 // ---- launchers ----
 
 void layerNorm(const Launch& launch) {
@@ -149,48 +307,87 @@ void layerNorm(const Launch& launch) {
   if (r.rows == 0 || r.d == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    layerNormKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(
-        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.in[2].as<const T>(),
-        launch.out[0].as<T>(), r);
+    const T* x = launch.in[0].as<const T>();
+    const T* scale = launch.in[1].as<const T>();
+    const T* bias = launch.in[2].as<const T>();
+    T* y = launch.out[0].as<T>();
+    const RowPlan p = layerRowPlan(launch, r, sizeof(T), false);
+    if (p.fits) {
+      dispatchRowPlan<T>(p, [&](auto v, auto packs) {
+        const auto kernel = layerNormRowKernel<T, decltype(v)::value, decltype(packs)::value>;
+        kernel<<<residentBlocks(launch, kernel, p), p.threads, 0, launch.device->stream>>>(x, scale, bias, y, r);
+      });
+    } else {
+      layerNormKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(
+          x, scale, bias, y, r);
+    }
   });
   MT_CHECK_LAUNCH(launch);
+}
+
+// The gradient's scratch in bytes: the register path's partials [2, blocks, d]
+// in the compute type, or the long-row path's statistics and split partials.
+size_t layerGradScratchBytes(const Launch& launch, const NormRows& r, int elementBytes, bool assumeAligned) {
+  const RowPlan p = layerRowPlan(launch, r, elementBytes, assumeAligned);
+  if (p.fits) return 2 * static_cast<size_t>(p.blocks) * r.d * (elementBytes == 8 ? 8 : 4);
+  return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
 }
 
 void layerNormGrad(const Launch& launch) {
   const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1) | outMask(2));
   const NormRows r = layerNormGradRows(launch);
   if (r.d == 0) return;
-  const ColumnSplit c = planColumns(launch, r);
   const DeviceContext& device = *launch.device;
-  if (gradScratchDoubles(r, c) * sizeof(double) > device.scratchBytes)
-    fail(launch, "scratch too small (prepare sized it for another shape)");
-  double* stats = static_cast<double*>(device.scratch);  // [rows, 2]
-  double* partial = stats + 2 * r.rows;                  // [2, splits, d]
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
+    using C = RowCompute<T>;
     const T* x = launch.in[0].as<const T>();
+    const T* scale = launch.in[1].as<const T>();
     const T* dy = launch.in[2].as<const T>();
+    T* dx = launch.out[0].as<T>();
     T* dscale = launch.out[1].as<T>();
     T* dbias = launch.out[2].as<T>();
+    if (layerGradScratchBytes(launch, r, sizeof(T), false) > device.scratchBytes)
+      fail(launch, "scratch too small (prepare sized it for another shape)");
+    const RowPlan p = layerRowPlan(launch, r, sizeof(T), false);
+    if (p.fits) {
+      C* partial = static_cast<C*>(device.scratch);  // [2, blocks, d]
+      unsigned blocks = 0;
+      dispatchRowPlan<T>(p, [&](auto v, auto packs) {
+        const auto kernel = layerNormGradRowKernel<T, decltype(v)::value, decltype(packs)::value>;
+        blocks = residentBlocks(launch, kernel, p);
+        kernel<<<blocks, p.threads, 0, device.stream>>>(x, scale, dy, dx, partial, r);
+      });
+      MT_CHECK_LAUNCH(launch);
+      reduceRowPartials(launch, static_cast<const C*>(partial), dscale, dbias, r.d, blocks, 2);
+      return;
+    }
+    const ColumnSplit c = planColumns(launch, r);
+    double* stats = static_cast<double*>(device.scratch);  // [rows, 2]
+    double* split = stats + 2 * r.rows;                    // [2, splits, d]
     if (r.rows > 0) {
-      layerNormDxKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, device.stream>>>(
-          x, launch.in[1].as<const T>(), dy, launch.out[0].as<T>(), stats, r);
+      layerNormDxKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, device.stream>>>(x, scale, dy, dx,
+                                                                                                  stats, r);
       MT_CHECK_LAUNCH(launch);
     }
     layerNormColumnsKernel<T><<<dim3(c.blocks, c.splits), dim3(kColumns, kColumnLanes), 0, device.stream>>>(
-        x, dy, stats, dscale, dbias, partial, r, c.chunk);
+        x, dy, stats, dscale, dbias, split, r, c.chunk);
     MT_CHECK_LAUNCH(launch);
     if (c.splits > 1) {
-      layerNormSplitsKernel<T><<<gridFor(launch, r.d, kThreads), kThreads, 0, device.stream>>>(partial, dscale, dbias,
-                                                                                               r.d, c.splits);
+      layerNormSplitsKernel<T><<<gridFor(launch, r.d, kThreads), kThreads, 0, device.stream>>>(split, dscale, dbias,
+                                                                                             r.d, c.splits);
       MT_CHECK_LAUNCH(launch);
     }
   });
 }
 
+// Sized for aligned operands and for the long-row path, whichever is larger
+// (misaligned operands take narrower accesses, never more blocks).
 size_t layerNormGradScratch(const Launch& launch) {
   const NormRows r = layerNormGradRows(launch);
-  return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
+  const int bytes = launch.in[0].dtype == DType::F64 ? 8 : 4;
+  return std::max(layerGradScratchBytes(launch, r, bytes, true),
+                  gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double));
 }
 
 }  // namespace

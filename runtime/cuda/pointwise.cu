@@ -1,23 +1,35 @@
-// pointwise.cu - the fused elementwise chain on the GPU: one straight-line program per element, a thread per element.
+// pointwise.cu - the fused elementwise chain on the GPU: one straight-line program run over several elements a thread.
 //
 // The program (megatrain/plan/PointwiseProgram.h) travels in the kernel's
-// parameters (under 2 KiB: 48 instructions, 16 constants, 8 broadcast
-// tables), so every thread reads it from the constant bank and all threads
-// take the same branch of the opcode switch at once. Each instruction is the
-// expression of the unfused CUDA kernel it stands for (elementwise.cu,
-// activation.cu, cast.cu) in the same type T, so the results match the CPU
-// twin (cpu/pointwise.cpp) within the elementwise tolerances. The inputs are
-// read through one coalesced StridedSpace<8> (numpy broadcasting as stride-0
-// dims); bf16 operands are read exactly and written rounded to nearest even.
-// Pointers are not __restrict__: the planner may give an output the bytes of
-// a dying input.
+// parameters (under 1 KiB: 48 instructions of 8 bytes, 16 constants, the 8
+// input and output pointers), so every thread reads it from the constant bank
+// and all threads take the same branch of the opcode switch at once. Its
+// registers are first packed by liveness into a few slots
+// (megatrain/plan/PointwiseSlots.h): the per-thread frame, which the compiler
+// keeps in local memory because the interpreter indexes it at run time, is
+// then S slots x E elements (S 8 with E 4, S 16 with E 2, else every register
+// with E 1), at most 128 bytes of f32 for the first two, and the grid is
+// sized for 1,024 threads an SM, so the frames stay in L1. Each thread takes
+// E elements a block-width apart (every load and store coalesced), decodes
+// each instruction once for its E elements and runs it over them (E
+// independent loads in flight, the switch and the operand fetches amortized).
+// Each instruction is the expression of the unfused CUDA kernel it stands for
+// (elementwise.cu, activation.cu, cast.cu) in the same type T, so the results
+// match the CPU twin (cpu/pointwise.cpp) within the elementwise tolerances.
+// The inputs are read through one coalesced StridedSpace<8> (numpy
+// broadcasting as stride-0 dims); bf16 operands are read exactly and written
+// rounded to nearest even. Pointers are not __restrict__: the planner may give
+// an output the bytes of a dying input.
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "DeviceMath.cuh"
 #include "ElementMath.cuh"
 #include "megatrain/kernels/MathConstants.h"
 #include "megatrain/plan/PointwiseProgram.h"
+#include "megatrain/plan/PointwiseSlots.h"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -31,12 +43,18 @@ __device__ __forceinline__ double log1pOf(double x) { return log1p(x); }
 
 // ---- the program as the kernel receives it ----
 
+// One instruction over slots: dst = op(a, b, c); -1 for an operand it does not
+// read; constant indexes `constants` (Scale, Powf).
+struct alignas(8) Instruction {
+  int8_t op = 0, a = -1, b = -1, c = -1, dst = 0, constant = 0, unused0 = 0, unused1 = 0;
+};
+
 struct Program {
   int inputs = 0;
   int outputs = 0;
   int count = 0;  // instructions
-  int16_t code[pw::kMaxInstructions][pw::kFields] = {};
-  int16_t store[pw::kMaxOperands] = {};  // register of each output
+  Instruction code[pw::kMaxInstructions];
+  int8_t store[pw::kMaxOperands] = {};  // slot of each output
   double constants[pw::kMaxConstants] = {};
   const void* in[pw::kMaxOperands] = {};
   void* out[pw::kMaxOperands] = {};
@@ -44,67 +62,122 @@ struct Program {
   bool outBf16[pw::kMaxOperands] = {};
 };
 
-template <typename T>
-__device__ __forceinline__ T evaluate(const int16_t (&ins)[pw::kFields], const T* r, const double* constants) {
-  const T a = r[ins[1]];
-  switch (ins[0]) {
-    case pw::Add: return a + r[ins[2]];
-    case pw::Sub: return a - r[ins[2]];
-    case pw::Mul: return a * r[ins[2]];
-    case pw::Div: return a / r[ins[2]];
-    case pw::Max: { const T b = r[ins[2]]; return a >= b || a != a ? a : b; }
-    case pw::Min: { const T b = r[ins[2]]; return a <= b || a != a ? a : b; }
-    case pw::Neg: return -a;
-    case pw::Sqrt: return sqrt(a);
-    case pw::Reciprocal: return T(1) / a;
-    case pw::Exp: return expOf(a);
-    case pw::Log: return log(a);
-    case pw::Erf: return erf(a);
-    case pw::Cos: return cos(a);
-    case pw::Sin: return sin(a);
-    case pw::Tanh: return tanh(a);
-    case pw::Sigmoid: return sigmoidOf(a);
-    case pw::Relu: return a > T(0) || a != a ? a : T(0);
-    case pw::Softplus: return (a > T(0) ? a : T(0)) + log1pOf(expOf(a > T(0) ? -a : a));
-    case pw::Silu: return siluOf(a);
-    case pw::Scale: return static_cast<T>(constants[ins[2]] * a);
-    case pw::Powf: return pow(a, static_cast<T>(constants[ins[2]]));
-    case pw::RoundBf16: return static_cast<T>(bf16BitsToFloat(floatToBf16Bits(static_cast<float>(a))));
-    case pw::Swiglu: return siluOf(a) * r[ins[2]];
-    case pw::SiluGrad: return r[ins[2]] * siluSlope(a);
-    case pw::SwigluGradGate: return r[ins[3]] * r[ins[2]] * siluSlope(a);
-    case pw::SwigluGradUp: return r[ins[3]] * siluOf(a);
-    case pw::ReluGrad: {
-      const T dy = r[ins[2]];
-      return a > T(0) ? dy : a != a || dy != dy ? T(a + dy) : T(0);
-    }
-    case pw::TanhGrad: return r[ins[2]] * (T(1) - a * a);
-    case pw::SigmoidGrad: return r[ins[2]] * a * (T(1) - a);
-    case pw::ErfGrad: return r[ins[2]] * (T(kTwoOverSqrtPi) * expOf(-(a * a)));
-    case pw::GeluErf: return a * geluErfCdf(a);
-    case pw::GeluTanh: return a * sigmoidOf(T(2) * geluTanhInner(a));
-    case pw::GeluErfGrad: return r[ins[2]] * (geluErfCdf(a) + a * T(kInvSqrt2Pi) * expOf(T(-0.5) * a * a));
-    case pw::GeluTanhGrad: return r[ins[2]] * geluTanhSlope(a);
-    default: return a;  // unreachable: pointwiseRule checked every opcode
+// dst[e] = f(a[e], b[e], c[e]) for each of the E elements.
+template <int E, typename T, typename F>
+__device__ __forceinline__ void each(T (&dst)[E], const T (&a)[E], const T (&b)[E], const T (&c)[E], F f) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) dst[e] = f(a[e], b[e], c[e]);
+}
+
+// One instruction over E elements; `k` is its constant (Scale, Powf).
+template <int E, typename T>
+__device__ __forceinline__ void evaluate(int op, const T (&a)[E], const T (&b)[E], const T (&c)[E], double k,
+                                         T (&dst)[E]) {
+  switch (op) {
+    case pw::Add: return each(dst, a, b, c, [](T x, T y, T) { return x + y; });
+    case pw::Sub: return each(dst, a, b, c, [](T x, T y, T) { return x - y; });
+    case pw::Mul: return each(dst, a, b, c, [](T x, T y, T) { return x * y; });
+    case pw::Div: return each(dst, a, b, c, [](T x, T y, T) { return x / y; });
+    case pw::Max: return each(dst, a, b, c, [](T x, T y, T) { return x >= y || x != x ? x : y; });
+    case pw::Min: return each(dst, a, b, c, [](T x, T y, T) { return x <= y || x != x ? x : y; });
+    case pw::Neg: return each(dst, a, b, c, [](T x, T, T) { return -x; });
+    case pw::Sqrt: return each(dst, a, b, c, [](T x, T, T) { return sqrt(x); });
+    case pw::Reciprocal: return each(dst, a, b, c, [](T x, T, T) { return T(1) / x; });
+    case pw::Exp: return each(dst, a, b, c, [](T x, T, T) { return expOf(x); });
+    case pw::Log: return each(dst, a, b, c, [](T x, T, T) { return log(x); });
+    case pw::Erf: return each(dst, a, b, c, [](T x, T, T) { return erf(x); });
+    case pw::Cos: return each(dst, a, b, c, [](T x, T, T) { return cos(x); });
+    case pw::Sin: return each(dst, a, b, c, [](T x, T, T) { return sin(x); });
+    case pw::Tanh: return each(dst, a, b, c, [](T x, T, T) { return tanh(x); });
+    case pw::Sigmoid: return each(dst, a, b, c, [](T x, T, T) { return sigmoidOf(x); });
+    case pw::Relu: return each(dst, a, b, c, [](T x, T, T) { return x > T(0) || x != x ? x : T(0); });
+    case pw::Softplus:
+      return each(dst, a, b, c,
+                  [](T x, T, T) { return (x > T(0) ? x : T(0)) + log1pOf(expOf(x > T(0) ? -x : x)); });
+    case pw::Silu: return each(dst, a, b, c, [](T x, T, T) { return siluOf(x); });
+    case pw::Scale: return each(dst, a, b, c, [k](T x, T, T) { return static_cast<T>(k * x); });
+    case pw::Powf: return each(dst, a, b, c, [k](T x, T, T) { return pow(x, static_cast<T>(k)); });
+    case pw::RoundBf16:
+      return each(dst, a, b, c,
+                  [](T x, T, T) { return static_cast<T>(bf16BitsToFloat(floatToBf16Bits(static_cast<float>(x)))); });
+    case pw::Swiglu: return each(dst, a, b, c, [](T x, T y, T) { return siluOf(x) * y; });
+    case pw::SiluGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * siluSlope(x); });
+    case pw::SwigluGradGate: return each(dst, a, b, c, [](T x, T y, T z) { return z * y * siluSlope(x); });
+    case pw::SwigluGradUp: return each(dst, a, b, c, [](T x, T, T z) { return z * siluOf(x); });
+    case pw::ReluGrad:
+      return each(dst, a, b, c, [](T x, T dy, T) { return x > T(0) ? dy : x != x || dy != dy ? T(x + dy) : T(0); });
+    case pw::TanhGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * (T(1) - x * x); });
+    case pw::SigmoidGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * x * (T(1) - x); });
+    case pw::ErfGrad:
+      return each(dst, a, b, c, [](T x, T y, T) { return y * (T(kTwoOverSqrtPi) * expOf(-(x * x))); });
+    case pw::GeluErf: return each(dst, a, b, c, [](T x, T, T) { return x * geluErfCdf(x); });
+    case pw::GeluTanh: return each(dst, a, b, c, [](T x, T, T) { return x * sigmoidOf(T(2) * geluTanhInner(x)); });
+    case pw::GeluErfGrad:
+      return each(dst, a, b, c, [](T x, T y, T) {
+        return y * (geluErfCdf(x) + x * T(kInvSqrt2Pi) * expOf(T(-0.5) * x * x));
+      });
+    case pw::GeluTanhGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * geluTanhSlope(x); });
+    default: return each(dst, a, b, c, [](T x, T, T) { return x; });  // unreachable: pointwiseRule checked every opcode
   }
 }
 
-// Every output element i: load the inputs through `space`, run the program,
-// store the outputs (all [n], row-major).
-template <typename T>
-__global__ void pointwiseKernel(const Program program, const StridedSpace<pw::kMaxOperands> space, int64_t n) {
-  T r[pw::kMaxRegisters];
-  for (int64_t i = globalThread(); i < n; i += gridThreads()) {
-    int64_t at[pw::kMaxOperands];
-    stridedOffsets(space, i, at);
-    for (int k = 0; k < program.inputs; ++k)
-      r[k] = program.inBf16[k] ? static_cast<T>(bf16BitsToFloat(static_cast<const uint16_t*>(program.in[k])[at[k]]))
-                               : static_cast<const T*>(program.in[k])[at[k]];
-    for (int j = 0; j < program.count; ++j) r[program.inputs + j] = evaluate(program.code[j], r, program.constants);
-    for (int k = 0; k < program.outputs; ++k) {
-      const T v = r[program.store[k]];
-      if (program.outBf16[k]) static_cast<uint16_t*>(program.out[k])[i] = floatToBf16Bits(static_cast<float>(v));
-      else static_cast<T*>(program.out[k])[i] = v;
+// Reads slot `slot` of the frame for the E elements (zeros when slot < 0).
+template <int S, int E, typename T>
+__device__ __forceinline__ void readSlot(const T (&r)[S][E], int slot, T (&v)[E]) {
+  if (slot < 0) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = T(0);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) v[e] = r[slot][e];
+}
+
+// Elements base + e * kThreads + threadIdx.x (e < E) of every tile of
+// kThreads x E: load the inputs through `space` into slots 0..inputs-1, run
+// the program over the frame of S slots, store the outputs (all [n], row-major).
+template <typename T, int S, int E>
+__global__ void __launch_bounds__(kThreads) pointwiseKernel(const Program program,
+                                                            const StridedSpace<pw::kMaxOperands> space, int64_t n) {
+  T r[S][E];
+  const int64_t tile = static_cast<int64_t>(kThreads) * E;
+  for (int64_t base = blockIdx.x * tile; base < n; base += static_cast<int64_t>(gridDim.x) * tile) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int64_t i = base + e * kThreads + threadIdx.x;
+      int64_t at[pw::kMaxOperands] = {};
+      if (i < n) stridedOffsets(space, i, at);
+#pragma unroll
+      for (int k = 0; k < pw::kMaxOperands; ++k) {
+        if (k >= program.inputs || k >= S) continue;
+        T v = T(0);
+        if (i < n)
+          v = program.inBf16[k] ? static_cast<T>(bf16BitsToFloat(static_cast<const uint16_t*>(program.in[k])[at[k]]))
+                                : static_cast<const T*>(program.in[k])[at[k]];
+        r[k][e] = v;
+      }
+    }
+    for (int j = 0; j < program.count; ++j) {
+      const Instruction ins = program.code[j];
+      T a[E], b[E], c[E], out[E];
+      readSlot(r, ins.a, a);
+      readSlot(r, ins.b, b);
+      readSlot(r, ins.c, c);
+      evaluate<E, T>(ins.op, a, b, c, program.constants[ins.constant], out);
+#pragma unroll
+      for (int e = 0; e < E; ++e) r[ins.dst][e] = out[e];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int64_t i = base + e * kThreads + threadIdx.x;
+      if (i >= n) continue;
+#pragma unroll
+      for (int k = 0; k < pw::kMaxOperands; ++k) {
+        if (k >= program.outputs) continue;
+        const T v = r[program.store[k]][e];
+        if (program.outBf16[k]) static_cast<uint16_t*>(program.out[k])[i] = floatToBf16Bits(static_cast<float>(v));
+        else static_cast<T*>(program.out[k])[i] = v;
+      }
     }
   }
 }
@@ -130,6 +203,14 @@ DType computeType(const Launch& launch) {
   return compute;
 }
 
+// The frame sizes the kernel is built for: slots and elements a thread.
+template <typename F>
+void dispatchFrame(int slots, F&& f) {
+  if (slots <= 8) f(std::integral_constant<int, 8>{}, std::integral_constant<int, 4>{});
+  else if (slots <= 16) f(std::integral_constant<int, 16>{}, std::integral_constant<int, 2>{});
+  else f(std::integral_constant<int, pw::kMaxRegisters>{}, std::integral_constant<int, 1>{});
+}
+
 void pointwise(const Launch& launch) {
   const DType compute = computeType(launch);
   const std::vector<int64_t>& code = launch.attrs.getInts("code");
@@ -142,8 +223,20 @@ void pointwise(const Launch& launch) {
   program.inputs = launch.numIn;
   program.outputs = launch.numOut;
   program.count = static_cast<int>(code.size()) / pw::kFields;
-  for (int j = 0; j < program.count; ++j)
-    for (int f = 0; f < pw::kFields; ++f) program.code[j][f] = static_cast<int16_t>(code[j * pw::kFields + f]);
+  const pw::Slots slots = pw::packSlots(launch.numIn, code.data(), static_cast<size_t>(program.count),
+                                        outputs.data(), outputs.size());
+  for (int j = 0; j < program.count; ++j) {
+    const int64_t* ins = &code[static_cast<size_t>(j) * pw::kFields];
+    const pw::OpcodeInfo& info = *pw::opcodeInfo(ins[0]);
+    Instruction& out = program.code[j];
+    out.op = static_cast<int8_t>(ins[0]);
+    int8_t* operands[3] = {&out.a, &out.b, &out.c};
+    for (int slot = 0; slot < 3; ++slot) {
+      if (info.constant && slot == 1) out.constant = static_cast<int8_t>(ins[2]);
+      else if (slot < info.registers) *operands[slot] = static_cast<int8_t>(slots.of[static_cast<size_t>(ins[1 + slot])]);
+    }
+    out.dst = static_cast<int8_t>(slots.of[static_cast<size_t>(launch.numIn + j)]);
+  }
   for (size_t c = 0; c < constants.size(); ++c) program.constants[c] = constants[c];
   StridedSpace<pw::kMaxOperands> space;
   space.rank = shape.rank;
@@ -156,12 +249,19 @@ void pointwise(const Launch& launch) {
   for (int k = 0; k < launch.numOut; ++k) {
     program.out[k] = launch.out[k].data;
     program.outBf16[k] = launch.out[k].dtype == DType::BF16;
-    program.store[k] = static_cast<int16_t>(outputs[k]);
+    program.store[k] = static_cast<int8_t>(slots.of[static_cast<size_t>(outputs[k])]);
   }
   coalesce(space);
   dispatchFloating(compute, [&](auto tag) {
     using T = decltype(tag);
-    pointwiseKernel<T><<<gridFor(launch, n, kThreads), kThreads, 0, launch.device->stream>>>(program, space, n);
+    dispatchFrame(slots.count, [&](auto s, auto e) {
+      constexpr int S = decltype(s)::value, E = decltype(e)::value;
+      // 1,024 threads an SM: S x E x sizeof(T) bytes of frame each stay in L1.
+      const int64_t tiles = (n + int64_t{kThreads} * E - 1) / (int64_t{kThreads} * E);
+      const unsigned blocks = static_cast<unsigned>(
+          std::max<int64_t>(1, std::min<int64_t>(tiles, static_cast<int64_t>(launch.device->smCount) * 4)));
+      pointwiseKernel<T, S, E><<<blocks, kThreads, 0, launch.device->stream>>>(program, space, n);
+    });
   });
   MT_CHECK_LAUNCH(launch);
 }

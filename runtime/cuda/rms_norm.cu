@@ -2,15 +2,21 @@
 //
 // x is viewed as [rows, d] with d = prod(x.shape[axis:]); weight has shape
 // x.shape[axis:]. Per row: rstd = 1/sqrt(mean(x^2) + eps), n = x * rstd,
-// y = n * weight; sums in double, as the CPU twin computes them. A warp takes
-// a row. The gradient runs in two parts: a warp per row writes dx and keeps
-// the row's rstd in scratch; then column sums give dweight = sum dy * n,
-// split over gridDim.y when d alone cannot fill the GPU (double partials in
-// scratch, added in split order by a third kernel: deterministic).
+// y = n * weight. Rows up to RowNorm.cuh's limit (8,192 f32 elements) take
+// its register path: a block per row, each element read once with 16-byte
+// accesses, float arithmetic for f32 (double for f64) and row sums across
+// threads in double; the gradient writes dx in the same pass and keeps
+// dweight = sum dy * n per column in registers over the block's rows, then
+// adds the blocks' partials in order. Longer rows take a warp per row with
+// sums in double; their gradient keeps each row's rstd in scratch and then
+// sums columns, split over gridDim.y when d alone cannot fill the GPU (double
+// partials in scratch, added in split order by a third kernel). Both paths
+// are deterministic.
 #include <algorithm>
 
 #include "ColumnSums.cuh"
 #include "DeviceMath.cuh"
+#include "RowNorm.cuh"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -108,6 +114,120 @@ __global__ void rmsNormSplitsKernel(const double* __restrict__ partial, T* dweig
   }
 }
 
+// ---- the register path (RowNorm.cuh): a block per row ----
+
+// y = x * rstd * weight; x, y [rows, d], weight [d]; d = accesses x V.
+// At most 128 registers (two blocks an SM): d = 8192 f32 needs 110 forward
+// and spills 4 bytes backward; one block an SM would leave nothing to run
+// while a block waits at its row sum.
+template <typename T, int V, int P>
+__global__ void __launch_bounds__(kRowThreadsMax, 2)
+    rmsNormRowKernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y, NormRows r) {
+  using C = RowCompute<T>;
+  __shared__ double shared[32];
+  const int64_t accesses = r.d / V;
+  C w[P][V] = {};
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+    if (k < accesses) loadPack(weight, k, w[p]);
+  }
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    const T* xr = x + row * r.d;
+    C v[P][V] = {};
+    double squares = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k < accesses) loadPack(xr, k, v[p]);
+#pragma unroll
+      for (int i = 0; i < V; ++i) squares += static_cast<double>(v[p][i] * v[p][i]);
+    }
+    const double total = blockSum(squares, shared);
+    const C rstd = static_cast<C>(1.0 / sqrt(total / static_cast<double>(r.d) + r.epsilon));
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k >= accesses) continue;
+      C out[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) out[i] = v[p][i] * rstd * w[p][i];
+      storePack(y + row * r.d, k, out);
+    }
+  }
+}
+
+// dx = rstd * (g - n * mean(g * n)) with g = dy * weight, n = x * rstd, in one
+// read of x and dy; this block's sums of dy * n per column go to
+// partial[blockIdx.x] ([blocks, d], compute type).
+template <typename T, int V, int P>
+__global__ void __launch_bounds__(kRowThreadsMax, 2)
+    rmsNormGradRowKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ dy,
+                         T* __restrict__ dx, RowCompute<T>* __restrict__ partial, NormRows r) {
+  using C = RowCompute<T>;
+  __shared__ double shared[64];
+  const int64_t accesses = r.d / V;
+  C sum[P][V] = {};
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    const T* xr = x + row * r.d;
+    const T* dyr = dy + row * r.d;
+    C v[P][V] = {}, g[P][V] = {};
+    double squares = 0, gx = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k < accesses) {
+        C w[V];
+        loadPack(xr, k, v[p]);
+        loadPack(dyr, k, g[p]);
+        loadPack(weight, k, w);  // [d]: stays in L1
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          squares += static_cast<double>(v[p][i] * v[p][i]);
+          gx += static_cast<double>(g[p][i] * w[i] * v[p][i]);
+        }
+      }
+    }
+    // sum(g * n) = rstd * sum(dy * weight * x): one block sum for both.
+    double totalSquares = squares, totalGx = gx;
+    blockSum2(totalSquares, totalGx, shared);
+    const double rstdD = 1.0 / sqrt(totalSquares / static_cast<double>(r.d) + r.epsilon);
+    const C rstd = static_cast<C>(rstdD);
+    const C meanGN = static_cast<C>(totalGx * rstdD / static_cast<double>(r.d));
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+      if (k >= accesses) continue;
+      C w[V], out[V];
+      loadPack(weight, k, w);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const C n = v[p][i] * rstd;
+        out[i] = rstd * (g[p][i] * w[i] - n * meanGN);
+        sum[p][i] += g[p][i] * n;
+      }
+      storePack(dx + row * r.d, k, out);
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
+    if (k < accesses) storePack(partial + blockIdx.x * r.d, k, sum[p]);
+  }
+}
+
+// The register path's plan for a launch (operands as given, or assumed
+// aligned when `assumeAligned`: scratch is sized before the buffers exist).
+RowPlan rmsRowPlan(const Launch& launch, const NormRows& r, int elementBytes, bool assumeAligned) {
+  bool aligned = assumeAligned;
+  if (!assumeAligned) {
+    aligned = true;
+    for (int k = 0; k < launch.numIn; ++k) aligned = aligned && aligned16({launch.in[k].data});
+    for (int k = 0; k < launch.numOut; ++k) aligned = aligned && aligned16({launch.out[k].data});
+  }
+  return planRows(launch, r.rows, r.d, elementBytes, aligned);
+}
+
 // ---- launchers ----
 
 void rmsNorm(const Launch& launch) {
@@ -116,46 +236,86 @@ void rmsNorm(const Launch& launch) {
   if (r.rows == 0 || r.d == 0) return;
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    rmsNormKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(
-        launch.in[0].as<const T>(), launch.in[1].as<const T>(), launch.out[0].as<T>(), r);
+    const T* x = launch.in[0].as<const T>();
+    const T* weight = launch.in[1].as<const T>();
+    T* y = launch.out[0].as<T>();
+    const RowPlan p = rmsRowPlan(launch, r, sizeof(T), false);
+    if (p.fits) {
+      dispatchRowPlan<T>(p, [&](auto v, auto packs) {
+        const auto kernel = rmsNormRowKernel<T, decltype(v)::value, decltype(packs)::value>;
+        kernel<<<residentBlocks(launch, kernel, p), p.threads, 0, launch.device->stream>>>(x, weight, y, r);
+      });
+    } else {
+      rmsNormKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(x, weight, y,
+                                                                                                       r);
+    }
   });
   MT_CHECK_LAUNCH(launch);
+}
+
+// The gradient's scratch in bytes for element size `elementBytes`: the
+// register path's partials [blocks, d] in the compute type, or the long-row
+// path's rstds and split partials in double.
+size_t rmsGradScratchBytes(const Launch& launch, const NormRows& r, int elementBytes, bool assumeAligned) {
+  const RowPlan p = rmsRowPlan(launch, r, elementBytes, assumeAligned);
+  if (p.fits) return static_cast<size_t>(p.blocks) * r.d * (elementBytes == 8 ? 8 : 4);
+  return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
 }
 
 void rmsNormGrad(const Launch& launch) {
   const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const NormRows r = rmsNormGradRows(launch);
   if (r.d == 0) return;
-  const ColumnSplit c = planColumns(launch, r);
   const DeviceContext& device = *launch.device;
-  if (gradScratchDoubles(r, c) * sizeof(double) > device.scratchBytes)
-    fail(launch, "scratch too small (prepare sized it for another shape)");
-  double* rstds = static_cast<double*>(device.scratch);  // [rows]
-  double* partial = rstds + r.rows;                       // [splits, d]
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
+    using C = RowCompute<T>;
     const T* x = launch.in[0].as<const T>();
+    const T* weight = launch.in[1].as<const T>();
     const T* dy = launch.in[2].as<const T>();
+    T* dx = launch.out[0].as<T>();
     T* dweight = launch.out[1].as<T>();
+    if (rmsGradScratchBytes(launch, r, sizeof(T), false) > device.scratchBytes)
+      fail(launch, "scratch too small (prepare sized it for another shape)");
+    const RowPlan p = rmsRowPlan(launch, r, sizeof(T), false);
+    if (p.fits) {
+      C* partial = static_cast<C*>(device.scratch);  // [blocks, d]
+      unsigned blocks = 0;
+      dispatchRowPlan<T>(p, [&](auto v, auto packs) {
+        const auto kernel = rmsNormGradRowKernel<T, decltype(v)::value, decltype(packs)::value>;
+        blocks = residentBlocks(launch, kernel, p);
+        kernel<<<blocks, p.threads, 0, device.stream>>>(x, weight, dy, dx, partial, r);
+      });
+      MT_CHECK_LAUNCH(launch);
+      reduceRowPartials(launch, static_cast<const C*>(partial), dweight, dweight, r.d, blocks, 1);
+      return;
+    }
+    const ColumnSplit c = planColumns(launch, r);
+    double* rstds = static_cast<double*>(device.scratch);  // [rows]
+    double* split = rstds + r.rows;                         // [splits, d]
     if (r.rows > 0) {
-      rmsNormDxKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, device.stream>>>(
-          x, launch.in[1].as<const T>(), dy, launch.out[0].as<T>(), rstds, r);
+      rmsNormDxKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, device.stream>>>(x, weight, dy, dx,
+                                                                                                rstds, r);
       MT_CHECK_LAUNCH(launch);
     }
     rmsNormColumnsKernel<T><<<dim3(c.blocks, c.splits), dim3(kColumns, kColumnLanes), 0, device.stream>>>(
-        x, dy, rstds, dweight, partial, r, c.chunk);
+        x, dy, rstds, dweight, split, r, c.chunk);
     MT_CHECK_LAUNCH(launch);
     if (c.splits > 1) {
-      rmsNormSplitsKernel<T><<<gridFor(launch, r.d, kThreads), kThreads, 0, device.stream>>>(partial, dweight, r.d,
-                                                                                             c.splits);
+      rmsNormSplitsKernel<T><<<gridFor(launch, r.d, kThreads), kThreads, 0, device.stream>>>(split, dweight, r.d,
+                                                                                           c.splits);
       MT_CHECK_LAUNCH(launch);
     }
   });
 }
 
+// Sized for aligned operands and for the long-row path, whichever is larger
+// (misaligned operands take narrower accesses, never more blocks).
 size_t rmsNormGradScratch(const Launch& launch) {
   const NormRows r = rmsNormGradRows(launch);
-  return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
+  const int bytes = launch.in[0].dtype == DType::F64 ? 8 : 4;
+  return std::max(rmsGradScratchBytes(launch, r, bytes, true),
+                  gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double));
 }
 
 }  // namespace

@@ -50,6 +50,28 @@ TEST_F(FusedCudaKernels, RmsNormAndGrad) {
     }
 }
 
+// The register path (a block per row, runtime/cuda/RowNorm.cuh) at every
+// packs-per-thread count, 16-byte and element-wide accesses (d not a multiple
+// of 4 f32 or 2 f64), more rows than blocks and not a multiple of them, one
+// row, tiny rows; and rows past its limit (8,192 f32, 4,096 f64, 2,048 when
+// d is not a multiple of 4 or 2: the warp-per-row path). Hidden sizes 2048 to
+// 8192 as in Llama models.
+TEST_F(FusedCudaKernels, RmsNormRowPaths) {
+  const Shape cases[] = {{1237, 2048}, {301, 4096}, {67, 8192}, {9, 8196}, {3, 16388}, {1237, 2047},
+                         {517, 1001},  {300, 301},  {7, 4097}, {5000, 64}, {1, 2048},  {4, 30}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : cases) {
+      const Shape normalized = {shape[1]};
+      const auto attrs = std::vector<plan::Attribute>{intAttr("axis", 1), floatAttr("epsilon", 1e-6)};
+      check({"rms_norm", {uniform(shape, dt, -3, 5), uniform(normalized, dt)}, {{shape, dt}}, attrs});
+      check({"rms_norm_grad",
+             {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
+             {{shape, dt}, {normalized, dt}},
+             attrs},
+            dt == plan::F32 ? 2e-5 : 1e-11);
+    }
+}
+
 TEST_F(FusedCudaKernels, SiluSwigluAndGrads) {
   for (plan::DType dt : kFloatTypes)
     for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {

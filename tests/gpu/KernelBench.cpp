@@ -11,6 +11,12 @@
 // Matmuls: every product of a Llama-1.36B layer and the LM head at 16384
 // tokens, forward (x W), and both backward products (dy W^T, x^T dy), at
 // each precision: f32 operands in fp32 and in tf32, bf16 operands into f32.
+// Last, the roofline table (docs/cuda.md, "Bandwidth"): the norms, their
+// gradients, the pointwise programs and the other memory-bound families of a
+// step at 16384 tokens for the 1.36B shape (hidden 2048, intermediate 5632)
+// and the 7B shape (4096, 11008), each with its compulsory bytes, the cost
+// model's prediction for them (bytes / 4.267 TB/s, bench/profiles/h200.json's
+// hbm_bytes_per_s) and measured / predicted, which issue 12 wants within 1.3.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,7 +76,11 @@ std::string label(const BenchCase& c) {
   return text;
 }
 
-void run(Backend& backend, const BenchCase& c) {
+struct Timing {
+  double seconds = 0, bytes = 0;
+};
+
+Timing measure(Backend& backend, const BenchCase& c) {
   PlanBuilder builder;
   std::vector<uint32_t> in, out;
   for (size_t i = 0; i < c.inputs.size(); ++i)
@@ -116,6 +126,11 @@ void run(Backend& backend, const BenchCase& c) {
   for (int i = 0; i < kLaunches; ++i) backend.launchKernel(0);
   backend.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kLaunches;
+  return {seconds, bytes};
+}
+
+void run(Backend& backend, const BenchCase& c) {
+  const auto [seconds, bytes] = measure(backend, c);
   if (c.flops > 0)
     std::printf("%-20s %-44s %9.1f us %8.1f TFLOP/s (%3.0f%% of %.0f)\n", label(c).c_str(), shapeText(c.inputs).c_str(),
                 seconds * 1e6, c.flops / seconds / 1e12, 100 * c.flops / seconds / (c.ceiling * 1e12), c.ceiling);
@@ -124,10 +139,84 @@ void run(Backend& backend, const BenchCase& c) {
                 seconds * 1e6, bytes / seconds / 1e9, 100 * bytes / seconds / 4.2e12);
 }
 
+// ---- the roofline table ----
+
+constexpr double kHbmBytesPerS = 4266704512754.257;  // bench/profiles/h200.json
+
+plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values) {
+  plan::Attribute a;
+  a.set_name(name);
+  for (double v : values) a.mutable_floats()->add_values(v);
+  return a;
+}
+
+// A pointwise program (PointwiseProgram.h's opcodes): code, constants, outputs.
+std::vector<plan::Attribute> pointwiseProgram(const std::vector<int64_t>& code, const std::vector<double>& constants,
+                                              const std::vector<int64_t>& outputs) {
+  return {intsAttr("code", code), floatsAttr("constants", constants), intsAttr("outputs", outputs)};
+}
+
+struct RooflineCase {
+  const char* name;  // what the step does with it
+  BenchCase kernel;
+};
+
+// The norms, their gradients and the pointwise programs of one layer's step
+// at `tokens` x hidden, intermediate; then the step's other memory-bound
+// families at their shapes (heads of 128, batch 8 x 2048, vocab 32000).
+std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t inter) {
+  using plan::BF16;
+  using plan::I64;
+  const int64_t batch = 8, seq = tokens / batch, headDim = 128, heads = hidden / headDim, vocab = 32000;
+  const Operand q{{batch, heads, seq, headDim}}, table{{1, 1, seq, headDim}}, qRows{{batch, seq, heads, headDim}},
+      logits{{batch, seq, vocab}}, labels{{batch, seq}, I64, vocab}, scalar{{}};
+  const Operand x{{tokens, hidden}}, w{{hidden}}, h{{tokens, inter}}, hBf16{{tokens, inter}, BF16},
+      xBf16{{tokens, hidden}, BF16};
+  const std::vector<plan::Attribute> norm = {intAttr("axis", 1), floatAttr("epsilon", 1e-5)};
+  // Opcodes (PointwiseProgram.h): Add 0, Mul 2, Silu 18, Scale 19, RoundBf16 21, Swiglu 22,
+  // SwigluGradGate 24, SwigluGradUp 25.
+  return {
+      {"rms_norm", {"rms_norm", {x, w}, {x}, norm}},
+      {"rms_norm_grad", {"rms_norm_grad", {x, w, x}, {x, w}, norm}},
+      {"layer_norm", {"layer_norm", {x, w, w}, {x}, norm}},
+      {"layer_norm_grad", {"layer_norm_grad", {x, w, x}, {x, w, w}, norm}},
+      {"pointwise residual add", {"pointwise", {x, x}, {x}, pointwiseProgram({0, 0, 1, -1}, {}, {2})}},
+      {"pointwise add + bf16 copy",
+       {"pointwise", {x, x}, {x, xBf16}, pointwiseProgram({0, 0, 1, -1, 21, 2, -1, -1}, {}, {2, 3})}},
+      {"pointwise swiglu -> bf16", {"pointwise", {h, h}, {hBf16}, pointwiseProgram({22, 0, 1, -1}, {}, {2})}},
+      {"pointwise swiglu grads",
+       {"pointwise", {h, h, h}, {h, h}, pointwiseProgram({24, 0, 1, 2, 25, 0, 1, 2}, {}, {3, 4})}},
+      {"pointwise x*w, silu, scale, +x",
+       {"pointwise", {x, w}, {x}, pointwiseProgram({2, 0, 1, -1, 18, 2, -1, -1, 19, 3, 0, -1, 0, 4, 0, -1}, {0.5}, {5})}},
+      {"pointwise bf16 gate, up -> swiglu",
+       {"pointwise", {hBf16, hBf16}, {hBf16}, pointwiseProgram({22, 0, 1, -1}, {}, {2})}},
+      {"add (residual)", {"add", {x, x}, {x}}},
+      {"swiglu", {"swiglu", {h, h}, {h}}},
+      {"swiglu_grad", {"swiglu_grad", {h, h, h}, {h, h}}},
+      {"rotary (q)", {"rotary", {q, table, table}, {q}}},
+      {"rotary_grad (q)", {"rotary_grad", {q, table, table}, {q}}},
+      {"cast f32 -> bf16", {"cast", {x}, {xBf16}}},
+      {"transpose heads", {"transpose", {qRows}, {q}, {intsAttr("perm", {0, 2, 1, 3})}}},
+      {"next_token_ce", {"next_token_ce", {logits, labels}, {scalar}}},
+      {"next_token_ce_grad", {"next_token_ce_grad", {logits, labels, scalar}, {logits}}},
+  };
+}
+
+void printRoofline(Backend& backend, const char* shape, const std::vector<RooflineCase>& cases) {
+  std::printf("\nroofline, %s (predicted = bytes / %.3f TB/s)\n", shape, kHbmBytesPerS / 1e12);
+  std::printf("%-34s %10s %10s %9s %12s %8s\n", "kernel", "MB moved", "measured", "GB/s", "predicted", "x pred");
+  for (const RooflineCase& c : cases) {
+    const auto [seconds, bytes] = measure(backend, c.kernel);
+    const double predicted = bytes / kHbmBytesPerS;
+    std::printf("%-34s %10.1f %8.1f us %9.0f %9.1f us %7.2f%s\n", c.name, bytes / 1e6, seconds * 1e6,
+                bytes / seconds / 1e9, predicted * 1e6, seconds / predicted, seconds / predicted > 1.3 ? "  > 1.3" : "");
+  }
+}
+
 }  // namespace
 }  // namespace megatrain::runtime::testing
 
-int main() {
+int main(int argc, char** argv) {
   using namespace megatrain::runtime;
   using namespace megatrain::runtime::testing;
   using megatrain::plan::F32;
@@ -224,9 +313,17 @@ int main() {
           {"attention_grad", {q, q, q, q, lse, q}, {q, q, q}, attrs, 2.5 * forwardFlops, v.peak, v.path});
     }
   }
+  // --roofline: the roofline table alone.
+  const bool rooflineOnly = argc == 2 && std::strcmp(argv[1], "--roofline") == 0;
+  if (argc > 2 || (argc == 2 && !rooflineOnly)) {
+    std::fprintf(stderr, "gpu_kernel_bench: unknown argument '%s' (the one option is --roofline: the roofline table alone)\n",
+                 argv[argc - 1]);
+    return 2;
+  }
   try {
     std::unique_ptr<Backend> backend = makeCudaBackend();
-    std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
+    if (rooflineOnly) cases.clear(), attentionCases.clear();
+    else std::printf("%-20s %-44s %12s %s\n", "kernel", "inputs", "per launch", "throughput");
     for (const BenchCase& c : cases) run(*backend, c);
     for (const BenchCase& c : attentionCases) {
       if (c.attentionPath) setenv("MEGATRAIN_ATTENTION", c.attentionPath, 1);
@@ -235,6 +332,10 @@ int main() {
       run(*backend, c);
       unsetenv("MEGATRAIN_ATTENTION");
     }
+    printRoofline(*backend, "Llama 1.36B: 16384 tokens, hidden 2048, intermediate 5632",
+                  rooflineCases(tokens, hidden, inter));
+    printRoofline(*backend, "Llama 7B: 16384 tokens, hidden 4096, intermediate 11008",
+                  rooflineCases(tokens, 4096, 11008));
   } catch (const megatrain::Error& e) {
     std::fprintf(stderr, "gpu_kernel_bench: error: %s\n", e.what());
     return 1;

@@ -435,6 +435,28 @@ TEST_F(CudaKernels, LayerNormAndGrad) {
     }
 }
 
+// The register path (a block per row, runtime/cuda/RowNorm.cuh) at every
+// packs-per-thread count, 16-byte and element-wide accesses, rows not a
+// multiple of the blocks, one row; and rows past its limit (the warp-per-row
+// path).
+TEST_F(CudaKernels, LayerNormRowPaths) {
+  const Shape cases[] = {{1237, 2048}, {301, 4096}, {67, 8192}, {9, 8196},  {1237, 2047},
+                         {517, 1001},  {300, 301},  {7, 4097}, {5000, 64}, {1, 2048}};
+  for (plan::DType dt : kFloatTypes)
+    for (const Shape& shape : cases) {
+      const Shape normalized = {shape[1]};
+      const auto attrs = std::vector<plan::Attribute>{intAttr("axis", 1), floatAttr("epsilon", 1e-5)};
+      // An offset mean (values in [7, 9]) checks the two-pass variance.
+      check({"layer_norm", {uniform(shape, dt, 7, 9), uniform(normalized, dt), uniform(normalized, dt)}, {{shape, dt}},
+             attrs});
+      check({"layer_norm_grad",
+             {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
+             {{shape, dt}, {normalized, dt}, {normalized, dt}},
+             attrs},
+            dt == plan::F32 ? 2e-5 : 1e-11);
+    }
+}
+
 // ---- attention and rotary ----
 
 // Multi-head, grouped-query and multi-query; head dims from 3 to the 256

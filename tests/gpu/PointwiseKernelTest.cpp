@@ -4,7 +4,10 @@
 // (a row and a column of the output), over sizes that do and do not fill
 // whole blocks; and a chain with a bf16 input, a stored intermediate and a
 // bf16 output, where one bf16 ulp (2^-8 relative) is what a contracted
-// multiply-add can move a value across a rounding boundary by.
+// multiply-add can move a value across a rounding boundary by. Programs with
+// many live registers reach each frame the kernel is built for (8 slots x 4
+// elements a thread, 16 x 2, every register x 1), over sizes that are not a
+// multiple of a block's elements.
 #include <random>
 
 #include <gtest/gtest.h>
@@ -81,6 +84,31 @@ TEST_F(PointwiseCudaKernel, ChainWithBf16InputAndOutputs) {
       check({"pointwise", {x, b, h}, {{shape, plan::BF16}, {shape, dt}}, program(code, {0.37}, {6, 7})}, 1e-2);
       check({"pointwise", {x, b, h}, {{shape, dt}, {shape, dt}}, program(code, {0.37}, {5, 3})});
     }
+}
+
+// L products of neighbouring inputs, all live until they are summed, then
+// silu of the sum; the first product is an output too. packSlots gives L 1
+// eight slots (the 8 x 4 frame), L 12 thirteen (16 x 2), L 24 twenty-five
+// (every register x 1).
+TEST_F(PointwiseCudaKernel, ManyLiveRegistersReachEveryFrame) {
+  for (plan::DType dt : {plan::F32, plan::F64})
+    for (const Shape& shape : {Shape{3, 1000}, Shape{257, 129}})
+      for (int live : {1, 12, 24}) {
+        const Shape row = {shape.back()}, column = {shape[0], 1};
+        std::vector<HostTensor> inputs;
+        for (int k = 0; k < pw::kMaxOperands; ++k)
+          inputs.push_back(uniform(k % 3 == 0 ? shape : k % 3 == 1 ? row : column, k == 2 ? plan::BF16 : dt, -2, 2));
+        std::vector<int64_t> code;
+        for (int i = 0; i < live; ++i) code.insert(code.end(), {pw::Mul, i % 8, (i + 1) % 8, -1});
+        int64_t sum = pw::kMaxOperands;  // register of the first product
+        for (int i = 1; i < live; ++i) {
+          code.insert(code.end(), {pw::Add, sum, pw::kMaxOperands + i, -1});
+          sum = pw::kMaxOperands + static_cast<int64_t>(code.size() / pw::kFields) - 1;
+        }
+        code.insert(code.end(), {pw::Silu, sum, -1, -1});
+        const int64_t last = pw::kMaxOperands + static_cast<int64_t>(code.size() / pw::kFields) - 1;
+        check({"pointwise", inputs, {{shape, dt}, {shape, dt}}, program(code, {}, {last, pw::kMaxOperands})});
+      }
 }
 
 }  // namespace
