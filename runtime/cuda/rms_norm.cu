@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
     blockSum2(totalSquares, totalGx, shared);
     const double rstdD = 1.0 / sqrt(totalSquares / static_cast<double>(r.d) + r.epsilon);
     const C rstd = static_cast<C>(rstdD);
-    const C meanGN = static_cast<C>(totalGx * rstdD / static_cast<double>(r.d));
+    const double meanGN = totalGx * rstdD / static_cast<double>(r.d);
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
@@ -203,7 +203,10 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         const C n = v[p][i] * rstd;
-        out[i] = rstd * (g[p][i] * w[i] - n * meanGN);
+        // g w - n mean(g n) cancels when the row is short (d = 1: the
+        // difference is eps / (x^2 + eps) of g w): in double, as the CPU twin.
+        const double nD = static_cast<double>(v[p][i]) * rstdD;
+        out[i] = static_cast<C>(rstdD * (static_cast<double>(g[p][i]) * static_cast<double>(w[i]) - nD * meanGN));
         sum[p][i] += g[p][i] * n;
       }
       storePack(dx + row * r.d, k, out);

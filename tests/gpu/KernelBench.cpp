@@ -146,7 +146,8 @@ constexpr double kHbmBytesPerS = 4266704512754.257;  // bench/profiles/h200.json
 plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values) {
   plan::Attribute a;
   a.set_name(name);
-  for (double v : values) a.mutable_floats()->add_values(v);
+  plan::FloatList* list = a.mutable_floats();  // set even when empty: a program without constants
+  for (double v : values) list->add_values(v);
   return a;
 }
 
