@@ -182,9 +182,12 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
         loadPack(dyr, k, g[p]);
         loadPack(weight, k, w);  // [d]: stays in L1
 #pragma unroll
+        // Products in double too: dx's difference below cancels for short
+        // rows, and a float product's rounding would come out amplified.
         for (int i = 0; i < V; ++i) {
-          squares += static_cast<double>(v[p][i] * v[p][i]);
-          gx += static_cast<double>(g[p][i] * w[i] * v[p][i]);
+          const double vD = static_cast<double>(v[p][i]);
+          squares += vD * vD;
+          gx += static_cast<double>(g[p][i]) * static_cast<double>(w[i]) * vD;
         }
       }
     }
