@@ -5,16 +5,17 @@
 #   OUT=$OUT bash bench/kernels_round.sh     # binaries staged by scripts/stage_device.sh
 #
 # Runs, from BIN (default build-gpu/bin): gpu_kernel_tests (every kernel against the CPU
-# backend); the norm, pointwise and elementwise tests again on 64-bit indices
+# backend; the pointwise tests on both paths, compiled and interpreted, and the compiled
+# kernels bitwise against the interpreter); the norm, pointwise and elementwise tests again on 64-bit indices
 # (MEGATRAIN_CUDA_WIDE_INDEX=1), under compute-sanitizer memcheck, and racecheck on the
 # kernels with shared memory (the norms); then `gpu_kernel_bench --roofline` (docs/cuda.md,
-# "Bandwidth"), whose table is printed last. Settings: BIN, OUT (default runs/kernels),
+# "Bandwidth"; each pointwise program twice, interpreted and compiled), whose table is printed last. Settings: BIN, OUT (default runs/kernels),
 # FILTER (the gtest filter of the sanitized tests). Exit status 0 when every check passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build-gpu/bin}
 OUT=${OUT:-runs/kernels}
-FILTER=${FILTER:-'*RmsNorm*:*LayerNorm*:PointwiseCudaKernel.*:CudaKernels.BinaryOpsBroadcast:CudaKernels.ScaleAndActivations:CudaKernels.ActivationGradients:CudaKernels.MathFunctions:CudaKernels.ReluAndReluGradPropagateNaN'}
+FILTER=${FILTER:-'*RmsNorm*:*LayerNorm*:*PointwiseCudaKernel.*:PointwiseJit.*:CudaKernels.BinaryOpsBroadcast:CudaKernels.ScaleAndActivations:CudaKernels.ActivationGradients:CudaKernels.MathFunctions:CudaKernels.ReluAndReluGradPropagateNaN'}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -178,6 +178,7 @@ size_t CudaBackend::resolveKernelSteps(const plan::Plan& plan) {
       kernels::checkKernelCall(*prepared.kernel->spec, launch);
       if (prepared.kernel->entry.scratchBytes)
         scratch = std::max(scratch, prepared.kernel->entry.scratchBytes(launch));
+      if (prepared.kernel->entry.prepare) prepared.kernel->entry.prepare(launch);
     } catch (const Error& e) {
       throw Error("cuda backend: step " + std::to_string(i) + ": " + e.what());
     }

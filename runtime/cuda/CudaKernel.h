@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "megatrain/kernels/KernelCall.h"
@@ -50,17 +51,24 @@ struct DeviceContext {
 // One Kernel step, resolved: the call and the device it runs on.
 struct Launch : KernelCall {
   const DeviceContext* device = nullptr;
+  // What the kernel's prepare hook made for this step (a compiled pointwise
+  // kernel, PointwiseJit.h); nullptr when it has none.
+  std::shared_ptr<const void> prepared;
 };
 
 using LaunchFn = void (*)(const Launch& launch);
 // Bytes of device scratch a launch needs (device->smCount is set, scratch not yet).
 using ScratchFn = size_t (*)(const Launch& launch);
+// Work done once per step at prepare time, before the first launch (code
+// compiled for the step's program); may set launch.prepared.
+using PrepareFn = void (*)(Launch& launch);
 
 struct CudaKernel {
   LaunchFn launch = nullptr;
   ScratchFn scratchBytes = nullptr;  // nullptr: needs none
   // What it means when this kernel flags bad data (nullptr: it never does).
   const char* badData = nullptr;
+  PrepareFn prepare = nullptr;  // nullptr: nothing to prepare
 };
 using CudaKernelRegistry = KernelRegistry<CudaKernel>;
 

@@ -1,6 +1,8 @@
 // ElementMath.cuh - device element functions shared by the kernels that must agree to the bit:
 // the activations (activation.cu), the bf16 rounding (cast.cu) and the pointwise programs that
-// stand for both (pointwise.cu). T arithmetic, the CPU twins' expressions in the same order.
+// stand for both (pointwise.cu, and the kernels PointwiseJit.cpp compiles at run time with NVRTC,
+// which reads this very text). T arithmetic, the CPU twins' expressions in the same order.
+// Includes only <cstdint> and MathConstants.h, both of which NVRTC is given.
 #ifndef MEGATRAIN_RUNTIME_CUDA_ELEMENTMATH_CUH
 #define MEGATRAIN_RUNTIME_CUDA_ELEMENTMATH_CUH
 
@@ -14,6 +16,8 @@ __device__ __forceinline__ float expOf(float x) { return expf(x); }
 __device__ __forceinline__ double expOf(double x) { return exp(x); }
 __device__ __forceinline__ float erfcOf(float x) { return erfcf(x); }
 __device__ __forceinline__ double erfcOf(double x) { return erfc(x); }
+__device__ __forceinline__ float log1pOf(float x) { return log1pf(x); }
+__device__ __forceinline__ double log1pOf(double x) { return log1p(x); }
 
 template <typename T>
 __device__ __forceinline__ T sigmoidOf(T x) {

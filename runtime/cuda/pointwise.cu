@@ -20,6 +20,11 @@
 // broadcasting as stride-0 dims); bf16 operands are read exactly and written
 // rounded to nearest even. Pointers are not __restrict__: the planner may give
 // an output the bytes of a dying input.
+//
+// This interpreter is the fallback and the reference: by default each
+// program is compiled at prepare time into a kernel of its own, registers in
+// machine registers (PointwiseJit.h; MEGATRAIN_POINTWISE), with the same
+// expressions (PointwiseOps.cuh) and so the same bits.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -27,6 +32,8 @@
 
 #include "DeviceMath.cuh"
 #include "ElementMath.cuh"
+#include "PointwiseJit.h"
+#include "PointwiseOps.cuh"
 #include "megatrain/kernels/MathConstants.h"
 #include "megatrain/plan/PointwiseProgram.h"
 #include "megatrain/plan/PointwiseSlots.h"
@@ -35,11 +42,6 @@ namespace megatrain::runtime::cuda {
 namespace {
 
 namespace pw = megatrain::pointwise;
-
-// ---- element functions (ElementMath.cuh, shared with activation.cu and cast.cu) ----
-
-__device__ __forceinline__ float log1pOf(float x) { return log1pf(x); }
-__device__ __forceinline__ double log1pOf(double x) { return log1p(x); }
 
 // ---- the program as the kernel receives it ----
 
@@ -62,62 +64,54 @@ struct Program {
   bool outBf16[pw::kMaxOperands] = {};
 };
 
-// dst[e] = f(a[e], b[e], c[e]) for each of the E elements.
-template <int E, typename T, typename F>
-__device__ __forceinline__ void each(T (&dst)[E], const T (&a)[E], const T (&b)[E], const T (&c)[E], F f) {
+// dst[e] = pointwiseOp<Op>(a[e], b[e], c[e], k) for each of the E elements.
+template <int Op, int E, typename T>
+__device__ __forceinline__ void each(const T (&a)[E], const T (&b)[E], const T (&c)[E], double k, T (&dst)[E]) {
 #pragma unroll
-  for (int e = 0; e < E; ++e) dst[e] = f(a[e], b[e], c[e]);
+  for (int e = 0; e < E; ++e) dst[e] = pointwiseOp<Op>(a[e], b[e], c[e], k);
 }
 
-// One instruction over E elements; `k` is its constant (Scale, Powf).
+// One instruction over E elements; `k` is its constant (Scale, Powf). The
+// expressions are PointwiseOps.cuh's, which the compiled path uses too.
 template <int E, typename T>
 __device__ __forceinline__ void evaluate(int op, const T (&a)[E], const T (&b)[E], const T (&c)[E], double k,
                                          T (&dst)[E]) {
   switch (op) {
-    case pw::Add: return each(dst, a, b, c, [](T x, T y, T) { return x + y; });
-    case pw::Sub: return each(dst, a, b, c, [](T x, T y, T) { return x - y; });
-    case pw::Mul: return each(dst, a, b, c, [](T x, T y, T) { return x * y; });
-    case pw::Div: return each(dst, a, b, c, [](T x, T y, T) { return x / y; });
-    case pw::Max: return each(dst, a, b, c, [](T x, T y, T) { return x >= y || x != x ? x : y; });
-    case pw::Min: return each(dst, a, b, c, [](T x, T y, T) { return x <= y || x != x ? x : y; });
-    case pw::Neg: return each(dst, a, b, c, [](T x, T, T) { return -x; });
-    case pw::Sqrt: return each(dst, a, b, c, [](T x, T, T) { return sqrt(x); });
-    case pw::Reciprocal: return each(dst, a, b, c, [](T x, T, T) { return T(1) / x; });
-    case pw::Exp: return each(dst, a, b, c, [](T x, T, T) { return expOf(x); });
-    case pw::Log: return each(dst, a, b, c, [](T x, T, T) { return log(x); });
-    case pw::Erf: return each(dst, a, b, c, [](T x, T, T) { return erf(x); });
-    case pw::Cos: return each(dst, a, b, c, [](T x, T, T) { return cos(x); });
-    case pw::Sin: return each(dst, a, b, c, [](T x, T, T) { return sin(x); });
-    case pw::Tanh: return each(dst, a, b, c, [](T x, T, T) { return tanh(x); });
-    case pw::Sigmoid: return each(dst, a, b, c, [](T x, T, T) { return sigmoidOf(x); });
-    case pw::Relu: return each(dst, a, b, c, [](T x, T, T) { return x > T(0) || x != x ? x : T(0); });
-    case pw::Softplus:
-      return each(dst, a, b, c,
-                  [](T x, T, T) { return (x > T(0) ? x : T(0)) + log1pOf(expOf(x > T(0) ? -x : x)); });
-    case pw::Silu: return each(dst, a, b, c, [](T x, T, T) { return siluOf(x); });
-    case pw::Scale: return each(dst, a, b, c, [k](T x, T, T) { return static_cast<T>(k * x); });
-    case pw::Powf: return each(dst, a, b, c, [k](T x, T, T) { return pow(x, static_cast<T>(k)); });
-    case pw::RoundBf16:
-      return each(dst, a, b, c,
-                  [](T x, T, T) { return static_cast<T>(bf16BitsToFloat(floatToBf16Bits(static_cast<float>(x)))); });
-    case pw::Swiglu: return each(dst, a, b, c, [](T x, T y, T) { return siluOf(x) * y; });
-    case pw::SiluGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * siluSlope(x); });
-    case pw::SwigluGradGate: return each(dst, a, b, c, [](T x, T y, T z) { return z * y * siluSlope(x); });
-    case pw::SwigluGradUp: return each(dst, a, b, c, [](T x, T, T z) { return z * siluOf(x); });
-    case pw::ReluGrad:
-      return each(dst, a, b, c, [](T x, T dy, T) { return x > T(0) ? dy : x != x || dy != dy ? T(x + dy) : T(0); });
-    case pw::TanhGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * (T(1) - x * x); });
-    case pw::SigmoidGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * x * (T(1) - x); });
-    case pw::ErfGrad:
-      return each(dst, a, b, c, [](T x, T y, T) { return y * (T(kTwoOverSqrtPi) * expOf(-(x * x))); });
-    case pw::GeluErf: return each(dst, a, b, c, [](T x, T, T) { return x * geluErfCdf(x); });
-    case pw::GeluTanh: return each(dst, a, b, c, [](T x, T, T) { return x * sigmoidOf(T(2) * geluTanhInner(x)); });
-    case pw::GeluErfGrad:
-      return each(dst, a, b, c, [](T x, T y, T) {
-        return y * (geluErfCdf(x) + x * T(kInvSqrt2Pi) * expOf(T(-0.5) * x * x));
-      });
-    case pw::GeluTanhGrad: return each(dst, a, b, c, [](T x, T y, T) { return y * geluTanhSlope(x); });
-    default: return each(dst, a, b, c, [](T x, T, T) { return x; });  // unreachable: pointwiseRule checked every opcode
+    case pw::Add: return each<pw::Add>(a, b, c, k, dst);
+    case pw::Sub: return each<pw::Sub>(a, b, c, k, dst);
+    case pw::Mul: return each<pw::Mul>(a, b, c, k, dst);
+    case pw::Div: return each<pw::Div>(a, b, c, k, dst);
+    case pw::Max: return each<pw::Max>(a, b, c, k, dst);
+    case pw::Min: return each<pw::Min>(a, b, c, k, dst);
+    case pw::Neg: return each<pw::Neg>(a, b, c, k, dst);
+    case pw::Sqrt: return each<pw::Sqrt>(a, b, c, k, dst);
+    case pw::Reciprocal: return each<pw::Reciprocal>(a, b, c, k, dst);
+    case pw::Exp: return each<pw::Exp>(a, b, c, k, dst);
+    case pw::Log: return each<pw::Log>(a, b, c, k, dst);
+    case pw::Erf: return each<pw::Erf>(a, b, c, k, dst);
+    case pw::Cos: return each<pw::Cos>(a, b, c, k, dst);
+    case pw::Sin: return each<pw::Sin>(a, b, c, k, dst);
+    case pw::Tanh: return each<pw::Tanh>(a, b, c, k, dst);
+    case pw::Sigmoid: return each<pw::Sigmoid>(a, b, c, k, dst);
+    case pw::Relu: return each<pw::Relu>(a, b, c, k, dst);
+    case pw::Softplus: return each<pw::Softplus>(a, b, c, k, dst);
+    case pw::Silu: return each<pw::Silu>(a, b, c, k, dst);
+    case pw::Scale: return each<pw::Scale>(a, b, c, k, dst);
+    case pw::Powf: return each<pw::Powf>(a, b, c, k, dst);
+    case pw::RoundBf16: return each<pw::RoundBf16>(a, b, c, k, dst);
+    case pw::Swiglu: return each<pw::Swiglu>(a, b, c, k, dst);
+    case pw::SiluGrad: return each<pw::SiluGrad>(a, b, c, k, dst);
+    case pw::SwigluGradGate: return each<pw::SwigluGradGate>(a, b, c, k, dst);
+    case pw::SwigluGradUp: return each<pw::SwigluGradUp>(a, b, c, k, dst);
+    case pw::ReluGrad: return each<pw::ReluGrad>(a, b, c, k, dst);
+    case pw::TanhGrad: return each<pw::TanhGrad>(a, b, c, k, dst);
+    case pw::SigmoidGrad: return each<pw::SigmoidGrad>(a, b, c, k, dst);
+    case pw::ErfGrad: return each<pw::ErfGrad>(a, b, c, k, dst);
+    case pw::GeluErf: return each<pw::GeluErf>(a, b, c, k, dst);
+    case pw::GeluTanh: return each<pw::GeluTanh>(a, b, c, k, dst);
+    case pw::GeluErfGrad: return each<pw::GeluErfGrad>(a, b, c, k, dst);
+    case pw::GeluTanhGrad: return each<pw::GeluTanhGrad>(a, b, c, k, dst);
+    default: return each<-1>(a, b, c, k, dst);  // unreachable: pointwiseRule checked every opcode
   }
 }
 
@@ -211,7 +205,13 @@ void dispatchFrame(int slots, F&& f) {
   else f(std::integral_constant<int, pw::kMaxRegisters>{}, std::integral_constant<int, 1>{});
 }
 
+// Prepare: the compiled kernel of the step's program, unless the
+// interpreter runs it (PointwiseJit.h, MEGATRAIN_POINTWISE).
+void preparePointwise(Launch& launch) { launch.prepared = preparePointwiseJit(launch, computeType(launch)); }
+
 void pointwise(const Launch& launch) {
+  if (launch.prepared)
+    return launchPointwiseJit(launch, *static_cast<const PointwiseJitLaunch*>(launch.prepared.get()));
   const DType compute = computeType(launch);
   const std::vector<int64_t>& code = launch.attrs.getInts("code");
   const std::vector<int64_t>& outputs = launch.attrs.getInts("outputs");
@@ -268,6 +268,8 @@ void pointwise(const Launch& launch) {
 
 }  // namespace
 
-void addPointwiseKernels(CudaKernelRegistry& registry) { registry.add("pointwise", {pointwise}); }
+void addPointwiseKernels(CudaKernelRegistry& registry) {
+  registry.add("pointwise", {pointwise, nullptr, nullptr, preparePointwise});
+}
 
 }  // namespace megatrain::runtime::cuda

@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "CudaBackend.h"
+#include "PointwiseJit.h"
+#include "PointwisePrograms.h"
 #include "TestUtil.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
@@ -158,7 +160,7 @@ std::vector<plan::Attribute> pointwiseProgram(const std::vector<int64_t>& code, 
 }
 
 struct RooflineCase {
-  const char* name;  // what the step does with it
+  std::string name;  // what the step does with it
   BenchCase kernel;
 };
 
@@ -174,23 +176,11 @@ std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t 
   const Operand x{{tokens, hidden}}, w{{hidden}}, h{{tokens, inter}}, hBf16{{tokens, inter}, BF16},
       xBf16{{tokens, hidden}, BF16};
   const std::vector<plan::Attribute> norm = {intAttr("axis", 1), floatAttr("epsilon", 1e-5)};
-  // Opcodes (PointwiseProgram.h): Add 0, Mul 2, Silu 18, Scale 19, RoundBf16 21, Swiglu 22,
-  // SwigluGradGate 24, SwigluGradUp 25.
-  return {
+  std::vector<RooflineCase> cases = {
       {"rms_norm", {"rms_norm", {x, w}, {x}, norm}},
       {"rms_norm_grad", {"rms_norm_grad", {x, w, x}, {x, w}, norm}},
       {"layer_norm", {"layer_norm", {x, w, w}, {x}, norm}},
       {"layer_norm_grad", {"layer_norm_grad", {x, w, x}, {x, w, w}, norm}},
-      {"pointwise residual add", {"pointwise", {x, x}, {x}, pointwiseProgram({0, 0, 1, -1}, {}, {2})}},
-      {"pointwise add + bf16 copy",
-       {"pointwise", {x, x}, {x, xBf16}, pointwiseProgram({0, 0, 1, -1, 21, 2, -1, -1}, {}, {2, 3})}},
-      {"pointwise swiglu -> bf16", {"pointwise", {h, h}, {hBf16}, pointwiseProgram({22, 0, 1, -1}, {}, {2})}},
-      {"pointwise swiglu grads",
-       {"pointwise", {h, h, h}, {h, h}, pointwiseProgram({24, 0, 1, 2, 25, 0, 1, 2}, {}, {3, 4})}},
-      {"pointwise x*w, silu, scale, +x",
-       {"pointwise", {x, w}, {x}, pointwiseProgram({2, 0, 1, -1, 18, 2, -1, -1, 19, 3, 0, -1, 0, 4, 0, -1}, {0.5}, {5})}},
-      {"pointwise bf16 gate, up -> swiglu",
-       {"pointwise", {hBf16, hBf16}, {hBf16}, pointwiseProgram({22, 0, 1, -1}, {}, {2})}},
       {"add (residual)", {"add", {x, x}, {x}}},
       {"swiglu", {"swiglu", {h, h}, {h}}},
       {"swiglu_grad", {"swiglu_grad", {h, h, h}, {h, h}}},
@@ -201,16 +191,48 @@ std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t 
       {"next_token_ce", {"next_token_ce", {logits, labels}, {scalar}}},
       {"next_token_ce_grad", {"next_token_ce_grad", {logits, labels, scalar}, {logits}}},
   };
+  // The pointwise programs (PointwisePrograms.h), after the norms.
+  auto operand = [&](char letter) {
+    switch (letter) {
+      case 'X': return xBf16;
+      case 'h': return h;
+      case 'H': return hBf16;
+      case 'w': return w;
+      default: return x;
+    }
+  };
+  std::vector<RooflineCase> programs;
+  for (const PointwiseProgramText& p : rooflinePrograms()) {
+    BenchCase c{"pointwise", {}, {}, pointwiseProgram(p.code, p.constants, p.outputs)};
+    for (char letter : p.in) c.inputs.push_back(operand(letter));
+    for (char letter : p.out) c.outputs.push_back(operand(letter));
+    programs.push_back({"pointwise " + p.name, c});
+  }
+  cases.insert(cases.begin() + 4, programs.begin(), programs.end());
+  return cases;
 }
 
 void printRoofline(Backend& backend, const char* shape, const std::vector<RooflineCase>& cases) {
   std::printf("\nroofline, %s (predicted = bytes / %.3f TB/s)\n", shape, kHbmBytesPerS / 1e12);
-  std::printf("%-34s %10s %10s %9s %12s %8s\n", "kernel", "MB moved", "measured", "GB/s", "predicted", "x pred");
-  for (const RooflineCase& c : cases) {
-    const auto [seconds, bytes] = measure(backend, c.kernel);
+  std::printf("%-44s %10s %10s %9s %12s %8s\n", "kernel", "MB moved", "measured", "GB/s", "predicted", "x pred");
+  auto row = [&](const std::string& name, const BenchCase& kernel) {
+    const auto [seconds, bytes] = measure(backend, kernel);
     const double predicted = bytes / kHbmBytesPerS;
-    std::printf("%-34s %10.1f %8.1f us %9.0f %9.1f us %7.2f%s\n", c.name, bytes / 1e6, seconds * 1e6,
+    std::printf("%-44s %10.1f %8.1f us %9.0f %9.1f us %7.2f%s\n", name.c_str(), bytes / 1e6, seconds * 1e6,
                 bytes / seconds / 1e9, predicted * 1e6, seconds / predicted, seconds / predicted > 1.3 ? "  > 1.3" : "");
+  };
+  for (const RooflineCase& c : cases) {
+    if (c.kernel.kernel != "pointwise") {
+      row(c.name, c.kernel);
+      continue;
+    }
+    // Both paths of the pointwise kernel (PointwiseJit.h): the interpreter, then the compiled kernel.
+    const cuda::PointwiseMode saved = cuda::pointwiseMode();
+    for (const cuda::PointwiseMode mode : {cuda::PointwiseMode::Interp, cuda::PointwiseMode::Jit}) {
+      cuda::setPointwiseMode(mode);
+      row(c.name + (mode == cuda::PointwiseMode::Jit ? " (jit)" : " (interp)"), c.kernel);
+    }
+    cuda::setPointwiseMode(saved);
   }
 }
 

@@ -7,12 +7,14 @@
 // multiply-add can move a value across a rounding boundary by. Programs with
 // many live registers reach each frame the kernel is built for (8 slots x 4
 // elements a thread, 16 x 2, every register x 1), over sizes that are not a
-// multiple of a block's elements.
+// multiple of a block's elements. Each test runs on both paths: the compiled
+// kernels (MEGATRAIN_POINTWISE=jit) and the interpreter (=interp).
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "CudaHarness.h"
+#include "PointwiseJit.h"
 #include "megatrain/plan/PointwiseProgram.h"
 
 namespace megatrain::runtime::testing {
@@ -34,9 +36,12 @@ std::vector<plan::Attribute> program(const std::vector<int64_t>& code, const std
   return {intsAttr("code", code), floatsAttr("constants", constants), intsAttr("outputs", outputs)};
 }
 
-class PointwiseCudaKernel : public ::testing::Test {
+class PointwiseCudaKernel : public ::testing::TestWithParam<cuda::PointwiseMode> {
  protected:
-  PointwiseCudaKernel() : seed_(testSeed()), rng_(seed_) {}
+  PointwiseCudaKernel() : saved_(cuda::pointwiseMode()), seed_(testSeed()), rng_(seed_) {
+    cuda::setPointwiseMode(GetParam());
+  }
+  ~PointwiseCudaKernel() override { cuda::setPointwiseMode(saved_); }
 
   void check(const KernelCase& c, double tol = 0) {
     EXPECT_TRUE(cudaMatchesCpu(c, tol)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
@@ -46,11 +51,18 @@ class PointwiseCudaKernel : public ::testing::Test {
     return randomTensor(shape, dtype, rng_, lo, hi);
   }
 
+  cuda::PointwiseMode saved_;
   uint32_t seed_;
   std::mt19937 rng_;
 };
 
-TEST_F(PointwiseCudaKernel, EveryOpcodeWithBroadcastInputs) {
+INSTANTIATE_TEST_SUITE_P(Paths, PointwiseCudaKernel,
+                         ::testing::Values(cuda::PointwiseMode::Jit, cuda::PointwiseMode::Interp),
+                         [](const ::testing::TestParamInfo<cuda::PointwiseMode>& info) {
+                           return std::string(info.param == cuda::PointwiseMode::Jit ? "jit" : "interp");
+                         });
+
+TEST_P(PointwiseCudaKernel, EveryOpcodeWithBroadcastInputs) {
   for (plan::DType dt : {plan::F32, plan::F64})
     for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {
       // b broadcasts along the last dim's row, c along a column (when rank > 1).
@@ -72,7 +84,7 @@ TEST_F(PointwiseCudaKernel, EveryOpcodeWithBroadcastInputs) {
     }
 }
 
-TEST_F(PointwiseCudaKernel, ChainWithBf16InputAndOutputs) {
+TEST_P(PointwiseCudaKernel, ChainWithBf16InputAndOutputs) {
   for (plan::DType dt : {plan::F32, plan::F64})
     for (const Shape& shape : {Shape{2, 3, 4}, Shape{64, 1031}}) {
       const Shape row = {shape.back()};
@@ -90,7 +102,7 @@ TEST_F(PointwiseCudaKernel, ChainWithBf16InputAndOutputs) {
 // silu of the sum; the first product is an output too. packSlots gives L 1
 // eight slots (the 8 x 4 frame), L 12 thirteen (16 x 2), L 24 twenty-five
 // (every register x 1).
-TEST_F(PointwiseCudaKernel, ManyLiveRegistersReachEveryFrame) {
+TEST_P(PointwiseCudaKernel, ManyLiveRegistersReachEveryFrame) {
   for (plan::DType dt : {plan::F32, plan::F64})
     for (const Shape& shape : {Shape{3, 1000}, Shape{257, 129}})
       for (int live : {1, 12, 24}) {
