@@ -136,7 +136,7 @@ std::shared_ptr<const PointwiseJitLaunch> preparePointwiseJit(const Launch& laun
   sig.code = launch.attrs.getInts("code");
   sig.outputs = launch.attrs.getInts("outputs");
   sig.constants = launch.attrs.getFloats("constants");
-  sig.compute = compute;
+  sig.compute = compute == DType::F64 ? DType::F64 : DType::F32;  // all-bf16 programs compute in f32, as the interpreter does
   sig.vectorized = true;
   for (int k = 0; k < launch.numIn; ++k) {
     sig.in.push_back(launch.in[k].dtype);
