@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fits a device profile's kernel_efficiency (and, with --disk, its disk rates) to traced steps.
 
-    python3 bench/fit_profile.py bench/profiles/h200.json TRACE-measured.json.gz... [--skip a,b] [--disk] [--write]
+    python3 bench/fit_profile.py bench/profiles/h200.json TRACE-measured.json.gz... [--skip a,b] [--no-kernels] [--disk] [--links] [--write]
 
 Each trace is megatrain-run --trace output (bench/llama1b3.sh writes OUT/<setting>/trace-measured.json.gz);
 its events carry the measured time and the time the plan predicted with the profile it was compiled
@@ -11,7 +11,9 @@ prediction runs at 1/1.5 of its old efficiency. Launch overheads are inside both
 tiny kernels fits its launches too). Families whose predicted total is under --min-ms, and those in
 --skip (kernels changed since the traces were taken), keep their efficiency. --disk sets
 disk_read_bytes_per_s and disk_write_bytes_per_s to the bytes over the time of the disk track's
-copies (reads fill `stage_` tensors). Prints old and new figures; --write updates the profile.
+copies (reads fill `stage_` tensors); --links sets h2d_bytes_per_s and d2h_bytes_per_s to what the
+h2d and d2h tracks' copies reached in the steps (both directions and the host at work, below what
+megatrain-profile measures one direction at a time). Prints old and new figures; --write updates the profile.
 The traces must come from plans compiled with the profile being fitted (the same efficiencies).
 """
 import argparse
@@ -43,6 +45,8 @@ def main():
     parser.add_argument("--skip", default="", help="comma-separated kernel families to leave as they are")
     parser.add_argument("--min-ms", type=float, default=2.0, help="fit a family only above this predicted total")
     parser.add_argument("--disk", action="store_true", help="fit the disk rates too")
+    parser.add_argument("--links", action="store_true", help="fit the h2d and d2h rates too")
+    parser.add_argument("--no-kernels", action="store_true", help="leave every kernel efficiency as it is")
     parser.add_argument("--write", action="store_true", help="write the fitted profile back")
     args = parser.parse_args()
     with open(args.profile) as f:
@@ -50,6 +54,7 @@ def main():
     skip = {s for s in args.skip.split(",") if s}
     kernels = collections.defaultdict(lambda: [0, 0.0, 0.0])  # count, measured us, predicted us
     disk = {"read": [0, 0.0], "write": [0, 0.0]}  # bytes, measured us
+    links = {"h2d": [0, 0.0], "d2h": [0, 0.0]}
     for path in args.traces:
         events, tracks = events_of(path)
         for e in events:
@@ -62,6 +67,9 @@ def main():
                 row[0] += 1
                 row[1] += e.get("dur", 0.0)
                 row[2] += a.get("predicted_end_us", 0.0) - a.get("predicted_start_us", 0.0)
+            elif e.get("cat") == "copy" and track in links:
+                links[track][0] += a.get("bytes", 0)
+                links[track][1] += e.get("dur", 0.0)
             elif e.get("cat") == "copy" and track == "disk":
                 kind = "read" if " -> stage_" in e.get("name", "") else "write"
                 disk[kind][0] += a.get("bytes", 0)
@@ -71,11 +79,11 @@ def main():
     for name, (count, measured, predicted) in sorted(kernels.items(), key=lambda kv: -kv[1][1]):
         old = efficiency.get(name, 1.0)
         ratio = measured / predicted if predicted > 0 else float("nan")
-        fit = name not in skip and predicted / 1e3 >= args.min_ms and measured > 0
+        fit = not args.no_kernels and name not in skip and predicted / 1e3 >= args.min_ms and measured > 0
         new = min(4.0, old / ratio) if fit else old
         if fit:
             efficiency[name] = round(new, 4)
-        note = "" if fit else ("  (skipped)" if name in skip else "  (too little to fit)")
+        note = "" if fit else ("  (skipped)" if name in skip or args.no_kernels else "  (too little to fit)")
         print(f"{name:<22} {count:>6} {measured / 1e3:>12.2f} {predicted / 1e3:>13.2f} {ratio:>6.2f} {old:>10.3f} {new:>7.3f}{note}")
     profile["kernel_efficiency"] = dict(sorted(efficiency.items()))
     if args.disk:
@@ -87,6 +95,16 @@ def main():
                 profile[key] = rate
             else:
                 print(f"disk {kind}: no copies in the traces; {key} stays")
+    if args.links:
+        for track, key in (("h2d", "h2d_bytes_per_s"), ("d2h", "d2h_bytes_per_s")):
+            size, us = links[track]
+            # Below a GB the launch and small copies dominate: too little to fit a rate.
+            if size >= 1e9 and us:
+                rate = size / (us / 1e6)
+                print(f"{track}: {size / 1e9:.2f} GB in {us / 1e6:.3f} s = {rate / 1e9:.2f} GB/s (profile had {profile.get(key, 0) / 1e9:.2f})")
+                profile[key] = rate
+            else:
+                print(f"{track}: under 1 GB copied in the traces; {key} stays")
     if args.write:
         with open(args.profile, "w") as f:
             json.dump(profile, f, indent=2)
