@@ -89,6 +89,8 @@ std::string resultName(CUresult result) {
 
 std::mutex cacheMutex;
 std::map<std::string, CUfunction> cache;
+// Sources that failed, with why: not compiled again by the next step or plan.
+std::map<std::string, std::string> failures;
 bool noteGiven = false;
 
 CUfunction compiled(const std::string& source) {
@@ -100,16 +102,23 @@ CUfunction compiled(const std::string& source) {
   std::lock_guard<std::mutex> lock(cacheMutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
-  const std::string cubin = compilePointwiseCubin(source, major, minor);
-  MT_CUDA_CHECK(cudaFree(nullptr));  // the runtime's context is current before the driver loads into it
-  CUmodule module = nullptr;
-  CUresult result = driver().moduleLoadData(&module, cubin.data());
-  if (result != CUDA_SUCCESS) throw Error("pointwise: cuModuleLoadData failed: " + resultName(result));
-  CUfunction function = nullptr;
-  result = driver().moduleGetFunction(&function, module, kPointwiseEntry);
-  if (result != CUDA_SUCCESS) throw Error("pointwise: cuModuleGetFunction failed: " + resultName(result));
-  cache.emplace(key, function);
-  return function;
+  auto failed = failures.find(key);
+  if (failed != failures.end()) throw Error(failed->second);
+  try {
+    const std::string cubin = compilePointwiseCubin(source, major, minor);
+    MT_CUDA_CHECK(cudaFree(nullptr));  // the runtime's context is current before the driver loads into it
+    CUmodule module = nullptr;
+    CUresult result = driver().moduleLoadData(&module, cubin.data());
+    if (result != CUDA_SUCCESS) throw Error("pointwise: cuModuleLoadData failed: " + resultName(result));
+    CUfunction function = nullptr;
+    result = driver().moduleGetFunction(&function, module, kPointwiseEntry);
+    if (result != CUDA_SUCCESS) throw Error("pointwise: cuModuleGetFunction failed: " + resultName(result));
+    cache.emplace(key, function);
+    return function;
+  } catch (const Error& e) {
+    failures.emplace(key, e.what());
+    throw;
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
