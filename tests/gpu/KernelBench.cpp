@@ -145,14 +145,6 @@ void run(Backend& backend, const BenchCase& c) {
 
 constexpr double kHbmBytesPerS = 4266704512754.257;  // bench/profiles/h200.json
 
-plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values) {
-  plan::Attribute a;
-  a.set_name(name);
-  plan::FloatList* list = a.mutable_floats();  // set even when empty: a program without constants
-  for (double v : values) list->add_values(v);
-  return a;
-}
-
 // A pointwise program (PointwiseProgram.h's opcodes): code, constants, outputs.
 std::vector<plan::Attribute> pointwiseProgram(const std::vector<int64_t>& code, const std::vector<double>& constants,
                                               const std::vector<int64_t>& outputs) {

@@ -23,14 +23,6 @@ namespace {
 namespace pw = megatrain::pointwise;
 using Shape = std::vector<int64_t>;
 
-plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values) {
-  plan::Attribute a;
-  a.set_name(name);
-  plan::FloatList* list = a.mutable_floats();
-  for (double v : values) list->add_values(v);
-  return a;
-}
-
 std::vector<plan::Attribute> program(const std::vector<int64_t>& code, const std::vector<double>& constants,
                                      const std::vector<int64_t>& outputs) {
   return {intsAttr("code", code), floatsAttr("constants", constants), intsAttr("outputs", outputs)};

@@ -38,6 +38,14 @@ plan::Attribute intsAttr(const std::string& name, const std::vector<int64_t>& va
   return a;
 }
 
+plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values) {
+  plan::Attribute a;
+  a.set_name(name);
+  plan::FloatList* list = a.mutable_floats();  // set even when empty: a program without constants
+  for (double v : values) list->add_values(v);
+  return a;
+}
+
 plan::Attribute stringAttr(const std::string& name, const std::string& value) {
   plan::Attribute a;
   a.set_name(name);

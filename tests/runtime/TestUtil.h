@@ -14,6 +14,7 @@ namespace megatrain::runtime::testing {
 plan::Attribute intAttr(const std::string& name, int64_t value);
 plan::Attribute floatAttr(const std::string& name, double value);
 plan::Attribute intsAttr(const std::string& name, const std::vector<int64_t>& values);
+plan::Attribute floatsAttr(const std::string& name, const std::vector<double>& values);
 plan::Attribute stringAttr(const std::string& name, const std::string& value);
 
 // A tensor on the test's side: values as doubles whatever the dtype.
