@@ -42,11 +42,16 @@ TEST_F(FusedCudaKernels, RmsNormAndGrad) {
       const Shape normalized(shape.begin() + axis, shape.end());
       const auto attrs = std::vector<plan::Attribute>{intAttr("axis", axis), floatAttr("epsilon", 1e-6)};
       check({"rms_norm", {uniform(shape, dt, -3, 5), uniform(normalized, dt)}, {{shape, dt}}, attrs});
+      // A row of one element is ill-conditioned: dx = g w rstd eps / (x^2 + eps) comes out of a
+      // difference whose terms are (x^2 + eps) / eps times larger, up to 2.5e7 for |x| <= 5, so
+      // f64 rounding (1.1e-16 of the terms) reaches 2.8e-9 of dx in either backend: its bound
+      // is 2.5e-8 (the f32 kernel computes that difference in double).
+      const double f64Tol = normalized.size() == 1 && normalized[0] == 1 ? 2.5e-8 : 1e-11;
       check({"rms_norm_grad",
              {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
              {{shape, dt}, {normalized, dt}},
              attrs},
-            dt == plan::F32 ? 2e-5 : 1e-11);
+            dt == plan::F32 ? 2e-5 : f64Tol);
     }
 }
 
