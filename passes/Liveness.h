@@ -13,15 +13,63 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/FunctionExtras.h"
+
+#include <vector>
+
 namespace megatrain {
+
+/// The copy hold (Liveness.cpp says why): when each value copied to the
+/// host (by mt.offload, mt.adamw, mt.grad_part, mt.loss or mt.output) may
+/// give its bytes to another. The copies queue on the device-to-host link
+/// in step order: one starts when the compute issued up to its step is done
+/// and the link is free (and, for a gradient, the ring has room), and the
+/// value keeps its bytes until the compute
+/// issued after it covers the copy's finish. `stepOf` gives an op's step
+/// (-1: none; mt.step for mt-liveness, the position in the block for
+/// mt-tier's fill); steps index [0, n).
+class CopyHold {
+public:
+  /// With `ringBytes` > 0 (mt-tier: the gradient staging ring, "State
+  /// homes" in docs/tiering.md), an mt.adamw's copy goes into that ring and
+  /// also waits for room in it: the ring's bytes come back as the host
+  /// AdamW, one update after another, consumes the gradients copied before.
+  CopyHold(mlir::Block &block, const DeviceProfile &profile,
+           llvm::function_ref<int64_t(mlir::Operation *)> stepOf, uint64_t ringBytes = 0);
+
+  static bool copiesToHost(mlir::Operation *user);
+
+  /// The last step `value` keeps its bytes for its copies to the host, or -1
+  /// when nothing copies it (a constant is never held: it lives forever).
+  int64_t end(mlir::Value value) const;
+  /// The seconds compute would wait for the copies of `value` if a kernel
+  /// issued right after step `lastUse` wrote into its bytes (0: none).
+  double stall(mlir::Value value, int64_t lastUse) const;
+  /// Every held value, in block order of its (last) copy.
+  const std::vector<mlir::Value> &values() const { return held; }
+
+private:
+  std::vector<double> computeBefore;                   // [i]: compute of steps [0, i)
+  std::vector<bool> kernel;                            // [i]: step i runs a kernel
+  llvm::DenseMap<mlir::Value, std::pair<double, int64_t>> finish; // copy done, its step
+  std::vector<mlir::Value> held;
+};
 
 /// Sets mt.live_end on every op of `func` with results: per result, the
 /// largest mt.step among its users, -1 when none. With `copyHold`, a result
-/// copied to the host (by mt.offload, mt.adamw, mt.loss or mt.output) also
-/// lives until the compute issued after the copy covers the copy's time on
-/// that profile (Liveness.cpp says why). Fails with a diagnostic when an op
-/// has no mt.step or reads a value defined at a later step.
+/// copied to the host also lives until its copy is done (CopyHold, on that
+/// profile). Fails with a diagnostic when an op has no mt.step or reads a
+/// value defined at a later step.
 mlir::LogicalResult setLiveEnds(mlir::func::FuncOp func, const DeviceProfile *copyHold);
+
+/// setLiveEnds with the hold of `hold` for the values `keep` accepts only
+/// (mt-tier's last stage: the holds that fit its budget).
+mlir::LogicalResult setLiveEnds(mlir::func::FuncOp func, const CopyHold &hold,
+                                llvm::function_ref<bool(mlir::Value)> keep);
+
+/// mt.step of `op`, or -1 when it has none.
+int64_t stepAttrOf(mlir::Operation *op);
 
 /// The inclusive steps a result of `op` holds `bytes` of an arena over, from
 /// its def's mt.step and its mt.live_end (both placed by mt-plan-memory and

@@ -83,6 +83,7 @@
 #include "IrCost.h"
 #include "Liveness.h"
 #include "tiering/StateHomes.h"
+#include "tiering/TieringFill.h"
 #include "tiering/TieringPolicies.h"
 
 #include "megatrain/Cost/OpCost.h"
@@ -91,11 +92,20 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Debug.h"
+
 namespace megatrain {
 #define GEN_PASS_DEF_TIER
 #include "megatrain/Passes/Passes.h.inc"
 
 namespace {
+
+/// How many copy holds stage 7 kept, of those that would extend a life.
+struct HoldCount {
+  int kept = 0;
+  int all = 0;
+};
 
 /// The device arena mt-plan-memory will place for the live ends just set.
 uint64_t deviceArenaBytes(mlir::func::FuncOp func) {
@@ -188,19 +198,93 @@ double stateSecondsPerByte(llvm::ArrayRef<ParameterState> states, const DevicePr
   return least;
 }
 
-/// Stage 7.
+/// Stage 7: number the steps, then set the live ends with the copy holds
+/// (CopyHold, Liveness.h) that fit `budget` (0: all of them). Without room
+/// for all, the holds are ranked, those the fill made room for
+/// (kFillHeld) first, then by the seconds compute would wait for the copy
+/// per byte held, and the longest prefix whose arena places within the
+/// budget is kept (bisection: a handful of placements, not one per value).
 mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profile,
-                             uint64_t budget) {
+                             uint64_t budget, uint64_t ringBytes, HoldCount *count = nullptr) {
   mlir::Builder builder(func.getContext());
+  mlir::Block &block = func.getBody().front();
   int64_t step = 0;
-  for (mlir::Operation &op : func.getBody().front())
+  for (mlir::Operation &op : block)
     op.setAttr(mt::attr::kStep, builder.getI64IntegerAttr(step++));
-  // mt-liveness with its copy hold, when the arena still fits the budget so.
-  if (mlir::failed(setLiveEnds(func, &profile)))
+  // The live ends without holds (this also checks the order).
+  if (mlir::failed(setLiveEnds(func, nullptr)))
     return mlir::failure();
-  if (budget != 0 && deviceArenaBytes(func) > budget)
-    return setLiveEnds(func, nullptr);
-  return mlir::success();
+  CopyHold hold(block, profile, stepAttrOf, ringBytes);
+  // The arena's lifetimes, and where each held value's is.
+  std::vector<Slot> slots;
+  llvm::DenseMap<mlir::Value, size_t> slotOf;
+  for (mlir::Operation &op : block) {
+    if (op.getNumResults() == 0 || mlir::isa<mt::OffloadOp>(op))
+      continue; // host staging, not the arena
+    int64_t at = op.getAttrOfType<mlir::IntegerAttr>(mt::attr::kStep).getInt();
+    auto ends = op.getAttrOfType<mlir::DenseI64ArrayAttr>(mt::attr::kLiveEnd);
+    for (auto [index, result] : llvm::enumerate(op.getResults())) {
+      slotOf[result] = slots.size();
+      slots.push_back(lifetimeSlot(&op, at, ends[index], valueBytes(result)));
+    }
+  }
+  struct Held {
+    mlir::Value value;
+    size_t slot;
+    int64_t end;
+    bool filled;  // the fill kept room for it
+    double score; // stall seconds per byte held
+  };
+  std::vector<Held> holds;
+  for (mlir::Value value : hold.values()) {
+    auto it = slotOf.find(value);
+    if (it == slotOf.end())
+      continue;
+    const Slot &slot = slots[it->second];
+    int64_t end = hold.end(value);
+    if (slot.last == kLivesForever || end <= slot.last)
+      continue;
+    bool filled = llvm::any_of(value.getUsers(), [](mlir::Operation *user) {
+      return user->hasAttr(kFillHeld);
+    });
+    if (getenv("MT_DEBUG_HOLDS"))
+      llvm::errs() << "hold " << slot.first << " " << slot.last << " -> " << end << " " << std::next(block.begin(), end)->getName() << " stall " << hold.stall(value, slot.last) << " bytes " << slot.size << "\n";
+    holds.push_back({value, it->second, end, filled,
+                     hold.stall(value, slot.last) / static_cast<double>(std::max<uint64_t>(slot.size, 1))});
+  }
+  for (mlir::Operation &op : block)
+    op.removeAttr(kFillHeld);
+  std::stable_sort(holds.begin(), holds.end(), [](const Held &x, const Held &y) {
+    if (x.filled != y.filled)
+      return x.filled;
+    return x.score > y.score;
+  });
+  auto arenaWith = [&](size_t prefix) {
+    std::vector<Slot> held = slots;
+    for (size_t i = 0; i < prefix; ++i)
+      held[holds[i].slot].last = std::max(held[holds[i].slot].last, holds[i].end);
+    return placeBestFit(held);
+  };
+  size_t kept = holds.size();
+  if (budget != 0 && !holds.empty() && arenaWith(kept) > budget) {
+    size_t lo = 0, hi = kept - 1;
+    while (lo < hi) {
+      size_t mid = (lo + hi + 1) / 2;
+      if (arenaWith(mid) <= budget)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    kept = lo;
+  }
+  if (count) {
+    count->kept = static_cast<int>(kept);
+    count->all = static_cast<int>(holds.size());
+  }
+  llvm::DenseSet<mlir::Value> keep;
+  for (size_t i = 0; i < kept; ++i)
+    keep.insert(holds[i].value);
+  return setLiveEnds(func, hold, [&](mlir::Value value) { return keep.contains(value); });
 }
 
 struct Tier : impl::TierBase<Tier> {
@@ -239,7 +323,8 @@ struct Tier : impl::TierBase<Tier> {
     bool microbatches = false;
     if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
       microbatches = count.getInt() > 1;
-    const uint64_t stateStaging = gradientStageBytes(states, keepGradients, microbatches) +
+    const uint64_t ringBytes = gradientStageBytes(states, keepGradients, microbatches);
+    const uint64_t stateStaging = ringBytes +
                                   (diskMemory > 0 ? diskStageBytes(states) : 0);
     uint64_t hostFixed = readoutBytes(func) + stateStaging;
     uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
@@ -276,6 +361,7 @@ struct Tier : impl::TierBase<Tier> {
       // have only where it saves more per byte than the state does.
       FillOptions fillOptions;
       fillOptions.enabled = fill;
+      fillOptions.ringBytes = ringBytes;
       auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
         bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
         fillOptions.minSecondsPerByte = 0;
@@ -307,7 +393,7 @@ struct Tier : impl::TierBase<Tier> {
       if (budget == 0 && device != 0) {
         mlir::func::FuncOp probe = choice->plan.clone();
         uint64_t state = forcings->empty() ? deviceFormBytes(states) : 0;
-        bool over = mlir::succeeded(renumber(probe, profile, 0)) &&
+        bool over = mlir::succeeded(renumber(probe, profile, 0, ringBytes)) &&
                     deviceArenaBytes(probe) + state > device;
         probe.erase();
         if (over) {
@@ -329,8 +415,11 @@ struct Tier : impl::TierBase<Tier> {
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
     choice->plan.erase();
-    if (mlir::failed(renumber(func, profile, budget)))
+    HoldCount holds;
+    if (mlir::failed(renumber(func, profile, budget, ringBytes, &holds)))
       return signalPassFailure();
+    if (getenv("MT_DEBUG_HOLDS"))
+      llvm::errs() << "holds kept " << holds.kept << " of " << holds.all << ", budget " << budget << "\n";
     mlir::Builder builder(&getContext());
     func->setAttr(mt::attr::kDeviceBudget,
                   builder.getI64IntegerAttr(static_cast<int64_t>(budget)));
