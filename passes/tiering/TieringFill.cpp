@@ -326,9 +326,10 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
       continue;
     undos.push_back({op, saved, bytes});
   }
-  // The copies to the host: holding a copied value until its copy is done
-  // (CopyHold, Liveness.h) saves the wait of the kernel that would write
-  // into its bytes, priced as mt-tier's last stage ranks it.
+  // The copies to the host (gradients, readouts): holding a copied value
+  // until its copy is done (CopyHold, Liveness.h) saves the wait of the
+  // kernel that would write into its bytes, priced as mt-tier's last stage
+  // ranks it.
   CopyHold hold(model.function().getBody().front(), model.deviceProfile(),
                 [&](mlir::Operation *op) { return model.positionOf(op); }, ringBytes);
   for (mlir::Value value : hold.values()) {
@@ -337,6 +338,11 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
     if (!info || until <= info->last || info->last >= model.size())
       continue;
     mlir::Operation *copy = nullptr;
+    // An offloaded value's hold is left to the last stage: the fill may
+    // keep the value itself instead (its prefetch undone).
+    if (llvm::any_of(value.getUsers(),
+                     [](mlir::Operation *user) { return mlir::isa<mt::OffloadOp>(user); }))
+      continue;
     for (mlir::Operation *user : value.getUsers())
       if (CopyHold::copiesToHost(user) &&
           (!copy || model.positionOf(user) > model.positionOf(copy)))

@@ -44,14 +44,15 @@ func.func @per_result() {
 // The copy hold (mt-tier's last stage): %a is offloaded at step 2 and last
 // read on the device at step 3. The copy of its 4 KiB over the 1,024,000 B/s
 // link of Inputs/tier_profile.json takes 5 ms (4 ms plus the 1 ms launch);
-// each tanh after it takes just over 1 ms (the launch), so the compute of
-// steps 3 to 7 is the first to cover it: held, %a lives to step 7, and a
-// value placed in its bytes after that does not wait for the link. Without
-// the option it dies at its last reader.
+// each tanh after it takes just over 1 ms (the launch). %a dies at a step
+// whose stream waits there for the copy, so the compute issued before that
+// step must cover it: steps 3 to 7, and %a lives to step 8; a value placed
+// in its bytes after that does not wait for the link. Without the option it
+// dies at its last reader.
 // CHECK-LABEL: func.func @offload_hold
 // CHECK:         mt.tanh %{{.*}} {mt.live_end = array<i64: 3>, mt.step = 1 : i64}
 // HOLD-LABEL:  func.func @offload_hold
-// HOLD:          mt.tanh %{{.*}} {mt.live_end = array<i64: 7>, mt.step = 1 : i64}
+// HOLD:          mt.tanh %{{.*}} {mt.live_end = array<i64: 8>, mt.step = 1 : i64}
 // HOLD-NEXT:     mt.offload {{.*}}mt.live_end = array<i64: -1>
 func.func @offload_hold() {
   %x = mt.input {name = "x", mt.step = 0 : i64} : tensor<1024xf32>
@@ -88,6 +89,67 @@ func.func @hold_ends_before_return() {
   mt.output %k {name = "k", mt.step = 4 : i64} : tensor<1024xf32>
   %y = mt.tanh %w {mt.step = 5 : i64} : tensor<1024xf32>
   return {mt.step = 6 : i64}
+}
+
+// -----
+
+// The copies queue on the one link: %a and %b are offloaded back to back
+// (steps 3 and 4), 5 ms each, after two tanhs (2 ms). %a's copy is done at
+// 7 ms of compute (step 10), %b's at 12 ms, not 7: it starts when %a's is
+// done. So %b is held five tanhs longer than %a (to step 15).
+// CHECK-LABEL: func.func @copies_queue
+// CHECK:         mt.tanh %{{.*}} {mt.live_end = array<i64: 3>, mt.step = 1 : i64}
+// CHECK-NEXT:    mt.tanh %{{.*}} {mt.live_end = array<i64: 5>, mt.step = 2 : i64}
+// HOLD-LABEL:  func.func @copies_queue
+// HOLD:          mt.tanh %{{.*}} {mt.live_end = array<i64: 10>, mt.step = 1 : i64}
+// HOLD-NEXT:     mt.tanh %{{.*}} {mt.live_end = array<i64: 15>, mt.step = 2 : i64}
+func.func @copies_queue() {
+  %x = mt.input {name = "x", mt.step = 0 : i64} : tensor<1024xf32>
+  %a = mt.tanh %x {mt.step = 1 : i64} : tensor<1024xf32>
+  %b = mt.tanh %a {mt.step = 2 : i64} : tensor<1024xf32>
+  %ha = mt.offload %a {mt.step = 3 : i64} : tensor<1024xf32>
+  %hb = mt.offload %b {mt.step = 4 : i64} : tensor<1024xf32>
+  %c = mt.tanh %b {mt.step = 5 : i64} : tensor<1024xf32>
+  %d = mt.tanh %c {mt.step = 6 : i64} : tensor<1024xf32>
+  %e = mt.tanh %d {mt.step = 7 : i64} : tensor<1024xf32>
+  %f = mt.tanh %e {mt.step = 8 : i64} : tensor<1024xf32>
+  %g = mt.tanh %f {mt.step = 9 : i64} : tensor<1024xf32>
+  %h = mt.tanh %g {mt.step = 10 : i64} : tensor<1024xf32>
+  %i = mt.tanh %h {mt.step = 11 : i64} : tensor<1024xf32>
+  %j = mt.tanh %i {mt.step = 12 : i64} : tensor<1024xf32>
+  %k = mt.tanh %j {mt.step = 13 : i64} : tensor<1024xf32>
+  %m = mt.tanh %k {mt.step = 14 : i64} : tensor<1024xf32>
+  %n = mt.tanh %m {mt.step = 15 : i64} : tensor<1024xf32>
+  %l = mt.reduce_sum %n {axes = array<i64: 0>, keepdims = false, mt.step = 16 : i64} : (tensor<1024xf32>) -> tensor<f32>
+  mt.loss %l {mt.step = 17 : i64} : tensor<f32>
+  return {mt.step = 18 : i64}
+}
+
+// -----
+
+// A held value dies at a kernel of its own: not at a host update (whose
+// stream may run far behind the compute; the next writer of the bytes would
+// wait for it) nor at a reshape (mt-view-aliases may make it a view, which
+// has no step). The five tanhs of steps 3 to 7 cover %a's copy, but step 8
+// is an update and step 9 a reshape: %a lives to step 10.
+// HOLD-LABEL:  func.func @hold_ends_at_a_kernel
+// HOLD:          mt.tanh %{{.*}} {mt.live_end = array<i64: 10>, mt.step = 1 : i64}
+func.func @hold_ends_at_a_kernel() {
+  %w = mt.param {name = "w", trainable = true, mt.step = 0 : i64} : tensor<1024xf32>
+  %a = mt.tanh %w {mt.step = 1 : i64} : tensor<1024xf32>
+  %ha = mt.offload %a {mt.step = 2 : i64} : tensor<1024xf32>
+  %b = mt.tanh %a {mt.step = 3 : i64} : tensor<1024xf32>
+  %c = mt.tanh %b {mt.step = 4 : i64} : tensor<1024xf32>
+  %d = mt.tanh %c {mt.step = 5 : i64} : tensor<1024xf32>
+  %e = mt.tanh %d {mt.step = 6 : i64} : tensor<1024xf32>
+  %f = mt.tanh %e {mt.step = 7 : i64} : tensor<1024xf32>
+  mt.adamw %f {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-03 : f64, param = "w", weight_decay = 1.000000e-02 : f64, mt.step = 8 : i64} : tensor<1024xf32>
+  %r = mt.reshape %e {mt.step = 9 : i64} : (tensor<1024xf32>) -> tensor<32x32xf32>
+  %g = mt.tanh %r {mt.step = 10 : i64} : tensor<32x32xf32>
+  %h = mt.tanh %g {mt.step = 11 : i64} : tensor<32x32xf32>
+  %l = mt.reduce_sum %h {axes = array<i64: 0, 1>, keepdims = false, mt.step = 12 : i64} : (tensor<32x32xf32>) -> tensor<f32>
+  mt.loss %l {mt.step = 13 : i64} : tensor<f32>
+  return {mt.step = 14 : i64}
 }
 
 // -----
