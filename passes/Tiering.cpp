@@ -83,7 +83,6 @@
 #include "IrCost.h"
 #include "Liveness.h"
 #include "tiering/StateHomes.h"
-#include "tiering/TieringFill.h"
 #include "tiering/TieringPolicies.h"
 
 #include "megatrain/Cost/OpCost.h"
@@ -93,19 +92,12 @@
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/Debug.h"
 
 namespace megatrain {
 #define GEN_PASS_DEF_TIER
 #include "megatrain/Passes/Passes.h.inc"
 
 namespace {
-
-/// How many copy holds stage 7 kept, of those that would extend a life.
-struct HoldCount {
-  int kept = 0;
-  int all = 0;
-};
 
 /// The device arena mt-plan-memory will place for the live ends just set.
 uint64_t deviceArenaBytes(mlir::func::FuncOp func) {
@@ -199,13 +191,13 @@ double stateSecondsPerByte(llvm::ArrayRef<ParameterState> states, const DevicePr
 }
 
 /// Stage 7: number the steps, then set the live ends with the copy holds
-/// (CopyHold, Liveness.h) that fit `budget` (0: all of them). Without room
-/// for all, the holds are ranked, those the fill made room for
-/// (kFillHeld) first, then by the seconds compute would wait for the copy
-/// per byte held, and the longest prefix whose arena places within the
-/// budget is kept (bisection: a handful of placements, not one per value).
+/// (CopyHold, Liveness.h; `ringBytes`: the gradient staging ring) that fit
+/// `budget` (0: all of them). Without room for all, the holds are ranked by
+/// the seconds compute would wait for the copy per byte held, and the
+/// longest prefix whose arena places within the budget is kept (bisection:
+/// a handful of placements, not one per value).
 mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profile,
-                             uint64_t budget, uint64_t ringBytes, HoldCount *count = nullptr) {
+                             uint64_t budget, uint64_t ringBytes) {
   mlir::Builder builder(func.getContext());
   mlir::Block &block = func.getBody().front();
   int64_t step = 0;
@@ -232,7 +224,6 @@ mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profi
     mlir::Value value;
     size_t slot;
     int64_t end;
-    bool filled;  // the fill kept room for it
     double score; // stall seconds per byte held
   };
   std::vector<Held> holds;
@@ -244,21 +235,11 @@ mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profi
     int64_t end = hold.end(value);
     if (slot.last == kLivesForever || end <= slot.last)
       continue;
-    bool filled = llvm::any_of(value.getUsers(), [](mlir::Operation *user) {
-      return user->hasAttr(kFillHeld);
-    });
-    if (getenv("MT_DEBUG_HOLDS"))
-      llvm::errs() << "hold " << slot.first << " " << slot.last << " -> " << end << " " << std::next(block.begin(), end)->getName() << " stall " << hold.stall(value, slot.last) << " bytes " << slot.size << "\n";
-    holds.push_back({value, it->second, end, filled,
+    holds.push_back({value, it->second, end,
                      hold.stall(value, slot.last) / static_cast<double>(std::max<uint64_t>(slot.size, 1))});
   }
-  for (mlir::Operation &op : block)
-    op.removeAttr(kFillHeld);
-  std::stable_sort(holds.begin(), holds.end(), [](const Held &x, const Held &y) {
-    if (x.filled != y.filled)
-      return x.filled;
-    return x.score > y.score;
-  });
+  std::stable_sort(holds.begin(), holds.end(),
+                   [](const Held &x, const Held &y) { return x.score > y.score; });
   auto arenaWith = [&](size_t prefix) {
     std::vector<Slot> held = slots;
     for (size_t i = 0; i < prefix; ++i)
@@ -276,10 +257,6 @@ mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profi
         hi = mid - 1;
     }
     kept = lo;
-  }
-  if (count) {
-    count->kept = static_cast<int>(kept);
-    count->all = static_cast<int>(holds.size());
   }
   llvm::DenseSet<mlir::Value> keep;
   for (size_t i = 0; i < kept; ++i)
@@ -361,7 +338,6 @@ struct Tier : impl::TierBase<Tier> {
       // have only where it saves more per byte than the state does.
       FillOptions fillOptions;
       fillOptions.enabled = fill;
-      fillOptions.ringBytes = ringBytes;
       auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
         bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
         fillOptions.minSecondsPerByte = 0;
@@ -415,11 +391,8 @@ struct Tier : impl::TierBase<Tier> {
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
     choice->plan.erase();
-    HoldCount holds;
-    if (mlir::failed(renumber(func, profile, budget, ringBytes, &holds)))
+    if (mlir::failed(renumber(func, profile, budget, ringBytes)))
       return signalPassFailure();
-    if (getenv("MT_DEBUG_HOLDS"))
-      llvm::errs() << "holds kept " << holds.kept << " of " << holds.all << ", budget " << budget << "\n";
     mlir::Builder builder(&getContext());
     func->setAttr(mt::attr::kDeviceBudget,
                   builder.getI64IntegerAttr(static_cast<int64_t>(budget)));

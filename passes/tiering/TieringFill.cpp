@@ -41,8 +41,6 @@
 //===----------------------------------------------------------------------===//
 #include "tiering/TieringFill.h"
 
-#include "Liveness.h"
-
 #include "megatrain/Cost/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 #include "megatrain/plan/Format.h"
@@ -61,10 +59,9 @@ constexpr int kFragmentationRounds = 4;
 constexpr double kHiddenCopyWeight = 1e-3;
 
 struct Undo {
-  mlir::Operation *op;  // the clone, the mt.prefetch, or a copy to the host
-  double saved;         // seconds
-  uint64_t bytes;       // what keeping the original holds longer
-  int64_t until = -1;   // a copy's hold: the last position it keeps its value
+  mlir::Operation *op; // the clone, or the mt.prefetch
+  double saved;        // seconds
+  uint64_t bytes;      // what keeping the original holds longer
 };
 
 /// The lifetimes the sweep changes: one entry per model value.
@@ -109,20 +106,11 @@ public:
 
   /// The changes undoing `op` makes: values kept longer (index, new last)
   /// and the ops that go with it. False when it cannot be undone now.
-  /// A copy's hold (`until` >= 0) only keeps the copied value longer.
   bool plan(const CloneOrigins &origins, mlir::Operation *op,
             llvm::SmallVectorImpl<std::pair<int64_t, int64_t>> &extend,
-            llvm::SmallVectorImpl<mlir::Operation *> &dying, double &saved,
-            int64_t until = -1) const {
+            llvm::SmallVectorImpl<mlir::Operation *> &dying, double &saved) const {
     if (dead.contains(op))
       return false;
-    if (until >= 0) {
-      int64_t index = indexOf(op->getOperand(0));
-      if (index < 0 || gone[index])
-        return false;
-      extend.push_back({index, until});
-      return true;
-    }
     dying.push_back(op);
     if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op)) {
       auto offload = prefetch.getHost().getDefiningOp<mt::OffloadOp>();
@@ -300,7 +288,7 @@ double exposedPrefetch(const TieringModel &model, mt::PrefetchOp prefetch) {
 } // namespace
 
 FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
-                        double minSecondsPerByte, uint64_t ringBytes) {
+                        double minSecondsPerByte) {
   FillResult result;
   model.analyze();
   if (budget == 0 || model.arenaBytes() > budget)
@@ -326,33 +314,6 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
       continue;
     undos.push_back({op, saved, bytes});
   }
-  // The copies to the host (gradients, readouts): holding a copied value
-  // until its copy is done (CopyHold, Liveness.h) saves the wait of the
-  // kernel that would write into its bytes, priced as mt-tier's last stage
-  // ranks it.
-  CopyHold hold(model.function().getBody().front(), model.deviceProfile(),
-                [&](mlir::Operation *op) { return model.positionOf(op); }, ringBytes);
-  for (mlir::Value value : hold.values()) {
-    const LiveValue *info = model.live(value);
-    int64_t until = hold.end(value);
-    if (!info || until <= info->last || info->last >= model.size())
-      continue;
-    mlir::Operation *copy = nullptr;
-    // An offloaded value's hold is left to the last stage: the fill may
-    // keep the value itself instead (its prefetch undone).
-    if (llvm::any_of(value.getUsers(),
-                     [](mlir::Operation *user) { return mlir::isa<mt::OffloadOp>(user); }))
-      continue;
-    for (mlir::Operation *user : value.getUsers())
-      if (CopyHold::copiesToHost(user) &&
-          (!copy || model.positionOf(user) > model.positionOf(copy)))
-        copy = user;
-    double saved = hold.stall(value, info->last);
-    uint64_t bytes = std::max<uint64_t>(info->size, 1);
-    if (!copy || saved <= 0 || saved < minSecondsPerByte * static_cast<double>(bytes))
-      continue;
-    undos.push_back({copy, saved, bytes, until});
-  }
   if (undos.empty())
     return result;
   std::stable_sort(undos.begin(), undos.end(), [](const Undo &x, const Undo &y) {
@@ -369,7 +330,7 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
       llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
       llvm::SmallVector<mlir::Operation *> dying;
       double saved = 0;
-      if (!state.plan(origins, undo.op, extend, dying, saved, undo.until) ||
+      if (!state.plan(origins, undo.op, extend, dying, saved) ||
           !state.fits(extend, dying, target))
         continue;
       state.commit(extend, dying);
@@ -394,7 +355,7 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
         llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
         llvm::SmallVector<mlir::Operation *> dying;
         double saved = 0;
-        if (state.plan(origins, taken[i]->op, extend, dying, saved, taken[i]->until))
+        if (state.plan(origins, taken[i]->op, extend, dying, saved))
           state.commit(extend, dying);
       }
       return state.arenaBytes() <= budget;
@@ -416,15 +377,8 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
   }
   // 5: the users read the originals; what no one reads goes.
   llvm::SmallVector<mlir::Operation *> erase;
-  mlir::UnitAttr held = mlir::UnitAttr::get(model.function().getContext());
   for (const Undo *undo : taken) {
     mlir::Operation *op = undo->op;
-    if (undo->until >= 0) {
-      op->setAttr(kFillHeld, held);
-      ++result.holds;
-      result.savedSeconds += undo->saved;
-      continue;
-    }
     if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op)) {
       auto offload = prefetch.getHost().getDefiningOp<mt::OffloadOp>();
       prefetch.getResult().replaceAllUsesWith(offload.getValue());

@@ -17,16 +17,10 @@ namespace megatrain {
 /// (TieringRewriter::clones(), carried over to a copy of the plan).
 using CloneOrigins = llvm::DenseMap<mlir::Operation *, mlir::Operation *>;
 
-/// Unit attribute the fill sets on a copy to the host (CopyHold, Liveness.h)
-/// whose hold it kept room for; mt-tier's last stage keeps those holds first
-/// and removes the attribute.
-inline constexpr llvm::StringLiteral kFillHeld = "mt.fill_held";
-
 /// What the fill undid.
 struct FillResult {
   int recomputes = 0;      // recompute clones given back to their originals
   int prefetches = 0;      // prefetches whose offloaded value is kept instead
-  int holds = 0;           // copies to the host whose value is held (kFillHeld)
   double savedSeconds = 0; // the clones' compute and the copies' exposed time
 };
 
@@ -34,12 +28,9 @@ struct FillResult {
 /// pairs of the model's function while placeBestFit keeps the arena within
 /// `budget` bytes, taking the best predicted saving per byte first and none
 /// that saves less than `minSecondsPerByte` (what a byte of device state
-/// would save instead; 0: no floor). Besides, it keeps room for the copy
-/// holds (CopyHold, Liveness.h, with the gradient ring of `ringBytes`)
-/// priced by the wait each saves, and marks them kFillHeld. The model is
-/// analyzed again on return.
+/// would save instead; 0: no floor). The model is analyzed again on return.
 FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
-                        double minSecondsPerByte, uint64_t ringBytes = 0);
+                        double minSecondsPerByte);
 
 } // namespace megatrain
 

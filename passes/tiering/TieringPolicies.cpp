@@ -219,7 +219,7 @@ Attempt attempt(mlir::func::FuncOp func, llvm::StringRef which, const DeviceProf
 /// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
 /// fill undoes nothing.
 Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
-               double minSecondsPerByte, uint64_t ringBytes) {
+               double minSecondsPerByte) {
   mlir::IRMapping mapping;
   auto copy = mlir::cast<mlir::func::FuncOp>(base.plan->clone(mapping));
   CloneOrigins origins;
@@ -230,7 +230,7 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
       origins[newClone] = newOriginal;
   }
   TieringModel model(copy, profile);
-  FillResult undone = fillToBudget(model, origins, budget, minSecondsPerByte, ringBytes);
+  FillResult undone = fillToBudget(model, origins, budget, minSecondsPerByte);
   Attempt result;
   if (undone.recomputes == 0 && undone.prefetches == 0) {
     copy.erase();
@@ -283,8 +283,7 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   if (((fill.enabled && policy == "auto") || fillOnly) && budget != 0) {
     size_t bases = fitting.size();
     for (size_t i = 0; i < bases; ++i) {
-      Attempt result = filled(fitting[i].second, profile, budget, fill.minSecondsPerByte,
-                              fill.ringBytes);
+      Attempt result = filled(fitting[i].second, profile, budget, fill.minSecondsPerByte);
       if (!result.plan)
         continue;
       if (fillOnly) {

@@ -32,8 +32,6 @@ struct FillOptions {
   /// A portfolio entry (e.g. "checkpoint") that runs first; when it does not
   /// fit, the whole choice fails and nothing else runs. Empty: none.
   std::string mustFit;
-  /// The gradient staging ring's bytes, for the copy holds (CopyHold).
-  uint64_t ringBytes = 0;
 };
 
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,
