@@ -67,10 +67,15 @@
 //      checkpoint plan still fits in what is left (joint arena and state:
 //      jointBudget below, docs/tiering.md "The fill").
 //   7. Renumber mt.step and set mt.live_end as mt-liveness does
-//      (setLiveEnds, Liveness.h), with its copy hold: a value copied to the
-//      host keeps its bytes until the compute after the copy covers it, so
-//      the value placed there next does not wait on the link; without the
-//      hold when the arena would then exceed the budget (this file).
+//      (setLiveEnds, Liveness.h), with the copy holds that fit the budget
+//      (this file, renumber): a value copied to the host keeps its bytes
+//      until the compute issued before a step covers the time its copy
+//      finishes (CopyHold: the copies queue on the d2h link in step order,
+//      a gradient's also waits for room in the gradient staging ring, which
+//      the host AdamW frees update after update), so the value placed there
+//      next does not wait on the link. When all the holds do not fit, they
+//      are ranked by the wait each saves per byte held, and the longest
+//      prefix that places within the budget is kept (bisection).
 //
 // Not optimal for: the choice is greedy at the current peak, one value at a
 // time, so a rewrite that would free several peaks at once can be missed;
