@@ -70,6 +70,9 @@ struct PipelineOptions {
   // mt-fuse-pointwise (after mt-fuse-matmul-epilogues): off with
   // megatrain-compile --no-fuse-pointwise.
   bool fusePointwise = true;
+  // mt-fold-norm-casts (after mt-fuse-pointwise): off with
+  // megatrain-compile --no-fold-norm-casts.
+  bool foldNormCasts = true;
   // mt-fuse-linear-ce (after mt-add-loss, with the fusion passes): off with
   // megatrain-compile --no-fuse-linear-ce; linearCeChunk > 0 forces its
   // chunk (--linear-ce-chunk), 0 lets the pass choose.

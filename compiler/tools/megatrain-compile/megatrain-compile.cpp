@@ -336,6 +336,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep each residual, gradient or bias add of a product its own "
                            "kernel, not in the product's epilogue (no mt-fuse-matmul-epilogues)",
                            memory, [&] { args.pipeline.matmulEpilogues = false; });
+  megatrain::addFlagOption(app, "--no-fold-norm-casts",
+                           "keep the bf16 cast after an RMS norm its own kernel, the norm "
+                           "writing f32 (no mt-fold-norm-casts)",
+                           memory, [&] { args.pipeline.foldNormCasts = false; });
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });

@@ -18,6 +18,23 @@ func.func @rms_norm_axis(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
 
 // -----
 
+// A bf16 result is x's shape from an f32 x only (mt-fold-norm-casts).
+func.func @rms_norm_bf16_from_f64(%x: tensor<4x8xf64>, %w: tensor<8xf64>) {
+  // expected-error @+1 {{result must have the input's type (or its shape in bf16 when x is f32)}}
+  %y = mt.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf64>, tensor<8xf64>) -> tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @rms_norm_bf16_shape(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{result must have the input's type (or its shape in bf16 when x is f32)}}
+  %y = mt.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
 func.func @rms_norm_grad_dweight(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
   // expected-error @+1 {{dweight must have the weight's type}}
   %dx, %dw = mt.rms_norm_grad %x, %w, %x {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)

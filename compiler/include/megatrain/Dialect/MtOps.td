@@ -865,7 +865,9 @@ def Mt_RmsNormOp : Mt_Op<"rms_norm", [Pure, Differentiable]> {
   let description = [{
     y = x / sqrt(mean(x^2 over dims [axis, rank)) + epsilon) * weight, the
     RMSNorm of Llama, Qwen2 and Mistral; weight has shape x.shape[axis:].
-    Written by mt-fuse-rms-norm from the exported composition.
+    Written by mt-fuse-rms-norm from the exported composition. The result
+    has x's type, or x's shape in bf16 when x is f32 (mt-fold-norm-casts:
+    the f32 result rounded to nearest even, as a cast would).
 
     ```mlir
     %y = mt.rms_norm %x, %w {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>) -> tensor<8x32x64xf32>

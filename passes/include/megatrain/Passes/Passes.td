@@ -292,6 +292,19 @@ def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FoldNormCasts : Pass<"mt-fold-norm-casts", "mlir::func::FuncOp"> {
+  let summary = "Give an RMS norm read only by bf16 casts a bf16 result";
+  let description = [{
+    Runs on the whole training step after mt-precision and
+    mt-fuse-pointwise (off with megatrain-compile --no-fold-norm-casts). An
+    mt.rms_norm with f32 operands and result whose every reader is an
+    mt.cast to bf16 of its shape gets a bf16 result, which replaces the
+    casts; the norm rounds its f32 result as the cast did, so the values do
+    not change (docs/ops.md "rms_norm with a bf16 result").
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Scheduling: a linear order of the step and the lifetimes over it
 //===----------------------------------------------------------------------===//
