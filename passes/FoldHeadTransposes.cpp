@@ -168,6 +168,11 @@ struct FoldHeadTransposes
           add(grad->getResult(use.getOperandNumber()));
       }
     }
+    // A member that is a head transpose of another member would be read
+    // past and replaced at once: leave such (unexported) shapes alone.
+    for (Value v : group)
+      if (mt::TransposeOp t = headTranspose(v.getDefiningOp()); t && group.contains(t.getX()))
+        return {};
     return group;
   }
 
