@@ -1,4 +1,4 @@
-// MatmulPlanner.h - cuBLASLt for the f32 and bf16 matmuls: one workspace, algorithms chosen once per distinct product at prepare time.
+// MatmulPlanner.h - cuBLASLt for the f32 and bf16 matmuls: one workspace, algorithms chosen (and timed) once per distinct product at prepare time.
 //
 // CudaBackend::prepare() hands every resolved kernel step to prepare(); for a
 // `matmul` or `matmul_add` step (the addend is cuBLASLt's C, with beta 1)
@@ -8,7 +8,9 @@
 // keyed by everything that form depends on (shapes, batch strides, dtypes,
 // precision, transposes, alignments). A form not seen before gets its matmul
 // descriptor, matrix layouts and algorithm (cublasLtMatmulAlgoGetHeuristic,
-// allowed the whole workspace) once; the cache lasts as long as the planner,
+// allowed the whole workspace; its candidates timed on random operands and
+// the fastest that writes the first's bits kept, docs/cuda.md "Matmuls")
+// once; the cache lasts as long as the planner,
 // so preparing another plan with the same products decides nothing again.
 // At launch the matmul launcher only finds its step's record and calls
 // cublasLtMatmul: nothing is chosen or allocated in the training loop.

@@ -40,10 +40,16 @@
 
 #include <array>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <map>
+#include <string_view>
+#include <vector>
 
 #include "CudaKernel.h"
 #include "MatmulPlanner.h"
+#include "MatmulTune.h"
 
 namespace megatrain::runtime::cuda {
 namespace {
@@ -293,6 +299,53 @@ std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, 
   return text;
 }
 
+// MEGATRAIN_MATMUL_TUNE: unset, "auto" or "1" times cuBLASLt's candidate
+// algorithms at prepare (MatmulPlanner::Impl::tune); "off" or "0" takes the
+// heuristic's first, as cuBLASLt ranks them.
+bool matmulTuning() {
+  const char* value = std::getenv("MEGATRAIN_MATMUL_TUNE");
+  const std::string_view text = value ? value : "";
+  if (text.empty() || text == "auto" || text == "1") return true;
+  if (text == "off" || text == "0") return false;
+  throw Error("MEGATRAIN_MATMUL_TUNE is '" + std::string(text) + "'; expected auto (the default) or off");
+}
+
+// MEGATRAIN_MATMUL_LOG=1 prints each tuned product's candidates and choice to stderr.
+bool matmulLog() {
+  const char* value = std::getenv("MEGATRAIN_MATMUL_LOG");
+  return value && std::string_view(value) == "1";
+}
+
+// The candidates cuBLASLt's heuristic is asked for, and the timed calls of each.
+constexpr int kCandidates = 8;
+constexpr int kTimedCalls = 3;
+// A candidate replaces the heuristic's first only when it takes at most this
+// share of the first's time (noise must not flip the choice between runs).
+constexpr double kTuneMargin = 0.97;
+// Products whose tuning operands would take more device memory keep the first.
+constexpr size_t kTuneBytesMax = size_t{4} << 30;
+
+// Device memory freed on every path out of tune().
+struct DeviceBlock {
+  void* data = nullptr;
+  ~DeviceBlock() {
+    if (data) cudaFree(data);
+  }
+};
+
+// Two CUDA events, destroyed on every path out of tune().
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    MT_CUDA_CHECK(cudaEventCreate(&start));
+    MT_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    cudaEventDestroy(stop);
+    cudaEventDestroy(start);
+  }
+};
+
 }  // namespace
 
 struct MatmulPlanner::Impl {
@@ -304,6 +357,8 @@ struct MatmulPlanner::Impl {
   const LtGemm& find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
                      cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY,
                      uint32_t alignR, const void* bias);
+  size_t tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, bool addend,
+              const std::vector<cublasLtMatmulHeuristicResult_t>& candidates);
 };
 
 MatmulPlanner::MatmulPlanner() : impl_(std::make_unique<Impl>()) {
@@ -391,21 +446,120 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
   for (const auto& [attribute, bytes] : alignments)
     MT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)), launch, product);
 
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   MT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->layoutA, gemm->layoutB, gemm->layoutD,
-                                             gemm->layoutD, preference, 1, &result, &found),
+                                             gemm->layoutD, preference, matmulTuning() ? kCandidates : 1, results,
+                                             &found),
               launch, product);
   if (found < 1) fail(launch, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + product);
-  if (result.state != CUBLAS_STATUS_SUCCESS)
-    ltFail(launch, "cublasLtMatmulAlgoGetHeuristic (result state)", result.state, product);
-  if (result.workspaceSize > kWorkspaceBytes)
-    fail(launch, "cuBLASLt's algorithm wants " + std::to_string(result.workspaceSize) +
+  const cublasLtMatmulHeuristicResult_t& first = results[0];
+  if (first.state != CUBLAS_STATUS_SUCCESS)
+    ltFail(launch, "cublasLtMatmulAlgoGetHeuristic (result state)", first.state, product);
+  if (first.workspaceSize > kWorkspaceBytes)
+    fail(launch, "cuBLASLt's algorithm wants " + std::to_string(first.workspaceSize) +
                      " bytes of workspace, more than the " + std::to_string(kWorkspaceBytes) + " allowed, for " +
                      product);
-  gemm->algo = result.algo;
-  gemm->workspace = result.workspaceSize;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates = {first};
+  for (int i = 1; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes)
+      candidates.push_back(results[i]);
+  const size_t chosen = candidates.size() > 1 ? tune(launch, *gemm, g, alignR && !bias, candidates) : 0;
+  gemm->algo = candidates[chosen].algo;
+  gemm->workspace = candidates[chosen].workspaceSize;
   return *cache.emplace(key, std::move(gemm)).first->second;
+}
+
+// Times each candidate algorithm on operands of the product's sizes (one call
+// of its batch, random values from MatmulTune.cu) and returns the fastest of
+// those that write the first candidate's bits exactly, when it takes at most
+// kTuneMargin of the first's time; else 0 (the heuristic's first). Equal bits
+// on random operands mean the same sums in the same order, so the choice,
+// which timing noise may change between runs, never changes a result. The
+// operands are allocated here and freed before returning; when the device
+// has no room for them the first candidate is kept.
+size_t MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, bool addend,
+                                 const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) {
+  const cudaStream_t stream = launch.device->stream;
+  const size_t operandBytes = dtypeBytes(launch.in[0].dtype), resultBytes = dtypeBytes(launch.out[0].dtype);
+  if (resultBytes % 4 != 0) return 0;  // compared as 32-bit words
+  auto elements = [&](int64_t matrix, int64_t stride) {
+    return static_cast<size_t>((g.count > 1 ? stride * (g.count - 1) : 0) + matrix);
+  };
+  auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t aElements = elements(int64_t{g.n} * g.k, g.strideB);  // cuBLASLt's A is our b
+  const size_t bElements = elements(int64_t{g.m} * g.k, g.strideA);
+  const size_t yElements = elements(int64_t{g.n} * g.m, g.strideY);
+  const size_t aBytes = rounded(aElements * operandBytes), bBytes = rounded(bElements * operandBytes);
+  const size_t yBytes = rounded(yElements * resultBytes);
+  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + 256;
+  if (total > kTuneBytesMax) return 0;
+  DeviceBlock block;
+  if (cudaMalloc(&block.data, total) != cudaSuccess) {
+    cudaGetLastError();  // clear the allocation failure
+    block.data = nullptr;
+    if (matmulLog()) std::fprintf(stderr, "megatrain: matmul %s: no device room to tune; heuristic's first\n",
+                                  gemm.product.c_str());
+    return 0;
+  }
+  char* base = static_cast<char*>(block.data);
+  void* a = base;
+  void* b = base + aBytes;
+  void* y = base + aBytes + bBytes;
+  void* reference = base + aBytes + bBytes + yBytes;
+  void* c = addend ? base + aBytes + bBytes + 2 * yBytes : y;
+  auto* counter = reinterpret_cast<unsigned long long*>(base + total - 256);
+  const bool bf16 = launch.in[0].dtype == DType::BF16;
+  fillTuningOperand(a, static_cast<int64_t>(aElements), bf16, 1, stream);
+  fillTuningOperand(b, static_cast<int64_t>(bElements), bf16, 2, stream);
+  if (addend) fillTuningOperand(c, static_cast<int64_t>(yElements), false, 3, stream);
+
+  const float one = 1.0f, beta = addend ? 1.0f : 0.0f;
+  auto call = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle, gemm.desc, &one, a, gemm.layoutA, b, gemm.layoutB, &beta, c, gemm.layoutD, y,
+                          gemm.layoutD, &algo, workspace, kWorkspaceBytes, stream);
+  };
+  EventPair events;
+  const double never = std::numeric_limits<double>::infinity();
+  std::vector<double> micros(candidates.size(), never);
+  std::vector<char> same(candidates.size(), 0);
+  same[0] = 1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    cublasStatus_t status = call(candidates[i].algo);  // warm-up
+    for (int t = 0; t < kTimedCalls && status == CUBLAS_STATUS_SUCCESS; ++t) {
+      if (t == 0) MT_CUDA_CHECK(cudaEventRecord(events.start, stream));
+      status = call(candidates[i].algo);
+    }
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      if (i == 0) ltFail(launch, "cublasLtMatmul (tuning the heuristic's first algorithm)", status, gemm.product);
+      continue;
+    }
+    MT_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    MT_CUDA_CHECK(cudaEventSynchronize(events.stop));
+    float ms = 0;
+    MT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    micros[i] = 1000.0 * ms / kTimedCalls;
+    if (i == 0)
+      MT_CUDA_CHECK(cudaMemcpyAsync(reference, y, yElements * resultBytes, cudaMemcpyDeviceToDevice, stream));
+    else
+      same[i] = countDifferentWords(static_cast<const uint32_t*>(reference), static_cast<const uint32_t*>(y),
+                                    static_cast<int64_t>(yElements * resultBytes / 4), counter, stream) == 0;
+  }
+  MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i)
+    if (same[i] && micros[i] < micros[best]) best = i;
+  if (micros[best] > kTuneMargin * micros[0]) best = 0;
+  if (matmulLog()) {
+    std::string line;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      char text[64];
+      std::snprintf(text, sizeof text, " %zu:%.1fus%s", i, micros[i], same[i] ? "" : "(other bits)");
+      line += text;
+    }
+    std::fprintf(stderr, "megatrain: matmul %s: candidates%s; chose %zu\n", gemm.product.c_str(), line.c_str(), best);
+  }
+  return best;
 }
 
 void MatmulPlanner::prepare(const Launch& launch) {

@@ -15,12 +15,14 @@
 // (reshape, transpose, broadcast_to, concat, slice, gather) as the CPU
 // backend moves it.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
 
+#include "CudaBackend.h"
 #include "CudaHarness.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
@@ -164,6 +166,51 @@ TEST_F(CudaPrecision, MatmulRepeatsBitForBit) {
   const std::vector<HostTensor> second = runCase(cudaBackend(), plan, c);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].values, second[0].values);
+}
+
+// The algorithm timed at prepare (MEGATRAIN_MATMUL_TUNE, matmul.cpp) writes
+// the bits of cuBLASLt's first choice: each Llama-shaped product (hidden
+// 2048, intermediate 5632, 1024 tokens; forward, dx and dW, with and without
+// an addend) on two fresh backends, one tuning and one taking the
+// heuristic's first, gives bitwise equal outputs, and both match the CPU.
+TEST_F(CudaPrecision, TunedMatmulAlgorithmKeepsTheHeuristicsBits) {
+  struct Product {
+    MatmulShape shape;
+    bool addend;
+  };
+  const Product products[] = {
+      {{{1024, 2048}, {5632, 2048}, false, true}, false},  // x W^T
+      {{{1024, 5632}, {5632, 2048}, false, false}, true},  // dx += dy W
+      {{{1024, 2048}, {1024, 5632}, true, false}, false},  // dW = x^T dy
+      {{{1024, 2048}, {2048, 2048}, false, true}, true},   // o_proj with the residual
+  };
+  auto runWith = [&](const char* setting, const KernelCase& c) {
+    setenv("MEGATRAIN_MATMUL_TUNE", setting, 1);
+    std::unique_ptr<Backend> backend = makeCudaBackend();
+    std::vector<HostTensor> out = runCase(*backend, oneKernelPlan(c), c);
+    unsetenv("MEGATRAIN_MATMUL_TUNE");
+    return out;
+  };
+  for (const Product& p : products) {
+    const std::vector<int64_t> y = matmulResult(p.shape);
+    KernelCase c{p.addend ? "matmul_add" : "matmul",
+                 {uniform(p.shape.a, plan::BF16), uniform(p.shape.b, plan::BF16)},
+                 {{y, plan::F32}},
+                 {intAttr("transpose_a", p.shape.transA), intAttr("transpose_b", p.shape.transB),
+                  stringAttr("precision", "bf16")}};
+    if (p.addend) c.inputs.push_back(uniform(y, plan::F32, -4, 4));
+    const std::vector<HostTensor> first = runWith("off", c);
+    const std::vector<HostTensor> tuned = runWith("auto", c);
+    ASSERT_EQ(first.size(), 1u);
+    ASSERT_EQ(tuned.size(), 1u);
+    EXPECT_EQ(first[0].values, tuned[0].values) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+    EXPECT_TRUE(cudaMatchesCpu(c, 1e-3)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+  }
+  setenv("MEGATRAIN_MATMUL_TUNE", "sometimes", 1);
+  const std::string bad = cudaError({"matmul", {uniform({64, 32}, plan::BF16), uniform({32, 48}, plan::BF16)},
+                                     {{{64, 48}, plan::F32}}, {stringAttr("precision", "bf16")}});
+  unsetenv("MEGATRAIN_MATMUL_TUNE");
+  EXPECT_NE(bad.find("MEGATRAIN_MATMUL_TUNE"), std::string::npos) << bad;
 }
 
 TEST_F(CudaPrecision, MatmulRejectsMixedOperandsAndUnknownPrecision) {
