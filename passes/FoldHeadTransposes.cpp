@@ -48,7 +48,8 @@ mt::TransposeOp headTranspose(Operation *op) {
   if (!transpose)
     return nullptr;
   ArrayRef<int64_t> perm = transpose.getPerm();
-  if (perm.size() == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3)
+  if (perm.size() == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 &&
+      perm[3] == 3)
     return transpose;
   return nullptr;
 }
@@ -88,8 +89,8 @@ int64_t attentionBits(Operation *op) {
 void addAttentionBits(Operation *op, int64_t bits) {
   if (auto a = dyn_cast<mt::AttentionOp>(op))
     a.setBshd(a.getBshd() | bits);
-  else
-    cast<mt::AttentionGradOp>(op).setBshd(cast<mt::AttentionGradOp>(op).getBshd() | bits);
+  else if (auto g = dyn_cast<mt::AttentionGradOp>(op))
+    g.setBshd(g.getBshd() | bits);
 }
 
 /// Whether `use` reads its value in the group's layout for free: an
@@ -171,7 +172,8 @@ struct FoldHeadTransposes
     // A member that is a head transpose of another member would be read
     // past and replaced at once: leave such (unexported) shapes alone.
     for (Value v : group)
-      if (mt::TransposeOp t = headTranspose(v.getDefiningOp()); t && group.contains(t.getX()))
+      if (mt::TransposeOp t = headTranspose(v.getDefiningOp());
+          t && group.contains(t.getX()))
         return {};
     return group;
   }
