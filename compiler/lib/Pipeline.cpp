@@ -92,6 +92,10 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
                            EmitStage upTo) {
   if (upTo == EmitStage::Mt || upTo == EmitStage::Training)
     return;
+  // The head transposes around attention and rotary into their operands'
+  // layouts, on the fused ops and their gradients.
+  if (options.foldHeadTransposes)
+    pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposes());
   // The compute precision of products, on the whole training step (forward,
   // backward, updates) before the schedule orders it.
   PrecisionOptions precision;

@@ -329,6 +329,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-fold-head-transposes",
+                           "keep the [B, H, S, D] <-> [B, S, H, D] transposes around attention and "
+                           "rotary (no mt-fold-head-transposes)",
+                           memory, [&] { args.pipeline.foldHeadTransposes = false; });
   megatrain::addFlagOption(app, "--no-view-aliases",
                            "emit every reshape as a copy kernel (no mt-view-aliases)",
                            memory, [&] { args.pipeline.viewAliases = false; });
