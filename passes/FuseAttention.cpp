@@ -495,7 +495,8 @@ bool fuse(mt::SoftmaxOp softmax) {
   auto lseType = mlir::RankedTensorType::get({batch, qHeads, sq}, elementType);
   auto fused = b.create<mt::AttentionOp>(pv.getLoc(), pv.getResult().getType(), lseType,
                                          q->base, k->base, v->base,
-                                         b.getF64FloatAttr(scale), b.getBoolAttr(true));
+                                         b.getF64FloatAttr(scale), b.getBoolAttr(true),
+                                         /*bshd=*/mlir::IntegerAttr());
   pv.getResult().replaceAllUsesWith(fused.getResult());
 
   // Erase what no longer has users, users before the values they read.

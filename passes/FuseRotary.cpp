@@ -97,7 +97,8 @@ bool fuse(mt::AddOp add) {
       continue;
 
     mlir::OpBuilder b(add);
-    auto fused = b.create<mt::RotaryOp>(add.getLoc(), x.getType(), x, cos, sin);
+    auto fused = b.create<mt::RotaryOp>(add.getLoc(), x.getType(), x, cos, sin,
+                                        /*bshd=*/mlir::BoolAttr());
     add.getResult().replaceAllUsesWith(fused.getResult());
     mlir::Operation *highSlice = neg.getX().getDefiningOp();
     mlir::Operation *lowSlice = low.getDefiningOp();

@@ -92,6 +92,10 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
                            EmitStage upTo) {
   if (upTo == EmitStage::Mt || upTo == EmitStage::Training)
     return;
+  // The head transposes around attention and rotary into their operands'
+  // layouts, on the fused ops and their gradients.
+  if (options.foldHeadTransposes)
+    pm.addNestedPass<mlir::func::FuncOp>(createFoldHeadTransposes());
   // The compute precision of products, on the whole training step (forward,
   // backward, updates) before the schedule orders it.
   PrecisionOptions precision;
@@ -111,6 +115,11 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // numbers the ops and the tiering prices them.
   if (options.fusePointwise)
     pm.addNestedPass<mlir::func::FuncOp>(createFusePointwise());
+  // RMS norms read only by their bf16 casts write bf16 themselves, after
+  // mt-fuse-pointwise has made the weight gradients read the norm's cast
+  // (reshaped) instead of the norm.
+  if (options.foldNormCasts)
+    pm.addNestedPass<mlir::func::FuncOp>(createFoldNormCasts());
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)

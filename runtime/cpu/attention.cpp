@@ -8,6 +8,9 @@
 // ds_ij = p_ij (dy_i . v_j - D_i), dq_i = scale sum_j ds_ij k_j,
 // dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij dy_i, dk and dv summed over
 // the query heads of their kv head. Everything accumulates in double.
+// An operand with its `bshd` bit set lies as [B, S, H, D]: rows are found
+// through AttentionDims::row, and every row is the same sum in the same order
+// in either layout.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -38,16 +41,15 @@ void attentionImpl(const KernelArgs& args, const AttentionDims& d) {
   double* acc = scores + d.skv;                               // [d]
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.qHeads; ++h) {
-      const int64_t kvHead = b * d.kvHeads + h / d.group();
-      const T* kh = k + kvHead * d.skv * d.d;
-      const T* vh = v + kvHead * d.skv * d.d;
+      const int64_t g = h / d.group();
       for (int64_t i = 0; i < d.sq; ++i) {
         const int64_t row = (b * d.qHeads + h) * d.sq + i;
-        const T* qi = q + row * d.d;
+        const T* qi = q + d.qRow(kRoleQ, b, h, i);
+        T* yi = y + d.qRow(kRoleY, b, h, i);
         const int64_t n = visibleKeys(d, i);
         double top = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < n; ++j) {
-          scores[j] = d.scale * dot(qi, kh + j * d.d, d.d);
+          scores[j] = d.scale * dot(qi, k + d.kvRow(kRoleK, b, g, j), d.d);
           top = std::max(top, scores[j]);
         }
         double sum = 0;
@@ -55,9 +57,10 @@ void attentionImpl(const KernelArgs& args, const AttentionDims& d) {
         for (int64_t j = 0; j < n; ++j) {
           const double p = std::exp(scores[j] - top);
           sum += p;
-          for (int64_t c = 0; c < d.d; ++c) acc[c] += p * static_cast<double>(vh[j * d.d + c]);
+          const T* vj = v + d.kvRow(kRoleV, b, g, j);
+          for (int64_t c = 0; c < d.d; ++c) acc[c] += p * static_cast<double>(vj[c]);
         }
-        for (int64_t c = 0; c < d.d; ++c) y[row * d.d + c] = static_cast<T>(n ? acc[c] / sum : 0.0);
+        for (int64_t c = 0; c < d.d; ++c) yi[c] = static_cast<T>(n ? acc[c] / sum : 0.0);
         lse[row] = static_cast<T>(n ? top + std::log(sum) : -std::numeric_limits<double>::infinity());
       }
     }
@@ -79,34 +82,36 @@ void attentionGradImpl(const KernelArgs& args, const AttentionDims& d) {
   double* dvAcc = dkAcc + d.skv * d.d;                       // [skv, d]
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t g = 0; g < d.kvHeads; ++g) {
-      const int64_t kvHead = b * d.kvHeads + g;
-      const T* kh = k + kvHead * d.skv * d.d;
-      const T* vh = v + kvHead * d.skv * d.d;
       std::fill(dkAcc, dkAcc + 2 * d.skv * d.d, 0.0);
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h)
         for (int64_t i = 0; i < d.sq; ++i) {
           const int64_t row = (b * d.qHeads + h) * d.sq + i;
-          const T* qi = q + row * d.d;
-          const T* dyi = dy + row * d.d;
+          const T* qi = q + d.qRow(kRoleQ, b, h, i);
+          const T* dyi = dy + d.qRow(kRoleDy, b, h, i);
           const double rowLse = static_cast<double>(lse[row]);
-          const double di = dot(dyi, y + row * d.d, d.d);
+          const double di = dot(dyi, y + d.qRow(kRoleY, b, h, i), d.d);
           std::fill(dqAcc, dqAcc + d.d, 0.0);
           const int64_t n = visibleKeys(d, i);
           for (int64_t j = 0; j < n; ++j) {
-            const T* kj = kh + j * d.d;
+            const T* kj = k + d.kvRow(kRoleK, b, g, j);
             const double p = std::exp(d.scale * dot(qi, kj, d.d) - rowLse);
-            const double ds = p * (dot(dyi, vh + j * d.d, d.d) - di);
+            const double ds = p * (dot(dyi, v + d.kvRow(kRoleV, b, g, j), d.d) - di);
             for (int64_t c = 0; c < d.d; ++c) {
               dqAcc[c] += d.scale * ds * static_cast<double>(kj[c]);
               dkAcc[j * d.d + c] += d.scale * ds * static_cast<double>(qi[c]);
               dvAcc[j * d.d + c] += p * static_cast<double>(dyi[c]);
             }
           }
-          for (int64_t c = 0; c < d.d; ++c) dq[row * d.d + c] = static_cast<T>(dqAcc[c]);
+          T* dqi = dq + d.qRow(kRoleQ, b, h, i);
+          for (int64_t c = 0; c < d.d; ++c) dqi[c] = static_cast<T>(dqAcc[c]);
         }
-      for (int64_t e = 0; e < d.skv * d.d; ++e) {
-        dk[kvHead * d.skv * d.d + e] = static_cast<T>(dkAcc[e]);
-        dv[kvHead * d.skv * d.d + e] = static_cast<T>(dvAcc[e]);
+      for (int64_t j = 0; j < d.skv; ++j) {
+        T* dkj = dk + d.kvRow(kRoleK, b, g, j);
+        T* dvj = dv + d.kvRow(kRoleV, b, g, j);
+        for (int64_t c = 0; c < d.d; ++c) {
+          dkj[c] = static_cast<T>(dkAcc[j * d.d + c]);
+          dvj[c] = static_cast<T>(dvAcc[j * d.d + c]);
+        }
       }
     }
 }
@@ -119,7 +124,8 @@ void attention(const KernelArgs& args) {
 }
 
 size_t attentionScratch(const KernelArgs& args) {
-  return static_cast<size_t>(args.in[1].shape[2] + args.in[0].shape[3]) * sizeof(double);
+  const AttentionDims d = attentionDims(args);
+  return static_cast<size_t>(d.skv + d.d) * sizeof(double);
 }
 
 void attentionGrad(const KernelArgs& args) {
@@ -131,8 +137,8 @@ void attentionGrad(const KernelArgs& args) {
 }
 
 size_t attentionGradScratch(const KernelArgs& args) {
-  const int64_t d = args.in[0].shape[3], skv = args.in[1].shape[2];
-  return static_cast<size_t>(d + 2 * skv * d) * sizeof(double);
+  const AttentionDims d = attentionGradDims(args);
+  return static_cast<size_t>(d.d + 2 * d.skv * d.d) * sizeof(double);
 }
 
 }  // namespace

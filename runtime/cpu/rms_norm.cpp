@@ -4,8 +4,11 @@
 // x.shape[axis:]. Per row: rstd = 1/sqrt(mean(x^2) + eps), n = x * rstd,
 // y = n * weight (Llama's, Qwen2's and Mistral's RMSNorm). Sums run in double.
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "CpuKernel.h"
+#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
@@ -18,17 +21,27 @@ double rowRstd(const T* x, int64_t d, double epsilon) {
   return 1.0 / std::sqrt(squares / static_cast<double>(d) + epsilon);
 }
 
-template <typename T>
+// The result element as T, or (Y = uint16_t) as the bf16 bits of its f32
+// value: what cast writes for the f32 result.
+template <typename T, typename Y>
+Y storeAs(double value) {
+  if constexpr (std::is_same_v<Y, uint16_t>)
+    return floatToBf16(static_cast<float>(value));
+  else
+    return static_cast<T>(value);
+}
+
+template <typename T, typename Y = T>
 void rmsNormImpl(const KernelArgs& args, const NormRows& r) {
   const T* x = args.in[0].as<const T>();
   const T* weight = args.in[1].as<const T>();
-  T* y = args.out[0].as<T>();
+  Y* y = args.out[0].as<Y>();
   for (int64_t row = 0; row < r.rows; ++row) {
     const T* xr = x + row * r.d;
-    T* yr = y + row * r.d;
+    Y* yr = y + row * r.d;
     const double rstd = rowRstd(xr, r.d, r.epsilon);
     for (int64_t j = 0; j < r.d; ++j)
-      yr[j] = static_cast<T>(static_cast<double>(xr[j]) * rstd * static_cast<double>(weight[j]));
+      yr[j] = storeAs<T, Y>(static_cast<double>(xr[j]) * rstd * static_cast<double>(weight[j]));
   }
 }
 
@@ -65,7 +78,14 @@ void rmsNormGradImpl(const KernelArgs& args, const NormRows& r) {
   for (int64_t j = 0; j < r.d; ++j) out[j] = static_cast<T>(dweight[j]);
 }
 
+// y has x's type, or is bf16 from f32 operands (mt-fold-norm-casts).
 void rmsNorm(const KernelArgs& args) {
+  if (args.out[0].dtype == DType::BF16) {
+    if (cpuFloatingType(args, inMask(0) | inMask(1)) != DType::F32)
+      fail(args, "a bf16 output needs f32 x and weight");
+    rmsNormImpl<float, uint16_t>(args, rmsNormRows(args));
+    return;
+  }
   const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0));
   const NormRows r = rmsNormRows(args);
   dispatchFloating(dtype, [&](auto tag) { rmsNormImpl<decltype(tag)>(args, r); });

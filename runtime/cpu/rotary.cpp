@@ -3,7 +3,10 @@
 // y = x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x2, x1) over
 // the halves of x's last dim; cos and sin broadcast to x and keep its last
 // dim. The adjoint (rotary_grad, from dy): dx = dy * cos - rotate_half(dy * sin),
-// which reads sin at the partner position. Products run in double.
+// which reads sin at the partner position. Products run in double. With
+// `bshd` x lies as [B, S, H, D] and the tables are read through x's
+// [B, H, S, D] form (rotaryTableStrides): each element's arithmetic is the
+// same as for the transposed x.
 #include "CpuKernel.h"
 
 namespace megatrain::runtime::cpu {
@@ -37,8 +40,8 @@ void rotaryImpl(const KernelArgs& args, const int64_t* cs, const int64_t* ss, bo
 void run(const KernelArgs& args, bool grad) {
   const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
   int64_t cs[kMaxRank], ss[kMaxRank];
-  broadcastStrides(args.in[1].shape, args.in[0].shape, cs);
-  broadcastStrides(args.in[2].shape, args.in[0].shape, ss);
+  rotaryTableStrides(args, args.in[1].shape, cs);
+  rotaryTableStrides(args, args.in[2].shape, ss);
   dispatchFloating(dtype, [&](auto tag) { rotaryImpl<decltype(tag)>(args, cs, ss, grad); });
 }
 

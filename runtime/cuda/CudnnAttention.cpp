@@ -2,6 +2,9 @@
 //
 // Layout and conventions (CudnnAttention.h says when a step takes this path):
 //   q, y, dy, dq  [B, Hq, Sq, D] contiguous; k, v, dk, dv [B, Hkv, Skv, D];
+//   an operand whose `bshd` bit is set lies as [B, S, H, D] instead: the
+//   graph declares it with the strides (S H D, D, H D, 1) of that order, and
+//   its bf16 copy (an elementwise conversion) keeps the layout;
 //   lse [B, Hq, Sq] f32, which is cuDNN's Stats [B, Hq, Sq, 1] with strides
 //   (Hq Sq, Sq, 1, 1). Grouped- and multi-query heads are cuDNN's own: K and V
 //   declare Hkv heads, query head h reads kv head h / (Hq / Hkv), and the
@@ -84,11 +87,12 @@ struct GraphKey {
   int64_t batch = 0, qHeads = 0, kvHeads = 0, sq = 0, skv = 0, d = 0;
   bool causal = false;
   float scale = 1;
+  int64_t bshd = 0;  // AttentionRole bits: operands laid out [B, S, H, D]
 
   auto tie() const {
     uint32_t scaleBits;
     std::memcpy(&scaleBits, &scale, sizeof scaleBits);
-    return std::make_tuple(backward, batch, qHeads, kvHeads, sq, skv, d, causal, scaleBits);
+    return std::make_tuple(backward, batch, qHeads, kvHeads, sq, skv, d, causal, scaleBits, bshd);
   }
   bool operator<(const GraphKey& other) const { return tie() < other.tie(); }
 };
@@ -111,17 +115,21 @@ struct StepRecord {
   mutable std::unordered_map<int64_t, void*> pack;  // keys fixed at prepare; values set per execution
 };
 
-std::vector<int64_t> dense(int64_t b, int64_t h, int64_t s, int64_t d) { return {h * s * d, s * d, d, 1}; }
+// Strides of dims (b, h, s, d) for the [B, H, S, D] order, or [B, S, H, D] when `bshd`.
+std::vector<int64_t> strides(int64_t h, int64_t s, int64_t d, bool bshd) {
+  if (bshd) return {s * h * d, d, h * d, 1};
+  return {h * s * d, s * d, d, 1};
+}
 
 std::shared_ptr<fe::graph::Tensor_attributes> operand(fe::graph::Graph& g, const char* name, int64_t uid,
-                                                      int64_t b, int64_t h, int64_t s, int64_t d) {
+                                                      int64_t b, int64_t h, int64_t s, int64_t d, bool bshd) {
   return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, h, s, d}).set_stride(
-      dense(b, h, s, d)));
+      strides(h, s, d, bshd)));
 }
 
 void setResult(const std::shared_ptr<fe::graph::Tensor_attributes>& t, int64_t uid, int64_t b, int64_t h, int64_t s,
-               int64_t d) {
-  t->set_output(true).set_uid(uid).set_dim({b, h, s, d}).set_stride(dense(b, h, s, d));
+               int64_t d, bool bshd) {
+  t->set_output(true).set_uid(uid).set_dim({b, h, s, d}).set_stride(strides(h, s, d, bshd));
 }
 
 std::shared_ptr<fe::graph::Graph> describeGraph(const GraphKey& k) {
@@ -129,20 +137,22 @@ std::shared_ptr<fe::graph::Graph> describeGraph(const GraphKey& k) {
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = operand(*g, "q", kQ, k.batch, k.qHeads, k.sq, k.d);
-  auto kk = operand(*g, "k", kK, k.batch, k.kvHeads, k.skv, k.d);
-  auto v = operand(*g, "v", kV, k.batch, k.kvHeads, k.skv, k.d);
+  const bool bq = k.bshd & kRoleQ, bk = k.bshd & kRoleK, bv = k.bshd & kRoleV, by = k.bshd & kRoleY,
+             bdy = k.bshd & kRoleDy;
+  auto q = operand(*g, "q", kQ, k.batch, k.qHeads, k.sq, k.d, bq);
+  auto kk = operand(*g, "k", kK, k.batch, k.kvHeads, k.skv, k.d, bk);
+  auto v = operand(*g, "v", kV, k.batch, k.kvHeads, k.skv, k.d, bv);
   const std::vector<int64_t> statsDim = {k.batch, k.qHeads, k.sq, 1}, statsStride = {k.qHeads * k.sq, k.sq, 1, 1};
   if (!k.backward) {
     auto attrs = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(true).set_attn_scale(k.scale);
     if (k.causal) attrs.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
     auto [o, stats] = g->sdpa(q, kk, v, attrs);
-    setResult(o, kO, k.batch, k.qHeads, k.sq, k.d);
+    setResult(o, kO, k.batch, k.qHeads, k.sq, k.d, by);
     stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(statsDim).set_stride(
         statsStride);
   } else {
-    auto o = operand(*g, "y", kO, k.batch, k.qHeads, k.sq, k.d);
-    auto dO = operand(*g, "dy", kDO, k.batch, k.qHeads, k.sq, k.d);
+    auto o = operand(*g, "y", kO, k.batch, k.qHeads, k.sq, k.d, by);
+    auto dO = operand(*g, "dy", kDO, k.batch, k.qHeads, k.sq, k.d, bdy);
     auto stats = g->tensor(fe::graph::Tensor_attributes()
                                .set_name("lse")
                                .set_uid(kStats)
@@ -152,9 +162,9 @@ std::shared_ptr<fe::graph::Graph> describeGraph(const GraphKey& k) {
     auto attrs = fe::graph::SDPA_backward_attributes().set_name("attention_grad").set_attn_scale(k.scale);
     if (k.causal) attrs.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
     auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dO, stats, attrs);
-    setResult(dq, kDQ, k.batch, k.qHeads, k.sq, k.d);
-    setResult(dk, kDK, k.batch, k.kvHeads, k.skv, k.d);
-    setResult(dv, kDV, k.batch, k.kvHeads, k.skv, k.d);
+    setResult(dq, kDQ, k.batch, k.qHeads, k.sq, k.d, bq);
+    setResult(dk, kDK, k.batch, k.kvHeads, k.skv, k.d, bk);
+    setResult(dv, kDV, k.batch, k.kvHeads, k.skv, k.d, bv);
   }
   return g;
 }
@@ -280,6 +290,7 @@ size_t CudnnAttention::prepare(const Launch& launch) {
   key.qHeads = d.qHeads, key.kvHeads = d.kvHeads, key.sq = d.sq, key.skv = d.skv, key.d = d.d;
   key.causal = d.causal;
   key.scale = static_cast<float>(d.scale);
+  key.bshd = d.bshd;
   // The largest slice of the batch whose copies and workspace fit the budget;
   // a slice that does not divide the batch would need a second graph, and a
   // slice's lse offset must keep cuDNN's 16-byte alignment.

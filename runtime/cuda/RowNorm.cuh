@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "DeviceMath.cuh"
+#include "ElementMath.cuh"
 
 namespace megatrain::runtime::cuda {
 
@@ -128,6 +129,20 @@ __device__ __forceinline__ void storePack(T* row, int64_t k, const C (&c)[V]) {
 #pragma unroll
   for (int i = 0; i < V; ++i) pack.v[i] = static_cast<T>(c[i]);
   reinterpret_cast<RowPack<T, V>*>(row)[k] = pack;
+}
+
+// Stores access k of a row of Y from c: storePack for Y = T; for Y = uint16_t
+// the bf16 bits of each f32 value, rounded as cast rounds (floatToBf16Bits).
+template <typename Y, int V, typename C>
+__device__ __forceinline__ void storeOut(Y* row, int64_t k, const C (&c)[V]) {
+  if constexpr (std::is_same_v<Y, uint16_t>) {
+    RowPack<uint16_t, V> pack;
+#pragma unroll
+    for (int i = 0; i < V; ++i) pack.v[i] = floatToBf16Bits(static_cast<float>(c[i]));
+    reinterpret_cast<RowPack<uint16_t, V>*>(row)[k] = pack;
+  } else {
+    storePack(row, k, c);
+  }
 }
 
 // The sums of a and b over the block (blockDim.x a multiple of 32); every

@@ -20,7 +20,11 @@
 // whenever its workspace plan fits; this kernel stays for F64 and for what
 // those paths do not take (an empty q or k, a key row too long for the
 // GEMM path's workspace).
+// Operands laid out [B, S, H, D] (the `bshd` attribute) go to cuDNN as they
+// are; the GEMM path and these kernels run on [B, H, S, D] copies
+// (AttentionLayout.h).
 #include "AttentionGemm.h"
+#include "AttentionLayout.h"
 #include "CudnnAttention.h"
 #include "DeviceMath.cuh"
 
@@ -215,7 +219,7 @@ bool cudnnTakes(const Launch& launch) {
 
 size_t attentionScratch(const Launch& launch) {
   if (const size_t bytes = cudnnScratch(launch)) return bytes;
-  return gemmScratch(launch, false);
+  return headMajorCopyBytes(launch) + gemmScratch(headMajorView(launch), false);
 }
 
 void attention(const Launch& launch) {
@@ -227,6 +231,7 @@ void attention(const Launch& launch) {
     launch.device->attention->run(launch);
     return;
   }
+  if (d.bshd != 0) return runHeadMajor(launch, attention);
   if (dtype == DType::F32 && gemmPathTakes(launch, d, false)) {
     attentionGemmForward(launch, gemmShape(d));
     return;
@@ -250,6 +255,7 @@ void attentionGrad(const Launch& launch) {
     launch.device->attention->run(launch);
     return;
   }
+  if (d.bshd != 0) return runHeadMajor(launch, attentionGrad);
   if (dtype == DType::F32 && gemmPathTakes(launch, d, true)) {
     attentionGemmBackward(launch, gemmShape(d));
     return;
@@ -277,9 +283,10 @@ void attentionGrad(const Launch& launch) {
 
 size_t attentionGradScratch(const Launch& launch) {
   if (const size_t bytes = cudnnScratch(launch)) return bytes;
-  if (const size_t bytes = gemmScratch(launch, true)) return bytes;
-  const Shape& q = launch.in[0].shape;
-  return static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);
+  const Launch view = headMajorView(launch);
+  if (const size_t bytes = gemmScratch(view, true)) return headMajorCopyBytes(launch) + bytes;
+  const Shape& q = view.in[0].shape;
+  return headMajorCopyBytes(launch) + static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);
 }
 
 }  // namespace

@@ -39,16 +39,26 @@ __device__ double rowRstd(const T* xr, int64_t d, double epsilon, int lane) {
 
 // ---- kernels ----
 
-// y = x * rstd * weight; x, y [rows, d], weight [d].
-template <typename T>
-__global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y, NormRows r) {
+// The result element as Y: T, or (Y = uint16_t, T = float) the bf16 bits of
+// its f32 value, as cast rounds it.
+template <typename T, typename Y>
+__device__ __forceinline__ Y normOut(double value) {
+  if constexpr (std::is_same_v<Y, uint16_t>)
+    return floatToBf16Bits(static_cast<float>(value));
+  else
+    return static_cast<T>(value);
+}
+
+// y = x * rstd * weight; x, y [rows, d], weight [d]; y of T or bf16 bits (Y).
+template <typename T, typename Y = T>
+__global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ weight, Y* __restrict__ y, NormRows r) {
   const int lane = groupMember<32>();
   for (int64_t row = firstGroup<32>(); row < r.rows; row += groupCount<32>()) {
     const T* xr = x + row * r.d;
-    T* yr = y + row * r.d;
+    Y* yr = y + row * r.d;
     const double rstd = rowRstd(xr, r.d, r.epsilon, lane);
     for (int64_t j = lane; j < r.d; j += 32)
-      yr[j] = static_cast<T>(static_cast<double>(xr[j]) * rstd * static_cast<double>(weight[j]));
+      yr[j] = normOut<T, Y>(static_cast<double>(xr[j]) * rstd * static_cast<double>(weight[j]));
   }
 }
 
@@ -120,9 +130,9 @@ __global__ void rmsNormSplitsKernel(const double* __restrict__ partial, T* dweig
 // At most 128 registers (two blocks an SM): d = 8192 f32 needs 110 forward
 // and spills 4 bytes backward; one block an SM would leave nothing to run
 // while a block waits at its row sum.
-template <typename T, int V, int P>
+template <typename T, int V, int P, typename Y = T>
 __global__ void __launch_bounds__(kRowThreadsMax, 2)
-    rmsNormRowKernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y, NormRows r) {
+    rmsNormRowKernel(const T* __restrict__ x, const T* __restrict__ weight, Y* __restrict__ y, NormRows r) {
   using C = RowCompute<T>;
   __shared__ double shared[32];
   const int64_t accesses = r.d / V;
@@ -152,7 +162,7 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
       C out[V];
 #pragma unroll
       for (int i = 0; i < V; ++i) out[i] = v[p][i] * rstd * w[p][i];
-      storePack(y + row * r.d, k, out);
+      storeOut(y + row * r.d, k, out);
     }
   }
 }
@@ -236,26 +246,40 @@ RowPlan rmsRowPlan(const Launch& launch, const NormRows& r, int elementBytes, bo
 
 // ---- launchers ----
 
+// y = rms_norm(x) * weight into y of T, or of bf16 bits (Y = uint16_t).
+template <typename T, typename Y>
+void rmsNormLaunch(const Launch& launch, const NormRows& r) {
+  const T* x = launch.in[0].as<const T>();
+  const T* weight = launch.in[1].as<const T>();
+  Y* y = launch.out[0].as<Y>();
+  const RowPlan p = rmsRowPlan(launch, r, sizeof(T), false);
+  if (p.fits) {
+    dispatchRowPlan<T>(p, [&](auto v, auto packs) {
+      const auto kernel = rmsNormRowKernel<T, decltype(v)::value, decltype(packs)::value, Y>;
+      kernel<<<residentBlocks(launch, kernel, p), p.threads, 0, launch.device->stream>>>(x, weight, y, r);
+    });
+  } else {
+    rmsNormKernel<T, Y><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(x, weight,
+                                                                                                          y, r);
+  }
+}
+
+// y has x's type, or is bf16 from f32 operands (mt-fold-norm-casts).
 void rmsNorm(const Launch& launch) {
-  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | outMask(0));
+  const bool bf16Out = launch.out[0].dtype == DType::BF16;
+  if (bf16Out && cudaFloatingType(launch, inMask(0) | inMask(1)) != DType::F32)
+    fail(launch, "a bf16 output needs f32 x and weight");
+  const DType dtype = bf16Out ? DType::F32 : cudaFloatingType(launch, inMask(0) | inMask(1) | outMask(0));
   const NormRows r = rmsNormRows(launch);
   if (r.rows == 0 || r.d == 0) return;
-  dispatchFloating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* x = launch.in[0].as<const T>();
-    const T* weight = launch.in[1].as<const T>();
-    T* y = launch.out[0].as<T>();
-    const RowPlan p = rmsRowPlan(launch, r, sizeof(T), false);
-    if (p.fits) {
-      dispatchRowPlan<T>(p, [&](auto v, auto packs) {
-        const auto kernel = rmsNormRowKernel<T, decltype(v)::value, decltype(packs)::value>;
-        kernel<<<residentBlocks(launch, kernel, p), p.threads, 0, launch.device->stream>>>(x, weight, y, r);
-      });
-    } else {
-      rmsNormKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, launch.device->stream>>>(x, weight, y,
-                                                                                                       r);
-    }
-  });
+  if (bf16Out) {
+    rmsNormLaunch<float, uint16_t>(launch, r);
+  } else {
+    dispatchFloating(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      rmsNormLaunch<T, T>(launch, r);
+    });
+  }
   MT_CHECK_LAUNCH(launch);
 }
 

@@ -9,7 +9,9 @@
 // whole number of 16-byte packs, the tables are contiguous along the innermost
 // dim and every tensor is 16-byte aligned, a thread per pack (4 f32 or 2 f64
 // elements, 16-byte loads and stores, one offset computation a pack), with the
-// same arithmetic per element.
+// same arithmetic per element. With `bshd` x lies as [B, S, H, D]: the
+// tables' strides are those of x's [B, H, S, D] form with dims 1 and 2
+// swapped (rotaryTableStrides), so the same kernels read them in place.
 #include <cstdint>
 #include <initializer_list>
 
@@ -94,8 +96,8 @@ void rotary(const Launch& launch) {
   StridedSpace<2> space;
   space.rank = s.rank;
   for (int d = 0; d < s.rank; ++d) space.dims[d] = s[d];
-  broadcastStrides(cos.shape, s, space.strides[0]);
-  broadcastStrides(sin.shape, s, space.strides[1]);
+  rotaryTableStrides(launch, cos.shape, space.strides[0]);
+  rotaryTableStrides(launch, sin.shape, space.strides[1]);
   coalesce(space);
   const int64_t d = s[s.rank - 1];
   dispatchFloating(dtype, [&](auto tag) {

@@ -81,10 +81,10 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"slice_grad", 1, 1, sliceGradRule, {"starts", "ends", "steps"}},
       {"cast", 1, 1, castRule},
       // attention and rotary embeddings
-      {"attention", 3, 2, attentionRule, {"scale", "causal", "precision"}},
-      {"attention_grad", 6, 3, attentionGradRule, {"scale", "causal", "precision"}},
-      {"rotary", 3, 1, rotaryRule},
-      {"rotary_grad", 3, 1, rotaryRule},
+      {"attention", 3, 2, attentionRule, {"scale", "causal", "precision", "bshd"}},
+      {"attention_grad", 6, 3, attentionGradRule, {"scale", "causal", "precision", "bshd"}},
+      {"rotary", 3, 1, rotaryRule, {"bshd"}},
+      {"rotary_grad", 3, 1, rotaryRule, {"bshd"}},
       // fused pointwise chains (pointwise.cpp / pointwise.cu)
       {"pointwise", KernelSpec::kAnyInputs, KernelSpec::kAnyOutputs, pointwiseRule,
        {"code", "constants", "outputs"}},

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "megatrain/plan/PointwiseProgram.h"
 
@@ -503,42 +504,66 @@ Shape attentionLseShape(const AttentionDims& d) {
 }
 
 namespace {
-AttentionDims checkQkv(const KernelCall& call) {
+// `shape` with dims 1 and 2 swapped when `bshd` (rank 4).
+Shape headMajor(const Shape& shape, bool bshd) {
+  Shape out = shape;
+  if (bshd && out.rank == 4) std::swap(out.dims[1], out.dims[2]);
+  return out;
+}
+
+// The stored shape of a [B, heads, seq, D] operand in the layout of `role`.
+Shape stored(const AttentionDims& d, AttentionRole role, int64_t heads, int64_t seq) {
+  Shape s;
+  s.rank = 4;
+  s.dims[0] = d.batch;
+  s.dims[1] = d.bshdOf(role) ? seq : heads;
+  s.dims[2] = d.bshdOf(role) ? heads : seq;
+  s.dims[3] = d.d;
+  return s;
+}
+
+AttentionDims checkQkv(const KernelCall& call, int64_t roles) {
   const Operand &q = call.in[0], &k = call.in[1], &v = call.in[2];
   if (q.shape.rank != 4 || k.shape.rank != 4)
     fail(call, "q " + q.shape.str() + " and k " + k.shape.str() + " must have rank 4");
   AttentionDims d;
-  d.batch = q.shape[0];
-  d.qHeads = q.shape[1];
-  d.kvHeads = k.shape[1];
-  d.sq = q.shape[2];
-  d.skv = k.shape[2];
-  d.d = q.shape[3];
+  d.bshd = call.attrs.getInt("bshd", 0);
+  if (d.bshd < 0 || (d.bshd & ~roles) != 0)
+    fail(call, "bshd " + std::to_string(d.bshd) + " has bits outside " + std::to_string(roles) +
+                   " (q 1, k 2, v 4, y 8" + ((roles & kRoleDy) ? ", dy 16)" : ")"));
+  const Shape qs = headMajor(q.shape, d.bshdOf(kRoleQ)), ks = headMajor(k.shape, d.bshdOf(kRoleK));
+  d.batch = qs[0];
+  d.qHeads = qs[1];
+  d.kvHeads = ks[1];
+  d.sq = qs[2];
+  d.skv = ks[2];
+  d.d = qs[3];
   d.scale = call.attrs.getFloat("scale");
   d.causal = call.attrs.getInt("causal", 0) != 0;
-  if (k.shape[0] != d.batch || k.shape[3] != d.d || d.kvHeads <= 0 || d.qHeads % d.kvHeads != 0)
+  if (ks[0] != d.batch || ks[3] != d.d || d.kvHeads <= 0 || d.qHeads % d.kvHeads != 0)
     fail(call, "k " + k.shape.str() + " does not fit q " + q.shape.str() +
-                   " as [B, Hkv, Skv, D] with Hkv dividing Hq");
-  requireShape(call, v, k.shape, "v");
+                   " as [B, Hkv, Skv, D] with Hkv dividing Hq" +
+                   (d.bshd ? " (bshd " + std::to_string(d.bshd) + ")" : std::string()));
+  requireShape(call, v, stored(d, kRoleV, d.kvHeads, d.skv), "v");
   return d;
 }
 }  // namespace
 
 AttentionDims attentionDims(const KernelCall& call) {
-  const AttentionDims d = checkQkv(call);
-  requireShape(call, call.out[0], call.in[0].shape, "output");
+  const AttentionDims d = checkQkv(call, kRoleQ | kRoleK | kRoleV | kRoleY);
+  requireShape(call, call.out[0], stored(d, kRoleY, d.qHeads, d.sq), "output");
   requireShape(call, call.out[1], attentionLseShape(d), "lse");
   return d;
 }
 
 AttentionDims attentionGradDims(const KernelCall& call) {
-  const AttentionDims d = checkQkv(call);
-  requireShape(call, call.in[3], call.in[0].shape, "y");
+  const AttentionDims d = checkQkv(call, kRoleQ | kRoleK | kRoleV | kRoleY | kRoleDy);
+  requireShape(call, call.in[3], stored(d, kRoleY, d.qHeads, d.sq), "y");
   requireShape(call, call.in[4], attentionLseShape(d), "lse");
-  requireShape(call, call.in[5], call.in[0].shape, "dy");
+  requireShape(call, call.in[5], stored(d, kRoleDy, d.qHeads, d.sq), "dy");
   requireShape(call, call.out[0], call.in[0].shape, "dq");
   requireShape(call, call.out[1], call.in[1].shape, "dk");
-  requireShape(call, call.out[2], call.in[1].shape, "dv");
+  requireShape(call, call.out[2], call.in[2].shape, "dv");
   return d;
 }
 
@@ -547,17 +572,31 @@ void attentionGradRule(const KernelCall& call) { attentionGradDims(call); }
 
 // ---- rotary ----
 
+Shape rotaryLogicalShape(const KernelCall& call) {
+  return headMajor(call.in[0].shape, call.attrs.getInt("bshd", 0) != 0);
+}
+
+void rotaryTableStrides(const KernelCall& call, const Shape& table, int64_t* strides) {
+  const Shape logical = rotaryLogicalShape(call);
+  broadcastStrides(table, logical, strides);
+  if (call.attrs.getInt("bshd", 0) != 0) std::swap(strides[1], strides[2]);
+}
+
 void rotaryRule(const KernelCall& call) {
   const Operand &x = call.in[0], &cos = call.in[1], &sin = call.in[2];
-  const Shape& s = x.shape;
+  const int64_t bshd = call.attrs.getInt("bshd", 0);
+  if (bshd != 0 && bshd != 1) fail(call, "bshd " + std::to_string(bshd) + " is not 0 or 1");
+  if (bshd && x.shape.rank != 4) fail(call, "bshd needs x of rank 4, got " + x.shape.str());
+  const Shape s = rotaryLogicalShape(call);
   if (s.rank == 0 || s[s.rank - 1] % 2 != 0) fail(call, "x " + s.str() + " must have an even last dim");
   for (const Operand* table : {&cos, &sin}) {
     Shape joint;
     if (table->shape.rank == 0 || table->shape[table->shape.rank - 1] != s[s.rank - 1] ||
         !broadcastShapes(table->shape, s, joint) || joint != s)
-      fail(call, "cos and sin " + table->shape.str() + " must broadcast to " + s.str() + " and keep its last dim");
+      fail(call, "cos and sin " + table->shape.str() + " must broadcast to " + s.str() + " and keep its last dim" +
+                     (bshd ? " (x " + x.shape.str() + " read as [B, H, S, D])" : ""));
   }
-  requireShape(call, call.out[0], s, "output");
+  requireShape(call, call.out[0], x.shape, "output");
 }
 
 }  // namespace megatrain::kernels

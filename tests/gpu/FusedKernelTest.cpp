@@ -77,6 +77,28 @@ TEST_F(FusedCudaKernels, RmsNormRowPaths) {
     }
 }
 
+// rms_norm with a bf16 result (mt-fold-norm-casts) on both row paths
+// (register: d up to 8,192, 16-byte and element-wide; warp per row past it):
+// bit for bit the CUDA f32 result cast to bf16 by the cast kernel, and
+// within a bf16 rounding of the CPU twin.
+TEST_F(FusedCudaKernels, RmsNormBf16ResultIsTheCastOfF32) {
+  const Shape cases[] = {{1237, 2048}, {301, 4096}, {517, 1001}, {3, 16388}, {4, 30}};
+  for (const Shape& shape : cases) {
+    const auto attrs = std::vector<plan::Attribute>{intAttr("axis", 1), floatAttr("epsilon", 1e-6)};
+    const HostTensor x = uniform(shape, plan::F32, -3, 5), w = uniform({shape[1]}, plan::F32);
+    const KernelCase f32{"rms_norm", {x, w}, {{shape, plan::F32}}, attrs};
+    const std::vector<HostTensor> y32 = runCase(cudaBackend(), oneKernelPlan(f32), f32);
+    ASSERT_EQ(y32.size(), 1u);
+    const KernelCase cast{"cast", {y32[0]}, {{shape, plan::BF16}}, {}};
+    const std::vector<HostTensor> casted = runCase(cudaBackend(), oneKernelPlan(cast), cast);
+    const KernelCase bf16{"rms_norm", {x, w}, {{shape, plan::BF16}}, attrs};
+    const std::vector<HostTensor> y16 = runCase(cudaBackend(), oneKernelPlan(bf16), bf16);
+    ASSERT_EQ(y16.size(), 1u);
+    EXPECT_EQ(y16[0].values, casted[0].values) << describe(bf16) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+    check(bf16, 8e-3);
+  }
+}
+
 TEST_F(FusedCudaKernels, SiluSwigluAndGrads) {
   for (plan::DType dt : kFloatTypes)
     for (const Shape& shape : {Shape{1}, Shape{1000}, Shape{17, 33}, Shape{4, 256, 129}}) {

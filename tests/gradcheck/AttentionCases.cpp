@@ -38,6 +38,37 @@ GradCase attention(const std::string& name, std::vector<int64_t> q, std::vector<
           q};
 }
 
+// Attention with the operands whose `bshd` bit is set laid out [B, S, H, D]
+// (q, kv: the [B, H, S, D] shapes); the gradient's layouts follow the
+// forward's (mt-fold-head-transposes writes such ops).
+GradCase attentionBshd(const std::string& name, std::vector<int64_t> q, std::vector<int64_t> kv,
+                       bool causal, int64_t bshd) {
+  auto laid = [](std::vector<int64_t> s, bool swap) {
+    if (swap) std::swap(s[1], s[2]);
+    return s;
+  };
+  std::vector<int64_t> lse(q.begin(), q.end() - 1);
+  const std::vector<int64_t> sq = laid(q, bshd & 1), sk = laid(kv, bshd & 2), sv = laid(kv, bshd & 4),
+                             sy = laid(q, bshd & 8);
+  const std::string attrs = "{scale = 5.0e-01 : f64, causal = " + std::string(causal ? "true" : "false") +
+                            ", bshd = " + std::to_string(bshd) + " : i64}";
+  Param pq{"q", sq, -1.5, 1.5}, pk{"k", sk, -1.5, 1.5}, pv{"v", sv};
+  return {name, {pq, pk, pv},
+          "  %y, %lse = mt.attention %q, %k, %v " + attrs + " : (" + T(sq) + ", " + T(sk) + ", " + T(sv) +
+              ") -> (" + T(sy) + ", " + T(lse) + ")",
+          sy};
+}
+
+// rotary on x [B, S, H, D] (bshd = true), the tables broadcast to its [B, H, S, D] form.
+GradCase rotaryBshd(const std::string& name, std::vector<int64_t> x, std::vector<int64_t> table) {
+  const std::string body =
+      constant("%cos", table, [](int64_t i) { return std::cos(0.7 * i + 0.3); }) +
+      constant("%sin", table, [](int64_t i) { return std::sin(0.45 * i - 0.2); }) +
+      "  %y = mt.rotary %x, %cos, %sin {bshd = true} : (" + T(x) + ", " + T(table) + ", " + T(table) +
+      ") -> " + T(x);
+  return {name, {P("x", x)}, body, x};
+}
+
 GradCase rotary(const std::string& name, std::vector<int64_t> x, std::vector<int64_t> table) {
   // Angles that differ between the halves, so that reading sin at the wrong
   // position shows.
@@ -64,6 +95,14 @@ std::vector<GradCase> attentionCases() {
   // plain [S, D] table.
   cases.push_back(rotary("rotary_tables_1x1xSxD", {2, 3, 4, 6}, {1, 1, 4, 6}));
   cases.push_back(rotary("rotary_tables_SxD", {2, 4, 4}, {4, 4}));
+
+  // The [B, S, H, D] layouts of mt-fold-head-transposes: every operand, and
+  // q, v alone on grouped-query attention with more keys than queries; rotary
+  // on x [B, S=4, H=3, D].
+  cases.push_back(attentionBshd("attention_gqa_causal_bshd_all", {1, 4, 3, 2}, {1, 2, 3, 2}, true, 15));
+  cases.push_back(
+      attentionBshd("attention_gqa_longer_keys_bshd_q_v", {1, 4, 2, 3}, {1, 2, 5, 3}, false, 1 | 4));
+  cases.push_back(rotaryBshd("rotary_bshd_tables_1x1xSxD", {2, 4, 3, 6}, {1, 1, 4, 6}));
 
   // The decomposed form of grouped-query causal attention (as
   // tests/lit/passes/fuse_attention.mlir's Llama fragment), which the

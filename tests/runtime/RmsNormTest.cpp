@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
+#include "megatrain/plan/Error.h"
 
 namespace megatrain::runtime::testing {
 namespace {
@@ -47,6 +48,40 @@ TEST_P(RmsNormTest, NaNPoisonsItsRowOnly) {
   const HostTensor y = runKernel("rms_norm", {x, w}, {{{2, 3, 4}, dtype}},
                                  {intAttr("axis", 2), floatAttr("epsilon", kEpsilon)})[0];
   for (int i = 0; i < 24; ++i) EXPECT_EQ(std::isnan(y.values[i]), i >= 4 && i < 8) << i;
+}
+
+// A bf16 result (mt-fold-norm-casts) is the f32 result cast to bf16, bit for
+// bit, NaN rows included; a bf16 result from f64 operands is refused by name.
+TEST(RmsNormBf16, IsTheCastOfTheF32Result) {
+  std::mt19937 rng(53);
+  HostTensor x = randomTensor({5, 3, 16}, plan::F32, rng, -3, 3);
+  x.values[7] = std::nan("");
+  const HostTensor w = randomTensor({16}, plan::F32, rng, 0.5, 1.5);
+  const auto attrs = std::vector<plan::Attribute>{intAttr("axis", 2), floatAttr("epsilon", kEpsilon)};
+  const HostTensor y32 = runKernel("rms_norm", {x, w}, {{{5, 3, 16}, plan::F32}}, attrs)[0];
+  const HostTensor cast = runKernel("cast", {y32}, {{{5, 3, 16}, plan::BF16}})[0];
+  const HostTensor y16 = runKernel("rms_norm", {x, w}, {{{5, 3, 16}, plan::BF16}}, attrs)[0];
+  ASSERT_EQ(y16.values.size(), cast.values.size());
+  for (size_t i = 0; i < cast.values.size(); ++i) {
+    if (std::isnan(cast.values[i])) {
+      EXPECT_TRUE(std::isnan(y16.values[i])) << i;
+      continue;
+    }
+    EXPECT_EQ(y16.values[i], cast.values[i]) << i;
+  }
+  const HostTensor x64 = randomTensor({2, 4}, plan::F64, rng, -3, 3);
+  const HostTensor w64 = randomTensor({4}, plan::F64, rng, 0.5, 1.5);
+  EXPECT_THROW(
+      {
+        try {
+          runKernel("rms_norm", {x64, w64}, {{{2, 4}, plan::BF16}},
+                    {intAttr("axis", 1), floatAttr("epsilon", kEpsilon)});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("bf16 output needs f32 x and weight"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RmsNormTest, ::testing::Values(plan::F32, plan::F64),

@@ -58,6 +58,9 @@ struct PipelineOptions {
   // mt-precision: "fp32" | "tf32" | "bf16" (megatrain-compile's default is
   // bf16; the pass's own default, kept here, is fp32).
   std::string precision = "fp32";
+  // mt-fold-head-transposes (before mt-precision): off with megatrain-compile
+  // --no-fold-head-transposes.
+  bool foldHeadTransposes = true;
   // mt-fold-transpose (after mt-precision): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
@@ -70,6 +73,9 @@ struct PipelineOptions {
   // mt-fuse-pointwise (after mt-fuse-matmul-epilogues): off with
   // megatrain-compile --no-fuse-pointwise.
   bool fusePointwise = true;
+  // mt-fold-norm-casts (after mt-fuse-pointwise): off with
+  // megatrain-compile --no-fold-norm-casts.
+  bool foldNormCasts = true;
   // mt-fuse-linear-ce (after mt-add-loss, with the fusion passes): off with
   // megatrain-compile --no-fuse-linear-ce; linearCeChunk > 0 forces its
   // chunk (--linear-ce-chunk), 0 lets the pass choose.
@@ -82,7 +88,8 @@ enum class EmitStage {
   Mt,        // as imported
   Training,  // + fusion (unless off), mt-add-loss, mt-autodiff, mt-adamw, cse
              //   (forward-only: mt-add-loss and cse)
-  Scheduled, // + mt-precision, mt-fold-transpose, mt-fuse-matmul-epilogues,
+  Scheduled, // + mt-fold-head-transposes, mt-precision, mt-fold-transpose,
+             //   mt-fuse-matmul-epilogues,
              //   mt-fuse-pointwise, mt-schedule, mt-liveness
   Planned,   // + mt-tier, mt-view-aliases, mt-plan-memory, mt-homes
   Plan,      // the same passes as Planned; the driver then emits the plan

@@ -110,6 +110,16 @@ bool attentionWork(const KernelDesc &kernel, Precision precision, AttentionWork 
   const TensorShape &q = kernel.inputs[0], &k = kernel.inputs[1];
   if (q.dims.size() != 4 || k.dims.size() != 4)
     return false;
+  // Operands in [B, S, H, D] (the `bshd` bits of q and k): priced as their
+  // [B, H, S, D] form, the same work.
+  if (int64_t bshd = attr(kernel, "bshd", 0); bshd & 3) {
+    KernelDesc headMajor = kernel;
+    headMajor.intAttrs.erase("bshd");
+    for (int role = 0; role < 2; ++role)
+      if (bshd & (1 << role))
+        std::swap(headMajor.inputs[role].dims[1], headMajor.inputs[role].dims[2]);
+    return attentionWork(headMajor, precision, work);
+  }
   int64_t s = std::max<int64_t>(q.dims[2], 0), t = std::max<int64_t>(k.dims[2], 0);
   double perRow = static_cast<double>(t) * static_cast<double>(s); // computed scores per head
   if (attr(kernel, "causal", 1)) {

@@ -606,9 +606,13 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGr
     return emitOpError("the logsumexp result has no gradient rule");
   if (noGradient(resultGrads, *this, operandGrads))
     return success();
+  // Layouts (bshd) as the forward's; dy has y's type, so y's bit (8) and
+  // dy's (16) go together.
+  int64_t bshd = getBshd() | ((getBshd() & 8) ? 16 : 0);
   auto grad = b.create<AttentionGradOp>(
       getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(), getK(),
-      getV(), getResult(), getLse(), resultGrads[0], getScaleAttr(), getCausalAttr());
+      getV(), getResult(), getLse(), resultGrads[0], getScaleAttr(), getCausalAttr(),
+      bshd ? b.getI64IntegerAttr(bshd) : IntegerAttr());
   push(operandGrads, getQ(), grad.getDq());
   push(operandGrads, getK(), grad.getDk());
   push(operandGrads, getV(), grad.getDv());
@@ -640,7 +644,7 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
     return success();
   push(operandGrads, getX(),
        b.create<RotaryGradOp>(getLoc(), getX().getType(), resultGrads[0], getCos(),
-                              getSin()));
+                              getSin(), getBshd() ? getBshdAttr() : BoolAttr()));
   operandGrads.push_back(Value()); // cos
   operandGrads.push_back(Value()); // sin
   return success();

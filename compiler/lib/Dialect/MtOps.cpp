@@ -473,47 +473,115 @@ LogicalResult LossOp::verify() {
 // Verifiers: fused attention and rotary embedding
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::verify() {
-  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()), v = shapeOf(getV());
-  if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k != v || k[0] != q[0] ||
-      k[3] != q[3] || k[1] <= 0 || q[1] % k[1] != 0)
-    return emitOpError("q ") << shapeStr(q) << ", k " << shapeStr(k) << " and v "
-                             << shapeStr(v)
-                             << " must be [B, Hq, Sq, D] and [B, Hkv, Skv, D] with "
-                                "Hkv dividing Hq";
-  if (elementOf(getK()) != elementOf(getQ()) || elementOf(getV()) != elementOf(getQ()) ||
-      elementOf(getResult()) != elementOf(getQ()) ||
-      elementOf(getLse()) != elementOf(getQ()))
-    return emitOpError("operands and results must share one element type");
-  if (shapeOf(getResult()) != q)
-    return emitOpError("result must have q's shape ") << shapeStr(q);
-  if (shapeOf(getLse()) != q.drop_back())
-    return emitOpError("lse must have shape ") << shapeStr(q.drop_back());
-  if (getCausal() && q[2] > k[2])
-    return emitOpError("causal attention needs Sq <= Skv, got ")
+/// The [B, H, S, D] shape of an attention or rotary operand that lies as
+/// [B, S, H, D] when `bshd` (its dims 1 and 2 swapped back); `shape` itself
+/// otherwise, or when it is not of rank 4.
+static SmallVector<int64_t> headMajor(ArrayRef<int64_t> shape, bool bshd) {
+  SmallVector<int64_t> out(shape);
+  if (bshd && out.size() == 4)
+    std::swap(out[1], out[2]);
+  return out;
+}
+
+/// The attention operands' layout bits: q, k, v, y, dy.
+enum AttentionLayoutBit : int64_t { kBshdQ = 1, kBshdK = 2, kBshdV = 4, kBshdY = 8, kBshdDy = 16 };
+
+/// Shapes, element types and the causal bound shared by attention and its
+/// gradient, read through the `bshd` bits (`roles`: the bits the op takes).
+template <typename Op>
+static LogicalResult verifyAttentionOperands(Op op, int64_t roles) {
+  const int64_t bits = op.getBshd();
+  if (bits < 0 || (bits & ~roles) != 0)
+    return op.emitOpError("bshd ") << bits << " has bits outside " << roles
+                                   << " (q 1, k 2, v 4, y 8"
+                                   << (roles & kBshdDy ? ", dy 16)" : ")");
+  for (Value operand : op->getOperands())
+    if (shapeOf(operand).size() != (operand == op.getLse() ? 3u : 4u))
+      return op.emitOpError("q, k, v and y must have rank 4 and lse rank 3");
+  SmallVector<int64_t> q = headMajor(shapeOf(op.getQ()), bits & kBshdQ);
+  SmallVector<int64_t> k = headMajor(shapeOf(op.getK()), bits & kBshdK);
+  SmallVector<int64_t> v = headMajor(shapeOf(op.getV()), bits & kBshdV);
+  if (k != v || k[0] != q[0] || k[3] != q[3] || k[1] <= 0 || q[1] % k[1] != 0)
+    return op.emitOpError("q ") << shapeStr(q) << ", k " << shapeStr(k) << " and v "
+                                << shapeStr(v)
+                                << " must be [B, Hq, Sq, D] and [B, Hkv, Skv, D] with "
+                                   "Hkv dividing Hq (read through bshd "
+                                << bits << ")";
+  for (Value operand : op->getOperands())
+    if (elementOf(operand) != elementOf(op.getQ()))
+      return op.emitOpError("operands and results must share one element type");
+  for (Value result : op->getResults())
+    if (elementOf(result) != elementOf(op.getQ()))
+      return op.emitOpError("operands and results must share one element type");
+  if (shapeOf(op.getLse()) != ArrayRef<int64_t>(q).drop_back())
+    return op.emitOpError("lse must have shape ")
+           << shapeStr(ArrayRef<int64_t>(q).drop_back());
+  if (op.getCausal() && q[2] > k[2])
+    return op.emitOpError("causal attention needs Sq <= Skv, got ")
            << q[2] << " and " << k[2];
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (shapeOf(getResult()).size() != 4)
+    return emitOpError("result must have rank 4");
+  if (failed(verifyAttentionOperands(*this, kBshdQ | kBshdK | kBshdV | kBshdY)))
+    return failure();
+  const int64_t bits = getBshd();
+  SmallVector<int64_t> q = headMajor(shapeOf(getQ()), bits & kBshdQ);
+  if (headMajor(shapeOf(getResult()), bits & kBshdY) != q)
+    return emitOpError("result must have q's shape ")
+           << shapeStr(q) << " (read through bshd " << bits << ")";
   return verifyPrecision(*this);
 }
 
-LogicalResult RotaryOp::verify() {
-  ArrayRef<int64_t> x = shapeOf(getX());
-  if (x.empty() || x.back() % 2 != 0)
-    return emitOpError("x ") << shapeStr(x) << " must have an even last dim";
-  for (Value table : {getCos(), getSin()}) {
-    ArrayRef<int64_t> t = shapeOf(table);
-    auto shape = broadcastShapes(t, x);
-    if (t.empty() || t.back() != x.back() || failed(shape) ||
-        ArrayRef<int64_t>(*shape) != x)
-      return emitOpError("cos and sin ")
-             << shapeStr(t) << " must broadcast to x " << shapeStr(x)
-             << " and keep its last dim";
-    if (elementOf(table) != elementOf(getX()))
-      return emitOpError("cos and sin must have x's element type");
-  }
-  if (getResult().getType() != getX().getType())
-    return emitOpError("result must have x's type");
+LogicalResult AttentionGradOp::verify() {
+  for (Value result : getResults())
+    if (shapeOf(result).size() != 4)
+      return emitOpError("dq, dk and dv must have rank 4");
+  if (failed(verifyAttentionOperands(*this, kBshdQ | kBshdK | kBshdV | kBshdY | kBshdDy)))
+    return failure();
+  const int64_t bits = getBshd();
+  SmallVector<int64_t> q = headMajor(shapeOf(getQ()), bits & kBshdQ);
+  if (headMajor(shapeOf(getY()), bits & kBshdY) != q ||
+      headMajor(shapeOf(getDy()), bits & kBshdDy) != q)
+    return emitOpError("y and dy must have q's shape ")
+           << shapeStr(q) << " (read through bshd " << bits << ")";
+  if (getDq().getType() != getQ().getType() || getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError("dq, dk and dv must have the types of q, k and v");
   return success();
 }
+
+/// rotary and rotary_grad: `x` (x or dy) and the tables, through `bshd`.
+template <typename Op>
+static LogicalResult verifyRotary(Op op, Value x) {
+  ArrayRef<int64_t> stored = shapeOf(x);
+  if (stored.empty() || stored.back() % 2 != 0)
+    return op.emitOpError("x ") << shapeStr(stored) << " must have an even last dim";
+  if (op.getBshd() && stored.size() != 4)
+    return op.emitOpError("bshd needs x of rank 4, got ") << shapeStr(stored);
+  SmallVector<int64_t> logical = headMajor(stored, op.getBshd());
+  for (Value table : {op.getCos(), op.getSin()}) {
+    ArrayRef<int64_t> t = shapeOf(table);
+    auto shape = broadcastShapes(t, logical);
+    if (t.empty() || t.back() != logical.back() || failed(shape) ||
+        ArrayRef<int64_t>(*shape) != ArrayRef<int64_t>(logical))
+      return op.emitOpError("cos and sin ")
+             << shapeStr(t) << " must broadcast to x " << shapeStr(logical)
+             << (op.getBshd() ? " (x read as [B, H, S, D])" : "")
+             << " and keep its last dim";
+    if (elementOf(table) != elementOf(x))
+      return op.emitOpError("cos and sin must have x's element type");
+  }
+  if (op.getResult().getType() != x.getType())
+    return op.emitOpError("result must have x's type");
+  return success();
+}
+
+LogicalResult RotaryOp::verify() { return verifyRotary(*this, getX()); }
+
+LogicalResult RotaryGradOp::verify() { return verifyRotary(*this, getDy()); }
 
 LogicalResult PointwiseOp::verify() {
   std::string wrong = megatrain::pointwise::checkProgram(
@@ -592,8 +660,14 @@ static LogicalResult verifyRmsNorm(Operation *op, Value x, Value weight, int64_t
 LogicalResult RmsNormOp::verify() {
   if (failed(verifyRmsNorm(*this, getX(), getWeight(), getAxis())))
     return failure();
-  if (getResult().getType() != getX().getType())
-    return emitOpError("result must have the input's type");
+  // The result has x's type, or is its bf16 copy when x is f32
+  // (mt-fold-norm-casts).
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  const bool narrowed = x.getElementType().isF32() && result.getElementType().isBF16() &&
+                        result.getShape() == x.getShape();
+  if (result != x && !narrowed)
+    return emitOpError("result must have the input's type (or its shape in bf16 when x is f32)");
   return success();
 }
 

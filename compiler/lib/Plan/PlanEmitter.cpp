@@ -350,6 +350,11 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
       }
       continue;
     }
+    // The [B, H, S, D] layout (bshd 0, mt-fold-head-transposes) is the
+    // kernels' default: left out, so plans without the pass do not change.
+    if (attrName.getValue() == "bshd" && mlir::isa<mlir::IntegerAttr>(*value) &&
+        !mlir::cast<mlir::IntegerAttr>(*value).getValue().getBoolValue())
+      continue;
     pb::Attribute *attr = kernel->add_attributes();
     attr->set_name(attrName.str());
     if (auto flag = mlir::dyn_cast<mlir::BoolAttr>(*value)) {

@@ -329,6 +329,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--no-fold-transpose",
                            "keep the transposes that feed or read matmuls (no mt-fold-transpose)",
                            memory, [&] { args.pipeline.foldTranspose = false; });
+  megatrain::addFlagOption(app, "--no-fold-head-transposes",
+                           "keep the [B, H, S, D] <-> [B, S, H, D] transposes around attention and "
+                           "rotary (no mt-fold-head-transposes)",
+                           memory, [&] { args.pipeline.foldHeadTransposes = false; });
   megatrain::addFlagOption(app, "--no-view-aliases",
                            "emit every reshape as a copy kernel (no mt-view-aliases)",
                            memory, [&] { args.pipeline.viewAliases = false; });
@@ -336,6 +340,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep each residual, gradient or bias add of a product its own "
                            "kernel, not in the product's epilogue (no mt-fuse-matmul-epilogues)",
                            memory, [&] { args.pipeline.matmulEpilogues = false; });
+  megatrain::addFlagOption(app, "--no-fold-norm-casts",
+                           "keep the bf16 cast after an RMS norm its own kernel, the norm "
+                           "writing f32 (no mt-fold-norm-casts)",
+                           memory, [&] { args.pipeline.foldNormCasts = false; });
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });

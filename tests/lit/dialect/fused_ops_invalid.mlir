@@ -18,6 +18,23 @@ func.func @rms_norm_axis(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
 
 // -----
 
+// A bf16 result is x's shape from an f32 x only (mt-fold-norm-casts).
+func.func @rms_norm_bf16_from_f64(%x: tensor<4x8xf64>, %w: tensor<8xf64>) {
+  // expected-error @+1 {{result must have the input's type (or its shape in bf16 when x is f32)}}
+  %y = mt.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf64>, tensor<8xf64>) -> tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @rms_norm_bf16_shape(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{result must have the input's type (or its shape in bf16 when x is f32)}}
+  %y = mt.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
 func.func @rms_norm_grad_dweight(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
   // expected-error @+1 {{dweight must have the weight's type}}
   %dx, %dw = mt.rms_norm_grad %x, %w, %x {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
@@ -85,5 +102,54 @@ func.func @matmul_add_addend(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %r: tenso
 func.func @matmul_add_inner(%x: tensor<3x8xf32>, %w: tensor<5x4xf32>, %r: tensor<3x4xf32>) {
   // expected-error @+1 {{cannot multiply [3x8] by [5x4]}}
   %y = mt.matmul_add %x, %w, %r : (tensor<3x8xf32>, tensor<5x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// The `bshd` layouts of attention and rotary (mt-fold-head-transposes).
+func.func @attention_bshd_bits(%q: tensor<1x2x3x4xf32>) {
+  // expected-error @+1 {{bshd 16 has bits outside 15 (q 1, k 2, v 4, y 8)}}
+  %y, %lse = mt.attention %q, %q, %q {scale = 0.5 : f64, causal = true, bshd = 16 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_bshd_v_layout(%q: tensor<1x2x3x4xf32>) {
+  // expected-error @+1 {{must be [B, Hq, Sq, D] and [B, Hkv, Skv, D] with Hkv dividing Hq (read through bshd 4)}}
+  %y, %lse = mt.attention %q, %q, %q {scale = 0.5 : f64, causal = false, bshd = 4 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_bshd_result(%q: tensor<1x2x3x4xf32>) {
+  // expected-error @+1 {{result must have q's shape [1x2x3x4] (read through bshd 8)}}
+  %y, %lse = mt.attention %q, %q, %q {scale = 0.5 : f64, causal = false, bshd = 8 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_dq_type(%q: tensor<1x3x2x4xf32>, %k: tensor<1x2x3x4xf32>, %lse: tensor<1x2x3xf32>) {
+  // expected-error @+1 {{dq, dk and dv must have the types of q, k and v}}
+  %dq, %dk, %dv = mt.attention_grad %q, %k, %k, %k, %lse, %k {scale = 0.5 : f64, causal = false, bshd = 1 : i64} : (tensor<1x3x2x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3xf32>, tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @rotary_bshd_rank(%x: tensor<2x4x6xf32>, %t: tensor<4x6xf32>) {
+  // expected-error @+1 {{bshd needs x of rank 4, got [2x4x6]}}
+  %y = mt.rotary %x, %t, %t {bshd = true} : (tensor<2x4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_grad_bshd_tables(%x: tensor<1x3x4x6xf32>, %t: tensor<4x6xf32>) {
+  // expected-error @+1 {{cos and sin [4x6] must broadcast to x [1x4x3x6] (x read as [B, H, S, D]) and keep its last dim}}
+  %y = mt.rotary_grad %x, %t, %t {bshd = true} : (tensor<1x3x4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<1x3x4x6xf32>
   return
 }

@@ -667,12 +667,20 @@ def Mt_AttentionOp : Mt_Op<"attention", [Pure, Differentiable]> {
     fp32; also on attention_grad) is the arithmetic the device may use for
     the products inside; operands stay f32.
 
+    `bshd` (default 0; written by mt-fold-head-transposes) says which
+    operands lie in memory as [B, S, H, D] instead of [B, H, S, D]: bit 0 q,
+    bit 1 k, bit 2 v, bit 3 y (the result; attention_grad's y input), bit 4
+    dy (attention_grad only); attention_grad's dq, dk and dv take q's, k's
+    and v's bits. Such an operand's type is the transposed shape; the math
+    is the same, only the memory order differs. lse is always [B, Hq, Sq].
+
     ```mlir
     %y, %lse = mt.attention %q, %k, %v {scale = 0.25 : f64, causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
-                   F64Attr:$scale, BoolAttr:$causal);
+                   F64Attr:$scale, BoolAttr:$causal,
+                   DefaultValuedAttr<I64Attr, "0">:$bshd);
   let results = (outs Mt_FloatTensor:$result, Mt_FloatTensor:$lse);
   let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -682,7 +690,8 @@ def Mt_AttentionGradOp : Mt_Op<"attention_grad", [Pure]> {
   let summary = "gradients of attention: dq, dk, dv";
   let description = [{
     From the forward's inputs, its output y, its logsumexp and dy. dk and dv
-    are summed over the query heads that share a kv head.
+    are summed over the query heads that share a kv head. `bshd` as on
+    mt.attention (bits q, k, v, y, dy; dq, dk, dv follow q, k, v).
 
     ```mlir
     %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %y, %lse, %dy {scale = 0.25 : f64, causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
@@ -690,9 +699,11 @@ def Mt_AttentionGradOp : Mt_Op<"attention_grad", [Pure]> {
   }];
   let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
                    Mt_FloatTensor:$y, Mt_FloatTensor:$lse, Mt_FloatTensor:$dy,
-                   F64Attr:$scale, BoolAttr:$causal);
+                   F64Attr:$scale, BoolAttr:$causal,
+                   DefaultValuedAttr<I64Attr, "0">:$bshd);
   let results = (outs Mt_FloatTensor:$dq, Mt_FloatTensor:$dk, Mt_FloatTensor:$dv);
   let assemblyFormat = "$q `,` $k `,` $v `,` $y `,` $lse `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Mt_RotaryOp : Mt_Op<"rotary", [Pure, Differentiable]> {
@@ -703,11 +714,17 @@ def Mt_RotaryOp : Mt_Op<"rotary", [Pure, Differentiable]> {
     (numpy rules) and have x's last dim. They must not depend on a trainable
     parameter: the gradient is with respect to x only.
 
+    `bshd` (default false; written by mt-fold-head-transposes, also on
+    rotary_grad): x and the result are rank 4 and lie as [B, S, H, D], the
+    transpose of the [B, H, S, D] tensor that cos and sin broadcast to; each
+    element is computed as in the [B, H, S, D] form.
+
     ```mlir
     %y = mt.rotary %x, %cos, %sin : (tensor<2x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x4x8x16xf32>
     ```
   }];
-  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$cos, Mt_FloatTensor:$sin);
+  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$cos, Mt_FloatTensor:$sin,
+                   DefaultValuedAttr<BoolAttr, "false">:$bshd);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$x `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -722,9 +739,11 @@ def Mt_RotaryGradOp : Mt_Op<"rotary_grad", [Pure]> {
     %dx = mt.rotary_grad %dy, %cos, %sin : (tensor<2x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x4x8x16xf32>
     ```
   }];
-  let arguments = (ins Mt_FloatTensor:$dy, Mt_FloatTensor:$cos, Mt_FloatTensor:$sin);
+  let arguments = (ins Mt_FloatTensor:$dy, Mt_FloatTensor:$cos, Mt_FloatTensor:$sin,
+                   DefaultValuedAttr<BoolAttr, "false">:$bshd);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$dy `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Mt_PointwiseOp : Mt_Op<"pointwise", [Pure]> {
@@ -865,7 +884,9 @@ def Mt_RmsNormOp : Mt_Op<"rms_norm", [Pure, Differentiable]> {
   let description = [{
     y = x / sqrt(mean(x^2 over dims [axis, rank)) + epsilon) * weight, the
     RMSNorm of Llama, Qwen2 and Mistral; weight has shape x.shape[axis:].
-    Written by mt-fuse-rms-norm from the exported composition.
+    Written by mt-fuse-rms-norm from the exported composition. The result
+    has x's type, or x's shape in bf16 when x is f32 (mt-fold-norm-casts:
+    the f32 result rounded to nearest even, as a cast would).
 
     ```mlir
     %y = mt.rms_norm %x, %w {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>) -> tensor<8x32x64xf32>

@@ -235,6 +235,27 @@ def Precision : Pass<"mt-precision", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FoldHeadTransposes : Pass<"mt-fold-head-transposes", "mlir::func::FuncOp"> {
+  let summary = "Fold the [B, H, S, D] <-> [B, S, H, D] transposes around attention into its operands' layout";
+  let description = [{
+    The heads of an exported attention are transposed from the projection's
+    [B, S, H, D] to [B, H, S, D] (perm [0, 2, 1, 3]) before rotary and
+    attention, and back after; the gradient mirrors them. mt.attention and
+    mt.attention_grad read and write any operand in [B, S, H, D] when its bit
+    of `bshd` is set (q 1, k 2, v 4, y 8, dy 16; dq, dk, dv follow q, k, v),
+    and mt.rotary / mt.rotary_grad with `bshd = true` read and write x in
+    [B, S, H, D]. The pass groups the values that must change layout
+    together (a rotary's input and result, attention_grad's q and dq, k and
+    dk, v and dv), starting from attention's operands, and flips a group to
+    [B, S, H, D] when that removes more head transposes than it adds: a
+    transpose producing a member is read past (and erased once unused), a
+    transpose of a member becomes the member itself, a member read by
+    another op keeps a transpose for that op. Only memory order changes:
+    every element is the same computation.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
   let summary = "Fold transposes of the last two dims into mt.matmul's transpose flags";
   let description = [{
@@ -288,6 +309,19 @@ def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
     (inputs and values read outside) than the widest op it replaces, nor
     past 8 inputs, 8 outputs or 48 instructions. The program gives, on the CPU backend, the bits of the
     unfused chain.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
+def FoldNormCasts : Pass<"mt-fold-norm-casts", "mlir::func::FuncOp"> {
+  let summary = "Give an RMS norm read only by bf16 casts a bf16 result";
+  let description = [{
+    Runs on the whole training step after mt-precision and
+    mt-fuse-pointwise (off with megatrain-compile --no-fold-norm-casts). An
+    mt.rms_norm with f32 operands and result whose every reader is an
+    mt.cast to bf16 of its shape gets a bf16 result, which replaces the
+    casts; the norm rounds its f32 result as the cast did, so the values do
+    not change (docs/ops.md "rms_norm with a bf16 result").
   }];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }

@@ -176,13 +176,27 @@ void castRule(const KernelCall& call);
 
 // ---- attention ----
 
+// The `bshd` attribute's bits: the operand lies as [B, S, H, D] instead of
+// [B, H, S, D] (attention_grad's dq, dk, dv follow q, k, v).
+enum AttentionRole : int64_t { kRoleQ = 1, kRoleK = 2, kRoleV = 4, kRoleY = 8, kRoleDy = 16 };
+
 struct AttentionDims {
   int64_t batch = 0, qHeads = 0, kvHeads = 0, sq = 0, skv = 0, d = 0;
   double scale = 1;
   bool causal = false;
+  int64_t bshd = 0;  // AttentionRole bits
   int64_t group() const { return qHeads / kvHeads; }
+  bool bshdOf(AttentionRole role) const { return (bshd & role) != 0; }
+  // Element offset of row (b, h, s) of a [B, heads, seq, D] operand in the layout of `role`.
+  int64_t row(AttentionRole role, int64_t heads, int64_t seq, int64_t b, int64_t h, int64_t s) const {
+    return (bshdOf(role) ? (b * seq + s) * heads + h : (b * heads + h) * seq + s) * d;
+  }
+  int64_t qRow(AttentionRole role, int64_t b, int64_t h, int64_t s) const { return row(role, qHeads, sq, b, h, s); }
+  int64_t kvRow(AttentionRole role, int64_t b, int64_t h, int64_t s) const { return row(role, kvHeads, skv, b, h, s); }
 };
-// q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] with Hkv dividing Hq.
+// q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] with Hkv dividing Hq; an
+// operand whose `bshd` bit is set lies as [B, S, H, D] (its dims 1 and 2
+// swapped). lse is [B, Hq, Sq] in every layout.
 // attention: (q, k, v) -> (y, lse [B, Hq, Sq]);
 // attention_grad: (q, k, v, y, lse, dy) -> (dq, dk, dv).
 AttentionDims attentionDims(const KernelCall& call);
@@ -194,6 +208,13 @@ void attentionGradRule(const KernelCall& call);
 // ---- rotary position embedding ----
 
 // (x, cos, sin) -> y: x has an even last dim, cos and sin broadcast to x and keep its last dim.
+// With the `bshd` attribute x is rank 4 and read as [B, S, H, D]: the tables
+// broadcast to its [B, H, S, D] form.
 void rotaryRule(const KernelCall& call);
+// x's shape as the tables see it: x, or x with dims 1 and 2 swapped under `bshd`.
+Shape rotaryLogicalShape(const KernelCall& call);
+// Strides (over x's stored dims) that read `table` for each element of x,
+// through `bshd`: what rotary's kernels walk the tables with.
+void rotaryTableStrides(const KernelCall& call, const Shape& table, int64_t* strides);
 
 }  // namespace megatrain::kernels

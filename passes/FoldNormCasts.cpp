@@ -1,0 +1,85 @@
+//===- FoldNormCasts.cpp - mt-fold-norm-casts: norms that write the bf16 copy ===//
+//
+// Under --precision bf16 every matmul reads bf16 operands, so mt-precision
+// casts the output of each RMS norm that feeds one (the input layernorm
+// before q, k and v, the post-attention norm before gate and up) to bf16: an
+// f32 [tokens, hidden] written by the norm, read back by the cast and written
+// again at half the size. When the cast is the norm's only reader, the norm
+// can round its own result: this pass gives such an mt.rms_norm a bf16
+// result and removes the cast.
+//
+// It runs on the whole training step after mt-precision (which wrote the
+// casts) and mt-fuse-pointwise, whose first step makes the weight gradients
+// read the norm's bf16 cast (reshaped) rather than cast a reshape of the f32
+// norm, so the cast is left the norm's only reader; off with
+// megatrain-compile --no-fold-norm-casts. A cast that mt-fuse-pointwise took
+// into a program is no candidate (the program reads the f32 norm).
+// Candidates: an mt.rms_norm with an f32 x, weight and result, whose every
+// reader is an mt.cast to bf16 of the same shape (readers CSE did not merge
+// yet are all replaced by the one result). The fused norm computes what it
+// computed before and rounds once, to nearest even, as the cast did (the
+// kernels round their f32 result with the cast's rounding, so the bits are
+// the unfused pair's: docs/ops.md "rms_norm with a bf16 result").
+//
+// Not optimal for: layer norm (its kernels keep their input's type), a norm
+// whose f32 result is also read elsewhere (both forms must be written), and
+// other producers of a value only cast (matmul, rotary, transpose), whose
+// kernels write their input's type.
+//
+//===----------------------------------------------------------------------===//
+#include "megatrain/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace megatrain {
+#define GEN_PASS_DEF_FOLDNORMCASTS
+#include "megatrain/Passes/Passes.h.inc"
+} // namespace megatrain
+
+using namespace mlir;
+using namespace megatrain;
+
+namespace {
+
+/// Whether `user` is an mt.cast of `value` to bf16 of the same shape.
+bool isBf16Cast(Operation *user, Value value) {
+  auto castOp = dyn_cast<mt::CastOp>(user);
+  if (!castOp)
+    return false;
+  auto from = cast<RankedTensorType>(value.getType());
+  auto to = dyn_cast<RankedTensorType>(castOp.getResult().getType());
+  return to && to.getElementType().isBF16() && to.getShape() == from.getShape();
+}
+
+struct FoldNormCasts : megatrain::impl::FoldNormCastsBase<FoldNormCasts> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<mt::RmsNormOp> norms;
+    getOperation().walk([&](mt::RmsNormOp op) { norms.push_back(op); });
+    for (mt::RmsNormOp norm : norms) {
+      Value result = norm.getResult();
+      auto type = cast<RankedTensorType>(result.getType());
+      if (!type.getElementType().isF32() ||
+          !cast<RankedTensorType>(norm.getWeight().getType()).getElementType().isF32())
+        continue;
+      if (result.use_empty() ||
+          !llvm::all_of(result.getUsers(), [&](Operation *user) { return isBf16Cast(user, result); }))
+        continue;
+      OpBuilder b(norm);
+      auto bf16 = RankedTensorType::get(type.getShape(), b.getBF16Type());
+      auto folded = b.create<mt::RmsNormOp>(norm.getLoc(), bf16, norm.getX(), norm.getWeight(),
+                                            norm.getAxis(), norm.getEpsilon());
+      for (NamedAttribute attr : norm->getDiscardableAttrs())
+        folded->setAttr(attr.getName(), attr.getValue());
+      SmallVector<Operation *> casts(result.getUsers().begin(), result.getUsers().end());
+      for (Operation *castOp : casts) {
+        castOp->getResult(0).replaceAllUsesWith(folded.getResult());
+        castOp->erase();
+      }
+      norm.erase();
+    }
+  }
+};
+
+} // namespace
