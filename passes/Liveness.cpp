@@ -17,8 +17,9 @@
 // covers the time the copy finishes, or up to the last op before the
 // return. The copies queue on the one link in step order: each starts when
 // the compute issued up to its step is done and the copy before it has
-// finished (CopyHold, Liveness.h). A constant needs no hold: mt-plan-memory
-// keeps it forever (its copy still takes the link).
+// finished, and in mt-tier a gradient's also when the gradient staging ring
+// has room for it (CopyHold, Liveness.h). A constant needs no hold:
+// mt-plan-memory keeps it forever (its copy still takes the link).
 //
 //===----------------------------------------------------------------------===//
 #include "Liveness.h"

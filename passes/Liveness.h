@@ -20,15 +20,14 @@
 
 namespace megatrain {
 
-/// The copy hold (Liveness.cpp says why): when each value copied to the
-/// host (by mt.offload, mt.adamw, mt.grad_part, mt.loss or mt.output) may
-/// give its bytes to another. The copies queue on the device-to-host link
-/// in step order: one starts when the compute issued up to its step is done
-/// and the link is free (and, for a gradient, the ring has room), and the
-/// value keeps its bytes until the compute
-/// issued after it covers the copy's finish. `stepOf` gives an op's step
-/// (-1: none; mt.step for mt-liveness, the position in the block for
-/// mt-tier's fill); steps index [0, n).
+/// The copy hold (Liveness.cpp says why): until when each value copied to
+/// the host (by mt.offload, mt.adamw, mt.grad_part, mt.loss or mt.output)
+/// keeps its bytes. The copies queue on the device-to-host link in step
+/// order: one starts when the compute issued up to its step is done and the
+/// link is free (and, for a gradient, the ring has room), and the value
+/// dies at the first step that runs a kernel of its own once the compute
+/// issued before it covers the copy's finish. `stepOf` gives an op's step
+/// (-1: none; steps index [0, n)).
 class CopyHold {
 public:
   /// With `ringBytes` > 0 (mt-tier: the gradient staging ring, "State
@@ -46,7 +45,7 @@ public:
   /// The seconds compute would wait for the copies of `value` if a kernel
   /// issued right after step `lastUse` wrote into its bytes (0: none).
   double stall(mlir::Value value, int64_t lastUse) const;
-  /// Every held value, in block order of its (last) copy.
+  /// Every value a copy may hold, in the order of its first copy.
   const std::vector<mlir::Value> &values() const { return held; }
 
 private:

@@ -344,11 +344,13 @@ def Liveness : Pass<"mt-liveness", "mlir::func::FuncOp"> {
   let description = [{
     Over the order fixed by mt-schedule, sets `mt.live_end` on every op with
     results: for each result, the largest `mt.step` among its users, or -1 when
-    it has none. With `hold-copies` (mt-tier's last stage, when the budget
-    allows), a value copied to the host by mt.offload, mt.adamw, mt.loss or
-    mt.output lives on until the compute issued after that copy covers the
-    copy's predicted time on the device profile, so the next value placed in
-    its bytes does not wait for the link.
+    it has none. With `hold-copies` (mt-tier's last stage keeps the holds
+    that fit its budget), a value copied to the host by mt.offload,
+    mt.adamw, mt.grad_part, mt.loss or mt.output lives on until a step that
+    runs a kernel once the compute issued before it covers the time the
+    copy finishes, the copies queued on the link in step order, on the
+    device profile, so the next value placed in its bytes does not wait for
+    the link.
   }];
   let options = [
     Option<"holdCopies", "hold-copies", "bool", "false",
@@ -373,8 +375,9 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     a parameter is fetched again later, an activation is offloaded
     (mt.offload, mt.prefetch) or recomputed (its producers cloned with
     `mt.recompute`). Costs come from the device profile. Renumbers `mt.step`
-    and sets `mt.live_end` as mt-liveness does, with its `hold-copies` when
-    the arena still fits the budget that way. With `fill` (default), auto
+    and sets `mt.live_end` as mt-liveness does, with the `hold-copies` holds
+    (gradients also waiting for room in the gradient staging ring) that
+    fit the budget, the most wait saved per byte first. With `fill` (default), auto
     also gives the room a fitting plan leaves back to recomputed and
     offloaded values, best seconds saved per byte first. The algorithm is in
     passes/Tiering.cpp and docs/tiering.md.
