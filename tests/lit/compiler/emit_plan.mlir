@@ -9,10 +9,10 @@
 //   plan step  0 h2d copy w -> dev:w       13 fill (the loss is held while its
 //              1-2 event h2d -> compute        copy runs, so no event here)
 //              3 matmul                    14 softmax_ce_grad
-//              4 relu                      15 mul
-//              5 mul (by the constant)     16 relu_grad
-//              6 softmax_ce                17 compute wait (dw reuses the
-//              7-8 event compute -> d2h       loss's bytes)
+//              4 relu                      15 compute wait (the loss dies at 16:
+//              5 mul (by the constant)        its poison follows the copy)
+//              6 softmax_ce                16 mul
+//              7-8 event compute -> d2h    17 relu_grad
 //              9 d2h copy -> loss          18 matmul (dw)
 //             10-11 event d2h -> host      19-20 event compute -> d2h
 //             12 READ_LOSS                 21 d2h copy dw -> grad:w
@@ -43,14 +43,14 @@ func.func @main() {
 // CHECK:       generator: "megatrain-compile
 
 // The device peak is at the softmax_ce_grad: x (128 B), labels (32), the constant
-// (4), h (256), s (256), the fill (4) and softmax_ce_grad's result (256). Not the loss:
-// it dies at the softmax_ce_grad, which therefore waits for its copy to the host (a dead
-// tensor may be poisoned right after its last use), so its bytes are free by then.
+// (4), h (256), s (256), the loss (4: held while its copy to the host runs), the fill
+// (4) and softmax_ce_grad's result (256). The loss dies at the mul after it, which
+// therefore waits for its copy (a dead tensor may be poisoned right after its last use).
 // The host pool holds w, the loss, grad:w, adam_m:w and adam_v:w: 4 * 512 + 4
 // bytes live (the plan simulator counts tensor bytes, not the pool's
 // 256-byte rounding).
 // CHECK:       predicted_peak {
-// CHECK-NEXT:    peak_bytes: 936
+// CHECK-NEXT:    peak_bytes: 940
 // CHECK:       predicted_peak {
 // CHECK-NEXT:    pool: 1
 // CHECK-NEXT:    peak_bytes: 2052
@@ -89,13 +89,14 @@ func.func @main() {
 // CHECK-NEXT:    last_use_step: -1
 
 // The loss value is read by the d2h copy (step 9), not by READ_LOSS, and its
-// bytes are held until the softmax_ce_grad (step 15), when the compute after the
-// copy's issue covers the copy's predicted time (mt-tier); that step waits for
-// the copy (e2, step 14), so the loss's poison follows it.
+// bytes are held until the mul (step 16), the first kernel step that the compute
+// issued before it covers the copy's predicted finish by (mt-tier; docs/tiering.md
+// "The copy hold"); that step waits for the copy (e2, step 15), so the loss's
+// poison follows it.
 // CHECK:       id: 8
 // CHECK-NEXT:    name: "%4.0:softmax_ce"
 // CHECK:         role: LOSS
-// CHECK:         last_use_step: 15
+// CHECK:         last_use_step: 16
 // CHECK:       id: 9
 // CHECK-NEXT:    name: "loss"
 // CHECK:         role: LOSS_READOUT
@@ -182,8 +183,8 @@ func.func @main() {
 
 // Without reuse the arena is the sum of the aligned sizes (11 x 256 + 2 x 512).
 // The predicted peak counts live bytes over predicted time; it is the same
-// 936 bytes as with reuse, where the softmax_ce_grad waits for the loss's copy too.
-// NOREUSE:       peak_bytes: 936
+// 940 bytes as with reuse, where the loss is held over the softmax_ce_grad too.
+// NOREUSE:       peak_bytes: 940
 // NOREUSE:       name: "device"
 // NOREUSE-NEXT:  tier: DEVICE
 // NOREUSE-NEXT:  size_bytes: 3840

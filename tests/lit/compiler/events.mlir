@@ -11,10 +11,10 @@
 //    1 h2d      record e0                 11 compute  fill (its bytes are not the
 //    2 compute  wait e0                               loss's: mt-tier holds the loss
 //    3 compute  matmul x, dev:w                       until its copy is predicted done)
-//    4 compute  softmax_ce                12 compute  wait e2 (the loss dies at 13:
-//    5 compute  record e1                             its poison follows the copy)
-//    6 d2h      wait e1                   13 compute  softmax_ce_grad (dw reuses the loss's bytes)
-//    7 d2h      copy loss                 14 compute  matmul dw
+//    4 compute  softmax_ce                12 compute  softmax_ce_grad
+//    5 compute  record e1                 13 compute  wait e2 (the loss dies at 14:
+//    6 d2h      wait e1                               its poison follows the copy)
+//    7 d2h      copy loss                 14 compute  matmul dw (reuses the loss's bytes)
 //    8 d2h      record e2                 15 compute  record e3
 //    9 host     wait e2                   16-18 d2h   wait e3, copy dw -> grad:w, record e4
 //                                         19 host     wait e4, 20 host ADAMW
@@ -81,16 +81,17 @@ func.func @main() {
 // CHECK:          kind: READ_LOSS
 
 // The fill right after the loss needs no event: the loss's bytes are held
-// while its copy runs. The loss dies at softmax_ce_grad, its last use (a
-// poisoning runtime overwrites its bytes right after it), so that step waits
-// for e2, the copy's read; the matmul that reuses the bytes is then ordered too.
+// while its copy runs. The loss is held until a step whose compute issued
+// before it covers the copy (docs/tiering.md "The copy hold"): the fill and
+// softmax_ce_grad do not, so it dies at the matmul (a poisoning runtime
+// overwrites its bytes right after it), which waits for e2, the copy's read.
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   kernel {
 // CHECK-NEXT:     kernel: "fill"
+// CHECK:        kernel: "softmax_ce_grad"
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   wait {
 // CHECK-NEXT:     event: "e2"
-// CHECK:        kernel: "softmax_ce_grad"
 // CHECK:        stream: "compute"
 // CHECK-NEXT:   kernel {
 // CHECK-NEXT:     kernel: "matmul"
