@@ -16,7 +16,9 @@
 // execution's slice of the batch (forward q, k, v, y; backward q, k, v, y, dy
 // and the dq, dk, dv cuDNN writes), then the graph's workspace.
 // The backward is cuDNN's default (non-deterministic) algorithm: dq is
-// accumulated with atomics, so its last bits may differ between runs.
+// accumulated with atomics, so its last bits may differ between runs;
+// MEGATRAIN_ATTENTION_DETERMINISTIC=1 builds the backward graphs with cuDNN's
+// deterministic algorithm instead.
 #include "CudnnAttention.h"
 
 #include <cstdio>
@@ -46,6 +48,17 @@ AttentionPath attentionPathSetting() {
 }
 
 namespace {
+
+// MEGATRAIN_ATTENTION_DETERMINISTIC=1: the backward graphs take cuDNN's
+// deterministic algorithm (dq without atomics), so a bf16 plan's steps repeat
+// bit for bit; unset or 0: cuDNN's default, faster one.
+bool deterministicBackward() {
+  const char* value = std::getenv("MEGATRAIN_ATTENTION_DETERMINISTIC");
+  const std::string_view text = value ? value : "";
+  if (text.empty() || text == "0") return false;
+  if (text == "1") return true;
+  throw Error("MEGATRAIN_ATTENTION_DETERMINISTIC='" + std::string(text) + "' is not 0 or 1");
+}
 
 bool logPaths() {
   const char* value = std::getenv("MEGATRAIN_ATTENTION_LOG");
@@ -88,11 +101,12 @@ struct GraphKey {
   bool causal = false;
   float scale = 1;
   int64_t bshd = 0;  // AttentionRole bits: operands laid out [B, S, H, D]
+  bool deterministic = false;  // backward: cuDNN's deterministic algorithm
 
   auto tie() const {
     uint32_t scaleBits;
     std::memcpy(&scaleBits, &scale, sizeof scaleBits);
-    return std::make_tuple(backward, batch, qHeads, kvHeads, sq, skv, d, causal, scaleBits, bshd);
+    return std::make_tuple(backward, batch, qHeads, kvHeads, sq, skv, d, causal, scaleBits, bshd, deterministic);
   }
   bool operator<(const GraphKey& other) const { return tie() < other.tie(); }
 };
@@ -161,6 +175,7 @@ std::shared_ptr<fe::graph::Graph> describeGraph(const GraphKey& k) {
                                .set_data_type(fe::DataType_t::FLOAT));
     auto attrs = fe::graph::SDPA_backward_attributes().set_name("attention_grad").set_attn_scale(k.scale);
     if (k.causal) attrs.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+    if (k.deterministic) attrs.set_deterministic_algorithm(true);
     auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dO, stats, attrs);
     setResult(dq, kDQ, k.batch, k.qHeads, k.sq, k.d, bq);
     setResult(dk, kDK, k.batch, k.kvHeads, k.skv, k.d, bk);
@@ -291,6 +306,7 @@ size_t CudnnAttention::prepare(const Launch& launch) {
   key.causal = d.causal;
   key.scale = static_cast<float>(d.scale);
   key.bshd = d.bshd;
+  key.deterministic = r.backward && deterministicBackward();
   // The largest slice of the batch whose copies and workspace fit the budget;
   // a slice that does not divide the batch would need a second graph, and a
   // slice's lse offset must keep cuDNN's 16-byte alignment.
