@@ -7,7 +7,8 @@
 # Runs, from BIN (default build-gpu/bin): gpu_kernel_tests (every kernel against the CPU
 # backend; the pointwise tests on both paths, compiled and interpreted, and the compiled
 # kernels bitwise against the interpreter); the norm, pointwise and elementwise tests again on 64-bit indices
-# (MEGATRAIN_CUDA_WIDE_INDEX=1), under compute-sanitizer memcheck, and racecheck on the
+# (MEGATRAIN_CUDA_WIDE_INDEX=1), under compute-sanitizer memcheck (with the attention and rotary
+# layouts of mt-fold-head-transposes and the norms' bf16 results), and racecheck on the
 # kernels with shared memory (the norms); then `gpu_kernel_bench --roofline` (docs/cuda.md,
 # "Bandwidth"; each pointwise program twice, interpreted and compiled), whose table is printed last.
 # Also the demo plan (PLAN, default build-gpu/tt.plan: its pointwise steps, with MODEL's
@@ -23,7 +24,7 @@ OUT=${OUT:-runs/kernels}
 PLAN=${PLAN-build-gpu/tt.plan}
 MODEL=${MODEL:-frontends/models/tiny_transformer.onnx}
 DATA=${DATA:-build-gpu/fortunes.bin}
-FILTER=${FILTER:-'*RmsNorm*:*LayerNorm*:*PointwiseCudaKernel.*/interp:PointwiseJit.*:CudaKernels.BinaryOpsBroadcast:CudaKernels.ScaleAndActivations:CudaKernels.ActivationGradients:CudaKernels.MathFunctions:CudaKernels.ReluAndReluGradPropagateNaN'}
+FILTER=${FILTER:-'*RmsNorm*:*LayerNorm*:*PointwiseCudaKernel.*/interp:PointwiseJit.*:CudaKernels.BinaryOpsBroadcast:CudaKernels.ScaleAndActivations:CudaKernels.ActivationGradients:CudaKernels.MathFunctions:CudaKernels.ReluAndReluGradPropagateNaN:AttentionLayoutGpu.*:RotaryLayoutGpu.*'}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -48,7 +49,7 @@ check() {
 check "gpu_kernel_tests" kernel_tests "$BIN/gpu_kernel_tests" --gtest_brief=1
 MEGATRAIN_CUDA_WIDE_INDEX=1 check "gpu_kernel_tests, 64-bit indices" kernel_tests_wide \
   "$BIN/gpu_kernel_tests" --gtest_brief=1 --gtest_filter="$FILTER"
-check "memcheck (norms, pointwise, elementwise)" memcheck \
+check "memcheck (norms, pointwise, elementwise, layouts)" memcheck \
   "$sanitizer" --tool memcheck --error-exitcode 3 "$BIN/gpu_kernel_tests" --gtest_brief=1 --gtest_filter="$FILTER"
 check "racecheck (norms)" racecheck \
   "$sanitizer" --tool racecheck --error-exitcode 3 "$BIN/gpu_kernel_tests" --gtest_brief=1 \
