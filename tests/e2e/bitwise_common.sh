@@ -1,7 +1,9 @@
 # bitwise_common.sh - sourced by the bitwise e2e scripts (tiering_bitwise.sh,
 # fold_transpose_bitwise.sh): a scratch directory, `fail`, the model's compile flags and
-# feed, and `train NAME` (20 CPU steps of NAME.plan into NAME.losses, one `repr` per step,
-# and NAME.safetensors).
+# feed, `compile_plan NAME EMIT EXT FLAGS...` (NAME.plan, its log NAME.log printed on failure,
+# and the same compile's --emit=EMIT output in NAME.EXT), `train NAME` (20 CPU steps of
+# NAME.plan into NAME.losses, one `repr` per step, and NAME.safetensors) and
+# `expect_same_training A B` (both trained; 20 losses, bitwise equal, and equal weights).
 # Expects BIN, SRC, MODEL (demo, demo_bf16, or a tests/models/llm/*.onnx stem) and
 # LLM_PRECISION (the --precision of the LLM exports).
 TMP=$(mktemp -d)
@@ -29,4 +31,19 @@ train() {
 import json
 for line in open('$1.jsonl'):
     print(repr(json.loads(line)['loss']))" > "$1.losses"
+}
+
+compile_plan() {
+  local name=$1 emit=$2 ext=$3; shift 3
+  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
+    { cat "$name.log"; return 1; }
+  "$BIN/megatrain-compile" "$ONNX" -o "$name.$ext" --emit="$emit" "${COMPILE[@]}" "$@" > /dev/null 2>&1
+}
+
+expect_same_training() {
+  train "$1"
+  train "$2"
+  [[ $(wc -l < "$1.losses") -eq 20 ]] || fail "expected 20 losses"
+  cmp -s "$1.losses" "$2.losses" || { paste "$1.losses" "$2.losses"; fail "losses differ"; }
+  cmp -s "$1.safetensors" "$2.safetensors" || fail "trained weights differ"
 }

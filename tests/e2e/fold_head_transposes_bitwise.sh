@@ -14,10 +14,7 @@ source "$(dirname "$0")/bitwise_common.sh"
 
 compile() {
   local name=$1; shift
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
-    { cat "$name.log"; return 1; }
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
-    return 1
+  compile_plan "$name" plan-text txt "$@" || return 1
   grep -c 'kernel: "transpose"' "$name.txt" || true
 }
 
@@ -28,9 +25,5 @@ echo "transpose steps: $PLAIN without the pass, $FOLDED with it"
 grep -q 'name: "bshd"' folded.txt || fail "no step of the folded plan has the bshd layout"
 ! grep -q 'name: "bshd"' plain.txt || fail "a step of the plain plan has the bshd layout"
 
-train folded
-train plain
-[[ $(wc -l < folded.losses) -eq 20 ]] || fail "expected 20 losses"
-cmp -s folded.losses plain.losses || { paste folded.losses plain.losses; fail "losses differ"; }
-cmp -s folded.safetensors plain.safetensors || fail "trained weights differ"
+expect_same_training folded plain
 echo "PASS: $MODEL trains bitwise-identically with and without mt-fold-head-transposes"

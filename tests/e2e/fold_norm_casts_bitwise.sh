@@ -14,10 +14,7 @@ source "$(dirname "$0")/bitwise_common.sh"
 # Compiles NAME.plan; prints its cast steps and its rms_norm steps with a bf16 result.
 compile() {
   local name=$1; shift
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
-    { cat "$name.log"; return 1; }
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.mlir" --emit=scheduled "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
-    return 1
+  compile_plan "$name" scheduled mlir "$@" || return 1
   echo "$(grep -c ' = mt.cast ' "$name.mlir" || true) $(grep -c 'mt.rms_norm .*-> tensor<[0-9x]*xbf16>' "$name.mlir" || true)"
 }
 
@@ -30,9 +27,5 @@ echo "casts in the step of $MODEL: $PLAIN_CASTS without mt-fold-norm-casts, $FOL
 [[ $FOLDED_CASTS -eq $((PLAIN_CASTS - FOLDED_NORMS)) ]] ||
   fail "expected one cast fewer per folded norm ($PLAIN_CASTS - $FOLDED_NORMS), got $FOLDED_CASTS"
 
-train folded
-train plain
-[[ $(wc -l < folded.losses) -eq 20 ]] || fail "expected 20 losses"
-cmp -s folded.losses plain.losses || { paste folded.losses plain.losses; fail "losses differ"; }
-cmp -s folded.safetensors plain.safetensors || fail "trained weights differ"
+expect_same_training folded plain
 echo "PASS: $MODEL trains bitwise-identically with and without mt-fold-norm-casts"

@@ -17,10 +17,7 @@ source "$(dirname "$0")/bitwise_common.sh"
 compile() {
   local name=$1; shift
   set -- --no-fuse-linear-ce "$@"
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
-    { cat "$name.log"; return 1; }
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
-    return 1
+  compile_plan "$name" plan-text txt "$@" || return 1
   grep -c 'kernel: "transpose"' "$name.txt" || true
 }
 
@@ -31,9 +28,5 @@ echo "transpose steps: $PLAIN without the pass, $FOLDED with it"
 # The demo's products read no transposed operand; every LLM export's x @ W^T does.
 if [[ $MODEL != demo* && $FOLDED -ge $PLAIN ]]; then fail "the pass folded no transpose ($PLAIN -> $FOLDED)"; fi
 
-train folded
-train plain
-[[ $(wc -l < folded.losses) -eq 20 ]] || fail "expected 20 losses"
-cmp -s folded.losses plain.losses || { paste folded.losses plain.losses; fail "losses differ"; }
-cmp -s folded.safetensors plain.safetensors || fail "trained weights differ"
+expect_same_training folded plain
 echo "PASS: $MODEL trains bitwise-identically with and without mt-fold-transpose"

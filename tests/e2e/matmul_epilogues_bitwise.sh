@@ -15,10 +15,7 @@ source "$(dirname "$0")/bitwise_common.sh"
 # Compiles NAME.plan and prints its kernel steps and its matmul_add steps.
 compile() {
   local name=$1; shift
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
-    { cat "$name.log"; return 1; }
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
-    return 1
+  compile_plan "$name" plan-text txt "$@" || return 1
   echo "$(grep -c 'kernel: "' "$name.txt") $(grep -c 'kernel: "matmul_add"' "$name.txt" || true)"
 }
 
@@ -31,9 +28,5 @@ echo "kernel steps per training step of $MODEL: $PLAIN_KERNELS without mt-fuse-m
 [[ $FUSED_EPILOGUES -gt 0 ]] || fail "the pass fused no add"
 [[ $FUSED_KERNELS -lt $PLAIN_KERNELS ]] || fail "the pass saved no kernel ($PLAIN_KERNELS -> $FUSED_KERNELS)"
 
-train fused
-train plain
-[[ $(wc -l < fused.losses) -eq 20 ]] || fail "expected 20 losses"
-cmp -s fused.losses plain.losses || { paste fused.losses plain.losses; fail "losses differ"; }
-cmp -s fused.safetensors plain.safetensors || fail "trained weights differ"
+expect_same_training fused plain
 echo "PASS: $MODEL trains bitwise-identically with and without mt-fuse-matmul-epilogues"

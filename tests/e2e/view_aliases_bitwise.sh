@@ -15,10 +15,7 @@ source "$(dirname "$0")/bitwise_common.sh"
 # compile NAME [flags]: writes NAME.plan, prints its reshape and transpose kernel steps.
 compile() {
   local name=$1; shift
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
-    { cat "$name.log"; return 1; }
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.txt" --emit=plan-text "${COMPILE[@]}" "$@" > /dev/null 2>&1 ||
-    return 1
+  compile_plan "$name" plan-text txt "$@" || return 1
   grep -cE 'kernel: "(reshape|transpose)"' "$name.txt" || true
 }
 
@@ -33,9 +30,5 @@ echo "reshape and transpose steps: $COPIED with --no-view-aliases, $VIEWED with 
 [[ -n $VIEWS && $VIEWS -gt 0 ]] || fail "no views in the plan"
 [[ $((COPIED - VIEWED)) -eq $VIEWS ]] || fail "$VIEWS views but $((COPIED - VIEWED)) fewer copy steps"
 
-train views
-train copies
-[[ $(wc -l < views.losses) -eq 20 ]] || fail "expected 20 losses"
-cmp -s views.losses copies.losses || { paste views.losses copies.losses; fail "losses differ"; }
-cmp -s views.safetensors copies.safetensors || fail "trained weights differ"
+expect_same_training views copies
 echo "PASS: $MODEL trains bitwise-identically with views and with copies"

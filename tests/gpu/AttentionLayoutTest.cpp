@@ -22,25 +22,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-// Sets an environment variable for the life of the object (unset: value nullptr), then puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 struct Case {
   int64_t b, hq, hkv, sq, skv, d;
   bool causal;

@@ -16,6 +16,17 @@
 
 namespace megatrain::runtime::testing {
 
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_) setenv(name_, old_.c_str(), 1);
+  else unsetenv(name_);
+}
+
 Backend& cudaBackend() {
   static const std::unique_ptr<Backend> backend = makeCudaBackend();
   return *backend;

@@ -12,6 +12,22 @@
 
 namespace megatrain::runtime::testing {
 
+// Sets an environment variable for the life of the object (value nullptr: unset it), then
+// puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ScopedEnv(const char* name, const std::string& value) : ScopedEnv(name, value.c_str()) {}
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
 // The CUDA backend the tests of one binary share (it holds a stream, a cuBLAS
 // handle and its workspace); each case prepares it again for its own plan.
 Backend& cudaBackend();

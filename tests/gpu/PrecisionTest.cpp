@@ -185,11 +185,9 @@ TEST_F(CudaPrecision, TunedMatmulAlgorithmKeepsTheHeuristicsBits) {
       {{{1024, 2048}, {2048, 2048}, false, true}, true},   // o_proj with the residual
   };
   auto runWith = [&](const char* setting, const KernelCase& c) {
-    setenv("MEGATRAIN_MATMUL_TUNE", setting, 1);
+    ScopedEnv tune("MEGATRAIN_MATMUL_TUNE", setting);
     std::unique_ptr<Backend> backend = makeCudaBackend();
-    std::vector<HostTensor> out = runCase(*backend, oneKernelPlan(c), c);
-    unsetenv("MEGATRAIN_MATMUL_TUNE");
-    return out;
+    return runCase(*backend, oneKernelPlan(c), c);
   };
   for (const Product& p : products) {
     const std::vector<int64_t> y = matmulResult(p.shape);
@@ -206,10 +204,9 @@ TEST_F(CudaPrecision, TunedMatmulAlgorithmKeepsTheHeuristicsBits) {
     EXPECT_EQ(first[0].values, tuned[0].values) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
     EXPECT_TRUE(cudaMatchesCpu(c, 1e-3)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
   }
-  setenv("MEGATRAIN_MATMUL_TUNE", "sometimes", 1);
+  ScopedEnv badSetting("MEGATRAIN_MATMUL_TUNE", "sometimes");
   const std::string bad = cudaError({"matmul", {uniform({64, 32}, plan::BF16), uniform({32, 48}, plan::BF16)},
                                      {{{64, 48}, plan::F32}}, {stringAttr("precision", "bf16")}});
-  unsetenv("MEGATRAIN_MATMUL_TUNE");
   EXPECT_NE(bad.find("MEGATRAIN_MATMUL_TUNE"), std::string::npos) << bad;
 }
 
