@@ -1,6 +1,7 @@
 // ShapeRules.cpp - the shape rule of every kernel family (ShapeRules.h), shared by both backends and the plan validator.
 #include "megatrain/kernels/ShapeRules.h"
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -547,23 +548,64 @@ AttentionDims checkQkv(const KernelCall& call, int64_t roles) {
   requireShape(call, v, stored(d, kRoleV, d.kvHeads, d.skv), "v");
   return d;
 }
+
+// An operand and what the messages call it.
+struct Named {
+  const Operand* operand;
+  const char* role;
+};
+
+std::string named(const Named& n) {
+  return std::string(n.role) + " '" + n.operand->name + "' is " + dtypeLabel(n.operand->dtype);
+}
+
+// Sets d.operands and d.lse from `operands` (every one but lse) and `lse`.
+void attentionTypes(const KernelCall& call, std::initializer_list<Named> operands, Named lse, AttentionDims& d) {
+  bool bf16 = false;
+  for (const Named& n : operands) bf16 = bf16 || n.operand->dtype == DType::BF16;
+  if (bf16) {
+    for (const Named& n : operands)
+      if (n.operand->dtype != DType::BF16)
+        fail(call, named(n) + ", expected bf16 (bf16 attention takes every operand but lse in bf16)");
+    if (lse.operand->dtype != DType::F32) fail(call, named(lse) + ", expected f32 (bf16 attention keeps lse in f32)");
+    const std::string_view precision = call.attrs.getString("precision", "fp32");
+    if (precision != "bf16")
+      fail(call, "bf16 operands need the precision 'bf16', got '" + std::string(precision) + "'");
+    d.operands = DType::BF16;
+    d.lse = DType::F32;
+    return;
+  }
+  const Named& first = *operands.begin();
+  if (first.operand->dtype != DType::F32 && first.operand->dtype != DType::F64)
+    fail(call, named(first) + "; attention computes in f32, f64 or bf16");
+  for (const Named& n : operands)
+    if (n.operand->dtype != first.operand->dtype) fail(call, named(n) + " but " + named(first));
+  if (lse.operand->dtype != first.operand->dtype) fail(call, named(lse) + " but " + named(first));
+  d.operands = d.lse = first.operand->dtype;
+}
 }  // namespace
 
 AttentionDims attentionDims(const KernelCall& call) {
-  const AttentionDims d = checkQkv(call, kRoleQ | kRoleK | kRoleV | kRoleY);
+  AttentionDims d = checkQkv(call, kRoleQ | kRoleK | kRoleV | kRoleY);
   requireShape(call, call.out[0], stored(d, kRoleY, d.qHeads, d.sq), "output");
   requireShape(call, call.out[1], attentionLseShape(d), "lse");
+  attentionTypes(call, {{&call.in[0], "q"}, {&call.in[1], "k"}, {&call.in[2], "v"}, {&call.out[0], "output"}},
+                 {&call.out[1], "lse"}, d);
   return d;
 }
 
 AttentionDims attentionGradDims(const KernelCall& call) {
-  const AttentionDims d = checkQkv(call, kRoleQ | kRoleK | kRoleV | kRoleY | kRoleDy);
+  AttentionDims d = checkQkv(call, kRoleQ | kRoleK | kRoleV | kRoleY | kRoleDy);
   requireShape(call, call.in[3], stored(d, kRoleY, d.qHeads, d.sq), "y");
   requireShape(call, call.in[4], attentionLseShape(d), "lse");
   requireShape(call, call.in[5], stored(d, kRoleDy, d.qHeads, d.sq), "dy");
   requireShape(call, call.out[0], call.in[0].shape, "dq");
   requireShape(call, call.out[1], call.in[1].shape, "dk");
   requireShape(call, call.out[2], call.in[2].shape, "dv");
+  attentionTypes(call,
+                 {{&call.in[0], "q"}, {&call.in[1], "k"}, {&call.in[2], "v"}, {&call.in[3], "y"}, {&call.in[5], "dy"},
+                  {&call.out[0], "dq"}, {&call.out[1], "dk"}, {&call.out[2], "dv"}},
+                 {&call.in[4], "lse"}, d);
   return d;
 }
 
@@ -597,6 +639,27 @@ void rotaryRule(const KernelCall& call) {
                      (bshd ? " (x " + x.shape.str() + " read as [B, H, S, D])" : ""));
   }
   requireShape(call, call.out[0], x.shape, "output");
+  rotaryTypes(call);
+}
+
+RotaryTypes rotaryTypes(const KernelCall& call) {
+  const bool grad = std::string_view(call.kernel) == "rotary_grad";
+  const Named x{&call.in[0], grad ? "dy" : "x"}, cos{&call.in[1], "cos"}, sin{&call.in[2], "sin"},
+      y{&call.out[0], "output"};
+  if (x.operand->dtype == DType::BF16 || y.operand->dtype == DType::BF16) {
+    for (const Named& n : {x, y})
+      if (n.operand->dtype != DType::F32 && n.operand->dtype != DType::BF16)
+        fail(call, named(n) + ", expected f32 or bf16 (with a bf16 " + x.role + " or output, both are f32 or bf16)");
+    for (const Named& n : {cos, sin})
+      if (n.operand->dtype != DType::F32)
+        fail(call, named(n) + ", expected f32 (with a bf16 " + x.role + " or output the tables stay f32)");
+    return {x.operand->dtype, DType::F32, y.operand->dtype};
+  }
+  if (x.operand->dtype != DType::F32 && x.operand->dtype != DType::F64)
+    fail(call, named(x) + "; rotary computes in f32, f64 or bf16");
+  for (const Named& n : {cos, sin, y})
+    if (n.operand->dtype != x.operand->dtype) fail(call, named(n) + " but " + named(x));
+  return {x.operand->dtype, x.operand->dtype, x.operand->dtype};
 }
 
 }  // namespace megatrain::kernels

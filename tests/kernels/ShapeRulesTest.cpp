@@ -97,7 +97,7 @@ struct RuleCase {
 };
 
 std::vector<RuleCase> cases() {
-  const DType i64 = DType::I64;
+  const DType i64 = DType::I64, bf16 = DType::BF16;
   return {
       {"broadcasting add", makeCall("add", {{{4, 5}}, {{5}}}, {{{4, 5}}}), ""},
       {"add to a wrong shape", makeCall("add", {{{4, 5}}, {{5}}}, {{{5, 4}}}),
@@ -173,7 +173,17 @@ std::vector<RuleCase> cases() {
                                        {{1, 2, 3, 4}}},
                                       {{{1, 2, 3, 4}}, {{1, 2, 3, 4}}, {{1, 2, 3, 4}}}, {floatAttr("scale", 0.5)}),
        "attention_grad: lse 'in4' has shape [1, 2, 4], expected [1, 2, 3]"},
+      {"bf16 attention", makeCall("attention", {{{1, 2, 3, 4}, bf16}, {{1, 2, 3, 4}, bf16}, {{1, 2, 3, 4}, bf16}},
+                                  {{{1, 2, 3, 4}, bf16}, {{1, 2, 3}}},
+                                  {floatAttr("scale", 0.5), stringAttr("precision", "bf16")}), ""},
+      {"bf16 attention without the precision",
+       makeCall("attention", {{{1, 2, 3, 4}, bf16}, {{1, 2, 3, 4}, bf16}, {{1, 2, 3, 4}, bf16}},
+                {{{1, 2, 3, 4}, bf16}, {{1, 2, 3}}}, {floatAttr("scale", 0.5)}),
+       "attention: bf16 operands need the precision 'bf16', got 'fp32'"},
       {"rotary", makeCall("rotary", {{{2, 4, 6, 8}}, {{6, 8}}, {{6, 8}}}, {{{2, 4, 6, 8}}}), ""},
+      {"rotary bf16 x, f32 result", makeCall("rotary", {{{2, 4, 6, 8}, bf16}, {{6, 8}}, {{6, 8}}}, {{{2, 4, 6, 8}}}), ""},
+      {"rotary bf16 tables", makeCall("rotary", {{{2, 4, 6, 8}, bf16}, {{6, 8}, bf16}, {{6, 8}}}, {{{2, 4, 6, 8}, bf16}}),
+       "rotary: cos 'in1' is bf16, expected f32 (with a bf16 x or output the tables stay f32)"},
       {"rotary odd dim", makeCall("rotary", {{{2, 7}}, {{7}}, {{7}}}, {{{2, 7}}}),
        "rotary: x [2, 7] must have an even last dim"},
       {"fill", makeCall("fill", {}, {{{3, 3}}}, {floatAttr("value", 1)}), ""},

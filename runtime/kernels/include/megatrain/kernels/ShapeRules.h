@@ -185,6 +185,8 @@ struct AttentionDims {
   double scale = 1;
   bool causal = false;
   int64_t bshd = 0;  // AttentionRole bits
+  DType operands = DType::Unspecified;  // q, k, v, y, dy, dq, dk, dv: F32, F64 or BF16
+  DType lse = DType::Unspecified;       // F32 for BF16 operands, else the operands'
   int64_t group() const { return qHeads / kvHeads; }
   bool bshdOf(AttentionRole role) const { return (bshd & role) != 0; }
   // Element offset of row (b, h, s) of a [B, heads, seq, D] operand in the layout of `role`.
@@ -199,6 +201,9 @@ struct AttentionDims {
 // swapped). lse is [B, Hq, Sq] in every layout.
 // attention: (q, k, v) -> (y, lse [B, Hq, Sq]);
 // attention_grad: (q, k, v, y, lse, dy) -> (dq, dk, dv).
+// Element types: all f32, or all f64, or (--precision bf16) every operand
+// but lse bf16 with lse f32 and the `precision` attribute "bf16"; another
+// combination is an Error naming the operand and its type.
 AttentionDims attentionDims(const KernelCall& call);
 AttentionDims attentionGradDims(const KernelCall& call);
 Shape attentionLseShape(const AttentionDims& d);
@@ -209,8 +214,15 @@ void attentionGradRule(const KernelCall& call);
 
 // (x, cos, sin) -> y: x has an even last dim, cos and sin broadcast to x and keep its last dim.
 // With the `bshd` attribute x is rank 4 and read as [B, S, H, D]: the tables
-// broadcast to its [B, H, S, D] form.
+// broadcast to its [B, H, S, D] form. Element types: rotaryTypes.
 void rotaryRule(const KernelCall& call);
+// rotary and rotary_grad's element types: all four f32, or all f64, or x (dy)
+// and the result each f32 or bf16 with cos and sin f32; another combination
+// is an Error naming the operand and its type.
+struct RotaryTypes {
+  DType x = DType::Unspecified, tables = DType::Unspecified, result = DType::Unspecified;
+};
+RotaryTypes rotaryTypes(const KernelCall& call);
 // x's shape as the tables see it: x, or x with dims 1 and 2 swapped under `bshd`.
 Shape rotaryLogicalShape(const KernelCall& call);
 // Strides (over x's stored dims) that read `table` for each element of x,
