@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "megatrain/kernels/KernelCall.h"
 #include "megatrain/kernels/KernelRegistry.h"
 #include "megatrain/kernels/ShapeRules.h"
+#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 
@@ -44,6 +46,22 @@ MEGATRAIN_KERNEL_FAMILIES(MEGATRAIN_DECLARE_CPU_FAMILY)
 // floatingType with the CPU backend named: the reference computes in f32 or f64 only.
 inline DType cpuFloatingType(const KernelCall& call, unsigned operands) {
   return floatingType(call, operands, "the CPU backend");
+}
+
+// A bf16 element (its raw bits) as the mixed-precision kernels read and
+// write it: read exactly, as its f32 value; written by narrowTo.
+struct Bf16 {
+  uint16_t bits;
+  explicit operator double() const { return static_cast<double>(bf16ToFloat(bits)); }
+};
+
+// A result computed in double, stored as T. Bf16 rounds to f32 first and
+// then to bf16 (floatToBf16, as cast does): a bf16 result is bit for bit the
+// cast of the f32 result the same arithmetic gives.
+template <typename T>
+T narrowTo(double value) {
+  if constexpr (std::is_same_v<T, Bf16>) return Bf16{floatToBf16(static_cast<float>(value))};
+  else return static_cast<T>(value);
 }
 
 // Visits every element of `shape` in row-major order, calling

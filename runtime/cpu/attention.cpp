@@ -11,6 +11,10 @@
 // An operand with its `bshd` bit set lies as [B, S, H, D]: rows are found
 // through AttentionDims::row, and every row is the same sum in the same order
 // in either layout.
+// Element types (ShapeRules.h): all f32, all f64, or bf16 operands with an
+// f32 lse. A bf16 operand is read exactly and every bf16 result is the f32
+// result rounded to bf16 (narrowTo): the bf16 kernel is bit for bit
+// floatToBf16 of the f32 kernel run on the operands widened to f32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -30,13 +34,14 @@ double dot(const T* a, const T* b, int64_t n) {
   return sum;
 }
 
-template <typename T>
+// T: the operands' element (float, double or Bf16); L: lse's (float or double).
+template <typename T, typename L>
 void attentionImpl(const KernelArgs& args, const AttentionDims& d) {
   const T* q = args.in[0].as<const T>();
   const T* k = args.in[1].as<const T>();
   const T* v = args.in[2].as<const T>();
   T* y = args.out[0].as<T>();
-  T* lse = args.out[1].as<T>();
+  L* lse = args.out[1].as<L>();
   double* scores = reinterpret_cast<double*>(args.scratch);  // [skv]
   double* acc = scores + d.skv;                               // [d]
   for (int64_t b = 0; b < d.batch; ++b)
@@ -60,19 +65,19 @@ void attentionImpl(const KernelArgs& args, const AttentionDims& d) {
           const T* vj = v + d.kvRow(kRoleV, b, g, j);
           for (int64_t c = 0; c < d.d; ++c) acc[c] += p * static_cast<double>(vj[c]);
         }
-        for (int64_t c = 0; c < d.d; ++c) yi[c] = static_cast<T>(n ? acc[c] / sum : 0.0);
-        lse[row] = static_cast<T>(n ? top + std::log(sum) : -std::numeric_limits<double>::infinity());
+        for (int64_t c = 0; c < d.d; ++c) yi[c] = narrowTo<T>(n ? acc[c] / sum : 0.0);
+        lse[row] = narrowTo<L>(n ? top + std::log(sum) : -std::numeric_limits<double>::infinity());
       }
     }
 }
 
-template <typename T>
+template <typename T, typename L>
 void attentionGradImpl(const KernelArgs& args, const AttentionDims& d) {
   const T* q = args.in[0].as<const T>();
   const T* k = args.in[1].as<const T>();
   const T* v = args.in[2].as<const T>();
   const T* y = args.in[3].as<const T>();
-  const T* lse = args.in[4].as<const T>();
+  const L* lse = args.in[4].as<const L>();
   const T* dy = args.in[5].as<const T>();
   T* dq = args.out[0].as<T>();
   T* dk = args.out[1].as<T>();
@@ -103,24 +108,30 @@ void attentionGradImpl(const KernelArgs& args, const AttentionDims& d) {
             }
           }
           T* dqi = dq + d.qRow(kRoleQ, b, h, i);
-          for (int64_t c = 0; c < d.d; ++c) dqi[c] = static_cast<T>(dqAcc[c]);
+          for (int64_t c = 0; c < d.d; ++c) dqi[c] = narrowTo<T>(dqAcc[c]);
         }
       for (int64_t j = 0; j < d.skv; ++j) {
         T* dkj = dk + d.kvRow(kRoleK, b, g, j);
         T* dvj = dv + d.kvRow(kRoleV, b, g, j);
         for (int64_t c = 0; c < d.d; ++c) {
-          dkj[c] = static_cast<T>(dkAcc[j * d.d + c]);
-          dvj[c] = static_cast<T>(dvAcc[j * d.d + c]);
+          dkj[c] = narrowTo<T>(dkAcc[j * d.d + c]);
+          dvj[c] = narrowTo<T>(dvAcc[j * d.d + c]);
         }
       }
     }
 }
 
+// Calls f(operand tag, lse tag) for the step's element types.
+template <typename F>
+void dispatchAttention(const AttentionDims& d, F&& f) {
+  if (d.operands == DType::BF16) f(Bf16{}, float{});
+  else if (d.operands == DType::F64) f(double{}, double{});
+  else f(float{}, float{});
+}
+
 void attention(const KernelArgs& args) {
-  const DType dtype =
-      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const AttentionDims d = attentionDims(args);
-  dispatchFloating(dtype, [&](auto tag) { attentionImpl<decltype(tag)>(args, d); });
+  dispatchAttention(d, [&](auto t, auto l) { attentionImpl<decltype(t), decltype(l)>(args, d); });
 }
 
 size_t attentionScratch(const KernelArgs& args) {
@@ -129,11 +140,8 @@ size_t attentionScratch(const KernelArgs& args) {
 }
 
 void attentionGrad(const KernelArgs& args) {
-  const DType dtype =
-      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
-                             outMask(0) | outMask(1) | outMask(2));
   const AttentionDims d = attentionGradDims(args);
-  dispatchFloating(dtype, [&](auto tag) { attentionGradImpl<decltype(tag)>(args, d); });
+  dispatchAttention(d, [&](auto t, auto l) { attentionGradImpl<decltype(t), decltype(l)>(args, d); });
 }
 
 size_t attentionGradScratch(const KernelArgs& args) {

@@ -16,16 +16,9 @@
 #include <cmath>
 
 #include "CpuKernel.h"
-#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
-
-// Operands as numbers: f32, f64, or bf16 bits.
-struct Bf16 {
-  uint16_t bits;
-  explicit operator double() const { return static_cast<double>(bf16ToFloat(bits)); }
-};
 
 // A value rounded as the unfused path stores it in a tensor of type R.
 template <typename R>

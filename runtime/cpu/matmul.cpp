@@ -18,16 +18,9 @@
 #include <string_view>
 
 #include "CpuKernel.h"
-#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
-
-// A bf16 element (raw bits) read as a number.
-struct Bf16 {
-  uint16_t bits;
-  explicit operator double() const { return static_cast<double>(bf16ToFloat(bits)); }
-};
 
 // `r`, when not null, is the addend of matmul_add: y's shape, or a bias [n].
 template <typename T, typename Y = T>

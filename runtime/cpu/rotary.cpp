@@ -7,6 +7,10 @@
 // `bshd` x lies as [B, S, H, D] and the tables are read through x's
 // [B, H, S, D] form (rotaryTableStrides): each element's arithmetic is the
 // same as for the transposed x.
+// Element types (rotaryTypes, ShapeRules.h): all f32, all f64, or x and y
+// each f32 or bf16 with f32 tables. A bf16 x is read exactly and a bf16 y is
+// the f32 result rounded to bf16 (narrowTo): bit for bit the cast of what
+// the f32 kernel writes for the widened x.
 #include "CpuKernel.h"
 
 namespace megatrain::runtime::cpu {
@@ -14,12 +18,13 @@ namespace {
 
 // grad = false: out = x * cos + rotate_half(x) * sin.
 // grad = true:  out = x * cos - rotate_half(x * sin), x being dy.
-template <typename T>
+// X: x's element, T: the tables', Y: y's (float, double or Bf16).
+template <typename X, typename T, typename Y>
 void rotaryImpl(const KernelArgs& args, const int64_t* cs, const int64_t* ss, bool grad) {
-  const T* x = args.in[0].as<const T>();
+  const X* x = args.in[0].as<const X>();
   const T* cos = args.in[1].as<const T>();
   const T* sin = args.in[2].as<const T>();
-  T* y = args.out[0].as<T>();
+  Y* y = args.out[0].as<Y>();
   const Shape& s = args.in[0].shape;
   const int64_t half = s[s.rank - 1] / 2;
   walk(s, cs, ss, [&](int64_t i, int64_t oc, int64_t os) {
@@ -33,16 +38,26 @@ void rotaryImpl(const KernelArgs& args, const int64_t* cs, const int64_t* ss, bo
       const int64_t partnerSin = low ? os + half : os - half;  // sin's last dim is dense
       rotated = -sign * static_cast<double>(x[partner]) * static_cast<double>(sin[partnerSin]);
     }
-    y[i] = static_cast<T>(static_cast<double>(x[i]) * static_cast<double>(cos[oc]) + rotated);
+    y[i] = narrowTo<Y>(static_cast<double>(x[i]) * static_cast<double>(cos[oc]) + rotated);
   });
 }
 
+// Calls f(tag) with a float or a Bf16 for an F32 or a BF16 operand.
+template <typename F>
+void dispatchF32OrBf16(DType dtype, F&& f) {
+  if (dtype == DType::BF16) f(Bf16{});
+  else f(float{});
+}
+
 void run(const KernelArgs& args, bool grad) {
-  const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | outMask(0));
+  const RotaryTypes types = rotaryTypes(args);
   int64_t cs[kMaxRank], ss[kMaxRank];
   rotaryTableStrides(args, args.in[1].shape, cs);
   rotaryTableStrides(args, args.in[2].shape, ss);
-  dispatchFloating(dtype, [&](auto tag) { rotaryImpl<decltype(tag)>(args, cs, ss, grad); });
+  if (types.tables == DType::F64) return rotaryImpl<double, double, double>(args, cs, ss, grad);
+  dispatchF32OrBf16(types.x, [&](auto x) {
+    dispatchF32OrBf16(types.result, [&](auto y) { rotaryImpl<decltype(x), float, decltype(y)>(args, cs, ss, grad); });
+  });
 }
 
 void rotary(const KernelArgs& args) { run(args, false); }
