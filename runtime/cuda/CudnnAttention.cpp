@@ -12,15 +12,23 @@
 //   Causal is the diagonal band aligned top left with right bound 0: key j is
 //   visible to query i when j <= i (docs/ops.md; Sq <= Skv, as the op needs).
 //   The scale is the step's `scale`, rounded to f32 (the graph attribute).
-// One step's scratch, each piece 256-byte aligned: the bf16 copies of one
-// execution's slice of the batch (forward q, k, v, y; backward q, k, v, y, dy
-// and the dq, dk, dv cuDNN writes), then the graph's workspace.
+// bf16 operands (a --precision bf16 step: q, k, v, y, dy, dq, dk, dv bf16,
+// lse f32) go into the variant pack as they are, each execution's slice of
+// the batch at its offset (the batch is dim 0 in both layouts), and the
+// step's scratch is the graph's workspace alone. F32 operands are rounded
+// into bf16 copies first and the results widened back: the same graph on the
+// same bf16 values, so the two give the same bits (the f32 results are
+// bf16 values widened). One such step's scratch, each piece 256-byte
+// aligned: the bf16 copies of one execution's slice of the batch (forward q,
+// k, v, y; backward q, k, v, y, dy and the dq, dk, dv cuDNN writes), then the
+// graph's workspace.
 // The backward is cuDNN's default (non-deterministic) algorithm: dq is
 // accumulated with atomics, so its last bits may differ between runs;
 // MEGATRAIN_ATTENTION_DETERMINISTIC=1 builds the backward graphs with cuDNN's
 // deterministic algorithm instead.
 #include "CudnnAttention.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,12 +73,13 @@ bool logPaths() {
   return value && *value && std::strcmp(value, "0") != 0;
 }
 
-// The steps this path considers: attention kernels, F32 operands, precision bf16.
+// The steps this path considers: attention kernels, F32 or BF16 operands,
+// precision bf16 (the shape rule has checked that BF16 operands come with it).
 bool candidate(const Launch& launch) {
   const bool forward = std::strcmp(launch.kernel, "attention") == 0;
   const bool backward = std::strcmp(launch.kernel, "attention_grad") == 0;
   if (!forward && !backward) return false;
-  if (launch.in[0].dtype != DType::F32) return false;
+  if (launch.in[0].dtype != DType::F32 && launch.in[0].dtype != DType::BF16) return false;
   return attentionPrecision(launch) == AttentionPrecision::Bf16;
 }
 
@@ -123,6 +132,7 @@ struct StepRecord {
   const BuiltGraph* built = nullptr;  // null: the step keeps the GEMM path
   std::string declined;
   bool backward = false;
+  bool direct = false;  // bf16 operands: no copies
   AttentionDims dims;
   int64_t slice = 0;  // batch elements per execution
   size_t q = 0, k = 0, v = 0, o = 0, dO = 0, dq = 0, dk = 0, dv = 0, workspace = 0, bytes = 0;
@@ -247,9 +257,14 @@ struct CudnnAttention::Impl {
     return graphs.emplace(key, buildGraph(handle, key)).first->second;
   }
 
-  // Lays out the step's copies for `slice` batch elements and finds its graph.
+  // Lays out the step's copies (none when direct) for `slice` batch elements.
   void plan(StepRecord& r, int64_t slice) {
     const AttentionDims& d = r.dims;
+    if (r.direct) {
+      r.slice = slice;
+      r.workspace = r.bytes = 0;
+      return;
+    }
     const size_t qBytes = static_cast<size_t>(slice * d.qHeads * d.sq * d.d) * 2;
     const size_t kvBytes = static_cast<size_t>(slice * d.kvHeads * d.skv * d.d) * 2;
     size_t at = 0;
@@ -286,6 +301,7 @@ size_t CudnnAttention::prepare(const Launch& launch) {
   r.backward = std::strcmp(launch.kernel, "attention_grad") == 0;
   r.dims = r.backward ? attentionGradDims(launch) : attentionDims(launch);
   const AttentionDims& d = r.dims;
+  r.direct = d.operands == DType::BF16;
   auto decline = [&](std::string why) -> size_t {
     r.built = nullptr;
     r.declined = std::move(why);
@@ -299,6 +315,11 @@ size_t CudnnAttention::prepare(const Launch& launch) {
   };
   if (d.batch * d.qHeads * d.sq == 0 || d.batch * d.kvHeads * d.skv == 0 || d.d == 0)
     return decline("an empty operand");
+  if (r.direct)
+    for (const Operand* operand : {&launch.in[0], &launch.in[1], &launch.in[2], &launch.in[3], &launch.in[5],
+                                   &launch.out[0], &launch.out[1], &launch.out[2]})
+      if (operand->dtype == DType::BF16 && reinterpret_cast<uintptr_t>(operand->data) % 16 != 0)
+        return decline(std::string("bf16 operand '") + operand->name + "' is not 16-byte aligned");
   if (!impl_->ensureHandle()) return decline(impl_->handleError);
   GraphKey key;
   key.backward = r.backward;
@@ -331,8 +352,8 @@ size_t CudnnAttention::prepare(const Launch& launch) {
                    static_cast<long long>(slice), mib(r.bytes).c_str());
     return r.bytes;
   }
-  return decline("its bf16 copies and workspace exceed the attention workspace (" + mib(budget) +
-                 ") even one batch element at a time");
+  return decline(std::string(r.direct ? "its workspace exceeds" : "its bf16 copies and workspace exceed") +
+                 " the attention workspace (" + mib(budget) + ") even one batch element at a time");
 }
 
 bool CudnnAttention::takes(const Launch& launch) const {
@@ -357,15 +378,35 @@ void CudnnAttention::run(const Launch& launch) const {
   auto at = [&](size_t offset) { return reinterpret_cast<uint16_t*>(base + offset); };
   const int64_t qSlice = r.slice * d.qHeads * d.sq * d.d, kvSlice = r.slice * d.kvHeads * d.skv * d.d;
   const int64_t lseSlice = r.slice * d.qHeads * d.sq;
+  auto& pack = r.pack;
   for (int64_t b0 = 0; b0 < d.batch; b0 += r.slice) {
     const int64_t n = b0 / r.slice;
+    if (r.direct) {
+      // bf16 operands and results in place; lse f32.
+      auto bf16 = [&](const Operand& operand, int64_t elements) {
+        return static_cast<void*>(operand.as<uint16_t>() + n * elements);
+      };
+      pack[kQ] = bf16(launch.in[0], qSlice), pack[kK] = bf16(launch.in[1], kvSlice);
+      pack[kV] = bf16(launch.in[2], kvSlice);
+      if (!r.backward) {
+        pack[kO] = bf16(launch.out[0], qSlice);
+        pack[kStats] = launch.out[1].as<float>() + n * lseSlice;
+      } else {
+        pack[kO] = bf16(launch.in[3], qSlice), pack[kDO] = bf16(launch.in[5], qSlice);
+        pack[kStats] = launch.in[4].as<float>() + n * lseSlice;
+        pack[kDQ] = bf16(launch.out[0], qSlice), pack[kDK] = bf16(launch.out[1], kvSlice);
+        pack[kDV] = bf16(launch.out[2], kvSlice);
+      }
+      fe::error_t status = r.built->graph->execute(impl_->handle, pack, base + r.workspace);
+      if (status.is_bad()) fail(launch, "cuDNN attention failed: " + status.get_message());
+      continue;
+    }
     const float* q = launch.in[0].as<const float>() + n * qSlice;
     const float* k = launch.in[1].as<const float>() + n * kvSlice;
     const float* v = launch.in[2].as<const float>() + n * kvSlice;
     convertF32ToBf16(launch, q, at(r.q), qSlice);
     convertF32ToBf16(launch, k, at(r.k), kvSlice);
     convertF32ToBf16(launch, v, at(r.v), kvSlice);
-    auto& pack = r.pack;
     pack[kQ] = at(r.q), pack[kK] = at(r.k), pack[kV] = at(r.v), pack[kO] = at(r.o);
     if (!r.backward) {
       pack[kStats] = launch.out[1].as<float>() + n * lseSlice;

@@ -14,8 +14,8 @@
 //             queries that see it, dv_j += p_ij dy_i and
 //             dk_j += scale p_ij (dy_i . v_j - delta_i) q_i.
 // The S x S probabilities are never stored.
-// F32 operands with the precision "bf16" take cuDNN's fused attention
-// (CudnnAttention.h) where prepare() found it takes the step; other F32
+// F32 or BF16 operands with the precision "bf16" take cuDNN's fused
+// attention (CudnnAttention.h) where prepare() found it takes the step; F32
 // operands take the tensor-core path of attention_gemm.cu (AttentionGemm.h)
 // whenever its workspace plan fits; this kernel stays for F64 and for what
 // those paths do not take (an empty q or k, a key row too long for the
@@ -23,6 +23,10 @@
 // Operands laid out [B, S, H, D] (the `bshd` attribute) go to cuDNN as they
 // are; the GEMM path and these kernels run on [B, H, S, D] copies
 // (AttentionLayout.h).
+// bf16 operands (lse f32, the precision "bf16") go to cuDNN as they are; a
+// step cuDNN does not take runs the f32 paths on f32 copies of them
+// (AttentionBf16.h), which the head-major copies then wrap as for f32.
+#include "AttentionBf16.h"
 #include "AttentionGemm.h"
 #include "AttentionLayout.h"
 #include "CudnnAttention.h"
@@ -206,11 +210,14 @@ size_t gemmScratch(const Launch& launch, bool backward) {
   return attentionGemmPlan(s, attentionPrecision(launch), backward).bytes;
 }
 
-// The cuDNN path's scratch when it takes the step (prepare() builds its graph
-// here: the scratch functions are the backend's one pass over the steps
-// before the scratch is allocated), else the GEMM path's.
-size_t cudnnScratch(const Launch& launch) {
-  return launch.device && launch.device->attention ? launch.device->attention->prepare(launch) : 0;
+// Whether cuDNN takes the step, and its scratch there in `bytes` (prepare()
+// builds its graph here: the scratch functions are the backend's one pass
+// over the steps before the scratch is allocated). The scratch may be 0 on
+// that path (bf16 operands and a graph without workspace).
+bool cudnnPrepared(const Launch& launch, size_t& bytes) {
+  if (!launch.device || !launch.device->attention) return false;
+  bytes = launch.device->attention->prepare(launch);
+  return launch.device->attention->takes(launch);
 }
 
 bool cudnnTakes(const Launch& launch) {
@@ -218,19 +225,22 @@ bool cudnnTakes(const Launch& launch) {
 }
 
 size_t attentionScratch(const Launch& launch) {
-  if (const size_t bytes = cudnnScratch(launch)) return bytes;
-  return headMajorCopyBytes(launch) + gemmScratch(headMajorView(launch), false);
+  size_t bytes = 0;
+  if (cudnnPrepared(launch, bytes)) return bytes;
+  const Launch f32 = widenedView(launch);
+  return widenedCopyBytes(launch) + headMajorCopyBytes(f32) + gemmScratch(headMajorView(f32), false);
 }
 
 void attention(const Launch& launch) {
-  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const AttentionDims d = checkHeadDim(launch, attentionDims(launch));
+  const DType dtype = d.operands;
   const int64_t rows = d.batch * d.qHeads * d.sq;
   if (rows == 0 || d.d == 0) return;
-  if (dtype == DType::F32 && cudnnTakes(launch)) {
+  if (dtype != DType::F64 && cudnnTakes(launch)) {
     launch.device->attention->run(launch);
     return;
   }
+  if (dtype == DType::BF16) return runWidened(launch, attention);
   if (d.bshd != 0) return runHeadMajor(launch, attention);
   if (dtype == DType::F32 && gemmPathTakes(launch, d, false)) {
     attentionGemmForward(launch, gemmShape(d));
@@ -246,15 +256,15 @@ void attention(const Launch& launch) {
 }
 
 void attentionGrad(const Launch& launch) {
-  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | inMask(3) | inMask(4) | inMask(5) |
-                                               outMask(0) | outMask(1) | outMask(2));
   const AttentionDims d = checkHeadDim(launch, attentionGradDims(launch));
+  const DType dtype = d.operands;
   const int64_t rows = d.batch * d.qHeads * d.sq, keys = d.batch * d.kvHeads * d.skv;
   if (d.d == 0) return;
-  if (dtype == DType::F32 && cudnnTakes(launch)) {
+  if (dtype != DType::F64 && cudnnTakes(launch)) {
     launch.device->attention->run(launch);
     return;
   }
+  if (dtype == DType::BF16) return runWidened(launch, attentionGrad);
   if (d.bshd != 0) return runHeadMajor(launch, attentionGrad);
   if (dtype == DType::F32 && gemmPathTakes(launch, d, true)) {
     attentionGemmBackward(launch, gemmShape(d));
@@ -282,11 +292,14 @@ void attentionGrad(const Launch& launch) {
 }
 
 size_t attentionGradScratch(const Launch& launch) {
-  if (const size_t bytes = cudnnScratch(launch)) return bytes;
-  const Launch view = headMajorView(launch);
-  if (const size_t bytes = gemmScratch(view, true)) return headMajorCopyBytes(launch) + bytes;
+  size_t bytes = 0;
+  if (cudnnPrepared(launch, bytes)) return bytes;
+  const Launch f32 = widenedView(launch);
+  const size_t copies = widenedCopyBytes(launch) + headMajorCopyBytes(f32);
+  const Launch view = headMajorView(f32);
+  if (const size_t gemm = gemmScratch(view, true)) return copies + gemm;
   const Shape& q = view.in[0].shape;
-  return headMajorCopyBytes(launch) + static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);
+  return copies + static_cast<size_t>(q.rank == 4 ? q[0] * q[1] * q[2] : 0) * sizeof(double);
 }
 
 }  // namespace

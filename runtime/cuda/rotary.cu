@@ -6,26 +6,84 @@
 // partner of an element sits half a row away in x and in sin alike.
 // rotary_grad (from dy): dx = dy * cos - rotate_half(dy * sin). A thread per
 // element, products in double as in the CPU twin; or, when the half row is a
-// whole number of 16-byte packs, the tables are contiguous along the innermost
-// dim and every tensor is 16-byte aligned, a thread per pack (4 f32 or 2 f64
-// elements, 16-byte loads and stores, one offset computation a pack), with the
-// same arithmetic per element. With `bshd` x lies as [B, S, H, D]: the
-// tables' strides are those of x's [B, H, S, D] form with dims 1 and 2
-// swapped (rotaryTableStrides), so the same kernels read them in place.
+// whole number of packs, the tables are contiguous along the innermost dim
+// and every tensor is 16-byte aligned, a thread per pack of L elements (16
+// bytes of the narrowest of x, the tables and y: 4 f32, 2 f64, 8 when bf16
+// takes part; each tensor moved as 16-byte loads and stores, one offset
+// computation a pack), with the same arithmetic per element. With `bshd` x
+// lies as [B, S, H, D]: the tables' strides are those of x's [B, H, S, D]
+// form with dims 1 and 2 swapped (rotaryTableStrides), so the same kernels
+// read them in place.
+// Element types (rotaryTypes): all f32, all f64, or x and y each f32 or
+// bf16 with f32 tables (--precision bf16). A bf16 x is read exactly; a bf16
+// y is the f32 result rounded to nearest even (cast's floatToBf16Bits), so it
+// is bit for bit the cast of what the f32-result kernel writes: for f32 or
+// bf16 x and f32 tables every product is exact in double, so the one rounded
+// sum does not depend on how the compiler contracts it.
 #include <cstdint>
 #include <initializer_list>
 
 #include "DeviceMath.cuh"
+#include "ElementMath.cuh"
 
 namespace megatrain::runtime::cuda {
 namespace {
 
-// ---- kernel ----
+// BF16's element: the upper 16 bits of an f32.
+struct Bf16 {
+  uint16_t bits;
+};
+
+__device__ __forceinline__ double widen(float v) { return v; }
+__device__ __forceinline__ double widen(double v) { return v; }
+__device__ __forceinline__ double widen(Bf16 v) { return bf16BitsToFloat(v.bits); }
+
+// A result computed in double, stored as Y: bf16 rounds to f32 first, as the
+// cast of the f32 result would.
+template <typename Y>
+__device__ __forceinline__ Y narrow(double v) {
+  if constexpr (std::is_same_v<Y, Bf16>) return Bf16{floatToBf16Bits(static_cast<float>(v))};
+  else return static_cast<Y>(v);
+}
+
+// Elements a pack: 16 bytes of the narrowest element type.
+template <typename X, typename T, typename Y>
+__host__ __device__ constexpr int packLanes() {
+  constexpr size_t kXt = sizeof(X) < sizeof(T) ? sizeof(X) : sizeof(T);
+  return static_cast<int>(16 / (kXt < sizeof(Y) ? kXt : sizeof(Y)));
+}
+
+// L elements of T from 16-byte aligned p, as 16-byte loads.
+template <int L, typename T>
+__device__ __forceinline__ void loadLanes(const T* __restrict__ p, T (&out)[L]) {
+  constexpr int kPer = 16 / sizeof(T);
+  static_assert(L % kPer == 0, "a pack is whole 16-byte accesses of every tensor");
+#pragma unroll
+  for (int c = 0; c < L / kPer; ++c) {
+    const Pack<T> v = reinterpret_cast<const Pack<T>*>(p)[c];
+#pragma unroll
+    for (int l = 0; l < kPer; ++l) out[c * kPer + l] = v.v[l];
+  }
+}
+
+template <int L, typename T>
+__device__ __forceinline__ void storeLanes(T* __restrict__ p, const T (&in)[L]) {
+  constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+  for (int c = 0; c < L / kPer; ++c) {
+    Pack<T> v;
+#pragma unroll
+    for (int l = 0; l < kPer; ++l) v.v[l] = in[c * kPer + l];
+    reinterpret_cast<Pack<T>*>(p)[c] = v;
+  }
+}
+
+// ---- kernels ----
 
 // out [n] over space (tables: cos, sin); d = x's last dim.
-template <typename T, bool Grad>
-__global__ void rotaryKernel(const T* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
-                             T* __restrict__ out, int64_t n, int64_t d, StridedSpace<2> space) {
+template <typename X, typename T, typename Y, bool Grad>
+__global__ void rotaryKernel(const X* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
+                             Y* __restrict__ out, int64_t n, int64_t d, StridedSpace<2> space) {
   const int64_t half = d / 2;
   for (int64_t i = globalThread(); i < n; i += gridThreads()) {
     int64_t at[2];
@@ -35,19 +93,19 @@ __global__ void rotaryKernel(const T* __restrict__ x, const T* __restrict__ cos,
     const int64_t partner = low ? i + half : i - half;
     const double sign = low ? -1.0 : 1.0;
     double rotated;
-    if (!Grad) rotated = sign * static_cast<double>(x[partner]) * static_cast<double>(sin[at[1]]);
-    else rotated = -sign * static_cast<double>(x[partner]) * static_cast<double>(sin[low ? at[1] + half : at[1] - half]);
-    out[i] = static_cast<T>(static_cast<double>(x[i]) * static_cast<double>(cos[at[0]]) + rotated);
+    if (!Grad) rotated = sign * widen(x[partner]) * widen(sin[at[1]]);
+    else rotated = -sign * widen(x[partner]) * widen(sin[low ? at[1] + half : at[1] - half]);
+    out[i] = narrow<Y>(widen(x[i]) * widen(cos[at[0]]) + rotated);
   }
 }
 
 // rotaryKernel a pack at a time: out packs [n / L]; pack p starts at element
 // p * L, inside one half of its row (half % L == 0), its table offsets
 // contiguous (innermost table strides 1, innermost dim % L == 0).
-template <typename T, bool Grad>
-__global__ void rotaryPackKernel(const T* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
-                                 T* __restrict__ out, int64_t packs, int64_t d, StridedSpace<2> space) {
-  constexpr int kLanes = 16 / sizeof(T);
+template <typename X, typename T, typename Y, bool Grad>
+__global__ void rotaryPackKernel(const X* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
+                                 Y* __restrict__ out, int64_t packs, int64_t d, StridedSpace<2> space) {
+  constexpr int kLanes = packLanes<X, T, Y>();
   const int64_t half = d / 2;
   for (int64_t p = globalThread(); p < packs; p += gridThreads()) {
     const int64_t i = p * kLanes;
@@ -57,23 +115,24 @@ __global__ void rotaryPackKernel(const T* __restrict__ x, const T* __restrict__ 
     const bool low = column < half;
     const int64_t partner = low ? i + half : i - half;
     const double sign = low ? -1.0 : 1.0;
-    const Pack<T> xs = *reinterpret_cast<const Pack<T>*>(x + i);
-    const Pack<T> xp = *reinterpret_cast<const Pack<T>*>(x + partner);
-    const Pack<T> c = *reinterpret_cast<const Pack<T>*>(cos + at[0]);
-    const Pack<T> sn = *reinterpret_cast<const Pack<T>*>(sin + (Grad ? (low ? at[1] + half : at[1] - half) : at[1]));
-    Pack<T> y;
+    X xs[kLanes], xp[kLanes];
+    T c[kLanes], sn[kLanes];
+    loadLanes(x + i, xs);
+    loadLanes(x + partner, xp);
+    loadLanes(cos + at[0], c);
+    loadLanes(sin + (Grad ? (low ? at[1] + half : at[1] - half) : at[1]), sn);
+    Y y[kLanes];
 #pragma unroll
     for (int l = 0; l < kLanes; ++l) {
-      const double rotated = (Grad ? -sign : sign) * static_cast<double>(xp.v[l]) * static_cast<double>(sn.v[l]);
-      y.v[l] = static_cast<T>(static_cast<double>(xs.v[l]) * static_cast<double>(c.v[l]) + rotated);
+      const double rotated = (Grad ? -sign : sign) * widen(xp[l]) * widen(sn[l]);
+      y[l] = narrow<Y>(widen(xs[l]) * widen(c[l]) + rotated);
     }
-    *reinterpret_cast<Pack<T>*>(out + i) = y;
+    storeLanes(out + i, y);
   }
 }
 
-// Whether rotaryPackKernel covers this launch for elements of `bytes` bytes.
-bool packable(const StridedSpace<2>& space, int64_t d, size_t bytes, std::initializer_list<const void*> tensors) {
-  const int64_t lanes = static_cast<int64_t>(16 / bytes);
+// Whether rotaryPackKernel covers this launch for packs of `lanes` elements.
+bool packable(const StridedSpace<2>& space, int64_t d, int64_t lanes, std::initializer_list<const void*> tensors) {
   if (space.rank == 0 || (d / 2) % lanes != 0 || space.dims[space.rank - 1] % lanes != 0) return false;
   if (space.strides[0][space.rank - 1] != 1 || space.strides[1][space.rank - 1] != 1) return false;
   for (int t = 0; t < 2; ++t)
@@ -86,10 +145,17 @@ bool packable(const StridedSpace<2>& space, int64_t d, size_t bytes, std::initia
 
 // ---- launcher ----
 
+// Calls f(tag) with a float or a Bf16 for an F32 or a BF16 operand.
+template <typename F>
+void dispatchF32OrBf16(DType dtype, F&& f) {
+  if (dtype == DType::BF16) f(Bf16{});
+  else f(float{});
+}
+
 template <bool Grad>
 void rotary(const Launch& launch) {
-  const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0));
-  const Operand &x = launch.in[0], &cos = launch.in[1], &sin = launch.in[2];
+  const RotaryTypes types = rotaryTypes(launch);
+  const Operand &x = launch.in[0], &cos = launch.in[1], &sin = launch.in[2], &y = launch.out[0];
   const Shape& s = x.shape;
   const int64_t n = s.elements();
   if (n == 0) return;
@@ -100,18 +166,26 @@ void rotary(const Launch& launch) {
   rotaryTableStrides(launch, sin.shape, space.strides[1]);
   coalesce(space);
   const int64_t d = s[s.rank - 1];
-  dispatchFloating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const cudaStream_t stream = launch.device->stream;
-    if (packable(space, d, sizeof(T), {x.data, cos.data, sin.data, launch.out[0].data})) {
-      const int64_t packs = n / static_cast<int64_t>(16 / sizeof(T));
-      rotaryPackKernel<T, Grad><<<gridFor(launch, packs, kThreads), kThreads, 0, stream>>>(
-          x.as<const T>(), cos.as<const T>(), sin.as<const T>(), launch.out[0].as<T>(), packs, d, space);
+  const cudaStream_t stream = launch.device->stream;
+  auto run = [&](auto xTag, auto tTag, auto yTag) {
+    using X = decltype(xTag);
+    using T = decltype(tTag);
+    using Y = decltype(yTag);
+    constexpr int64_t kLanes = packLanes<X, T, Y>();
+    if (packable(space, d, kLanes, {x.data, cos.data, sin.data, y.data})) {
+      const int64_t packs = n / kLanes;
+      rotaryPackKernel<X, T, Y, Grad><<<gridFor(launch, packs, kThreads), kThreads, 0, stream>>>(
+          x.as<const X>(), cos.as<const T>(), sin.as<const T>(), y.as<Y>(), packs, d, space);
     } else {
-      rotaryKernel<T, Grad><<<gridFor(launch, n, kThreads), kThreads, 0, stream>>>(
-          x.as<const T>(), cos.as<const T>(), sin.as<const T>(), launch.out[0].as<T>(), n, d, space);
+      rotaryKernel<X, T, Y, Grad><<<gridFor(launch, n, kThreads), kThreads, 0, stream>>>(
+          x.as<const X>(), cos.as<const T>(), sin.as<const T>(), y.as<Y>(), n, d, space);
     }
-  });
+  };
+  if (types.tables == DType::F64) {
+    run(double{}, double{}, double{});
+  } else {
+    dispatchF32OrBf16(types.x, [&](auto xTag) { dispatchF32OrBf16(types.result, [&](auto yTag) { run(xTag, float{}, yTag); }); });
+  }
   MT_CHECK_LAUNCH(launch);
 }
 

@@ -164,6 +164,7 @@ std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t 
   using plan::I64;
   const int64_t batch = 8, seq = tokens / batch, headDim = 128, heads = hidden / headDim, vocab = 32000;
   const Operand q{{batch, heads, seq, headDim}}, table{{1, 1, seq, headDim}}, qRows{{batch, seq, heads, headDim}},
+      qRowsBf16{{batch, seq, heads, headDim}, BF16},
       logits{{batch, seq, vocab}}, labels{{batch, seq}, I64, vocab}, scalar{{}};
   const Operand x{{tokens, hidden}}, w{{hidden}}, h{{tokens, inter}}, hBf16{{tokens, inter}, BF16},
       xBf16{{tokens, hidden}, BF16};
@@ -178,6 +179,10 @@ std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t 
       {"swiglu_grad", {"swiglu_grad", {h, h, h}, {h, h}}},
       {"rotary (q)", {"rotary", {q, table, table}, {q}}},
       {"rotary_grad (q)", {"rotary_grad", {q, table, table}, {q}}},
+      // The Llama plans' layout ([B, S, H, D]), f32 and --precision bf16's bf16 x and y.
+      {"rotary bshd (q)", {"rotary", {qRows, table, table}, {qRows}, {intAttr("bshd", 1)}}},
+      {"rotary bshd bf16 (q)", {"rotary", {qRowsBf16, table, table}, {qRowsBf16}, {intAttr("bshd", 1)}}},
+      {"rotary_grad bshd bf16 (q)", {"rotary_grad", {qRowsBf16, table, table}, {qRowsBf16}, {intAttr("bshd", 1)}}},
       {"cast f32 -> bf16", {"cast", {x}, {xBf16}}},
       {"transpose heads", {"transpose", {qRows}, {q}, {intsAttr("perm", {0, 2, 1, 3})}}},
       {"next_token_ce", {"next_token_ce", {logits, labels}, {scalar}}},
@@ -305,9 +310,10 @@ int main(int argc, char** argv) {
   // ---- attention at the benchmark shape (B 8, H 16, S = T = 2048, D 128,
   // causal), forward and backward per precision: effective TFLOP/s of
   // 4 B H S T D (forward; 2.5x that backward), halved for causal, against
-  // the precision's matmul rate (docs/hardware.md). bf16 twice: on the GEMM
-  // path (MEGATRAIN_ATTENTION=gemm) and on cuDNN's fused attention
-  // (MEGATRAIN_ATTENTION=cudnn; its time includes the f32 <-> bf16 copies) ----
+  // the precision's matmul rate (docs/hardware.md). bf16 three times: on the
+  // GEMM path (MEGATRAIN_ATTENTION=gemm) and on cuDNN's fused attention
+  // (MEGATRAIN_ATTENTION=cudnn) with f32 operands (its time includes the
+  // f32 <-> bf16 copies), then on cuDNN with bf16 operands (none) ----
   std::vector<BenchCase> attentionCases;
   {
     const int64_t b = 8, h = 16, s = 2048, d = 128;
@@ -316,13 +322,14 @@ int main(int argc, char** argv) {
       const char* precision;
       double peak;
       const char* path;
+      megatrain::plan::DType operands;
     };
-    const Variant variants[] = {{"fp32", 51, nullptr}, {"tf32", 395, nullptr}, {"bf16", 777, "gemm"},
-                                {"bf16", 777, "cudnn"}};
+    const Variant variants[] = {{"fp32", 51, nullptr, F32}, {"tf32", 395, nullptr, F32}, {"bf16", 777, "gemm", F32},
+                                {"bf16", 777, "cudnn", F32}, {"bf16", 777, "cudnn", megatrain::plan::BF16}};
     for (const Variant& v : variants) {
       const std::vector<megatrain::plan::Attribute> attrs = {floatAttr("scale", 1.0 / std::sqrt(double(d))),
                                                              intAttr("causal", 1), stringAttr("precision", v.precision)};
-      const Operand q{{b, h, s, d}}, lse{{b, h, s}};
+      const Operand q{{b, h, s, d}, v.operands}, lse{{b, h, s}};
       attentionCases.push_back({"attention", {q, q, q}, {q, lse}, attrs, forwardFlops, v.peak, v.path});
       attentionCases.push_back(
           {"attention_grad", {q, q, q, q, lse, q}, {q, q, q}, attrs, 2.5 * forwardFlops, v.peak, v.path});
@@ -342,8 +349,9 @@ int main(int argc, char** argv) {
     for (const BenchCase& c : cases) run(*backend, c);
     for (const BenchCase& c : attentionCases) {
       if (c.attentionPath) setenv("MEGATRAIN_ATTENTION", c.attentionPath, 1);
-      std::printf("precision %s%s%s\n", c.attributes.back().s().c_str(),
-                  c.attentionPath ? ", MEGATRAIN_ATTENTION=" : "", c.attentionPath ? c.attentionPath : "");
+      std::printf("precision %s%s%s%s\n", c.attributes.back().s().c_str(),
+                  c.attentionPath ? ", MEGATRAIN_ATTENTION=" : "", c.attentionPath ? c.attentionPath : "",
+                  c.inputs[0].dtype == megatrain::plan::BF16 ? ", bf16 operands" : "");
       run(*backend, c);
       unsetenv("MEGATRAIN_ATTENTION");
     }
