@@ -451,6 +451,53 @@ TEST(OpCost, Bf16AttentionIsFused) {
   EXPECT_GT(twice.flops, 3.9 * forward.flops);
 }
 
+// bf16 operands and results (--precision bf16: everything but lse bf16) go to
+// cuDNN as they are: the bytes are the operands' and results' own, no copies;
+// the FLOPs and the rate are the f32 form's, so it is cheaper by the copies alone.
+TEST(OpCost, Bf16OperandAttentionHasNoCopies) {
+  DeviceProfile profile = testProfile();
+  profile.matmulBf16 = 8e12;
+  const double qElements = 2 * 4 * 1024 * 64, kvElements = 2 * 2 * 1024 * 64, lse = 2 * 4 * 1024;
+  auto bf16 = [](KernelDesc d) {
+    for (TensorShape &t : d.inputs)
+      if (t.dims.size() == 4)
+        t.elementBytes = 2;
+    for (TensorShape &t : d.outputs)
+      if (t.dims.size() == 4)
+        t.elementBytes = 2;
+    return d;
+  };
+  KernelDesc f32Forward = attentionDesc("attention", 1024, 1024, true);
+  f32Forward.outputs = {TensorShape{{2, 4, 1024, 64}}, TensorShape{{2, 4, 1024}}};
+  const KernelCost f32 = estimateKernel(f32Forward, profile, Precision::BF16);
+  const KernelCost forward = estimateKernel(bf16(f32Forward), profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(forward.bytes, 2.0 * (qElements + 2 * kvElements) + 2.0 * qElements + 4.0 * lse);
+  EXPECT_DOUBLE_EQ(forward.flops, f32.flops);
+  const double copies = (f32.bytes - forward.bytes) / profile.hbmBytesPerS;
+  EXPECT_NEAR(f32.seconds - forward.seconds, copies, 1e-9 * copies);
+
+  KernelDesc f32Backward = attentionDesc("attention_grad", 1024, 1024, true);
+  f32Backward.outputs = {TensorShape{{2, 4, 1024, 64}}, TensorShape{{2, 2, 1024, 64}}, TensorShape{{2, 2, 1024, 64}}};
+  const KernelCost backward = estimateKernel(bf16(f32Backward), profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(backward.bytes, 2.0 * (3 * qElements + 2 * kvElements) + 4.0 * lse +
+                                       2.0 * (qElements + 2 * kvElements));
+  // The f32 form: the same reads and writes at 4 bytes, plus 2 of copy per element of each.
+  const KernelCost f32Grad = estimateKernel(f32Backward, profile, Precision::BF16);
+  EXPECT_DOUBLE_EQ(f32Grad.bytes, 4.0 * (3 * qElements + 2 * kvElements) + 4.0 * lse +
+                                      4.0 * (qElements + 2 * kvElements) + 2.0 * (4 * qElements + 4 * kvElements));
+  // Results not given take their operands' types: still no copies.
+  KernelDesc noResults = bf16(attentionDesc("attention_grad", 1024, 1024, true));
+  EXPECT_DOUBLE_EQ(estimateKernel(noResults, profile, Precision::BF16).bytes,
+                   2.0 * (3 * qElements + 2 * kvElements) + 4.0 * lse);
+  // Layouts [B, S, H, D] (bshd) are the same work.
+  KernelDesc bshd = bf16(f32Forward);
+  for (TensorShape &t : bshd.inputs)
+    std::swap(t.dims[1], t.dims[2]);
+  std::swap(bshd.outputs[0].dims[1], bshd.outputs[0].dims[2]);
+  bshd.intAttrs["bshd"] = 15;
+  EXPECT_DOUBLE_EQ(estimateKernel(bshd, profile, Precision::BF16).bytes, forward.bytes);
+}
+
 // linear_ce: one product over the logits forward, three backward (the logits recomputed,
 // dhidden, dweight), plus the tile passes and the launches of each chunk; the products at the
 // matmul family's efficiency, the passes at the op's own.

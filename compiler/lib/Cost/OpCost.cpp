@@ -59,16 +59,21 @@ constexpr int64_t kAttentionRowBlock = 512; // runtime/cuda/AttentionGemm.h
 /// the visible (query, key) pairs (a flash kernel skips fully masked tiles;
 /// what the diagonal tiles waste is inside the efficiency), 2 products
 /// forward, 5 backward (S recomputed, dP, dV, dQ, dK), at a fraction of the
-/// bf16 matmul rate; then the bf16 copies around the kernel, over HBM: each
-/// f32 operand read and written as bf16 (6 bytes an element), each bf16
-/// result read and written as f32 (6); lse is read or written in place. (The
-/// kernel's own reads and writes of the copies are inside its efficiency.)
+/// bf16 matmul rate; then, for f32 operands and results only, the bf16
+/// copies around the kernel, over HBM: each f32 operand read and written as
+/// bf16 (6 bytes an element), each bf16 result read and written as f32 (6).
+/// bf16 operands and results (the --precision bf16 plans: q, k, v, y, dy,
+/// dq, dk, dv bf16) go to cuDNN as they are: no copies, only their own
+/// bytes, which the operands' types already count. lse (f32) is read or
+/// written in place. (The kernel's own reads and writes of the copies are
+/// inside its efficiency.)
 /// The efficiencies make this price equal what gpu_kernel_bench measured on
 /// the H200 on 2026-12-01 at the Llama-1.36B shape (B 8, H 16, S 2048,
-/// D 128, causal; copies included): forward 488.5 us, backward 1431.7 us
-/// (docs/tiering.md). With the copies' measured time taken out (about 236 and
-/// 500 us: bf16 -> f32 runs at 2.5 TB/s), the kernels alone reach about 0.69
-/// and 0.46 of the bf16 rate.
+/// D 128, causal; f32 operands, copies included): forward 488.5 us, backward
+/// 1431.7 us (docs/tiering.md). With the copies' measured time taken out
+/// (about 236 and 500 us: bf16 -> f32 runs at 2.5 TB/s), the kernels alone
+/// reach about 0.69 and 0.46 of the bf16 rate, so the bf16 form is priced
+/// high until a traced step fits the family's kernel_efficiency.
 constexpr double kFusedAttentionForwardEfficiency = 0.58;
 constexpr double kFusedAttentionBackwardEfficiency = 0.41;
 
@@ -79,7 +84,8 @@ struct AttentionWork {
   double efficiency = 1;
 };
 
-/// The bf16 path's work: visible pairs, and the copies' bytes as workspace.
+/// The bf16 path's work: visible pairs, and the bytes of the bf16 copies of
+/// its f32 operands and results (none for bf16 ones) as workspace.
 void fusedAttentionWork(const KernelDesc &kernel, bool forward, AttentionWork &work) {
   const TensorShape &q = kernel.inputs[0], &k = kernel.inputs[1];
   int64_t s = std::max<int64_t>(q.dims[2], 0), t = std::max<int64_t>(k.dims[2], 0);
@@ -94,12 +100,27 @@ void fusedAttentionWork(const KernelDesc &kernel, bool forward, AttentionWork &w
   work.fused = true;
   work.flops = (forward ? 2.0 : 5.0) * 2.0 * scores * static_cast<double>(q.dims[3]);
   work.efficiency = forward ? kFusedAttentionForwardEfficiency : kFusedAttentionBackwardEfficiency;
-  // Operands q, k, v (backward: and y, dy); results y (backward: dq, dk, dv); lse in place.
-  double qElements = static_cast<double>(q.elements()), kvElements = static_cast<double>(k.elements());
-  double copied = forward ? 2 * qElements + 2 * kvElements : 4 * qElements + 4 * kvElements;
+  // Copied: operands q, k, v (backward: and y, dy) and results y (backward:
+  // dq, dk, dv) that are f32; lse in place. A result absent from `kernel`
+  // has its operand's type (y and dq q's, dk k's, dv v's), as the op requires.
   // Of the 6 bytes an element, the f32 read or write (4) is the step's own
   // operand or result, which estimateKernel counts already.
-  work.workspaceBytes = 2.0 * copied;
+  auto copyBytes = [](const TensorShape &t) {
+    return t.elementBytes == 4 ? 2.0 * static_cast<double>(t.elements()) : 0.0;
+  };
+  auto input = [&](size_t i) -> const TensorShape & {
+    return i < kernel.inputs.size() ? kernel.inputs[i] : q;
+  };
+  auto result = [&](size_t i, const TensorShape &like) -> const TensorShape & {
+    return i < kernel.outputs.size() ? kernel.outputs[i] : like;
+  };
+  double bytes = copyBytes(q) + copyBytes(k) + copyBytes(input(2));
+  if (forward)
+    bytes += copyBytes(result(0, q));
+  else
+    bytes += copyBytes(input(3)) + copyBytes(input(5)) + copyBytes(result(0, q)) +
+             copyBytes(result(1, k)) + copyBytes(result(2, input(2)));
+  work.workspaceBytes = bytes;
 }
 
 bool attentionWork(const KernelDesc &kernel, Precision precision, AttentionWork &work) {
