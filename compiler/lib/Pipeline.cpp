@@ -101,6 +101,10 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   PrecisionOptions precision;
   precision.precision = options.precision;
   pm.addNestedPass<mlir::func::FuncOp>(createPrecision(precision));
+  // bf16-precision attention on bf16 tensors, its conversions in the graph
+  // where the casts around it cancel or fold into rotary.
+  if (options.bf16Attention)
+    pm.addNestedPass<mlir::func::FuncOp>(createBf16Attention());
   // Transposes of the last two dims into the matmul flags, after the casts
   // of mt-precision have been hoisted above the weights' transposes.
   if (options.foldTranspose)

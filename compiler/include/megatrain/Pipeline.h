@@ -61,7 +61,10 @@ struct PipelineOptions {
   // mt-fold-head-transposes (before mt-precision): off with megatrain-compile
   // --no-fold-head-transposes.
   bool foldHeadTransposes = true;
-  // mt-fold-transpose (after mt-precision): off with megatrain-compile
+  // mt-bf16-attention (right after mt-precision): off with megatrain-compile
+  // --no-bf16-attention.
+  bool bf16Attention = true;
+  // mt-fold-transpose (after mt-bf16-attention): off with megatrain-compile
   // --no-fold-transpose.
   bool foldTranspose = true;
   // mt-view-aliases (after mt-tier): off with megatrain-compile

@@ -507,12 +507,24 @@ static LogicalResult verifyAttentionOperands(Op op, int64_t roles) {
                                 << " must be [B, Hq, Sq, D] and [B, Hkv, Skv, D] with "
                                    "Hkv dividing Hq (read through bshd "
                                 << bits << ")";
-  for (Value operand : op->getOperands())
-    if (elementOf(operand) != elementOf(op.getQ()))
-      return op.emitOpError("operands and results must share one element type");
-  for (Value result : op->getResults())
-    if (elementOf(result) != elementOf(op.getQ()))
-      return op.emitOpError("operands and results must share one element type");
+  // One element type throughout, or bf16 tensors with an f32 lse under
+  // precision "bf16" (mt-bf16-attention).
+  const bool bf16 = elementOf(op.getQ()).isBF16();
+  auto expected = [&](Value value) {
+    return bf16 && value == op.getLse() ? Type(Float32Type::get(op.getContext()))
+                                        : elementOf(op.getQ());
+  };
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  for (Value value : values)
+    if (elementOf(value) != expected(value))
+      return op.emitOpError(bf16 ? "with bf16 q, every operand and result but lse (f32) must be bf16"
+                                 : "operands and results must share one element type");
+  if (bf16) {
+    auto precision = op->template getAttrOfType<StringAttr>("precision");
+    if (!precision || precision.getValue() != "bf16")
+      return op.emitOpError("bf16 operands need precision = \"bf16\"");
+  }
   if (shapeOf(op.getLse()) != ArrayRef<int64_t>(q).drop_back())
     return op.emitOpError("lse must have shape ")
            << shapeStr(ArrayRef<int64_t>(q).drop_back());
@@ -571,11 +583,19 @@ static LogicalResult verifyRotary(Op op, Value x) {
              << shapeStr(t) << " must broadcast to x " << shapeStr(logical)
              << (op.getBshd() ? " (x read as [B, H, S, D])" : "")
              << " and keep its last dim";
-    if (elementOf(table) != elementOf(x))
-      return op.emitOpError("cos and sin must have x's element type");
   }
-  if (op.getResult().getType() != x.getType())
-    return op.emitOpError("result must have x's type");
+  // One element type throughout, or x and the result each f32 or bf16 with
+  // f32 tables (mt-bf16-attention, mt-fold-norm-casts).
+  Type xe = elementOf(x), ye = elementOf(op.getResult());
+  auto narrow = [](Type t) { return t.isF32() || t.isBF16(); };
+  const bool mixed = narrow(xe) && narrow(ye) && elementOf(op.getCos()).isF32() &&
+                     elementOf(op.getSin()).isF32();
+  const bool uniform = xe == ye && elementOf(op.getCos()) == xe && elementOf(op.getSin()) == xe;
+  if (!uniform && !mixed)
+    return op.emitOpError("x, cos, sin and the result must share one element type, or x and the "
+                          "result be f32 or bf16 with f32 cos and sin");
+  if (shapeOf(op.getResult()) != stored)
+    return op.emitOpError("result must have x's shape ") << shapeStr(stored);
   return success();
 }
 

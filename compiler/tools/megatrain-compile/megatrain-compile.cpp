@@ -333,6 +333,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep the [B, H, S, D] <-> [B, S, H, D] transposes around attention and "
                            "rotary (no mt-fold-head-transposes)",
                            memory, [&] { args.pipeline.foldHeadTransposes = false; });
+  megatrain::addFlagOption(app, "--no-bf16-attention",
+                           "keep f32 q, k, v and y around bf16-precision attention, the "
+                           "kernels converting them (no mt-bf16-attention)",
+                           memory, [&] { args.pipeline.bf16Attention = false; });
   megatrain::addFlagOption(app, "--no-view-aliases",
                            "emit every reshape as a copy kernel (no mt-view-aliases)",
                            memory, [&] { args.pipeline.viewAliases = false; });

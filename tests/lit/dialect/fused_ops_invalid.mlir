@@ -153,3 +153,73 @@ func.func @rotary_grad_bshd_tables(%x: tensor<1x3x4x6xf32>, %t: tensor<4x6xf32>)
   %y = mt.rotary_grad %x, %t, %t {bshd = true} : (tensor<1x3x4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<1x3x4x6xf32>
   return
 }
+
+// -----
+
+// bf16 attention operands (mt-bf16-attention) come with an f32 lse.
+func.func @attention_bf16_lse(%q: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{with bf16 q, every operand and result but lse (f32) must be bf16}}
+  %y, %lse = mt.attention %q, %q, %q {scale = 0.5 : f64, causal = true, precision = "bf16"} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @attention_bf16_mixed(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{with bf16 q, every operand and result but lse (f32) must be bf16}}
+  %y, %lse = mt.attention %q, %k, %q {scale = 0.5 : f64, causal = true, precision = "bf16"} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_bf16_precision(%q: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{bf16 operands need precision = "bf16"}}
+  %y, %lse = mt.attention %q, %q, %q {scale = 0.5 : f64, causal = true, precision = "tf32"} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_bf16_dq(%q: tensor<1x2x4x8xbf16>, %lse: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{with bf16 q, every operand and result but lse (f32) must be bf16}}
+  %dq, %dk, %dv = mt.attention_grad %q, %q, %q, %q, %lse, %q {scale = 0.5 : f64, causal = true, precision = "bf16"} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+  return
+}
+
+// -----
+
+// A bf16 x or result comes with f32 tables.
+func.func @rotary_bf16_tables(%x: tensor<1x2x4x8xbf16>, %t: tensor<1x1x4x8xbf16>) {
+  // expected-error @+1 {{x, cos, sin and the result must share one element type, or x and the result be f32 or bf16 with f32 cos and sin}}
+  %y = mt.rotary %x, %t, %t : (tensor<1x2x4x8xbf16>, tensor<1x1x4x8xbf16>, tensor<1x1x4x8xbf16>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_grad_f64_to_bf16(%x: tensor<1x2x4x8xf64>, %t: tensor<1x1x4x8xf64>) {
+  // expected-error @+1 {{x, cos, sin and the result must share one element type, or x and the result be f32 or bf16 with f32 cos and sin}}
+  %y = mt.rotary_grad %x, %t, %t : (tensor<1x2x4x8xf64>, tensor<1x1x4x8xf64>, tensor<1x1x4x8xf64>) -> tensor<1x2x4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @rotary_result_shape(%x: tensor<1x2x4x8xf32>, %t: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{result must have x's shape [1x2x4x8]}}
+  %y = mt.rotary %x, %t, %t : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x2x8xbf16>
+  return
+}
+
+// -----
+
+// The accepted bf16 forms.
+func.func @bf16_attention_and_rotary(%x: tensor<1x2x4x8xf32>, %t: tensor<1x1x4x8xf32>, %lse: tensor<1x2x4xf32>) {
+  %q = mt.rotary %x, %t, %t : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xbf16>
+  %y, %l = mt.attention %q, %q, %q {scale = 0.5 : f64, causal = true, precision = "bf16"} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>)
+  %dq, %dk, %dv = mt.attention_grad %q, %q, %q, %y, %l, %y {scale = 0.5 : f64, causal = true, precision = "bf16"} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+  %g = mt.rotary_grad %dq, %t, %t : (tensor<1x2x4x8xbf16>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %h = mt.rotary_grad %dk, %t, %t : (tensor<1x2x4x8xbf16>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xbf16>
+  return
+}

@@ -665,7 +665,11 @@ def Mt_AttentionOp : Mt_Op<"attention", [Pure, Differentiable]> {
     gradient uses to recompute the probabilities instead of storing them.
     The discardable `precision` attribute ("fp32", "tf32", "bf16"; absent:
     fp32; also on attention_grad) is the arithmetic the device may use for
-    the products inside; operands stay f32.
+    the products inside. Operands and results share one element type, or,
+    under precision "bf16", q, k, v and y (attention_grad: also dy, dq, dk
+    and dv) are bf16 and lse is f32 (mt-bf16-attention): bf16 operands are
+    read exactly and bf16 results are the f32 results rounded to nearest
+    even, as mt.cast rounds.
 
     `bshd` (default 0; written by mt-fold-head-transposes) says which
     operands lie in memory as [B, S, H, D] instead of [B, H, S, D]: bit 0 q,
@@ -712,7 +716,10 @@ def Mt_RotaryOp : Mt_Op<"rotary", [Pure, Differentiable]> {
     y = x * cos + rotate_half(x) * sin with rotate_half(x) = concat(-x2, x1),
     x1 and x2 the halves of x's last dim (even). cos and sin broadcast to x
     (numpy rules) and have x's last dim. They must not depend on a trainable
-    parameter: the gradient is with respect to x only.
+    parameter: the gradient is with respect to x only. x, the tables and
+    the result share one element type, or x and the result are each f32 or
+    bf16 with f32 tables (also on rotary_grad): a bf16 x is read exactly, a
+    bf16 result is the f32 result rounded to nearest even, as mt.cast does.
 
     `bshd` (default false; written by mt-fold-head-transposes, also on
     rotary_grad): x and the result are rank 4 and lie as [B, S, H, D], the

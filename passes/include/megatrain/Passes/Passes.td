@@ -313,6 +313,23 @@ def FusePointwise : Pass<"mt-fuse-pointwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def Bf16Attention : Pass<"mt-bf16-attention", "mlir::func::FuncOp"> {
+  let summary = "Give bf16-precision attention bf16 operands and results";
+  let description = [{
+    Runs on the whole training step right after mt-precision, on a function
+    whose mt.precision is bf16 (off with megatrain-compile
+    --no-bf16-attention). Every mt.attention and mt.attention_grad marked
+    precision = "bf16" with f32 tensors gets bf16 q, k, v, y (dy, dq, dk, dv)
+    and keeps an f32 lse: one mt.cast to bf16 per f32 operand, after its
+    definition, and casts back to f32 for readers of the results that want
+    f32. Casts that cancel (bf16 to f32 to bf16, also through a reshape) go;
+    rotary and rotary_grad read bf16 sources directly and write bf16 when
+    only bf16 casts read them. The values are the ones the fused kernels
+    computed with their own conversions (docs/ops.md).
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 def FoldNormCasts : Pass<"mt-fold-norm-casts", "mlir::func::FuncOp"> {
   let summary = "Give an RMS norm read only by bf16 casts a bf16 result";
   let description = [{
