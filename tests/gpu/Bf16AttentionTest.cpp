@@ -155,8 +155,9 @@ TEST_F(Bf16AttentionGpu, CudnnBf16StepsNeedNoCopies) {
   cuda::DeviceContext device;
   device.attention = &cudnn;
   auto scratch = [&](const KernelCase& kase) {
+    const plan::Plan plan = oneKernelPlan(kase);  // the launch's operand names point into it
     cuda::Launch launch;
-    bindKernelCall(oneKernelPlan(kase), 0, nullptr, launch);
+    bindKernelCall(plan, 0, nullptr, launch);
     launch.device = &device;
     const size_t bytes = cuda::cudaKernels().find(kase.kernel)->entry.scratchBytes(launch);
     EXPECT_TRUE(cudnn.takes(launch)) << describe(kase) << ": " << cudnn.declined(launch);
