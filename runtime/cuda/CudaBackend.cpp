@@ -63,7 +63,12 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   MT_CUDA_CHECK(cudaFree(nullptr));  // makes the context now, so that the memory report sees it
   checkDeviceSupported(device);
   MT_CUDA_CHECK(cudaDeviceGetAttribute(&context_.smCount, cudaDevAttrMultiProcessorCount, device));
-  MT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  // The compute stream at the device's greatest priority: kernels on other
+  // streams (the device AdamW on `optimizer`, megatrain-compile
+  // --optimizer-stream) take the SMs the step's kernels leave free.
+  int leastPriority = 0, greatestPriority = 0;
+  MT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
+  MT_CUDA_CHECK(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, greatestPriority));
   MT_CUBLAS_CHECK(cublasCreate(&cublas_));
   MT_CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
   // Plain fp32 / fp64 arithmetic: no TF32 or other reduced-precision paths,

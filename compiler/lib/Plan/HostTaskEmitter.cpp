@@ -275,15 +275,16 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
       copy.mutable_copy()->set_dst(*hostGrad);
     }
   } else if (device) {
-    // The update below reads it on the same stream.
+    // The update below reads it in place (on compute, or on optimizer after
+    // the event that orders it behind the gradient kernel).
   } else {
     pb::Step &copy = addStep(kDeviceToHost, op, opStep);
     copy.mutable_copy()->set_src(*gradient);
     copy.mutable_copy()->set_dst(*hostGrad);
     noteRead(*gradient);
   }
-  pb::HostTask *task =
-      addStep(device ? kCompute : kHostStream, op, opStep).mutable_host_task();
+  const char *stream = !device ? kHostStream : options.optimizerStream ? kOptimizerStream : kCompute;
+  pb::HostTask *task = addStep(stream, op, opStep).mutable_host_task();
   if (device && !accumulated)
     noteRead(*gradient);
   task->set_kind(pb::HostTask::ADAMW);

@@ -38,6 +38,8 @@ inline constexpr const char *kCompute = "compute";
 inline constexpr const char *kHostToDevice = "h2d";
 inline constexpr const char *kDeviceToHost = "d2h";
 inline constexpr const char *kHostStream = "host";
+/// The device-resident parameters' updates, with PlanEmitOptions::optimizerStream.
+inline constexpr const char *kOptimizerStream = "optimizer";
 /// Copies between the disk tier and its host staging (plans with disk homes).
 inline constexpr const char *kDiskStream = "disk";
 

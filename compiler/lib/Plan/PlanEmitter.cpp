@@ -783,6 +783,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     plan.add_streams(stream);
   if (anyDisk)
     plan.add_streams(kDiskStream);
+  if (anyDevice && options.optimizerStream)
+    plan.add_streams(kOptimizerStream);
 
   std::vector<mlir::Operation *> ops;
   for (auto &[step, op] : ordered) {

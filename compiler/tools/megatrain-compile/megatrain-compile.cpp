@@ -102,6 +102,7 @@ struct CompileArgs {
   std::string emit = "plan";
   std::optional<std::string> lossMode;
   megatrain::PipelineOptions pipeline;
+  bool optimizerStream = false;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
   megatrain::DeviceProfile profile;
@@ -344,6 +345,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep each residual, gradient or bias add of a product its own "
                            "kernel, not in the product's epilogue (no mt-fuse-matmul-epilogues)",
                            memory, [&] { args.pipeline.matmulEpilogues = false; });
+  megatrain::addFlagOption(app, "--optimizer-stream",
+                           "run the AdamW updates of device-resident parameters on a stream of "
+                           "their own (`optimizer`), beside the backward's kernels",
+                           memory, [&] { args.optimizerStream = true; });
   megatrain::addFlagOption(app, "--no-fold-norm-casts",
                            "keep the bf16 cast after an RMS norm its own kernel, the norm "
                            "writing f32 (no mt-fold-norm-casts)",
@@ -595,6 +600,7 @@ int compile(int argc, char **argv) {
 
   megatrain::PlanEmitOptions emitOptions;
   emitOptions.generator = std::string(kTool) + " " + MEGATRAIN_VERSION;
+  emitOptions.optimizerStream = args.optimizerStream;
   for (int i = 1; i < argc; ++i)
     emitOptions.compileOptions.push_back(argv[i]);
   mlir::FailureOr<megatrain::plan::Plan> plan =

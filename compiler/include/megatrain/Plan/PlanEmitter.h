@@ -17,6 +17,10 @@ struct PlanEmitOptions {
   std::string generator = "megatrain";
   /// header.compile_options: the options the plan was compiled with, as given.
   std::vector<std::string> compileOptions;
+  /// The device-resident parameters' ADAMW steps on a stream of their own,
+  /// `optimizer`, beside the backward's kernels on `compute` (megatrain-compile
+  /// --optimizer-stream); false: on `compute`, in the kernels' order.
+  bool optimizerStream = false;
 };
 
 /// Translates a module whose function has been through mt-schedule,
