@@ -15,6 +15,13 @@
 // f32 lse. A bf16 operand is read exactly and every bf16 result is the f32
 // result rounded to bf16 (narrowTo): the bf16 kernel is bit for bit
 // floatToBf16 of the f32 kernel run on the operands widened to f32.
+// f32 operands with the precision "bf16" are computed as the device computes
+// them (cuDNN's path rounds them to bf16 copies and widens its bf16
+// results): each operand but lse read rounded to bf16, each result but lse
+// written as its bf16 rounding widened (Bf16InF32). Such a step gives, bit
+// for bit, the widened results of the bf16 form on the rounded operands, so
+// a plan trains alike with and without mt-bf16-attention. fp32 and tf32
+// steps read and write the f32 values as they are.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -23,6 +30,16 @@
 
 namespace megatrain::runtime::cpu {
 namespace {
+
+// An f32 operand or result of a precision "bf16" step (see above): read as
+// its bf16 rounding, written as the bf16 rounding of the value, widened.
+struct Bf16InF32 {
+  float value;
+  Bf16InF32() = default;
+  explicit Bf16InF32(double v) : value(bf16ToFloat(floatToBf16(static_cast<float>(v)))) {}
+  explicit operator double() const { return static_cast<double>(bf16ToFloat(floatToBf16(value))); }
+};
+static_assert(sizeof(Bf16InF32) == sizeof(float), "read in place of an f32 tensor");
 
 // Keys visible to query row i.
 int64_t visibleKeys(const AttentionDims& d, int64_t i) { return d.causal ? std::min(i + 1, d.skv) : d.skv; }
@@ -121,17 +138,18 @@ void attentionGradImpl(const KernelArgs& args, const AttentionDims& d) {
     }
 }
 
-// Calls f(operand tag, lse tag) for the step's element types.
+// Calls f(operand tag, lse tag) for the step's element types and precision.
 template <typename F>
-void dispatchAttention(const AttentionDims& d, F&& f) {
+void dispatchAttention(const KernelArgs& args, const AttentionDims& d, F&& f) {
   if (d.operands == DType::BF16) f(Bf16{}, float{});
   else if (d.operands == DType::F64) f(double{}, double{});
+  else if (args.attrs.getString("precision", "fp32") == "bf16") f(Bf16InF32{}, float{});
   else f(float{}, float{});
 }
 
 void attention(const KernelArgs& args) {
   const AttentionDims d = attentionDims(args);
-  dispatchAttention(d, [&](auto t, auto l) { attentionImpl<decltype(t), decltype(l)>(args, d); });
+  dispatchAttention(args, d, [&](auto t, auto l) { attentionImpl<decltype(t), decltype(l)>(args, d); });
 }
 
 size_t attentionScratch(const KernelArgs& args) {
@@ -141,7 +159,7 @@ size_t attentionScratch(const KernelArgs& args) {
 
 void attentionGrad(const KernelArgs& args) {
   const AttentionDims d = attentionGradDims(args);
-  dispatchAttention(d, [&](auto t, auto l) { attentionGradImpl<decltype(t), decltype(l)>(args, d); });
+  dispatchAttention(args, d, [&](auto t, auto l) { attentionGradImpl<decltype(t), decltype(l)>(args, d); });
 }
 
 size_t attentionGradScratch(const KernelArgs& args) {

@@ -53,9 +53,9 @@ std::string text(const Case& c) {
          (c.causal ? " causal" : "") + " bshd " + std::to_string(c.bshd);
 }
 
-std::vector<plan::Attribute> attrs(const Case& c, int64_t bshd) {
+std::vector<plan::Attribute> attrs(const Case& c, int64_t bshd, const char* precision = "bf16") {
   std::vector<plan::Attribute> list{floatAttr("scale", 0.35), intAttr("causal", c.causal ? 1 : 0),
-                                    stringAttr("precision", "bf16")};
+                                    stringAttr("precision", precision)};
   if (bshd) list.push_back(intAttr("bshd", bshd));
   return list;
 }
@@ -77,7 +77,7 @@ TEST(Bf16Attention, IsTheRoundedF32KernelBitForBit) {
                                                   {{laid(q, by), plan::BF16}, {lse, plan::F32}}, attrs(c, c.bshd & 15));
     const std::vector<HostTensor> ref =
         runKernel("attention", {asF32(hq), asF32(hk), asF32(hv)}, {{laid(q, by), plan::F32}, {lse, plan::F32}},
-                  attrs(c, c.bshd & 15));
+                  attrs(c, c.bshd & 15, "fp32"));
     expectRoundedBitwise(fwd[0], ref[0], text(c) + " y");
     expectSame(fwd[1], ref[1], text(c) + " lse");
 
@@ -88,8 +88,52 @@ TEST(Bf16Attention, IsTheRoundedF32KernelBitForBit) {
                   {{laid(q, bq), plan::BF16}, {laid(kv, bk), plan::BF16}, {laid(kv, bv), plan::BF16}}, attrs(c, c.bshd));
     const std::vector<HostTensor> gradRef =
         runKernel("attention_grad", {asF32(hq), asF32(hk), asF32(hv), asF32(fwd[0]), fwd[1], asF32(dy)},
-                  {{laid(q, bq), plan::F32}, {laid(kv, bk), plan::F32}, {laid(kv, bv), plan::F32}}, attrs(c, c.bshd));
+                  {{laid(q, bq), plan::F32}, {laid(kv, bk), plan::F32}, {laid(kv, bv), plan::F32}},
+                  attrs(c, c.bshd, "fp32"));
     for (int i = 0; i < 3; ++i) expectRoundedBitwise(grad[i], gradRef[i], text(c) + " gradient " + std::to_string(i));
+  }
+}
+
+// `x` rounded to bf16.
+HostTensor rounded(const HostTensor& x) {
+  HostTensor out = x;
+  out.dtype = plan::BF16;
+  for (double& v : out.values) v = bf16ToFloat(floatToBf16(static_cast<float>(v)));
+  return out;
+}
+
+// f32 operands with the precision "bf16" compute as the device does (cuDNN
+// rounds them to bf16 and widens its bf16 results): bit for bit the bf16
+// form's results, widened, on the operands rounded to bf16, lse included. So
+// a plan trains alike with and without mt-bf16-attention.
+TEST(Bf16Attention, F32OperandsWithBf16PrecisionAreTheBf16FormWidened) {
+  std::mt19937 rng(85);
+  for (const Case& c : {Case{1, 4, 2, 6, 6, 8, true, 0}, Case{2, 2, 1, 5, 7, 4, false, 31}}) {
+    const bool bq = c.bshd & 1, bk = c.bshd & 2, bv = c.bshd & 4, by = c.bshd & 8, bdy = c.bshd & 16;
+    const Dims q{c.b, c.hq, c.sq, c.d}, kv{c.b, c.hkv, c.skv, c.d}, lse{c.b, c.hq, c.sq};
+    const HostTensor hq = randomTensor(laid(q, bq), plan::F32, rng, -2, 2);
+    const HostTensor hk = randomTensor(laid(kv, bk), plan::F32, rng, -2, 2);
+    const HostTensor hv = randomTensor(laid(kv, bv), plan::F32, rng);
+    const std::vector<HostTensor> f32 = runKernel("attention", {hq, hk, hv},
+                                                  {{laid(q, by), plan::F32}, {lse, plan::F32}}, attrs(c, c.bshd & 15));
+    const std::vector<HostTensor> bf16 =
+        runKernel("attention", {rounded(hq), rounded(hk), rounded(hv)}, {{laid(q, by), plan::BF16}, {lse, plan::F32}},
+                  attrs(c, c.bshd & 15));
+    expectSame(f32[0], bf16[0], text(c) + " y");
+    expectSame(f32[1], bf16[1], text(c) + " lse");
+    // Unrounded y and dy in, as the f32 plan's gradient reads them.
+    const HostTensor y = randomTensor(laid(q, by), plan::F32, rng), dy = randomTensor(laid(q, bdy), plan::F32, rng);
+    const std::vector<HostTensor> grad =
+        runKernel("attention_grad", {hq, hk, hv, y, f32[1], dy},
+                  {{laid(q, bq), plan::F32}, {laid(kv, bk), plan::F32}, {laid(kv, bv), plan::F32}}, attrs(c, c.bshd));
+    const std::vector<HostTensor> gradBf16 =
+        runKernel("attention_grad", {rounded(hq), rounded(hk), rounded(hv), rounded(y), f32[1], rounded(dy)},
+                  {{laid(q, bq), plan::BF16}, {laid(kv, bk), plan::BF16}, {laid(kv, bv), plan::BF16}}, attrs(c, c.bshd));
+    for (int i = 0; i < 3; ++i) expectSame(grad[i], gradBf16[i], text(c) + " gradient " + std::to_string(i));
+    // fp32 reads the unrounded values: another result.
+    const std::vector<HostTensor> exact = runKernel(
+        "attention", {hq, hk, hv}, {{laid(q, by), plan::F32}, {lse, plan::F32}}, attrs(c, c.bshd & 15, "fp32"));
+    EXPECT_NE(exact[0].values, f32[0].values) << text(c);
   }
 }
 
