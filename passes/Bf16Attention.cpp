@@ -20,8 +20,9 @@
 //      reshape) writes bf16 itself.
 // The values do not change: the cuDNN kernels read and wrote these bf16
 // values before, and a bf16 result is the f32 result rounded to nearest even,
-// as mt.cast rounds (docs/ops.md). The CPU kernels compute from the bf16
-// operands, as the device did. Off with megatrain-compile --no-bf16-attention.
+// as mt.cast rounds (docs/ops.md); the CPU kernels round the f32 form's
+// operands and results as cuDNN does, so the CPU gives the same bits too. Off
+// with megatrain-compile --no-bf16-attention.
 //
 // Not optimal for: the casts of operands a matmul produces (v, dy) stay
 // kernels of their own (a matmul with a bf16 result would write them).
