@@ -6,8 +6,11 @@
 //
 // Mixed precision: a and b may both be BF16 with an F32 y (the bf16 plans of
 // --precision bf16): each operand is widened to double, accumulated in double
-// as above and rounded once to f32. The attribute precision ("tf32", "bf16")
-// is read by the CUDA kernel only; on the CPU every product is exact.
+// as above and rounded once to f32. A BF16 y (matmul only) is that f32 value
+// rounded to bf16 by floatToBf16 (narrowTo), as `cast` rounds it: bit for bit
+// the f32-result matmul followed by cast (docs/ops.md). The attribute
+// precision ("tf32", "bf16") is read by the CUDA kernel only; on the CPU
+// every product is exact.
 //
 // matmul_add (y = A B + r, r of y's dtype and shape, or a bias [n] added to
 // every row): each output is the product rounded to y's type, then r's
@@ -16,6 +19,7 @@
 // epilogues").
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "CpuKernel.h"
 
@@ -28,10 +32,12 @@ void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r, bool bi
   const T* a = args.in[0].as<const T>();
   const T* b = args.in[1].as<const T>();
   Y* y = args.out[0].as<Y>();
-  // The product rounded to Y, plus r's element in Y when there is an addend.
+  // The product rounded to Y, plus r's element in Y when there is an addend
+  // (never with a bf16 y: matmul_add's rule refuses one).
   auto finish = [r, bias](double sum, int64_t at, int64_t column) {
-    const Y product = static_cast<Y>(sum);
-    return r ? static_cast<Y>(product + r[bias ? column : at]) : product;
+    const Y product = narrowTo<Y>(sum);
+    if constexpr (std::is_same_v<Y, Bf16>) return product;
+    else return r ? static_cast<Y>(product + r[bias ? column : at]) : product;
   };
   const int64_t m = d.m, n = d.n, k = d.k;
   // Element strides of A (m, k) and B (k, n) within one matrix.
@@ -83,9 +89,13 @@ void matmul(const KernelArgs& args) {
   if (args.in[0].dtype == DType::BF16 || args.in[1].dtype == DType::BF16) {
     requireDType(args, args.in[0], DType::BF16, "a");
     requireDType(args, args.in[1], DType::BF16, "b");
+    const MatmulDims d = matmulDims(args);
+    if (args.out[0].dtype == DType::BF16 && !addend) {  // the f32 result rounded to bf16
+      matmulImpl<Bf16, Bf16>(args, d, nullptr, false);
+      return;
+    }
     requireDType(args, args.out[0], DType::F32, "output");
     if (addend) requireDType(args, args.in[2], DType::F32, "r");
-    const MatmulDims d = matmulDims(args);
     matmulImpl<Bf16, float>(args, d, addend ? args.in[2].as<const float>() : nullptr, bias);
     return;
   }

@@ -145,6 +145,8 @@ void matmulAddRule(const KernelCall& call) {
     fail(call, "addend r 'in2' has shape " + r.shape.str() + ", expected " + y.shape.str() + " (the output's) or " +
                    bias.str() + " (a bias over its last dim)");
   }
+  if (y.dtype == DType::BF16)
+    fail(call, "the output is bf16; matmul_add writes f32 or f64 (only matmul rounds its product to bf16)");
   if (r.dtype != y.dtype)
     fail(call, std::string("addend r is ") + dtypeLabel(r.dtype) + ", the output " + dtypeLabel(y.dtype) +
                    "; they must match");

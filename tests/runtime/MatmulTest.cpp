@@ -1,7 +1,11 @@
-// MatmulTest.cpp - matmul with transpose flags and broadcast batch dims against a triple loop.
+// MatmulTest.cpp - matmul with transpose flags and broadcast batch dims against a triple loop, and its bf16 result as the cast of the f32 one.
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
+#include "megatrain/plan/Bf16.h"
 
 namespace megatrain::runtime::testing {
 namespace {
@@ -94,6 +98,108 @@ TEST(MatmulErrors, InnerDimensionMismatchIsNamed) {
             "matmul: inner dimensions differ: a [4, 3], b [2, 5]");
   EXPECT_EQ(kernelError("matmul", {a, randomTensor({3, 5}, plan::F32, rng)}, {{{4, 4}, plan::F32}}),
             "matmul: output 'out0' has shape [4, 4], expected [4, 5]");
+}
+
+// ---- a bf16 result: the f32 result rounded as cast rounds it ----
+
+struct Product {
+  std::vector<int64_t> a, b, y;
+  bool transA, transB;
+};
+
+std::string describe(const Product& p) {
+  auto dims = [](const std::vector<int64_t>& shape) {
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+  };
+  return dims(p.a) + (p.transA ? "^T" : "") + " x " + dims(p.b) + (p.transB ? "^T" : "");
+}
+
+// The bits cast f32 -> bf16 gives for each value of an f32 result, and the
+// bits of a bf16 result (its values are exact in double).
+std::vector<uint16_t> bf16Bits(const std::vector<double>& values) {
+  std::vector<uint16_t> bits;
+  for (double v : values) bits.push_back(floatToBf16(static_cast<float>(v)));
+  return bits;
+}
+
+// Runs the product with an f32 and with a bf16 result; the bf16 one must be
+// floatToBf16 of the f32 one, element for element, bit for bit.
+void expectBf16IsCastOfF32(const Product& p, const HostTensor& a, const HostTensor& b) {
+  const std::vector<plan::Attribute> attrs = {intAttr("transpose_a", p.transA), intAttr("transpose_b", p.transB),
+                                              stringAttr("precision", "bf16")};
+  const HostTensor wide = runKernel("matmul", {a, b}, {{p.y, plan::F32}}, attrs)[0];
+  const HostTensor narrow = runKernel("matmul", {a, b}, {{p.y, plan::BF16}}, attrs)[0];
+  ASSERT_EQ(narrow.values.size(), wide.values.size()) << describe(p);
+  const std::vector<uint16_t> expected = bf16Bits(wide.values), actual = bf16Bits(narrow.values);
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ(actual[i], expected[i]) << describe(p) << " element " << i << ": f32 result " << wide.values[i]
+                                      << ", bf16 result " << narrow.values[i];
+}
+
+TEST(MatmulBf16Result, IsTheCastOfTheF32ResultBitForBit) {
+  const Product products[] = {
+      {{5, 7}, {7, 3}, {5, 3}, false, false},
+      {{7, 5}, {7, 3}, {5, 3}, true, false},
+      {{5, 7}, {3, 7}, {5, 3}, false, true},
+      {{7, 5}, {3, 7}, {5, 3}, true, true},
+      {{33, 65}, {17, 65}, {33, 17}, false, true},             // odd sizes, x W^T
+      {{2, 4, 9, 64}, {48, 64}, {2, 4, 9, 48}, false, true},  // a batch against one weight
+      {{2, 1, 5, 7}, {1, 3, 7, 4}, {2, 3, 5, 4}, false, false},  // both batches broadcast
+      {{3, 6, 5}, {3, 6, 2}, {3, 5, 2}, true, false},          // equal batches, a^T (a dW shape)
+      {{3, 0}, {0, 4}, {3, 4}, false, false},                  // an empty sum: +0
+  };
+  for (uint32_t seed : {51u, 52u, 53u}) {
+    std::mt19937 rng(seed);
+    for (const Product& p : products) {
+      // A scale that keeps the sums away from any one range of exponents.
+      const double scale = std::ldexp(1.0, static_cast<int>(rng() % 40) - 20);
+      const HostTensor a = randomTensor(p.a, plan::BF16, rng, -scale, scale);
+      const HostTensor b = randomTensor(p.b, plan::BF16, rng, -1, 1);
+      expectBf16IsCastOfF32(p, a, b);
+    }
+  }
+}
+
+// Sums that land on a bf16 tie round to the even neighbour, an f32 sum past
+// bf16's largest finite rounds to infinity, an infinite operand stays
+// infinite and inf * 0 gives NaN, as cast gives them.
+TEST(MatmulBf16Result, TiesOverflowInfinityAndNaNRoundAsCastDoes) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double ulp = std::ldexp(1.0, -7);  // bf16's spacing in [1, 2)
+  const double big = std::ldexp(255.0 / 128.0, 127);  // bf16's largest finite, 0x7F7F
+  // Row i of a times b = [1, 1]: y[i] = a[i, 0] + a[i, 1].
+  const HostTensor a{{6, 2}, plan::BF16,
+                     {1.0, ulp / 2,            // 1 + ulp/2: a tie, to even 1
+                      1.0 + ulp, ulp / 2,      // 1 + 3 ulp/2: a tie, to even 1 + 2 ulp
+                      big, big,                // past f32's range: inf
+                      big, std::ldexp(1.0, 119),  // f32-exact, rounds past bf16's largest: inf
+                      -inf, 1.0,               // -inf
+                      inf, -inf}};             // NaN
+  const HostTensor b{{2, 1}, plan::BF16, {1.0, 1.0}};
+  const Product p{{6, 2}, {2, 1}, {6, 1}, false, false};
+  expectBf16IsCastOfF32(p, a, b);
+  const HostTensor y = runKernel("matmul", {a, b}, {{{6, 1}, plan::BF16}})[0];
+  EXPECT_EQ(y.values[0], 1.0);
+  EXPECT_EQ(y.values[1], 1.0 + 2 * ulp);
+  EXPECT_EQ(y.values[2], inf);
+  EXPECT_EQ(y.values[3], inf);
+  EXPECT_EQ(y.values[4], -inf);
+  EXPECT_TRUE(std::isnan(y.values[5]));
+}
+
+TEST(MatmulBf16Result, MatmulAddAndF32OperandsAreRefused) {
+  std::mt19937 rng(54);
+  const HostTensor a = randomTensor({4, 3}, plan::BF16, rng), b = randomTensor({3, 5}, plan::BF16, rng);
+  const std::string refused =
+      "matmul_add: the output is bf16; matmul_add writes f32 or f64 (only matmul rounds its product to bf16)";
+  EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({4, 5}, plan::BF16, rng)}, {{{4, 5}, plan::BF16}}),
+            refused);
+  EXPECT_EQ(kernelError("matmul_add", {a, b, randomTensor({5}, plan::F32, rng)}, {{{4, 5}, plan::BF16}}), refused);
+  const HostTensor f = randomTensor({4, 3}, plan::F32, rng), g = randomTensor({3, 5}, plan::F32, rng);
+  EXPECT_EQ(kernelError("matmul", {f, g}, {{{4, 5}, plan::BF16}}),
+            "matmul: operand 'out0' is bf16, the CPU backend computes in f32 or f64");
 }
 
 }  // namespace

@@ -52,8 +52,9 @@ MatmulDims matmulDims(const KernelCall& call);
 // An operand's batch dims: all but the last two.
 Shape matmulBatchOf(const Shape& operand);
 void matmulRule(const KernelCall& call);
-// matmul_add: matmul's rule, and the addend r (in[2]) has y's dtype and either y's shape or
-// [n], y's last dim (a bias added to every row).
+// matmul_add: matmul's rule, y is not bf16 (only matmul rounds its product to bf16), and the
+// addend r (in[2]) has y's dtype and either y's shape or [n], y's last dim (a bias added to
+// every row).
 void matmulAddRule(const KernelCall& call);
 // Whether matmul_add's addend is a bias [n] rather than a tensor of y's shape.
 bool matmulAddendIsBias(const KernelCall& call);
