@@ -2,7 +2,7 @@
 //
 // CudaBackend::prepare() hands every resolved kernel step to prepare(); for a
 // `matmul` or `matmul_add` step (the addend is cuBLASLt's C, with beta 1)
-// whose operands are F32, or BF16 with an F32 result, it works
+// whose operands are F32, or BF16 with an F32 (or, matmul only, BF16) result, it works
 // out the product's cuBLASLt form (the strided batch, the host-walked outer
 // batch, each operand's actual address alignment) and looks it up in a cache
 // keyed by everything that form depends on (shapes, batch strides, dtypes,
@@ -12,6 +12,11 @@
 // the fastest that writes the first's bits kept, docs/cuda.md "Matmuls")
 // once; the cache lasts as long as the planner,
 // so preparing another plan with the same products decides nothing again.
+// A BF16 result must be bit for bit the f32-result form's output through
+// cast's conversion: its form keeps a bf16-D algorithm only when that writes
+// those bits on the tuning operands (random, then with special values);
+// else its steps run the f32 form into the step's scratch and convert
+// (matmul.cpp, docs/cuda.md "Matmuls").
 // At launch the matmul launcher only finds its step's record and calls
 // cublasLtMatmul: nothing is chosen or allocated in the training loop.
 //
@@ -42,7 +47,8 @@ class MatmulPlanner {
   // room for `steps` steps.
   void beginPlan(int steps);
   // Plans `launch` if it is an F32 or BF16 matmul or matmul_add; other steps
-  // are ignored.
+  // are ignored. MEGATRAIN_MATMUL_LOG=1 prints how each bf16-result step
+  // writes y.
   // Shape, dtype or precision errors and cuBLASLt failures are Errors naming
   // the kernel, the product and the cuBLASLt status.
   void prepare(const Launch& launch);
@@ -50,7 +56,8 @@ class MatmulPlanner {
   // if that step was not planned.
   void run(const Launch& launch) const;
 
-  // Distinct products whose algorithm has been chosen so far.
+  // Distinct products whose algorithm has been chosen so far (a bf16 result
+  // counts its f32 form too).
   size_t cachedAlgorithms() const;
 
  private:

@@ -36,6 +36,18 @@ __global__ void fillBf16(__nv_bfloat16* data, int64_t n, uint64_t seed) {
     data[i] = __float2bfloat16_rn(uniformAt(seed, i));
 }
 
+__global__ void plantSpecial(uint16_t* data, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (i < 3)
+      data[i] = i == 0 ? 0x7F80 : i == 1 ? 0xFF80 : 0x7FC0;  // +inf, -inf, NaN
+    else if (i % 61 == 5)
+      data[i] = 0x7F00;  // 2^127
+    else if (i % 71 == 11)
+      data[i] = 0x7F7F;  // the largest finite bf16
+  }
+}
+
 __global__ void countDifferent(const uint32_t* a, const uint32_t* b, int64_t n, unsigned long long* counter) {
   unsigned long long local = 0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -57,6 +69,12 @@ void fillTuningOperand(void* data, int64_t elements, bool bf16, uint64_t seed, c
     fillBf16<<<gridOf(elements), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), elements, seed);
   else
     fillF32<<<gridOf(elements), kThreads, 0, stream>>>(static_cast<float*>(data), elements, seed);
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+void plantSpecialBf16(void* data, int64_t elements, cudaStream_t stream) {
+  if (elements <= 0) return;
+  plantSpecial<<<gridOf(elements), kThreads, 0, stream>>>(static_cast<uint16_t*>(data), elements);
   MT_CUDA_CHECK(cudaGetLastError());
 }
 

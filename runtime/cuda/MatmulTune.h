@@ -4,7 +4,9 @@
 // on operands of that product's sizes filled here with random values, and
 // keeps one only if it writes the same bits as the heuristic's first choice
 // (countDifferentWords), so which algorithm a run picks never changes what it
-// computes.
+// computes; a bf16 result's candidates must write the bits of the f32
+// product's cast, on random operands and on operands with special values
+// (plantSpecialBf16).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,6 +19,14 @@ namespace megatrain::runtime::cuda {
 // Fills `elements` values at `data` with uniform values in [-1, 1) drawn from
 // a hash of (seed, index): bf16 when `bf16`, else f32. Asynchronous on `stream`.
 void fillTuningOperand(void* data, int64_t elements, bool bf16, uint64_t seed, cudaStream_t stream);
+
+// Overwrites some of the `elements` bf16 values at `data` with values the
+// random fill never gives: +inf, -inf and a NaN at indices 0, 1, 2, 2^127 at
+// every index 5 mod 61 (sums past f32's and bf16's range, and infinities of
+// both signs meeting: NaN), bf16's largest finite at every index 11 mod 71.
+// What a bf16 result's algorithm is also compared on, so that its rounding
+// of those is shown to be cast's. Asynchronous on `stream`.
+void plantSpecialBf16(void* data, int64_t elements, cudaStream_t stream);
 
 // How many of the `words` 32-bit words at a and b differ; `counter` is one
 // device int64 the call zeroes and counts into. Synchronizes `stream`.

@@ -19,6 +19,14 @@
 //                     operands, fp32 accumulation)
 //   a, b BF16, y F32  cuBLASLt, CUDA_R_16BF A/B, CUDA_R_32F C/D,
 //                     CUBLAS_COMPUTE_32F (exact products, fp32 accumulation)
+//   a, b BF16, y BF16 (matmul only) the f32 result above rounded to bf16 as
+//                     `cast` rounds it, bit for bit: cuBLASLt with CUDA_R_16BF
+//                     C/D (its epilogue rounds the fp32 accumulator once) and
+//                     an algorithm shown at prepare to write the bits of the
+//                     f32-D form's algorithm followed by cast's conversion;
+//                     when none is, that f32-D form into the step's scratch,
+//                     then the conversion into y (MatmulPlanner::Impl::tune,
+//                     MatmulPlanner::run)
 //   a, b F64, y F64   cuBLAS DgemmStridedBatched (the handle runs
 //                     CUBLAS_DEFAULT_MATH; see CudaBackend)
 // The cuBLASLt descriptors and algorithm of each step are made at prepare
@@ -38,6 +46,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
@@ -54,15 +63,17 @@
 namespace megatrain::runtime::cuda {
 namespace {
 
-// The operand types matmul accepts: F32 x F32 -> F32, BF16 x BF16 -> F32, F64 x F64 -> F64.
+// The operand types matmul accepts: F32 x F32 -> F32, BF16 x BF16 -> F32 or
+// BF16 (matmul_add's rule refuses a bf16 result), F64 x F64 -> F64.
 void checkTypes(const Launch& launch) {
   const DType a = launch.in[0].dtype, b = launch.in[1].dtype, y = launch.out[0].dtype;
   const bool ok = (a == DType::F32 && b == DType::F32 && y == DType::F32) ||
-                  (a == DType::BF16 && b == DType::BF16 && y == DType::F32) ||
+                  (a == DType::BF16 && b == DType::BF16 && (y == DType::F32 || y == DType::BF16)) ||
                   (a == DType::F64 && b == DType::F64 && y == DType::F64);
   if (!ok)
     fail(launch, std::string("operands are ") + dtypeLabel(a) + " x " + dtypeLabel(b) + " -> " + dtypeLabel(y) +
-                     "; the CUDA backend multiplies f32 x f32 -> f32, bf16 x bf16 -> f32 or f64 x f64 -> f64");
+                     "; the CUDA backend multiplies f32 x f32 -> f32, bf16 x bf16 -> f32 or bf16, or "
+                     "f64 x f64 -> f64");
   if (launch.numIn == 3 && launch.in[2].dtype != y)
     fail(launch, std::string("addend r is ") + dtypeLabel(launch.in[2].dtype) + ", the output " + dtypeLabel(y) +
                      "; they must match");
@@ -202,6 +213,15 @@ void matmul(const Launch& launch) {
   launch.device->matmul->run(launch);
 }
 
+// A bf16 result's f32 form in the scratch, for a step whose bf16-D
+// algorithms all wrote other bits (the planner's choice is made after the
+// scratch is sized, so every bf16-result matmul reserves it): y's elements
+// in f32, 256-byte aligned as every arena buffer is.
+size_t matmulScratch(const Launch& launch) {
+  if (launch.numIn != 2 || launch.out[0].dtype != DType::BF16) return 0;
+  return static_cast<size_t>(launch.out[0].shape.elements()) * sizeof(float);
+}
+
 // ---- f32 and bf16: cuBLASLt ----
 
 const char* ltStatusName(cublasStatus_t status) { return cublasLtGetStatusName(status); }
@@ -254,8 +274,28 @@ uint32_t alignmentOf(const void* base, std::initializer_list<int64_t> offsetByte
   return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
+// What a product's cuBLASLt form is made of besides its Gemm.
+struct Form {
+  DType operands = DType::F32, result = DType::F32;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  uint32_t alignA = 0, alignB = 0, alignY = 0;
+  uint32_t alignR = 0;  // matmul_add's addend; 0 marks a plain matmul
+  bool bias = false;    // the addend is a bias [n]
+};
+
 // Everything a cuBLASLt call's form depends on.
 using Key = std::array<int64_t, 17>;
+
+Key keyOf(const Form& f, const Gemm& g) {
+  return {static_cast<int64_t>(f.operands),
+          static_cast<int64_t>(f.result),
+          static_cast<int64_t>(f.compute),
+          g.m, g.n, g.k, g.count,
+          g.transA, g.transB,
+          g.strideA, g.strideB, g.strideY,
+          f.alignA, f.alignB, f.alignY,
+          f.alignR ? (f.bias ? 2 : 1) : 0, f.alignR};
+}
 
 // Descriptors and algorithm of one distinct product.
 struct LtGemm {
@@ -264,6 +304,12 @@ struct LtGemm {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   std::string product;  // for error messages
+  // A bf16 result that no bf16-D algorithm was shown to write as the f32-D
+  // form's cast: steps of this form run viaF32 (that f32-D form, cached
+  // beside this one) into the scratch, then cast's conversion into y.
+  // Null for every other form.
+  const LtGemm* viaF32 = nullptr;
+  int candidate = 0;  // which of the heuristic's candidates algo is (for MEGATRAIN_MATMUL_LOG)
 
   ~LtGemm() {
     if (layoutD) cublasLtMatrixLayoutDestroy(layoutD);
@@ -283,25 +329,25 @@ struct StepRecord {
   void* y = nullptr;
 };
 
-std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, cublasComputeType_t compute,
-                            uint32_t alignA, uint32_t alignB, uint32_t alignY, uint32_t alignR, bool bias) {
-  const std::string addend = alignR ? (bias ? "(+ bias) " : "(+ r) ") : "";
+std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, const Form& f) {
+  const std::string addend = f.alignR ? (f.bias ? "(+ bias) " : "(+ r) ") : "";
   std::string text = addend + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " +
-                     dtypeLabel(launch.in[0].dtype) + " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
-                     dtypeLabel(launch.in[1].dtype) + " -> y " + launch.out[0].shape.str() + " " +
-                     dtypeLabel(launch.out[0].dtype) + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) +
+                     dtypeLabel(f.operands) + " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
+                     dtypeLabel(f.operands) + " -> y " + launch.out[0].shape.str() + " " +
+                     dtypeLabel(f.result) + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) +
                      ", k " + std::to_string(g.k) + ", batch " + std::to_string(g.count) + " with strides a " +
                      std::to_string(g.strideA) + ", b " + std::to_string(g.strideB) + ", y " +
-                     std::to_string(g.strideY) + ", " + std::to_string(calls) + " call(s); " + computeLabel(compute) +
-                     "; alignment a " + std::to_string(alignA) + ", b " + std::to_string(alignB) + ", y " +
-                     std::to_string(alignY) + (alignR ? ", r " + std::to_string(alignR) : std::string()) +
-                     " bytes)";
+                     std::to_string(g.strideY) + ", " + std::to_string(calls) + " call(s); " +
+                     computeLabel(f.compute) + "; alignment a " + std::to_string(f.alignA) + ", b " +
+                     std::to_string(f.alignB) + ", y " + std::to_string(f.alignY) +
+                     (f.alignR ? ", r " + std::to_string(f.alignR) : std::string()) + " bytes)";
   return text;
 }
 
 // MEGATRAIN_MATMUL_TUNE: unset, "auto" or "1" times cuBLASLt's candidate
 // algorithms at prepare (MatmulPlanner::Impl::tune); "off" or "0" takes the
-// heuristic's first, as cuBLASLt ranks them.
+// heuristic's first, as cuBLASLt ranks them (for a bf16 result: the first
+// that writes the f32 form's cast, compared but not timed).
 bool matmulTuning() {
   const char* value = std::getenv("MEGATRAIN_MATMUL_TUNE");
   const std::string_view text = value ? value : "";
@@ -310,7 +356,20 @@ bool matmulTuning() {
   throw Error("MEGATRAIN_MATMUL_TUNE is '" + std::string(text) + "'; expected auto (the default) or off");
 }
 
-// MEGATRAIN_MATMUL_LOG=1 prints each tuned product's candidates and choice to stderr.
+// MEGATRAIN_MATMUL_BF16_RESULT: unset or "auto" lets a bf16 result use a
+// bf16-D algorithm shown to write the f32 product's cast; "via-f32" always
+// runs the f32 product into the scratch and cast's conversion (the other
+// way to the same bits, to compare the two).
+bool bf16ResultDirect() {
+  const char* value = std::getenv("MEGATRAIN_MATMUL_BF16_RESULT");
+  const std::string_view text = value ? value : "";
+  if (text.empty() || text == "auto") return true;
+  if (text == "via-f32") return false;
+  throw Error("MEGATRAIN_MATMUL_BF16_RESULT is '" + std::string(text) + "'; expected auto (the default) or via-f32");
+}
+
+// MEGATRAIN_MATMUL_LOG=1 prints each tuned product's candidates and choice,
+// and how each bf16-result step writes y, to stderr.
 bool matmulLog() {
   const char* value = std::getenv("MEGATRAIN_MATMUL_LOG");
   return value && std::string_view(value) == "1";
@@ -319,10 +378,12 @@ bool matmulLog() {
 // The candidates cuBLASLt's heuristic is asked for, and the timed calls of each.
 constexpr int kCandidates = 8;
 constexpr int kTimedCalls = 3;
-// A candidate replaces the heuristic's first only when it takes at most this
-// share of the first's time (noise must not flip the choice between runs).
+// A candidate replaces the heuristic's first (of those writing the
+// reference's bits) only when it takes at most this share of the first's
+// time (noise must not flip the choice between runs).
 constexpr double kTuneMargin = 0.97;
-// Products whose tuning operands would take more device memory keep the first.
+// Products whose tuning operands would take more device memory keep the
+// first (a bf16 result: the f32 form and cast).
 constexpr size_t kTuneBytesMax = size_t{4} << 30;
 
 // Device memory freed on every path out of tune().
@@ -354,11 +415,21 @@ struct MatmulPlanner::Impl {
   std::map<Key, std::unique_ptr<LtGemm>> cache;
   std::vector<StepRecord> steps;
 
-  const LtGemm& find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
-                     cublasComputeType_t compute, uint32_t alignA, uint32_t alignB, uint32_t alignY,
-                     uint32_t alignR, const void* bias);
-  size_t tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, bool addend,
-              const std::vector<cublasLtMatmulHeuristicResult_t>& candidates);
+  // The cached form, made (and its algorithm chosen) on first sight. A bf16
+  // result needs `wide`, its f32-D form: the bits it must write are wide's
+  // cast.
+  const LtGemm& find(const Launch& launch, const Form& form, const Gemm& g, int64_t calls, const void* bias,
+                     const LtGemm* wide = nullptr);
+  int tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, const Form& form,
+           const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const LtGemm* wide);
+  // One call of a form (cuBLASLt's A is our b, its B our a); C (read only
+  // when beta is not 0) has D's layout.
+  cublasStatus_t call(const LtGemm& gemm, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+                      float beta, const void* c, void* d, cudaStream_t stream) const {
+    const float one = 1.0f;
+    return cublasLtMatmul(handle, gemm.desc, &one, b, gemm.layoutA, a, gemm.layoutB, &beta, c, gemm.layoutD, d,
+                          gemm.layoutD, &algo, workspace, kWorkspaceBytes, stream);
+  }
 };
 
 MatmulPlanner::MatmulPlanner() : impl_(std::make_unique<Impl>()) {
@@ -379,19 +450,19 @@ void MatmulPlanner::beginPlan(int steps) {
   impl_->steps.assign(static_cast<size_t>(steps > 0 ? steps : 0), StepRecord{});
 }
 
-const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, const Gemm& g, int64_t calls,
-                                        cublasComputeType_t compute, uint32_t alignA, uint32_t alignB,
-                                        uint32_t alignY, uint32_t alignR, const void* bias) {
+const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, const Gemm& g, int64_t calls,
+                                        const void* bias, const LtGemm* wide) {
+  const Key key = keyOf(form, g);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
 
   auto gemm = std::make_unique<LtGemm>();
-  gemm->product = describeProduct(launch, g, calls, compute, alignA, alignB, alignY, alignR, bias != nullptr);
+  gemm->product = describeProduct(launch, g, calls, form);
   const std::string& product = gemm->product;
-  const cudaDataType_t operandType = cudaTypeOf(launch.in[0].dtype), resultType = cudaTypeOf(launch.out[0].dtype);
+  const cudaDataType_t operandType = cudaTypeOf(form.operands), resultType = cudaTypeOf(form.result);
 
   // Column-major Y^T [n, m] = op(b^T) [n, k] op(a^T) [k, m]: cuBLASLt's A is our b, its B our a.
-  MT_LT_CHECK(cublasLtMatmulDescCreate(&gemm->desc, compute, CUDA_R_32F), launch, product);
+  MT_LT_CHECK(cublasLtMatmulDescCreate(&gemm->desc, form.compute, CUDA_R_32F), launch, product);
   const int32_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)), launch,
               product);
@@ -439,19 +510,40 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
                                                    &workspaceBytes, sizeof(workspaceBytes)),
               launch, product);
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},  // cuBLASLt's A is our b
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignR && !bias ? alignR : alignY},  // C is r, or y
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignY}};
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, form.alignB},  // cuBLASLt's A is our b
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, form.alignA},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, form.alignR && !form.bias ? form.alignR : form.alignY},  // C is r, or y
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, form.alignY}};
   for (const auto& [attribute, bytes] : alignments)
     MT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)), launch, product);
 
+  // A bf16 result always looks at every candidate: its algorithm must be shown to write wide's cast.
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   MT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->layoutA, gemm->layoutB, gemm->layoutD,
-                                             gemm->layoutD, preference, matmulTuning() ? kCandidates : 1, results,
-                                             &found),
+                                             gemm->layoutD, preference, matmulTuning() || wide ? kCandidates : 1,
+                                             results, &found),
               launch, product);
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  if (wide) {
+    for (int i = 0; i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes)
+        candidates.push_back(results[i]);
+    const bool direct = bf16ResultDirect();
+    const int chosen = candidates.empty() || !direct ? -1 : tune(launch, *gemm, g, form, candidates, wide);
+    if (chosen < 0) {
+      if ((candidates.empty() || !direct) && matmulLog())
+        std::fprintf(stderr, "megatrain: matmul %s: %s; the f32 product, then cast\n", product.c_str(),
+                     direct ? "no bf16-D algorithm offered" : "MEGATRAIN_MATMUL_BF16_RESULT=via-f32");
+      gemm->viaF32 = wide;
+      gemm->candidate = -1;
+    } else {
+      gemm->algo = candidates[static_cast<size_t>(chosen)].algo;
+      gemm->workspace = candidates[static_cast<size_t>(chosen)].workspaceSize;
+      gemm->candidate = chosen;
+    }
+    return *cache.emplace(key, std::move(gemm)).first->second;
+  }
   if (found < 1) fail(launch, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + product);
   const cublasLtMatmulHeuristicResult_t& first = results[0];
   if (first.state != CUBLAS_STATUS_SUCCESS)
@@ -460,29 +552,48 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Key& key, co
     fail(launch, "cuBLASLt's algorithm wants " + std::to_string(first.workspaceSize) +
                      " bytes of workspace, more than the " + std::to_string(kWorkspaceBytes) + " allowed, for " +
                      product);
-  std::vector<cublasLtMatmulHeuristicResult_t> candidates = {first};
+  candidates.push_back(first);
   for (int i = 1; i < found; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes)
       candidates.push_back(results[i]);
-  const size_t chosen = candidates.size() > 1 ? tune(launch, *gemm, g, alignR && !bias, candidates) : 0;
-  gemm->algo = candidates[chosen].algo;
-  gemm->workspace = candidates[chosen].workspaceSize;
+  const int chosen = candidates.size() > 1 ? tune(launch, *gemm, g, form, candidates, nullptr) : 0;
+  gemm->algo = candidates[static_cast<size_t>(chosen)].algo;
+  gemm->workspace = candidates[static_cast<size_t>(chosen)].workspaceSize;
+  gemm->candidate = chosen;
   return *cache.emplace(key, std::move(gemm)).first->second;
 }
 
-// Times each candidate algorithm on operands of the product's sizes (one call
-// of its batch, random values from MatmulTune.cu) and returns the fastest of
-// those that write the first candidate's bits exactly, when it takes at most
-// kTuneMargin of the first's time; else 0 (the heuristic's first). Equal bits
-// on random operands mean the same sums in the same order, so the choice,
-// which timing noise may change between runs, never changes a result. The
-// operands are allocated here and freed before returning; when the device
-// has no room for them the first candidate is kept.
-size_t MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, bool addend,
-                                 const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) {
+// Runs each candidate algorithm on operands of the product's sizes (one call
+// of its batch, random values from MatmulTune.cu), compares its output with
+// a reference bit for bit, and returns the candidate to keep.
+//
+// The reference: for an f32 (or f32-operand) result, the heuristic's first
+// candidate's output (wide is null); for a bf16 result, wide's output (the
+// f32-D form, whose kept algorithm writes its heuristic's first's bits)
+// rounded by cast's conversion, i.e. what the unfused matmul and cast write.
+// Equal bits on random operands mean the same sums in the same order, so the
+// choice, which timing noise may change between runs, never changes a result.
+//
+// Tuning on (MEGATRAIN_MATMUL_TUNE): each candidate is timed (a warm-up, then
+// kTimedCalls) and the fastest of those writing the reference's bits is kept
+// when it takes at most kTuneMargin of the time of the first (highest
+// ranked) of them, else that first. Tuning off (only bf16 results get here
+// then): each candidate is run once, untimed, and the first writing the
+// reference's bits is kept. A bf16 result's candidates are compared again
+// on operands with special values (plantSpecialBf16: infinities, a NaN,
+// sums past bf16's range) against the f32 form's cast of those.
+// Returns -1 when no candidate writes them (only with a wide form: the step
+// then runs wide and the conversion), and, when the operands find no device
+// room or exceed kTuneBytesMax, 0 (a bf16 result: -1, as nothing was shown).
+// The operands are allocated here and freed before returning.
+int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, const Form& form,
+                              const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const LtGemm* wide) {
   const cudaStream_t stream = launch.device->stream;
-  const size_t operandBytes = dtypeBytes(launch.in[0].dtype), resultBytes = dtypeBytes(launch.out[0].dtype);
-  if (resultBytes % 4 != 0) return 0;  // compared as 32-bit words
+  const bool timed = matmulTuning();
+  const bool addend = form.alignR && !form.bias;
+  const int unproven = wide ? -1 : 0;
+  const char* unprovenText = wide ? "the f32 product, then cast" : "heuristic's first";
+  const size_t operandBytes = dtypeBytes(form.operands), resultBytes = dtypeBytes(form.result);
   auto elements = [&](int64_t matrix, int64_t stride) {
     return static_cast<size_t>((g.count > 1 ? stride * (g.count - 1) : 0) + matrix);
   };
@@ -492,15 +603,21 @@ size_t MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const
   const size_t yElements = elements(int64_t{g.n} * g.m, g.strideY);
   const size_t aBytes = rounded(aElements * operandBytes), bBytes = rounded(bElements * operandBytes);
   const size_t yBytes = rounded(yElements * resultBytes);
-  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + 256;
-  if (total > kTuneBytesMax) return 0;
+  const size_t wideBytes = wide ? rounded(yElements * sizeof(float)) : 0;  // wide's f32 result
+  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + 256;
+  if (total > kTuneBytesMax) {
+    if (matmulLog())
+      std::fprintf(stderr, "megatrain: matmul %s: tuning operands exceed %zu bytes; %s\n", gemm.product.c_str(),
+                   kTuneBytesMax, unprovenText);
+    return unproven;
+  }
   DeviceBlock block;
   if (cudaMalloc(&block.data, total) != cudaSuccess) {
     cudaGetLastError();  // clear the allocation failure
     block.data = nullptr;
-    if (matmulLog()) std::fprintf(stderr, "megatrain: matmul %s: no device room to tune; heuristic's first\n",
-                                  gemm.product.c_str());
-    return 0;
+    if (matmulLog())
+      std::fprintf(stderr, "megatrain: matmul %s: no device room to tune; %s\n", gemm.product.c_str(), unprovenText);
+    return unproven;
   }
   char* base = static_cast<char*>(block.data);
   void* a = base;
@@ -508,58 +625,102 @@ size_t MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const
   void* y = base + aBytes + bBytes;
   void* reference = base + aBytes + bBytes + yBytes;
   void* c = addend ? base + aBytes + bBytes + 2 * yBytes : y;
+  void* wideY = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes;
   auto* counter = reinterpret_cast<unsigned long long*>(base + total - 256);
-  const bool bf16 = launch.in[0].dtype == DType::BF16;
+  const bool bf16 = form.operands == DType::BF16;
   fillTuningOperand(a, static_cast<int64_t>(aElements), bf16, 1, stream);
   fillTuningOperand(b, static_cast<int64_t>(bElements), bf16, 2, stream);
   if (addend) fillTuningOperand(c, static_cast<int64_t>(yElements), false, 3, stream);
+  // Compared as whole 32-bit words: the bytes past a bf16 result's last
+  // element are zero in both y and the reference.
+  const int64_t words = static_cast<int64_t>((yElements * resultBytes + 3) / 4);
+  if (wide) {
+    MT_CUDA_CHECK(cudaMemsetAsync(y, 0, yBytes, stream));
+    MT_CUDA_CHECK(cudaMemsetAsync(reference, 0, yBytes, stream));
+    MT_LT_CHECK(call(*wide, wide->algo, a, b, 0.0f, wideY, wideY, stream), launch, wide->product);
+    convertF32ToBf16(launch, static_cast<const float*>(wideY), static_cast<uint16_t*>(reference),
+                     static_cast<int64_t>(yElements));
+  }
 
-  const float one = 1.0f, beta = addend ? 1.0f : 0.0f;
-  auto call = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle, gemm.desc, &one, a, gemm.layoutA, b, gemm.layoutB, &beta, c, gemm.layoutD, y,
-                          gemm.layoutD, &algo, workspace, kWorkspaceBytes, stream);
-  };
+  const float beta = addend ? 1.0f : 0.0f;
   EventPair events;
   const double never = std::numeric_limits<double>::infinity();
   std::vector<double> micros(candidates.size(), never);
-  std::vector<char> same(candidates.size(), 0);
-  same[0] = 1;
+  std::vector<char> failed(candidates.size(), 0), same(candidates.size(), 0);
+  std::vector<char> special(candidates.size(), 0);  // same bits on random operands, other on special values
   for (size_t i = 0; i < candidates.size(); ++i) {
-    cublasStatus_t status = call(candidates[i].algo);  // warm-up
-    for (int t = 0; t < kTimedCalls && status == CUBLAS_STATUS_SUCCESS; ++t) {
+    cublasStatus_t status = call(gemm, candidates[i].algo, a, b, beta, c, y, stream);  // warm-up, or the one call
+    for (int t = 0; timed && t < kTimedCalls && status == CUBLAS_STATUS_SUCCESS; ++t) {
       if (t == 0) MT_CUDA_CHECK(cudaEventRecord(events.start, stream));
-      status = call(candidates[i].algo);
+      status = call(gemm, candidates[i].algo, a, b, beta, c, y, stream);
     }
     if (status != CUBLAS_STATUS_SUCCESS) {
-      if (i == 0) ltFail(launch, "cublasLtMatmul (tuning the heuristic's first algorithm)", status, gemm.product);
+      if (i == 0 && !wide) ltFail(launch, "cublasLtMatmul (tuning the heuristic's first algorithm)", status, gemm.product);
+      failed[i] = 1;
       continue;
     }
-    MT_CUDA_CHECK(cudaEventRecord(events.stop, stream));
-    MT_CUDA_CHECK(cudaEventSynchronize(events.stop));
-    float ms = 0;
-    MT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
-    micros[i] = 1000.0 * ms / kTimedCalls;
-    if (i == 0)
+    if (timed) {
+      MT_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+      MT_CUDA_CHECK(cudaEventSynchronize(events.stop));
+      float ms = 0;
+      MT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+      micros[i] = 1000.0 * ms / kTimedCalls;
+    }
+    if (i == 0 && !wide) {
       MT_CUDA_CHECK(cudaMemcpyAsync(reference, y, yElements * resultBytes, cudaMemcpyDeviceToDevice, stream));
-    else
-      same[i] = countDifferentWords(static_cast<const uint32_t*>(reference), static_cast<const uint32_t*>(y),
-                                    static_cast<int64_t>(yElements * resultBytes / 4), counter, stream) == 0;
+      same[i] = 1;
+    } else {
+      same[i] = countDifferentWords(static_cast<const uint32_t*>(reference), static_cast<const uint32_t*>(y), words,
+                                    counter, stream) == 0;
+    }
+  }
+  if (wide && std::find(same.begin(), same.end(), 1) != same.end()) {
+    // Again with infinities, a NaN and sums past bf16's range in the
+    // operands: the epilogue's rounding of those must be cast's too.
+    plantSpecialBf16(a, static_cast<int64_t>(aElements), stream);
+    MT_LT_CHECK(call(*wide, wide->algo, a, b, 0.0f, wideY, wideY, stream), launch, wide->product);
+    convertF32ToBf16(launch, static_cast<const float*>(wideY), static_cast<uint16_t*>(reference),
+                     static_cast<int64_t>(yElements));
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!same[i]) continue;
+      same[i] = call(gemm, candidates[i].algo, a, b, beta, c, y, stream) == CUBLAS_STATUS_SUCCESS &&
+                countDifferentWords(static_cast<const uint32_t*>(reference), static_cast<const uint32_t*>(y), words,
+                                    counter, stream) == 0;
+      if (!same[i]) special[i] = 1;
+    }
   }
   MT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  size_t best = 0;
-  for (size_t i = 1; i < candidates.size(); ++i)
-    if (same[i] && micros[i] < micros[best]) best = i;
-  if (micros[best] > kTuneMargin * micros[0]) best = 0;
+  int first = -1;  // the highest-ranked candidate writing the reference's bits
+  for (size_t i = 0; i < candidates.size() && first < 0; ++i)
+    if (same[i]) first = static_cast<int>(i);
+  int best = first;
+  if (first >= 0) {
+    for (size_t i = static_cast<size_t>(first) + 1; i < candidates.size(); ++i)
+      if (same[i] && micros[i] < micros[static_cast<size_t>(best)]) best = static_cast<int>(i);
+    if (micros[static_cast<size_t>(best)] > kTuneMargin * micros[static_cast<size_t>(first)]) best = first;
+  }
   if (matmulLog()) {
     std::string line;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      char text[64];
-      std::snprintf(text, sizeof text, " %zu:%.1fus%s", i, micros[i], same[i] ? "" : "(other bits)");
+      char text[96];
+      const char* bits = same[i] ? "" : special[i] ? "(other bits on special values)" : "(other bits)";
+      if (failed[i])
+        std::snprintf(text, sizeof text, " %zu:failed", i);
+      else if (timed)
+        std::snprintf(text, sizeof text, " %zu:%.1fus%s", i, micros[i], bits);
+      else
+        std::snprintf(text, sizeof text, " %zu:%s", i, same[i] ? "same bits" : bits);
       line += text;
     }
-    std::fprintf(stderr, "megatrain: matmul %s: candidates%s; chose %zu\n", gemm.product.c_str(), line.c_str(), best);
+    const char* against = wide ? " against the f32 product's cast" : "";
+    if (best >= 0)
+      std::fprintf(stderr, "megatrain: matmul %s: candidates%s%s; chose %d\n", gemm.product.c_str(), line.c_str(),
+                   against, best);
+    else
+      std::fprintf(stderr, "megatrain: matmul %s: candidates%s%s; none writes its bits: %s\n",
+                   gemm.product.c_str(), line.c_str(), against, unprovenText);
   }
-  return best;
+  return best < 0 ? unproven : best;
 }
 
 void MatmulPlanner::prepare(const Launch& launch) {
@@ -600,18 +761,34 @@ void MatmulPlanner::prepare(const Launch& launch) {
   const uint32_t alignR = !record.r ? 0
                           : record.bias ? alignmentOf(record.r, {})
                                         : alignmentOf(record.r, {offsets(2, g.strideY, resultBytes)});
-  const cublasComputeType_t compute = computeTypeOf(launch.in[0].dtype, precision);
-
-  const Key key = {static_cast<int64_t>(launch.in[0].dtype),
-                   static_cast<int64_t>(launch.out[0].dtype),
-                   static_cast<int64_t>(compute),
-                   g.m, g.n, g.k, g.count,
-                   g.transA, g.transB,
-                   g.strideA, g.strideB, g.strideY,
-                   alignA, alignB, alignY,
-                   record.r ? (record.bias ? 2 : 1) : 0, alignR};
-  record.gemm = &impl_->find(launch, key, g, batch.calls, compute, alignA, alignB, alignY, alignR,
-                             record.bias ? record.r : nullptr);
+  Form form;
+  form.operands = launch.in[0].dtype;
+  form.result = launch.out[0].dtype;
+  form.compute = computeTypeOf(launch.in[0].dtype, precision);
+  form.alignA = alignA;
+  form.alignB = alignB;
+  form.alignY = alignY;
+  form.alignR = alignR;
+  form.bias = record.bias;
+  if (form.result != DType::BF16) {
+    record.gemm = &impl_->find(launch, form, g, batch.calls, record.bias ? record.r : nullptr);
+  } else {
+    // The f32 form the unfused matmul would run: its result in a buffer
+    // aligned as every arena buffer and the scratch are (256 bytes).
+    Form wideForm = form;
+    wideForm.result = DType::F32;
+    wideForm.alignY = alignmentOf(nullptr, {offsets(2, g.strideY, sizeof(float))});
+    const LtGemm& wide = impl_->find(launch, wideForm, g, batch.calls, nullptr);
+    record.gemm = &impl_->find(launch, form, g, batch.calls, nullptr, &wide);
+    if (matmulLog()) {
+      const std::string way = record.gemm->viaF32
+                                  ? "the f32 product into the scratch, then cast's conversion"
+                                  : "cuBLASLt's bf16 D (candidate " + std::to_string(record.gemm->candidate) +
+                                        ", bits equal to the f32 product's cast)";
+      std::fprintf(stderr, "megatrain: matmul step %d: bf16 y %s written by %s\n", launch.step,
+                   launch.out[0].shape.str().c_str(), way.c_str());
+    }
+  }
   impl_->steps[static_cast<size_t>(launch.step)] = record;
 }
 
@@ -629,9 +806,25 @@ void MatmulPlanner::run(const Launch& launch) const {
   const auto* b = static_cast<const char*>(record->b);
   auto* y = static_cast<char*>(record->y);
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
+  if (const LtGemm* wide = gemm.viaF32) {
+    // A bf16 result no bf16-D algorithm was shown to write: the f32 form
+    // into the scratch (y's layout), then cast's conversion into y.
+    const int64_t elements = launch.out[0].shape.elements();
+    if (!launch.device->scratch || launch.device->scratchBytes < static_cast<size_t>(elements) * sizeof(float))
+      fail(launch, "the scratch holds " + std::to_string(launch.device->scratchBytes) + " bytes, the f32 product " +
+                       std::to_string(elements * 4) + " (matmulScratch sizes it)");
+    auto* f32 = static_cast<float*>(launch.device->scratch);
+    forEachCall(record->batch, [&](int64_t oa, int64_t ob, int64_t oy) {
+      MT_LT_CHECK(impl_->call(*wide, wide->algo, a + oa * operandBytes, b + ob * operandBytes, 0.0f, f32 + oy,
+                              f32 + oy, launch.device->stream),
+                  launch, wide->product);
+    });
+    convertF32ToBf16(launch, f32, static_cast<uint16_t*>(record->y), elements);
+    return;
+  }
   const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
   const auto* r = record->bias ? nullptr : static_cast<const char*>(record->r);
-  const float one = 1.0f, beta = r ? 1.0f : 0.0f;
+  const float beta = r ? 1.0f : 0.0f;
   if (record->bias) {
     // The descriptor is shared by every step of this form: point it at this step's bias.
     const void* bias = record->r;
@@ -642,15 +835,14 @@ void MatmulPlanner::run(const Launch& launch) const {
     void* out = y + oy * resultBytes;
     // C: the addend at y's offset (matmul_add), else y itself (read with beta 0, i.e. not at all).
     const void* c = r ? static_cast<const void*>(r + oy * resultBytes) : out;
-    MT_LT_CHECK(cublasLtMatmul(impl_->handle, gemm.desc, &one, b + ob * operandBytes, gemm.layoutA,
-                               a + oa * operandBytes, gemm.layoutB, &beta, c, gemm.layoutD, out, gemm.layoutD,
-                               &gemm.algo, impl_->workspace, kWorkspaceBytes, launch.device->stream),
+    MT_LT_CHECK(impl_->call(gemm, gemm.algo, a + oa * operandBytes, b + ob * operandBytes, beta, c, out,
+                            launch.device->stream),
                 launch, gemm.product);
   });
 }
 
 void addMatmulKernels(CudaKernelRegistry& registry) {
-  registry.add("matmul", {matmul});
+  registry.add("matmul", {matmul, matmulScratch});
   registry.add("matmul_add", {matmul});
 }
 
