@@ -28,6 +28,8 @@
 // kernels of their own (a matmul with a bf16 result would write them).
 //
 //===----------------------------------------------------------------------===//
+#include "CastReaders.h"
+
 #include "megatrain/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -48,19 +50,10 @@ RankedTensorType withElement(Value value, Type element) {
   return RankedTensorType::get(cast<RankedTensorType>(value.getType()).getShape(), element);
 }
 
-/// Whether `op` is an mt.cast from `from` to `to` of one shape.
-bool isCast(Operation *op, bool toBf16) {
-  auto castOp = dyn_cast_or_null<mt::CastOp>(op);
-  if (!castOp)
-    return false;
-  Type from = elementOf(castOp.getX()), to = elementOf(castOp.getResult());
-  return toBf16 ? from.isF32() && to.isBF16() : from.isBF16() && to.isF32();
-}
-
 /// The bf16 value an f32 `value` widens exactly (a cast from bf16), or null.
 Value widened(Value value) {
   Operation *def = value.getDefiningOp();
-  return isCast(def, /*toBf16=*/false) ? cast<mt::CastOp>(def).getX() : Value();
+  return isBf16Cast(def, /*toBf16=*/false) ? cast<mt::CastOp>(def).getX() : Value();
 }
 
 /// An attention op this pass rewrites: precision bf16, every tensor f32.
@@ -127,7 +120,7 @@ struct Bf16Attention : megatrain::impl::Bf16AttentionBase<Bf16Attention> {
   void cancelRoundTrips(func::FuncOp func) {
     SmallVector<mt::CastOp> casts;
     func.walk([&](mt::CastOp op) {
-      if (isCast(op, /*toBf16=*/true))
+      if (isBf16Cast(op, /*toBf16=*/true))
         casts.push_back(op);
     });
     for (mt::CastOp op : casts) {
@@ -152,23 +145,6 @@ struct Bf16Attention : megatrain::impl::Bf16AttentionBase<Bf16Attention> {
     }
   }
 
-  /// Whether every reader of `value` is a bf16 cast or a reshape whose
-  /// readers are (recursively); collects them.
-  static bool castsOnly(Value value, SmallVectorImpl<Operation *> &casts,
-                        SmallVectorImpl<Operation *> &reshapes) {
-    if (value.use_empty())
-      return false;
-    for (Operation *user : value.getUsers()) {
-      if (isCast(user, /*toBf16=*/true))
-        casts.push_back(user);
-      else if (isa<mt::ReshapeOp>(user) && castsOnly(user->getResult(0), casts, reshapes))
-        reshapes.push_back(user);
-      else
-        return false;
-    }
-    return true;
-  }
-
   /// rotary and rotary_grad: read bf16 sources in place of their widening;
   /// write bf16 when every reader is a bf16 cast, directly or through
   /// reshapes (which then move bf16).
@@ -177,17 +153,8 @@ struct Bf16Attention : megatrain::impl::Bf16AttentionBase<Bf16Attention> {
     if (Value source = widened(x.get()))
       x.set(source);
     Value result = op->getResult(0);
-    SmallVector<Operation *> casts, reshapes;
-    if (!elementOf(result).isF32() || !castsOnly(result, casts, reshapes))
-      return;
-    Type bf16 = Builder(op->getContext()).getBF16Type();
-    result.setType(withElement(result, bf16));
-    for (Operation *reshape : reshapes)
-      reshape->getResult(0).setType(withElement(reshape->getResult(0), bf16));
-    for (Operation *castOp : casts) {
-      castOp->getResult(0).replaceAllUsesWith(castOp->getOperand(0));
-      castOp->erase();
-    }
+    if (CastReaders readers = castReadersOf(result); readers.any())
+      narrowToBf16(result, readers);
   }
 
   void runOnOperation() override {

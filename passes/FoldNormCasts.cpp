@@ -15,7 +15,8 @@
 // megatrain-compile --no-fold-norm-casts. A cast that mt-fuse-pointwise took
 // into a program is no candidate (the program reads the f32 norm).
 // Candidates: an mt.rms_norm with an f32 x, weight and result, whose every
-// reader is an mt.cast to bf16 of the same shape (readers CSE did not merge
+// reader is an mt.cast to bf16 of the same shape, directly or through
+// reshapes, which then move bf16 (CastReaders.h; readers CSE did not merge
 // yet are all replaced by the one result). The fused norm computes what it
 // computed before and rounds once, to nearest even, as the cast did (the
 // kernels round their f32 result with the cast's rounding, so the bits are
@@ -23,13 +24,14 @@
 //
 // Not optimal for: layer norm (its kernels keep their input's type), a norm
 // whose f32 result is also read elsewhere (both forms must be written), and
-// other producers of a value only cast (matmul, rotary, transpose), whose
-// kernels write their input's type.
+// a transpose read only by casts (its kernel writes its input's type). A
+// product's casts fold in mt-fold-product-casts, rotary's in
+// mt-bf16-attention.
 //
 //===----------------------------------------------------------------------===//
-#include "megatrain/Passes/Passes.h"
+#include "CastReaders.h"
 
-#include "mlir/IR/Builders.h"
+#include "megatrain/Passes/Passes.h"
 
 namespace megatrain {
 #define GEN_PASS_DEF_FOLDNORMCASTS
@@ -41,16 +43,6 @@ using namespace megatrain;
 
 namespace {
 
-/// Whether `user` is an mt.cast of `value` to bf16 of the same shape.
-bool isBf16Cast(Operation *user, Value value) {
-  auto castOp = dyn_cast<mt::CastOp>(user);
-  if (!castOp)
-    return false;
-  auto from = cast<RankedTensorType>(value.getType());
-  auto to = dyn_cast<RankedTensorType>(castOp.getResult().getType());
-  return to && to.getElementType().isBF16() && to.getShape() == from.getShape();
-}
-
 struct FoldNormCasts : megatrain::impl::FoldNormCastsBase<FoldNormCasts> {
   using Base::Base;
 
@@ -58,26 +50,13 @@ struct FoldNormCasts : megatrain::impl::FoldNormCastsBase<FoldNormCasts> {
     SmallVector<mt::RmsNormOp> norms;
     getOperation().walk([&](mt::RmsNormOp op) { norms.push_back(op); });
     for (mt::RmsNormOp norm : norms) {
-      Value result = norm.getResult();
-      auto type = cast<RankedTensorType>(result.getType());
-      if (!type.getElementType().isF32() ||
-          !cast<RankedTensorType>(norm.getWeight().getType()).getElementType().isF32())
+      auto f32 = [](Value value) {
+        return cast<RankedTensorType>(value.getType()).getElementType().isF32();
+      };
+      if (!f32(norm.getX()) || !f32(norm.getWeight()))
         continue;
-      if (result.use_empty() ||
-          !llvm::all_of(result.getUsers(), [&](Operation *user) { return isBf16Cast(user, result); }))
-        continue;
-      OpBuilder b(norm);
-      auto bf16 = RankedTensorType::get(type.getShape(), b.getBF16Type());
-      auto folded = b.create<mt::RmsNormOp>(norm.getLoc(), bf16, norm.getX(), norm.getWeight(),
-                                            norm.getAxis(), norm.getEpsilon());
-      for (NamedAttribute attr : norm->getDiscardableAttrs())
-        folded->setAttr(attr.getName(), attr.getValue());
-      SmallVector<Operation *> casts(result.getUsers().begin(), result.getUsers().end());
-      for (Operation *castOp : casts) {
-        castOp->getResult(0).replaceAllUsesWith(folded.getResult());
-        castOp->erase();
-      }
-      norm.erase();
+      if (CastReaders readers = castReadersOf(norm.getResult()); readers.any())
+        narrowToBf16(norm.getResult(), readers);
     }
   }
 };

@@ -124,6 +124,9 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // (reshaped) instead of the norm.
   if (options.foldNormCasts)
     pm.addNestedPass<mlir::func::FuncOp>(createFoldNormCasts());
+  // Products read only by their bf16 casts write bf16 themselves, likewise.
+  if (options.foldProductCasts)
+    pm.addNestedPass<mlir::func::FuncOp>(createFoldProductCasts());
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)

@@ -79,6 +79,9 @@ struct PipelineOptions {
   // mt-fold-norm-casts (after mt-fuse-pointwise): off with
   // megatrain-compile --no-fold-norm-casts.
   bool foldNormCasts = true;
+  // mt-fold-product-casts (after mt-fuse-pointwise): off with
+  // megatrain-compile --no-fold-product-casts.
+  bool foldProductCasts = true;
   // mt-fuse-linear-ce (after mt-add-loss, with the fusion passes): off with
   // megatrain-compile --no-fuse-linear-ce; linearCeChunk > 0 forces its
   // chunk (--linear-ce-chunk), 0 lets the pass choose.

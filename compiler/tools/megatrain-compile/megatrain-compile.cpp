@@ -353,6 +353,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep the bf16 cast after an RMS norm its own kernel, the norm "
                            "writing f32 (no mt-fold-norm-casts)",
                            memory, [&] { args.pipeline.foldNormCasts = false; });
+  megatrain::addFlagOption(app, "--no-fold-product-casts",
+                           "keep the bf16 cast after a product its own kernel, the product "
+                           "writing f32 (no mt-fold-product-casts)",
+                           memory, [&] { args.pipeline.foldProductCasts = false; });
   megatrain::addFlagOption(app, "--no-fuse-pointwise",
                            "keep every elementwise op its own kernel (no mt-fuse-pointwise)",
                            memory, [&] { args.pipeline.fusePointwise = false; });

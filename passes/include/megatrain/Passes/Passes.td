@@ -330,6 +330,19 @@ def Bf16Attention : Pass<"mt-bf16-attention", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FoldProductCasts : Pass<"mt-fold-product-casts", "mlir::func::FuncOp"> {
+  let summary = "Give a bf16 product read only by bf16 casts a bf16 result";
+  let description = [{
+    Runs on the whole training step after mt-fuse-pointwise (off with
+    megatrain-compile --no-fold-product-casts). An mt.matmul with bf16
+    operands and an f32 result whose every reader is an mt.cast to bf16 of
+    its shape, directly or through reshapes, gets a bf16 result, which
+    replaces the casts; the product rounds its f32 result as the cast did,
+    so the values do not change (docs/ops.md "matmul with a bf16 result").
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 def FoldNormCasts : Pass<"mt-fold-norm-casts", "mlir::func::FuncOp"> {
   let summary = "Give an RMS norm read only by bf16 casts a bf16 result";
   let description = [{
