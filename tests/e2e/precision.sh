@@ -77,8 +77,9 @@ casts = [k for k in kernels if k[0] == "cast" and dtype(k[2][0]) == "BF16"]
 assert casts, "no cast to bf16"
 matmuls = [k for k in kernels if k[0] == "matmul"]
 assert matmuls and all('s: "bf16"' in k[3] for k in matmuls), "a matmul is not marked bf16"
-assert all(dtype(k[1][0]) == "BF16" and dtype(k[1][1]) == "BF16" and dtype(k[2][0]) == "F32"
-           for k in matmuls), "a matmul does not take two bf16 operands into f32"
+# f32 results, or bf16 where the product is read only by bf16 casts (mt-fold-product-casts).
+assert all(dtype(k[1][0]) == "BF16" and dtype(k[1][1]) == "BF16" and dtype(k[2][0]) in ("F32", "BF16")
+           for k in matmuls), "a matmul does not take two bf16 operands into f32 or bf16"
 computes = [i for i in tensors if role(i) == "PARAMETER_COMPUTE"]
 assert computes and all(dtype(i) == "BF16" for i in computes), "no bf16 PARAMETER_COMPUTE"
 fetches = [(s, d) for s, d in copies if role(s) == "PARAMETER_COMPUTE"]
