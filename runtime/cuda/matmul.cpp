@@ -619,6 +619,8 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
       std::fprintf(stderr, "megatrain: matmul %s: no device room to tune; %s\n", gemm.product.c_str(), unprovenText);
     return unproven;
   }
+  // a and b are cuBLASLt's A and B (our b and a): `call` takes our a, b order,
+  // so the calls below pass (b, a).
   char* base = static_cast<char*>(block.data);
   void* a = base;
   void* b = base + aBytes;
@@ -637,7 +639,7 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   if (wide) {
     MT_CUDA_CHECK(cudaMemsetAsync(y, 0, yBytes, stream));
     MT_CUDA_CHECK(cudaMemsetAsync(reference, 0, yBytes, stream));
-    MT_LT_CHECK(call(*wide, wide->algo, a, b, 0.0f, wideY, wideY, stream), launch, wide->product);
+    MT_LT_CHECK(call(*wide, wide->algo, b, a, 0.0f, wideY, wideY, stream), launch, wide->product);
     convertF32ToBf16(launch, static_cast<const float*>(wideY), static_cast<uint16_t*>(reference),
                      static_cast<int64_t>(yElements));
   }
@@ -649,10 +651,10 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   std::vector<char> failed(candidates.size(), 0), same(candidates.size(), 0);
   std::vector<char> special(candidates.size(), 0);  // same bits on random operands, other on special values
   for (size_t i = 0; i < candidates.size(); ++i) {
-    cublasStatus_t status = call(gemm, candidates[i].algo, a, b, beta, c, y, stream);  // warm-up, or the one call
+    cublasStatus_t status = call(gemm, candidates[i].algo, b, a, beta, c, y, stream);  // warm-up, or the one call
     for (int t = 0; timed && t < kTimedCalls && status == CUBLAS_STATUS_SUCCESS; ++t) {
       if (t == 0) MT_CUDA_CHECK(cudaEventRecord(events.start, stream));
-      status = call(gemm, candidates[i].algo, a, b, beta, c, y, stream);
+      status = call(gemm, candidates[i].algo, b, a, beta, c, y, stream);
     }
     if (status != CUBLAS_STATUS_SUCCESS) {
       if (i == 0 && !wide) ltFail(launch, "cublasLtMatmul (tuning the heuristic's first algorithm)", status, gemm.product);
@@ -678,12 +680,12 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
     // Again with infinities, a NaN and sums past bf16's range in the
     // operands: the epilogue's rounding of those must be cast's too.
     plantSpecialBf16(a, static_cast<int64_t>(aElements), stream);
-    MT_LT_CHECK(call(*wide, wide->algo, a, b, 0.0f, wideY, wideY, stream), launch, wide->product);
+    MT_LT_CHECK(call(*wide, wide->algo, b, a, 0.0f, wideY, wideY, stream), launch, wide->product);
     convertF32ToBf16(launch, static_cast<const float*>(wideY), static_cast<uint16_t*>(reference),
                      static_cast<int64_t>(yElements));
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!same[i]) continue;
-      same[i] = call(gemm, candidates[i].algo, a, b, beta, c, y, stream) == CUBLAS_STATUS_SUCCESS &&
+      same[i] = call(gemm, candidates[i].algo, b, a, beta, c, y, stream) == CUBLAS_STATUS_SUCCESS &&
                 countDifferentWords(static_cast<const uint32_t*>(reference), static_cast<const uint32_t*>(y), words,
                                     counter, stream) == 0;
       if (!same[i]) special[i] = 1;
