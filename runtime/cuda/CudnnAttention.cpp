@@ -38,6 +38,7 @@
 #include <unordered_map>
 
 #include "AttentionGemm.h"
+#include "EnvSetting.h"
 
 #if MEGATRAIN_HAVE_CUDNN
 #include <cudnn.h>
@@ -47,12 +48,11 @@
 namespace megatrain::runtime::cuda {
 
 AttentionPath attentionPathSetting() {
-  const char* value = std::getenv("MEGATRAIN_ATTENTION");
-  const std::string_view text = value ? value : "";
-  if (text.empty() || text == "auto") return AttentionPath::Auto;
-  if (text == "cudnn") return AttentionPath::Cudnn;
-  if (text == "gemm") return AttentionPath::Gemm;
-  throw Error("MEGATRAIN_ATTENTION='" + std::string(text) + "' is not auto, cudnn or gemm");
+  switch (envChoice("MEGATRAIN_ATTENTION", {"auto", "cudnn", "gemm"})) {
+    case 1: return AttentionPath::Cudnn;
+    case 2: return AttentionPath::Gemm;
+    default: return AttentionPath::Auto;
+  }
 }
 
 namespace {
@@ -60,18 +60,9 @@ namespace {
 // MEGATRAIN_ATTENTION_DETERMINISTIC=1: the backward graphs take cuDNN's
 // deterministic algorithm (dq without atomics), so a bf16 plan's steps repeat
 // bit for bit; unset or 0: cuDNN's default, faster one.
-bool deterministicBackward() {
-  const char* value = std::getenv("MEGATRAIN_ATTENTION_DETERMINISTIC");
-  const std::string_view text = value ? value : "";
-  if (text.empty() || text == "0") return false;
-  if (text == "1") return true;
-  throw Error("MEGATRAIN_ATTENTION_DETERMINISTIC='" + std::string(text) + "' is not 0 or 1");
-}
+bool deterministicBackward() { return envChoice("MEGATRAIN_ATTENTION_DETERMINISTIC", {"0", "1"}) == 1; }
 
-bool logPaths() {
-  const char* value = std::getenv("MEGATRAIN_ATTENTION_LOG");
-  return value && *value && std::strcmp(value, "0") != 0;
-}
+bool logPaths() { return envFlag("MEGATRAIN_ATTENTION_LOG"); }
 
 // The steps this path considers: attention kernels, F32 or BF16 operands,
 // precision bf16 (the shape rule has checked that BF16 operands come with it).

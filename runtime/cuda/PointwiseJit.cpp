@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "EnvSetting.h"
 #include "PointwiseSource.h"
 #include "megatrain/plan/PointwiseProgram.h"
 
@@ -32,12 +33,11 @@ bool modeChosen = false;
 PointwiseMode chosenMode = PointwiseMode::Auto;
 
 PointwiseMode modeFromEnvironment() {
-  const char* value = std::getenv("MEGATRAIN_POINTWISE");
-  const std::string text = value ? value : "";
-  if (text.empty() || text == "auto") return PointwiseMode::Auto;
-  if (text == "jit") return PointwiseMode::Jit;
-  if (text == "interp") return PointwiseMode::Interp;
-  throw Error("MEGATRAIN_POINTWISE='" + text + "' is not auto, jit or interp");
+  switch (envChoice("MEGATRAIN_POINTWISE", {"auto", "jit", "interp"})) {
+    case 1: return PointwiseMode::Jit;
+    case 2: return PointwiseMode::Interp;
+    default: return PointwiseMode::Auto;
+  }
 }
 
 // ---- the driver ----

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "CudaKernel.h"
+#include "EnvSetting.h"
 #include "MatmulPlanner.h"
 #include "MatmulTune.h"
 
@@ -348,32 +349,17 @@ std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, 
 // algorithms at prepare (MatmulPlanner::Impl::tune); "off" or "0" takes the
 // heuristic's first, as cuBLASLt ranks them (for a bf16 result: the first
 // that writes the f32 form's cast, compared but not timed).
-bool matmulTuning() {
-  const char* value = std::getenv("MEGATRAIN_MATMUL_TUNE");
-  const std::string_view text = value ? value : "";
-  if (text.empty() || text == "auto" || text == "1") return true;
-  if (text == "off" || text == "0") return false;
-  throw Error("MEGATRAIN_MATMUL_TUNE is '" + std::string(text) + "'; expected auto (the default) or off");
-}
+bool matmulTuning() { return envChoice("MEGATRAIN_MATMUL_TUNE", {"auto", "1", "off", "0"}) < 2; }
 
 // MEGATRAIN_MATMUL_BF16_RESULT: unset or "auto" lets a bf16 result use a
 // bf16-D algorithm shown to write the f32 product's cast; "via-f32" always
 // runs the f32 product into the scratch and cast's conversion (the other
 // way to the same bits, to compare the two).
-bool bf16ResultDirect() {
-  const char* value = std::getenv("MEGATRAIN_MATMUL_BF16_RESULT");
-  const std::string_view text = value ? value : "";
-  if (text.empty() || text == "auto") return true;
-  if (text == "via-f32") return false;
-  throw Error("MEGATRAIN_MATMUL_BF16_RESULT is '" + std::string(text) + "'; expected auto (the default) or via-f32");
-}
+bool bf16ResultDirect() { return envChoice("MEGATRAIN_MATMUL_BF16_RESULT", {"auto", "via-f32"}) < 1; }
 
 // MEGATRAIN_MATMUL_LOG=1 prints each tuned product's candidates and choice,
 // and how each bf16-result step writes y, to stderr.
-bool matmulLog() {
-  const char* value = std::getenv("MEGATRAIN_MATMUL_LOG");
-  return value && std::string_view(value) == "1";
-}
+bool matmulLog() { return envFlag("MEGATRAIN_MATMUL_LOG"); }
 
 // The candidates cuBLASLt's heuristic is asked for, and the timed calls of each.
 constexpr int kCandidates = 8;
