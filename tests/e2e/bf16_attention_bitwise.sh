@@ -3,16 +3,15 @@
 # compiled at bf16 with the pass (the default: attention on bf16 q, k, v, y) and with
 # --no-bf16-attention (f32 tensors, the kernels rounding them to bf16 and their results back)
 # trains 20 steps to bitwise-identical losses and weights, and the default plan's attention
-# steps read and write bf16 with fewer casts in the step. On the CPU backend by default; on a
-# GPU (megatrain-run's auto backend) with MEGATRAIN_ATTENTION_DETERMINISTIC=1, as cuDNN's
-# default attention backward is not deterministic from run to run.
+# steps read and write bf16 with fewer casts in the step. On the CPU backend, or on a GPU where
+# megatrain-run's auto backend finds one (bitwise_common.sh asks for cuDNN's deterministic
+# attention backward).
 # usage: bf16_attention_bitwise.sh BIN SRC MODEL   (MODEL: a tests/models/llm/*.onnx stem)
 set -euo pipefail
 BIN=$1
 SRC=$2
 MODEL=$3
 LLM_PRECISION=bf16
-export MEGATRAIN_ATTENTION_DETERMINISTIC=1
 source "$(dirname "$0")/bitwise_common.sh"
 
 # Compiles NAME.plan; prints its cast steps and its attention steps on bf16 tensors.

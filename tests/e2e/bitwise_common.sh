@@ -1,11 +1,14 @@
 # bitwise_common.sh - sourced by the bitwise e2e scripts (tiering_bitwise.sh,
 # fold_transpose_bitwise.sh): a scratch directory, `fail`, the model's compile flags and
 # feed, `compile_plan NAME EMIT EXT FLAGS...` (NAME.plan, its log NAME.log printed on failure,
-# and the same compile's --emit=EMIT output in NAME.EXT), `train NAME` (20 CPU steps of
+# and the same compile's --emit=EMIT output in NAME.EXT), `train NAME` (20 steps, on megatrain-run's auto backend, of
 # NAME.plan into NAME.losses, one `repr` per step, and NAME.safetensors) and
 # `expect_same_training A B` (both trained; 20 losses, bitwise equal, and equal weights).
 # Expects BIN, SRC, MODEL (demo, demo_bf16, or a tests/models/llm/*.onnx stem) and
 # LLM_PRECISION (the --precision of the LLM exports).
+# On a GPU (megatrain-run's auto backend picks cuda where there is one) the two trainings
+# compared must repeat bit for bit: cuDNN's default attention backward does not.
+export MEGATRAIN_ATTENTION_DETERMINISTIC=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP"

@@ -3,16 +3,14 @@
 # at bf16 with the pass (the default) and with --no-fold-product-casts trains 20 steps to
 # bitwise-identical losses and weights (the product rounds its f32 result to bf16 as the cast
 # did), and the folded plan has matmul steps with bf16 results and one cast fewer for each. On
-# the CPU backend by default; on a GPU (megatrain-run's auto backend) with
-# MEGATRAIN_ATTENTION_DETERMINISTIC=1, as cuDNN's default attention backward is not
-# deterministic from run to run.
+# the CPU backend, or on a GPU where megatrain-run's auto backend finds one (bitwise_common.sh
+# asks for cuDNN's deterministic attention backward).
 # usage: fold_product_casts_bitwise.sh BIN SRC MODEL   (MODEL: a tests/models/llm/*.onnx stem)
 set -euo pipefail
 BIN=$1
 SRC=$2
 MODEL=$3
 LLM_PRECISION=bf16
-export MEGATRAIN_ATTENTION_DETERMINISTIC=1
 source "$(dirname "$0")/bitwise_common.sh"
 
 # Compiles NAME.plan; prints its cast steps and its matmul steps with a bf16 result.

@@ -12,9 +12,6 @@ BIN=$1
 SRC=$2
 MODEL=$3
 LLM_PRECISION=bf16
-# On a GPU (megatrain-run's auto backend): cuDNN's default attention backward is not
-# deterministic from run to run.
-export MEGATRAIN_ATTENTION_DETERMINISTIC=1
 source "$(dirname "$0")/bitwise_common.sh"
 
 compile_plan side plan-text txt --state-home device --optimizer-stream || fail "compile with --optimizer-stream"
