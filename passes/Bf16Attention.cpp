@@ -115,8 +115,8 @@ struct Bf16Attention : megatrain::impl::Bf16AttentionBase<Bf16Attention> {
     return value == cast<mt::AttentionGradOp>(op).getLse();
   }
 
-  /// Casts to bf16 of a bf16 value's widening, directly or through one
-  /// reshape, become the value (reshaped).
+  /// Casts to bf16 of a bf16 value's widening, directly or through
+  /// reshapes, become the value (reshaped).
   void cancelRoundTrips(func::FuncOp func) {
     SmallVector<mt::CastOp> casts;
     func.walk([&](mt::CastOp op) {
@@ -159,6 +159,7 @@ struct Bf16Attention : megatrain::impl::Bf16AttentionBase<Bf16Attention> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    narrowed.clear();
     auto precision = func->getAttrOfType<StringAttr>(mt::attr::kPrecision);
     if (!precision || precision.getValue() != "bf16")
       return;
