@@ -33,6 +33,7 @@
 #include "megatrain/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 
 namespace megatrain {
 #define GEN_PASS_DEF_BF16ATTENTION
@@ -43,8 +44,6 @@ using namespace mlir;
 using namespace megatrain;
 
 namespace {
-
-Type elementOf(Value value) { return cast<RankedTensorType>(value.getType()).getElementType(); }
 
 RankedTensorType withElement(Value value, Type element) {
   return RankedTensorType::get(cast<RankedTensorType>(value.getType()).getShape(), element);
@@ -61,7 +60,7 @@ bool candidate(Operation *op) {
   auto precision = op->getAttrOfType<StringAttr>("precision");
   if (!precision || precision.getValue() != "bf16")
     return false;
-  auto f32 = [](Value value) { return elementOf(value).isF32(); };
+  auto f32 = [](Value value) { return getElementTypeOrSelf(value).isF32(); };
   return llvm::all_of(op->getOperands(), f32) && llvm::all_of(op->getResults(), f32);
 }
 
@@ -90,7 +89,7 @@ struct Bf16Attention : megatrain::impl::Bf16AttentionBase<Bf16Attention> {
     Type bf16 = b.getBF16Type();
     SmallVector<Value> operands;
     for (Value operand : op->getOperands())
-      operands.push_back(elementOf(operand).isF32() && !isLse(op, operand) ? bf16Of(operand) : operand);
+      operands.push_back(getElementTypeOrSelf(operand).isF32() && !isLse(op, operand) ? bf16Of(operand) : operand);
     SmallVector<Type> types;
     for (OpResult result : op->getResults())
       types.push_back(isLse(op, result) ? result.getType() : withElement(result, bf16));

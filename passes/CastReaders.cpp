@@ -1,13 +1,13 @@
 //===- CastReaders.cpp - values read only as their bf16 casts -------------===//
 #include "CastReaders.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 using namespace mlir;
 
 namespace megatrain {
 
 namespace {
-
-Type elementOf(Value value) { return cast<RankedTensorType>(value.getType()).getElementType(); }
 
 bool collect(Value value, CastReaders &readers) {
   if (value.use_empty())
@@ -34,13 +34,13 @@ bool isBf16Cast(Operation *op, bool toBf16) {
   auto castOp = dyn_cast_or_null<mt::CastOp>(op);
   if (!castOp)
     return false;
-  Type from = elementOf(castOp.getX()), to = elementOf(castOp.getResult());
+  Type from = getElementTypeOrSelf(castOp.getX()), to = getElementTypeOrSelf(castOp.getResult());
   return toBf16 ? from.isF32() && to.isBF16() : from.isBF16() && to.isF32();
 }
 
 CastReaders castReadersOf(Value value) {
   CastReaders readers;
-  if (!elementOf(value).isF32() || !collect(value, readers))
+  if (!getElementTypeOrSelf(value).isF32() || !collect(value, readers))
     return {};
   return readers;
 }

@@ -33,6 +33,8 @@
 
 #include "megatrain/Passes/Passes.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 namespace megatrain {
 #define GEN_PASS_DEF_FOLDNORMCASTS
 #include "megatrain/Passes/Passes.h.inc"
@@ -50,10 +52,7 @@ struct FoldNormCasts : megatrain::impl::FoldNormCastsBase<FoldNormCasts> {
     SmallVector<mt::RmsNormOp> norms;
     getOperation().walk([&](mt::RmsNormOp op) { norms.push_back(op); });
     for (mt::RmsNormOp norm : norms) {
-      auto f32 = [](Value value) {
-        return cast<RankedTensorType>(value.getType()).getElementType().isF32();
-      };
-      if (!f32(norm.getX()) || !f32(norm.getWeight()))
+      if (!getElementTypeOrSelf(norm.getX()).isF32() || !getElementTypeOrSelf(norm.getWeight()).isF32())
         continue;
       if (CastReaders readers = castReadersOf(norm.getResult()); readers.any())
         narrowToBf16(norm.getResult(), readers);

@@ -25,6 +25,8 @@
 
 #include "megatrain/Passes/Passes.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 namespace megatrain {
 #define GEN_PASS_DEF_FOLDPRODUCTCASTS
 #include "megatrain/Passes/Passes.h.inc"
@@ -35,15 +37,13 @@ using namespace megatrain;
 
 namespace {
 
-bool isBf16(Value value) { return cast<RankedTensorType>(value.getType()).getElementType().isBF16(); }
-
 struct FoldProductCasts : megatrain::impl::FoldProductCastsBase<FoldProductCasts> {
   using Base::Base;
 
   void runOnOperation() override {
     SmallVector<mt::MatMulOp> products;
     getOperation().walk([&](mt::MatMulOp op) {
-      if (isBf16(op.getA()) && isBf16(op.getB()))
+      if (getElementTypeOrSelf(op.getA()).isBF16() && getElementTypeOrSelf(op.getB()).isBF16())
         products.push_back(op);
     });
     for (mt::MatMulOp product : products)
