@@ -14,7 +14,9 @@
 set(_mt_seeds
   MLIRIR MLIRSupport MLIRFuncDialect MLIRPass MLIRTransforms MLIRTransformUtils
   MLIRParser MLIRAsmParser MLIRBytecodeReader MLIRBytecodeWriter MLIRSideEffectInterfaces
-  MLIRInferTypeOpInterface MLIRRewrite MLIRAnalysis)
+  MLIRInferTypeOpInterface MLIRRewrite MLIRAnalysis
+  # megatrain-opt's driver (MlirOptMain), so a static build folder builds every target.
+  MLIROptLib)
 # LLVM components the MLIR archives above use (Support's compression, z3 and zstd
 # parts are not reached, so their shared libraries are not needed).
 set(_mt_llvm_components LLVMSupport LLVMDemangle)

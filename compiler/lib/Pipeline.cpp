@@ -127,6 +127,10 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // Products read only by their bf16 casts write bf16 themselves, likewise.
   if (options.foldProductCasts)
     pm.addNestedPass<mlir::func::FuncOp>(createFoldProductCasts());
+  // Opt-in: products read only by elementwise programs round to bf16, as
+  // torch.autocast does (a change of values, not of form).
+  if (options.bf16Activations)
+    pm.addNestedPass<mlir::func::FuncOp>(createBf16Activations());
   pm.addNestedPass<mlir::func::FuncOp>(createSchedule());
   pm.addNestedPass<mlir::func::FuncOp>(createLiveness());
   if (upTo == EmitStage::Scheduled)

@@ -7,10 +7,12 @@
 #   bash tests/gpu/llm_vs_pytorch.sh BIN SRC OUT [PRECISIONS]
 #
 # BIN holds megatrain-run and megatrain-compile (plans are compiled into OUT); PRECISIONS
-# (default "fp32 tf32 bf16") picks the --precision of each compile. Bars, worst relative
-# per-step loss error against PyTorch's fp32 training: fp32 1e-3 (the CPU backend is at
-# 1e-7, e2e.llm_import), tf32 5e-3, bf16 3e-2. Prints one row per model and precision and
-# exits non-zero if any is over its bar. Label: gpu (runs on the GPU machine).
+# (default "fp32 tf32 bf16") picks the --precision of each compile, and bf16-act is
+# --precision bf16 --bf16-activations. Bars, worst relative per-step loss error against
+# PyTorch's fp32 training: fp32 1e-3 (the CPU backend is at 1e-7, e2e.llm_import), tf32
+# 5e-3, bf16 and bf16-act 3e-2. Prints one row per model and precision and exits non-zero if
+# any is over its bar. BACKEND (default cuda) picks megatrain-run's backend. Label: gpu (runs
+# on the GPU machine); e2e.bf16_activations runs its bf16 rows on the CPU backend.
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -21,14 +23,16 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
 
 status=0
-printf '%-14s %-5s %-12s %-12s %s\n' model prec worst_rel bar result
+printf '%-14s %-8s %-12s %-12s %s\n' model prec worst_rel bar result
 for model in llama mistral qwen2 gpt2; do
   onnx=$DIR/${model}_noopt.onnx
   for precision in $PRECISIONS; do
+    flags=(--precision "$precision")
     case $precision in fp32) bar=1e-3 ;; tf32) bar=5e-3 ;; bf16) bar=3e-2 ;;
+      bf16-act) bar=3e-2; flags=(--precision bf16 --bf16-activations) ;;
       *) echo "llm_vs_pytorch.sh: unknown precision '$precision'" >&2; exit 2 ;; esac
     plan=$OUT/${model}.$precision.plan
-    "$BIN/megatrain-compile" "$onnx" -o "$plan" --precision "$precision" >"$OUT/${model}.$precision.compile.log" 2>&1 || {
+    "$BIN/megatrain-compile" "$onnx" -o "$plan" "${flags[@]}" >"$OUT/${model}.$precision.compile.log" 2>&1 || {
       echo "llm_vs_pytorch.sh: compiling $onnx at $precision failed:" >&2
       cat "$OUT/${model}.$precision.compile.log" >&2; status=1; continue; }
     metrics=$OUT/${model}.$precision.jsonl
@@ -43,11 +47,11 @@ manifest, model, metrics, precision, bar = sys.argv[1:6]
 torch_losses = json.load(open(manifest))["models"][model]["losses"]
 ours = [json.loads(line)["loss"] for line in open(metrics) if line.strip()]
 if len(ours) != len(torch_losses):
-    print(f"{model:<14} {precision:<5} got {len(ours)} losses, expected {len(torch_losses)}")
+    print(f"{model:<14} {precision:<8} got {len(ours)} losses, expected {len(torch_losses)}")
     sys.exit(1)
 worst = max(abs(a - b) / abs(b) for a, b in zip(ours, torch_losses))
 ok = worst <= float(bar)
-print(f"{model:<14} {precision:<5} {worst:<12.3e} {bar:<12} {'pass' if ok else 'FAIL'}")
+print(f"{model:<14} {precision:<8} {worst:<12.3e} {bar:<12} {'pass' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY
   done

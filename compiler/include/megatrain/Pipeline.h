@@ -82,6 +82,10 @@ struct PipelineOptions {
   // mt-fold-product-casts (after mt-fuse-pointwise): off with
   // megatrain-compile --no-fold-product-casts.
   bool foldProductCasts = true;
+  // mt-bf16-activations (after mt-fuse-pointwise): opt-in with
+  // megatrain-compile --bf16-activations; changes the values (autocast's
+  // rounding of the products elementwise programs read).
+  bool bf16Activations = false;
   // mt-fuse-linear-ce (after mt-add-loss, with the fusion passes): off with
   // megatrain-compile --no-fuse-linear-ce; linearCeChunk > 0 forces its
   // chunk (--linear-ce-chunk), 0 lets the pass choose.

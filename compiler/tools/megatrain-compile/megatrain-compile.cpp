@@ -267,6 +267,13 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
              args.pipeline.precision = v;
            });
 
+  megatrain::addFlagOption(app, "--bf16-activations",
+           "with --precision bf16: products read only by elementwise chains (the gate and up "
+           "projections, the MLP activation's gradient) round their result to bf16, as "
+           "torch.autocast does: half the bytes kept for the backward, values rounded once more "
+           "(mt-bf16-activations)",
+           precision, [&] { args.pipeline.bf16Activations = true; });
+
   const std::string memory = "Memory (docs/tiering.md)";
   megatrain::addValueOption(app, "--device-memory", "SIZE",
            "the device: arena plus device-resident training state: 24GiB, 16000MB, 8GB, "
@@ -395,6 +402,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   if (!args.pipeline.targets.empty() &&
       (args.lossMode == std::string("output") || !args.pipeline.lossOutput.empty()))
     fail("--targets is for the next-token-ce loss (--loss next-token-ce), not --loss-output");
+  if (args.pipeline.bf16Activations && args.pipeline.precision != "bf16")
+    fail("--bf16-activations rounds bf16 products; it needs --precision bf16, not " +
+         args.pipeline.precision);
   if (args.emit == "plan" && args.output.empty())
     fail("no output file; pass -o FILE.plan (or --emit=plan-text to print the plan)");
   if (args.emit == "plan" && args.output == "-")

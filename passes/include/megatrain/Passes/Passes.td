@@ -343,6 +343,21 @@ def FoldProductCasts : Pass<"mt-fold-product-casts", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def Bf16Activations : Pass<"mt-bf16-activations", "mlir::func::FuncOp"> {
+  let summary = "Round the bf16 products that elementwise programs read to bf16";
+  let description = [{
+    Opt-in (megatrain-compile --bf16-activations); runs on the whole training
+    step after mt-fuse-pointwise. An mt.matmul with bf16 operands and an f32
+    result whose every reader is an mt.pointwise, directly or through
+    reshapes (a Llama layer's gate and up projections, the gradient of its
+    MLP activation), gets a bf16 result: the product rounds its f32 result
+    to nearest even, as torch.autocast does, and the programs read it
+    exactly. This changes the values (one rounding per such product) and
+    halves the bytes of the widest values a layer keeps for its backward.
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 def FoldNormCasts : Pass<"mt-fold-norm-casts", "mlir::func::FuncOp"> {
   let summary = "Give an RMS norm read only by bf16 casts a bf16 result";
   let description = [{
