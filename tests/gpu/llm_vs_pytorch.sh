@@ -7,7 +7,7 @@
 #   bash tests/gpu/llm_vs_pytorch.sh BIN SRC OUT [PRECISIONS]
 #
 # BIN holds megatrain-run and megatrain-compile (plans are compiled into OUT); PRECISIONS
-# (default "fp32 tf32 bf16") picks the --precision of each compile, and bf16-act is
+# (default "fp32 tf32 bf16 bf16-act") picks the --precision of each compile, and bf16-act is
 # --precision bf16 --bf16-activations. Bars, worst relative per-step loss error against
 # PyTorch's fp32 training: fp32 1e-3 (the CPU backend is at 1e-7, e2e.llm_import), tf32
 # 5e-3, bf16 and bf16-act 3e-2. Prints one row per model and precision and exits non-zero if
@@ -17,7 +17,7 @@ set -euo pipefail
 BIN=$1
 SRC=$2
 OUT=$3
-PRECISIONS=${4:-fp32 tf32 bf16}
+PRECISIONS=${4:-fp32 tf32 bf16 bf16-act}
 DIR=$SRC/tests/models/llm
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
