@@ -21,10 +21,14 @@ __device__ __forceinline__ double log1pOf(double x) { return log1p(x); }
 
 template <typename T>
 __device__ __forceinline__ T sigmoidOf(T x) {
-  // Both branches keep exp's argument non-positive, so neither overflows.
-  if (x >= T(0)) return T(1) / (T(1) + expOf(-x));
-  const T e = expOf(x);
-  return e / (T(1) + e);
+  // The CPU twin's two branches, 1 / (1 + exp(-x)) for x >= 0 and e / (1 + e)
+  // with e = exp(x) otherwise (exp's argument never positive, so neither
+  // overflows), as one exp and one division: a warp runs both sides of a
+  // branch, so the branches cost two of each. The same operations on the same
+  // values, so the same bits.
+  const bool positive = x >= T(0);
+  const T e = expOf(positive ? -x : x);
+  return (positive ? T(1) : e) / (T(1) + e);
 }
 
 template <typename T>
