@@ -13,7 +13,7 @@ PKGS=(
 )
 # The libFuzzer build (scripts/fuzz.sh, docs/fuzzing.md) only when asked: FUZZ=1.
 if [[ ${FUZZ:-0} == 1 ]]; then
-  PKGS+=(clang-19 libfuzzer-19-dev)
+  PKGS+=(clang-19 libfuzzer-19-dev libclang-rt-19-dev)
 fi
 
 missing=()
