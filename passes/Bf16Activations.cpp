@@ -22,10 +22,10 @@
 // whose chains mt-fuse-pointwise left unfused (their kernels read f32).
 //
 //===----------------------------------------------------------------------===//
-#include "megatrain/Dialect/MtDialect.h"
+#include "CastReaders.h"
+
 #include "megatrain/Passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/TypeUtilities.h"
 
 namespace megatrain {
@@ -38,27 +38,6 @@ using namespace megatrain;
 
 namespace {
 
-/// The reshapes between `value` and its readers when every reader is an
-/// mt.pointwise (through reshapes); false when another op reads it or
-/// nothing does.
-bool programReaders(Value value, SmallVectorImpl<Operation *> &reshapes) {
-  if (value.use_empty())
-    return false;
-  for (Operation *user : value.getUsers()) {
-    if (isa<mt::PointwiseOp>(user))
-      continue;
-    if (!isa<mt::ReshapeOp>(user) || !programReaders(user->getResult(0), reshapes))
-      return false;
-    reshapes.push_back(user);
-  }
-  return true;
-}
-
-void setBf16(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  value.setType(RankedTensorType::get(type.getShape(), Builder(value.getContext()).getBF16Type()));
-}
-
 struct Bf16Activations : megatrain::impl::Bf16ActivationsBase<Bf16Activations> {
   using Base::Base;
 
@@ -68,12 +47,10 @@ struct Bf16Activations : megatrain::impl::Bf16ActivationsBase<Bf16Activations> {
       if (!getElementTypeOrSelf(op.getA()).isBF16() || !getElementTypeOrSelf(op.getB()).isBF16() ||
           !getElementTypeOrSelf(y).isF32())
         return;
-      SmallVector<Operation *> reshapes;
-      if (!programReaders(y, reshapes))
-        return;
-      setBf16(y);
-      for (Operation *reshape : reshapes)
-        setBf16(reshape->getResult(0));
+      SmallVector<Operation *> programs, reshapes;
+      auto isProgram = [](Operation *user) { return isa<mt::PointwiseOp>(user); };
+      if (readersThroughReshapes(y, isProgram, programs, reshapes))
+        setBf16(y, reshapes);
     });
   }
 };

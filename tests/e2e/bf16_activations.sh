@@ -20,10 +20,8 @@ STEP='mt.matmul .*-> tensor<[0-9x]*xbf16>$'
 compile() {
   local name=$1; shift
   compile_plan "$name" scheduled mlir "$@" || return 1
-  local arena
-  arena=$(sed -n 's/^  device arena .*(\([0-9]*\) bytes).*/\1/p' "$name.log")
-  [[ -n $arena ]] || arena=$(sed -n 's/^  device arena *\([0-9.]*\).*/\1/p' "$name.log")
-  echo "$(grep -c "$STEP" "$name.mlir" || true) $arena"
+  echo "$(grep -c "$STEP" "$name.mlir" || true)" \
+    "$(sed -n 's/^  device arena .*(\([0-9]*\) bytes).*/\1/p' "$name.log")"
 }
 
 read -r ACT_STEPS ACT_ARENA < <(compile act --bf16-activations) || fail "compile with --bf16-activations"
