@@ -53,13 +53,24 @@
 //      op is priced by its own cost, so a matmul's or an attention's output
 //      is kept before an elementwise op's or a norm's: the checkpoint
 //      policy's recompute becomes selective. Off: --no-tiering-fill.
+//   5b. Spill (TieringFill, spillToLink). The recompute the fill leaves may
+//      instead read its original's values offloaded after their def and
+//      prefetched before their use, where the links have room: the clones
+//      that save the most compute per second of h2d first, each taken when
+//      its copies are hidden beside those already on the links and the
+//      lifetimes place within the budget. The links' checks are local, so
+//      how many of them are kept (a prefix of that order) is chosen by the
+//      timeline of the device and the links (golden-section search), the
+//      parameters' copies scaled to the share of the state the device will
+//      not hold. The spilled plan competes as "<plan>+spill". Off:
+//      --no-tiering-spill.
 //   6. Portfolio (TieringPolicies). The greedy also starts from two
 //      reference policies' plans (checkpoint at layer boundaries, offload
 //      everything backward reads) instead of from keeping everything, and
 //      the three reference policies are built as they are; each fitting
-//      plan is also filled (stage 5); auto keeps whichever fitting plan the
-//      three-queue timeline model (compute, h2d, d2h, plus the host
-//      optimizer; TieringModel) predicts fastest (within a millionth, the
+//      plan is also filled and spilled (stages 5, 5b); auto keeps
+//      whichever fitting plan the three-queue timeline model (compute, h2d,
+//      d2h, plus the host optimizer; TieringModel) predicts fastest (within a millionth, the
 //      one with the least compute), so it is never worse than them by the
 //      model. The plan header names the winner, e.g.
 //      "auto (checkpoint+greedy+fill)". With the fill and a device capacity,
@@ -277,10 +288,12 @@ struct Tier : impl::TierBase<Tier> {
     DeviceProfile profile;
     if (mlir::failed(loadProfileOption(func, deviceProfile, "mt-tier", profile)))
       return signalPassFailure();
-    // A portfolio entry with its fill (checkpoint+fill, ...) is for tests.
-    llvm::StringRef entry = llvm::StringRef(policy).ends_with("+fill")
-                                ? llvm::StringRef(policy).drop_back(5)
-                                : llvm::StringRef(policy);
+    // A portfolio entry with its fill or spill (checkpoint+fill, ...) is for tests.
+    llvm::StringRef entry = llvm::StringRef(policy);
+    if (entry.ends_with("+fill"))
+      entry = entry.drop_back(5);
+    else if (entry.ends_with("+spill"))
+      entry = entry.drop_back(6);
     if (!llvm::is_contained({"auto", "keep", "checkpoint", "offload", "checkpoint+greedy",
                              "offload+greedy"},
                             entry)) {
@@ -343,6 +356,11 @@ struct Tier : impl::TierBase<Tier> {
       // have only where it saves more per byte than the state does.
       FillOptions fillOptions;
       fillOptions.enabled = fill;
+      fillOptions.spill = spill;
+      if (forcings->empty()) {
+        fillOptions.deviceBytes = device;
+        fillOptions.stateDeviceBytes = deviceFormBytes(states);
+      }
       auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
         bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
         fillOptions.minSecondsPerByte = 0;

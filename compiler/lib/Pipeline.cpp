@@ -139,6 +139,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.deviceMemory = options.deviceMemory;
   tier.policy = options.tieringPolicy;
   tier.fill = options.tieringFill;
+  tier.spill = options.tieringSpill;
   tier.deviceProfile = options.deviceProfile;
   tier.deviceCapacity = options.deviceCapacity;
   tier.hostMemory = options.hostCapacity;

@@ -55,6 +55,9 @@ namespace megatrain {
 namespace {
 
 constexpr int kFragmentationRounds = 4;
+// How far back from its use the spill looks for a prefetch's position (as
+// TieringModel::placeFetch does).
+constexpr int64_t kMaxPrefetchWalk = 2048;
 // The part of a hidden copy's transfer counted as saved when it is undone.
 constexpr double kHiddenCopyWeight = 1e-3;
 
@@ -62,6 +65,13 @@ struct Undo {
   mlir::Operation *op; // the clone, or the mt.prefetch
   double saved;        // seconds
   uint64_t bytes;      // what keeping the original holds longer
+};
+
+/// A value the sweep adds: bytes live over [first, last] (a prefetched copy).
+struct Interval {
+  int64_t first;
+  int64_t last;
+  uint64_t bytes;
 };
 
 /// The lifetimes the sweep changes: one entry per model value.
@@ -72,6 +82,15 @@ public:
   void reset() {
     const std::vector<LiveValue> &values = model.liveValues();
     int64_t n = model.size();
+    added.clear();
+    computeS.assign(n, 0);
+    h2dS.assign(n, 0);
+    d2hS.assign(n, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      computeS[i] = model.computeAt(i);
+      h2dS[i] = model.h2dAt(i);
+      d2hS[i] = model.d2hAt(i);
+    }
     last.clear();
     gone.assign(values.size(), false);
     live.assign(n + 2, 0);
@@ -154,9 +173,10 @@ public:
 
   /// Whether the changes keep every position they touch within `target`.
   bool fits(llvm::ArrayRef<std::pair<int64_t, int64_t>> extend,
-            llvm::ArrayRef<mlir::Operation *> dying, uint64_t target) const {
+            llvm::ArrayRef<mlir::Operation *> dying, uint64_t target,
+            llvm::ArrayRef<Interval> add = {}) const {
     std::vector<std::pair<int64_t, int64_t>> changes; // position, bytes from there on
-    collect(extend, dying, changes);
+    collect(extend, dying, add, changes);
     if (changes.empty())
       return true;
     llvm::sort(changes);
@@ -173,9 +193,9 @@ public:
   }
 
   void commit(llvm::ArrayRef<std::pair<int64_t, int64_t>> extend,
-              llvm::ArrayRef<mlir::Operation *> dying) {
+              llvm::ArrayRef<mlir::Operation *> dying, llvm::ArrayRef<Interval> add = {}) {
     std::vector<std::pair<int64_t, int64_t>> changes;
-    collect(extend, dying, changes);
+    collect(extend, dying, add, changes);
     llvm::sort(changes);
     int64_t running = 0;
     size_t next = 0;
@@ -189,10 +209,48 @@ public:
       last[index] = std::max(last[index], until);
     for (mlir::Operation *op : dying) {
       dead.insert(op);
+      if (int64_t at = model.positionOf(op); at >= 0)
+        computeS[at] = 0;
       for (mlir::Value result : op->getResults())
         if (int64_t index = indexOf(result); index >= 0)
           gone[index] = true;
     }
+    added.insert(added.end(), add.begin(), add.end());
+  }
+
+  // --- the links, as the commits so far load them ---------------------------
+  void loadH2d(int64_t at, double seconds) { h2dS[at] += seconds; }
+  void loadD2h(int64_t at, double seconds) { d2hS[at] += seconds; }
+  /// The latest position k in [lo, b] whose window [k, b) has the compute to
+  /// hide `transfer` beside the h2d copies issued there, and the part left
+  /// exposed (the best window within kMaxLeadWalk positions when none does).
+  std::pair<int64_t, double> placePrefetch(int64_t lo, int64_t b, double transfer) const {
+    double slack = 0, bestSlack = -1;
+    int64_t best = -1;
+    int64_t stop = std::max<int64_t>(lo, b - kMaxPrefetchWalk);
+    for (int64_t k = b - 1; k >= stop; --k) {
+      slack += computeS[k] - h2dS[k];
+      if (slack >= transfer)
+        return {k, 0.0};
+      if (slack > bestSlack) {
+        bestSlack = slack;
+        best = k;
+      }
+    }
+    return {best, best < 0 ? transfer : std::max(0.0, transfer - bestSlack)};
+  }
+  /// The first position after `from` by which the compute issued since
+  /// `from` covers the d2h copies queued there and a new one of `transfer`
+  /// seconds: where an offload issued at `from` is done. -1 past `to`.
+  int64_t offloadDone(int64_t from, int64_t to, double transfer) const {
+    double compute = 0, queued = transfer;
+    for (int64_t i = from; i < to; ++i) {
+      queued += d2hS[i];
+      if (compute >= queued)
+        return i;
+      compute += computeS[i];
+    }
+    return compute >= queued ? to : -1;
   }
 
   /// The arena placeBestFit makes of the lifetimes now.
@@ -210,6 +268,13 @@ public:
       slot.size = values[i].size;
       slots.push_back(slot);
     }
+    for (const Interval &interval : added) {
+      Slot slot;
+      slot.first = interval.first;
+      slot.last = interval.last;
+      slot.size = interval.bytes;
+      slots.push_back(slot);
+    }
     return placeBestFit(slots);
   }
 
@@ -217,8 +282,12 @@ private:
   /// Interval changes as (position, +/- bytes) pairs, each [first, last]
   /// as +bytes at first and -bytes at last + 1.
   void collect(llvm::ArrayRef<std::pair<int64_t, int64_t>> extend,
-               llvm::ArrayRef<mlir::Operation *> dying,
+               llvm::ArrayRef<mlir::Operation *> dying, llvm::ArrayRef<Interval> add,
                std::vector<std::pair<int64_t, int64_t>> &changes) const {
+    for (const Interval &interval : add) {
+      changes.push_back({interval.first, static_cast<int64_t>(interval.bytes)});
+      changes.push_back({interval.last + 1, -static_cast<int64_t>(interval.bytes)});
+    }
     const std::vector<LiveValue> &values = model.liveValues();
     int64_t n = model.size();
     // A value extended more than once in one undo (two results of one clone
@@ -249,6 +318,8 @@ private:
   std::vector<bool> gone;
   std::vector<int64_t> live;
   llvm::DenseSet<mlir::Operation *> dead;
+  std::vector<Interval> added;
+  std::vector<double> computeS, h2dS, d2hS; // seconds issued per position
 };
 
 /// Whether undoing `op` is one the fill knows how to price and apply.
@@ -283,6 +354,76 @@ double exposedPrefetch(const TieringModel &model, mt::PrefetchOp prefetch) {
   double transfer = model.h2dAt(k);
   double slack = model.computeIn(k, b) - model.h2dIn(k, b) + transfer;
   return std::max(0.0, transfer - slack) + kHiddenCopyWeight * transfer;
+}
+
+
+/// Steps 3 and 4 of a sweep: offers candidates 0..count-1 in order to
+/// `take(i, target)`, which plans, checks the target (0: unchecked) and
+/// commits on `state`; places the result, and over the budget lowers the
+/// target by the excess and sweeps again (kFragmentationRounds), then keeps
+/// the longest prefix of the last round's choices that places (bisection).
+/// Returns the candidates taken; `state` holds them.
+std::vector<size_t> sweepWithinBudget(LifetimeState &state, size_t count, uint64_t budget,
+                                      llvm::function_ref<bool(size_t, uint64_t)> take) {
+  uint64_t target = budget;
+  std::vector<size_t> taken;
+  for (int round = 0; round < kFragmentationRounds; ++round) {
+    state.reset();
+    taken.clear();
+    for (size_t i = 0; i < count; ++i)
+      if (take(i, target))
+        taken.push_back(i);
+    uint64_t arena = state.arenaBytes();
+    if (arena <= budget)
+      return taken;
+    uint64_t excess = arena - budget + kPlacementAlignment;
+    if (target <= excess)
+      break;
+    target -= excess;
+  }
+  if (taken.empty())
+    return taken;
+  auto replay = [&](size_t prefix) {
+    state.reset();
+    for (size_t i = 0; i < prefix; ++i)
+      take(taken[i], 0);
+    return state.arenaBytes() <= budget;
+  };
+  size_t lo = 0, hi = taken.size() - 1;
+  while (lo < hi) {
+    size_t mid = (lo + hi + 1) / 2;
+    if (replay(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  taken.resize(lo);
+  replay(lo);
+  return taken;
+}
+
+/// Step 5's end: erases `erase` and every op the sweep left dead (with the
+/// offloads of dead prefetches), users before their producers; an op still
+/// read stays. The model is analyzed again.
+void eraseDead(TieringModel &model, const LifetimeState &state,
+               llvm::SmallVectorImpl<mlir::Operation *> &erase) {
+  for (mlir::Operation *op : model.ops()) {
+    if (!state.isDead(op) || llvm::is_contained(erase, op))
+      continue;
+    erase.push_back(op);
+    if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
+      if (mlir::Operation *offload = prefetch.getHost().getDefiningOp())
+        erase.push_back(offload);
+  }
+  // Users before their producers; an offload another prefetch still reads stays.
+  llvm::sort(erase, [&](mlir::Operation *x, mlir::Operation *y) {
+    return model.positionOf(x) > model.positionOf(y);
+  });
+  erase.erase(std::unique(erase.begin(), erase.end()), erase.end());
+  for (mlir::Operation *op : erase)
+    if (op->use_empty())
+      op->erase();
+  model.analyze();
 }
 
 } // namespace
@@ -320,64 +461,27 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
     return x.saved * static_cast<double>(y.bytes) > y.saved * static_cast<double>(x.bytes);
   });
   // 3 and 4: sweep, place, lower the target by the excess.
-  uint64_t target = budget;
-  std::vector<const Undo *> taken;
-  bool placed = false;
-  for (int round = 0; round < kFragmentationRounds && !placed; ++round) {
-    state.reset();
-    taken.clear();
-    for (const Undo &undo : undos) {
-      llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
-      llvm::SmallVector<mlir::Operation *> dying;
-      double saved = 0;
-      if (!state.plan(origins, undo.op, extend, dying, saved) ||
-          !state.fits(extend, dying, target))
-        continue;
-      state.commit(extend, dying);
-      taken.push_back(&undo);
-    }
-    uint64_t arena = state.arenaBytes();
-    if (arena <= budget) {
-      placed = true;
-      break;
-    }
-    uint64_t excess = arena - budget + kPlacementAlignment;
-    if (target <= excess)
-      break;
-    target -= excess;
-  }
-  // Still over after the rounds: the longest prefix of the last round's
-  // choices that places within the budget (bisection; none always does).
-  if (!placed && !taken.empty()) {
-    auto replay = [&](size_t count) {
-      state.reset();
-      for (size_t i = 0; i < count; ++i) {
+  std::vector<size_t> taken = sweepWithinBudget(
+      state, undos.size(), budget,
+      [&](size_t i, uint64_t target) {
         llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
         llvm::SmallVector<mlir::Operation *> dying;
         double saved = 0;
-        if (state.plan(origins, taken[i]->op, extend, dying, saved))
-          state.commit(extend, dying);
-      }
-      return state.arenaBytes() <= budget;
-    };
-    size_t lo = 0, hi = taken.size() - 1;
-    while (lo < hi) {
-      size_t mid = (lo + hi + 1) / 2;
-      if (replay(mid))
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    taken.resize(lo);
-    placed = replay(lo);
-  }
-  if (!placed || taken.empty()) {
+        if (!state.plan(origins, undos[i].op, extend, dying, saved))
+          return false;
+        if (target != 0 && !state.fits(extend, dying, target))
+          return false;
+        state.commit(extend, dying);
+        return true;
+      });
+  if (taken.empty()) {
     model.analyze();
     return result;
   }
   // 5: the users read the originals; what no one reads goes.
   llvm::SmallVector<mlir::Operation *> erase;
-  for (const Undo *undo : taken) {
+  for (size_t index : taken) {
+    const Undo *undo = &undos[index];
     mlir::Operation *op = undo->op;
     if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op)) {
       auto offload = prefetch.getHost().getDefiningOp<mt::OffloadOp>();
@@ -392,23 +496,153 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
     }
     result.savedSeconds += undo->saved;
   }
-  for (mlir::Operation *op : model.ops()) {
-    if (!state.isDead(op) || llvm::is_contained(erase, op))
-      continue;
-    erase.push_back(op);
-    if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
-      if (mlir::Operation *offload = prefetch.getHost().getDefiningOp())
-        erase.push_back(offload);
-  }
-  // Users before their producers; an offload another prefetch still reads stays.
-  llvm::sort(erase, [&](mlir::Operation *x, mlir::Operation *y) {
-    return model.positionOf(x) > model.positionOf(y);
-  });
-  erase.erase(std::unique(erase.begin(), erase.end()), erase.end());
-  for (mlir::Operation *op : erase)
-    if (op->use_empty())
-      op->erase();
+  eraseDead(model, state, erase);
+  return result;
+}
+
+SpillResult spillToLink(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
+                        size_t limit) {
+  SpillResult result;
   model.analyze();
+  if (budget == 0 || model.arenaBytes() > budget)
+    return result;
+  const DeviceProfile &profile = model.deviceProfile();
+  LifetimeState state(model);
+  // 1 and 2: the clones left, most compute saved per second of h2d first.
+  struct Spill {
+    mlir::Operation *clone;
+    double saved;
+    double transfer;
+  };
+  std::vector<Spill> spills;
+  for (mlir::Operation *op : model.ops()) {
+    if (mlir::isa<mt::PrefetchOp>(op) || !undoable(model, origins, op))
+      continue;
+    llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
+    llvm::SmallVector<mlir::Operation *> dying;
+    double saved = 0;
+    if (!state.plan(origins, op, extend, dying, saved) || extend.empty())
+      continue;
+    double transfer = 0;
+    for (auto [index, until] : extend)
+      transfer += model.transferOf(model.liveValues()[index].value);
+    if (saved <= 0 || transfer <= 0)
+      continue;
+    spills.push_back({op, saved, transfer});
+  }
+  std::stable_sort(spills.begin(), spills.end(), [](const Spill &x, const Spill &y) {
+    return x.saved * y.transfer > y.saved * x.transfer;
+  });
+  // Where each spill's copies go, as the last sweep placed them: per kept
+  // original, the prefetch position.
+  struct Placed {
+    int64_t index; // the original's model value
+    int64_t at;    // the prefetch's position
+  };
+  std::vector<llvm::SmallVector<Placed, 2>> placements(spills.size());
+  // 3 and 4: a spill is taken when every copy it adds is hidden (the
+  // offload done before its prefetch starts, the prefetch's window with the
+  // compute to cover it) and the bytes fit: the original until its offload
+  // is done, the prefetched copy from its prefetch to the last use.
+  auto take = [&](size_t i, uint64_t target) {
+        llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
+        llvm::SmallVector<mlir::Operation *> dying;
+        double saved = 0;
+        if (!state.plan(origins, spills[i].clone, extend, dying, saved))
+          return false;
+        llvm::SmallVector<std::pair<int64_t, int64_t>> hold;
+        llvm::SmallVector<Interval> add;
+        llvm::SmallVector<Placed, 2> placed;
+        llvm::SmallVector<std::pair<int64_t, double>> h2dLoads, d2hLoads;
+        int64_t b = model.positionOf(spills[i].clone);
+        for (auto [index, until] : extend) {
+          const LiveValue &original = model.liveValues()[index];
+          double up = model.transferOf(original.value);
+          double down = transferSeconds(original.size, Link::DeviceToHost, profile);
+          int64_t from = original.first + 1;
+          bool offloaded = llvm::any_of(original.value.getUsers(), [](mlir::Operation *user) {
+            return mlir::isa<mt::OffloadOp>(user);
+          });
+          int64_t done = offloaded ? from : state.offloadDone(from, b, down);
+          if (done < 0)
+            return false;
+          auto [k, exposed] = state.placePrefetch(done, b, up);
+          if (k < 0 || exposed > 0)
+            return false;
+          if (!offloaded) {
+            hold.push_back({index, done});
+            d2hLoads.push_back({from, down});
+          }
+          h2dLoads.push_back({k, up});
+          add.push_back({k, until, original.size});
+          placed.push_back({index, k});
+        }
+        if (target != 0 && !state.fits(hold, dying, target, add))
+          return false;
+        state.commit(hold, dying, add);
+        for (auto [at, seconds] : h2dLoads)
+          state.loadH2d(at, seconds);
+        for (auto [at, seconds] : d2hLoads)
+          state.loadD2h(at, seconds);
+        placements[i] = std::move(placed);
+        return true;
+      };
+  std::vector<size_t> taken = sweepWithinBudget(state, spills.size(), budget, take);
+  result.available = static_cast<int>(taken.size());
+  if (taken.size() > limit) {
+    // The first `limit` of them, as the sweep took them.
+    taken.resize(limit);
+    state.reset();
+    for (size_t i : taken)
+      take(i, 0);
+  }
+  if (taken.empty()) {
+    model.analyze();
+    return result;
+  }
+  // 5: each original offloaded after its def (once), prefetched at its
+  // position; the clone's users read the prefetched copies; what no one
+  // reads goes. Anchors are taken before any op is added.
+  struct Rewrite {
+    mlir::Operation *clone;
+    mlir::Value original;
+    mlir::Value copy;
+    mlir::Operation *anchor;
+  };
+  std::vector<Rewrite> rewrites;
+  for (size_t i : taken) {
+    mlir::Operation *clone = spills[i].clone;
+    mlir::Operation *original = origins.lookup(clone);
+    for (const Placed &placed : placements[i]) {
+      mlir::Value kept = model.liveValues()[placed.index].value;
+      for (auto [copy, value] : llvm::zip(clone->getResults(), original->getResults()))
+        if (value == kept)
+          rewrites.push_back({clone, kept, copy, model.opAt(placed.at)});
+    }
+    result.savedSeconds += spills[i].saved;
+    ++result.recomputes;
+  }
+  llvm::SmallVector<mlir::Operation *> erase;
+  for (Rewrite &rewrite : rewrites) {
+    mlir::Value host;
+    for (mlir::Operation *user : rewrite.original.getUsers())
+      if (auto offload = mlir::dyn_cast<mt::OffloadOp>(user))
+        host = offload.getResult();
+    if (!host) {
+      mlir::Operation *def = rewrite.original.getDefiningOp();
+      mlir::OpBuilder builder(def->getContext());
+      builder.setInsertionPointAfter(def);
+      host = builder.create<mt::OffloadOp>(def->getLoc(), rewrite.original.getType(),
+                                           rewrite.original);
+      ++result.offloads;
+    }
+    mlir::OpBuilder builder(rewrite.anchor);
+    auto prefetch = builder.create<mt::PrefetchOp>(rewrite.original.getLoc(),
+                                                   rewrite.original.getType(), host);
+    rewrite.copy.replaceAllUsesWith(prefetch.getResult());
+    erase.push_back(rewrite.clone);
+  }
+  eraseDead(model, state, erase);
   return result;
 }
 

@@ -11,6 +11,8 @@
 
 #include "tiering/TieringRewrites.h"
 
+#include <cstdint>
+
 namespace megatrain {
 
 /// Each recompute clone and the original op it re-runs
@@ -31,6 +33,27 @@ struct FillResult {
 /// would save instead; 0: no floor). The model is analyzed again on return.
 FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
                         double minSecondsPerByte);
+
+/// What the spill did.
+struct SpillResult {
+  int recomputes = 0;      // recompute clones whose values now come back over h2d
+  int offloads = 0;        // originals newly offloaded for them
+  int available = 0;       // spills the sweep took before `limit` cut them
+  double savedSeconds = 0; // the clones' compute (their copies hidden by the model)
+};
+
+/// Stage 5b, after the fill: the recompute clones left may instead read
+/// their original's values offloaded after their def and prefetched before
+/// their use, where the links have room. Each is taken, most compute saved
+/// per second of h2d first, when the model hides both copies (the offload
+/// done before the prefetch starts, the prefetch covered by the compute
+/// before the use, beside the copies already on each link) and the
+/// lifetimes place within `budget`; the first `limit` of those taken are
+/// applied. The model is analyzed again on return. Its link checks are
+/// local (a copy's window, not the queue before it): the caller judges the
+/// result by the three-queue timeline and chooses the limit.
+SpillResult spillToLink(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
+                        size_t limit = SIZE_MAX);
 
 } // namespace megatrain
 

@@ -199,7 +199,7 @@ std::pair<int64_t, double> TieringModel::placeFetch(int64_t lo, int64_t hi, int6
   return {best, std::max(0.0, transfer - bestSlack)};
 }
 
-double TieringModel::predictStepSeconds() const {
+double TieringModel::predictStepSeconds(bool hostOptimizer, double paramLinkShare) const {
   // Three queues in issue order plus the host optimizer.
   llvm::DenseMap<mlir::Value, double> ready;
   double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0;
@@ -214,7 +214,7 @@ double TieringModel::predictStepSeconds() const {
       double start = std::max(clock, h2dFree);
       if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
         start = std::max(start, readyOf(prefetch.getHost()));
-      h2dFree = start + h2d[i];
+      h2dFree = start + (mlir::isa<mt::ParamOp>(op) ? paramLinkShare : 1.0) * h2d[i];
       ready[op->getResult(0)] = h2dFree;
       continue;
     }
@@ -227,7 +227,7 @@ double TieringModel::predictStepSeconds() const {
     if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
       mlir::Value grad = update.getGrad();
       double start = std::max(d2hFree, readyOf(grad));
-      d2hFree = start + transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      d2hFree = start + paramLinkShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
       double hostStart = std::max(hostFree, d2hFree);
       if (parted.contains(update.getParam())) // the last part is accumulated first
@@ -240,7 +240,7 @@ double TieringModel::predictStepSeconds() const {
       mlir::Value grad = part.getGrad();
       parted.insert(part.getParam());
       double start = std::max(d2hFree, readyOf(grad));
-      d2hFree = start + transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      d2hFree = start + paramLinkShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       if (part.getIndex() > 0) {
         auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
         double hostStart = std::max(hostFree, d2hFree);
@@ -255,7 +255,7 @@ double TieringModel::predictStepSeconds() const {
     for (mlir::Value result : op->getResults())
       ready[result] = clock;
   }
-  return std::max({clock, d2hFree, hostFree});
+  return hostOptimizer ? std::max({clock, d2hFree, hostFree}) : std::max(clock, d2hFree);
 }
 
 } // namespace megatrain

@@ -15,6 +15,7 @@
 
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -216,19 +217,35 @@ Attempt attempt(mlir::func::FuncOp func, llvm::StringRef which, const DeviceProf
   return result;
 }
 
-/// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
-/// fill undoes nothing.
-Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
-               double minSecondsPerByte) {
+/// A copy of `base`'s plan, with its recompute clones mapped to the copy.
+mlir::func::FuncOp copyPlan(const Attempt &base, CloneOrigins &origins) {
   mlir::IRMapping mapping;
   auto copy = mlir::cast<mlir::func::FuncOp>(base.plan->clone(mapping));
-  CloneOrigins origins;
   for (auto [clone, original] : base.origins) {
     mlir::Operation *newClone = mapping.lookupOrNull(clone);
     mlir::Operation *newOriginal = mapping.lookupOrNull(original);
     if (newClone && newOriginal)
       origins[newClone] = newOriginal;
   }
+  return copy;
+}
+
+/// The clones of `origins` still in `plan` (a fill or spill erases some).
+CloneOrigins survivingClones(mlir::func::FuncOp plan, const CloneOrigins &origins) {
+  CloneOrigins kept;
+  plan.walk([&](mlir::Operation *op) {
+    if (mlir::Operation *original = origins.lookup(op))
+      kept[op] = original;
+  });
+  return kept;
+}
+
+/// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
+/// fill undoes nothing.
+Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
+               double minSecondsPerByte) {
+  CloneOrigins origins;
+  mlir::func::FuncOp copy = copyPlan(base, origins);
   TieringModel model(copy, profile);
   FillResult undone = fillToBudget(model, origins, budget, minSecondsPerByte);
   Attempt result;
@@ -239,7 +256,100 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
   result.plan = copy;
   result.predicted = model.predictStepSeconds();
   result.busy = model.computeIn(0, model.size());
+  result.origins = survivingClones(copy, origins);
   return result;
+}
+
+/// Stage 5b: `base`'s plan with recompute traded for the links' spare time
+/// (spillToLink) on a copy; a null plan when no trade predicts faster. The
+/// spill's own link checks are local, so the number of trades it keeps (a
+/// prefix of its order) is chosen by the three-queue timeline: a
+/// golden-section search over the prefix length (the step time falls while
+/// the links have room and rises once they queue).
+Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
+                const FillOptions &fill) {
+  // The search's measure: the timeline of the device and the links only,
+  // with the parameters' copies scaled to the share of the state the device
+  // will not hold beside this arena (mt-homes chooses the homes later; a
+  // model that sends every parameter over the links and through the host
+  // AdamW is bound by them and sees no compute saved).
+  double baseLinks = 0, share = 1.0;
+  {
+    CloneOrigins unused;
+    mlir::func::FuncOp copy = copyPlan(base, unused);
+    TieringModel model(copy, profile);
+    model.analyze();
+    uint64_t arena = model.arenaBytes();
+    if (fill.deviceBytes != 0 && fill.stateDeviceBytes != 0)
+      share = fill.deviceBytes <= arena
+                  ? 1.0
+                  : std::clamp(1.0 - static_cast<double>(fill.deviceBytes - arena) /
+                                         static_cast<double>(fill.stateDeviceBytes),
+                               0.0, 1.0);
+    baseLinks = model.predictStepSeconds(false, share);
+    copy.erase();
+  }
+  Attempt best;
+  double bestLinks = baseLinks;
+  auto evaluate = [&](size_t limit, int *available) -> double {
+    CloneOrigins origins;
+    mlir::func::FuncOp copy = copyPlan(base, origins);
+    TieringModel model(copy, profile);
+    SpillResult traded = spillToLink(model, origins, budget, limit);
+    if (available)
+      *available = traded.available;
+    if (traded.recomputes == 0) {
+      copy.erase();
+      return baseLinks;
+    }
+    double links = model.predictStepSeconds(false, share);
+    if (links < bestLinks) {
+      if (best.plan)
+        best.plan.erase();
+      best.plan = copy;
+      best.predicted = model.predictStepSeconds();
+      best.busy = model.computeIn(0, model.size());
+      bestLinks = links;
+    } else {
+      copy.erase();
+    }
+    return links;
+  };
+  int available = 0;
+  evaluate(SIZE_MAX, &available);
+  if (available <= 1)
+    return best;
+  // Golden-section search for the best prefix in [0, available].
+  const double ratio = 0.6180339887498949;
+  int64_t lo = 0, hi = available;
+  auto below = [&](int64_t from, int64_t to) {
+    return to - static_cast<int64_t>(std::lround(ratio * static_cast<double>(to - from)));
+  };
+  auto above = [&](int64_t from, int64_t to) {
+    return from + static_cast<int64_t>(std::lround(ratio * static_cast<double>(to - from)));
+  };
+  int64_t x1 = below(lo, hi), x2 = above(lo, hi);
+  double f1 = evaluate(x1, nullptr), f2 = evaluate(x2, nullptr);
+  while (hi - lo > 2 && x1 < x2) {
+    if (f1 <= f2) {
+      hi = x2;
+      x2 = x1;
+      f2 = f1;
+      x1 = below(lo, hi);
+      if (x1 >= x2)
+        break;
+      f1 = evaluate(x1, nullptr);
+    } else {
+      lo = x1;
+      x1 = x2;
+      f1 = f2;
+      x2 = above(lo, hi);
+      if (x2 <= x1)
+        break;
+      f2 = evaluate(x2, nullptr);
+    }
+  }
+  return best;
 }
 
 } // namespace
@@ -250,12 +360,14 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   std::vector<std::pair<std::string, Attempt>> fitting;
   std::string firstWhy;
   llvm::SmallVector<llvm::StringRef> tries;
-  // "<entry>+fill": one portfolio entry and its fill (tests).
+  // "<entry>+fill": one portfolio entry and its fill (tests); "<entry>+spill":
+  // one entry and its spill, without the fill (tests).
   bool fillOnly = policy.ends_with("+fill");
+  bool spillOnly = policy.ends_with("+spill");
   if (policy == "auto" && budget != 0)
     tries = {"auto", "checkpoint+greedy", "offload+greedy", "keep", "checkpoint", "offload"};
   else
-    tries = {fillOnly ? policy.drop_back(5) : policy};
+    tries = {fillOnly ? policy.drop_back(5) : spillOnly ? policy.drop_back(6) : policy};
   // The policy that must fit runs first: when it does not, nothing else
   // runs. The others keep their order (ties go to the earlier one).
   std::vector<size_t> order;
@@ -279,19 +391,42 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
     else if (firstWhy.empty())
       firstWhy = whyNot[i];
   }
-  // Stage 5: each fitting plan that recomputes or offloads, filled.
+  // Stage 5: each fitting plan that recomputes or offloads, filled, and
+  // (5b) with the recompute left traded for the links' spare time.
   if (((fill.enabled && policy == "auto") || fillOnly) && budget != 0) {
     size_t bases = fitting.size();
     for (size_t i = 0; i < bases; ++i) {
       Attempt result = filled(fitting[i].second, profile, budget, fill.minSecondsPerByte);
-      if (!result.plan)
-        continue;
+      std::string name = fitting[i].first + "+fill";
+      const Attempt &from = result.plan ? result : fitting[i].second;
+      Attempt traded = fill.spill ? spilled(from, profile, budget, fill) : Attempt();
+      std::string tradedName = (result.plan ? name : fitting[i].first) + "+spill";
       if (fillOnly) {
-        fitting[i].second.plan.erase();
-        fitting[i] = {policy.str(), std::move(result)};
-      } else {
-        fitting.push_back({fitting[i].first + "+fill", std::move(result)});
+        // The entry as asked for: filled, then spilled where that is faster.
+        Attempt &best = traded.plan && (!result.plan || traded.predicted < result.predicted)
+                            ? traded
+                            : result;
+        if (best.plan) {
+          fitting[i].second.plan.erase();
+          fitting[i] = {policy.str(), std::move(best)};
+        }
+        if (result.plan && &best != &result)
+          result.plan.erase();
+        if (traded.plan && &best != &traded)
+          traded.plan.erase();
+        continue;
       }
+      if (result.plan)
+        fitting.push_back({name, std::move(result)});
+      if (traded.plan)
+        fitting.push_back({tradedName, std::move(traded)});
+    }
+  }
+  if (spillOnly && budget != 0 && !fitting.empty()) {
+    Attempt traded = spilled(fitting[0].second, profile, budget, fill);
+    if (traded.plan) {
+      fitting[0].second.plan.erase();
+      fitting[0] = {policy.str(), std::move(traded)};
     }
   }
   if (fitting.empty()) {

@@ -32,6 +32,13 @@ struct FillOptions {
   /// A portfolio entry (e.g. "checkpoint") that runs first; when it does not
   /// fit, the whole choice fails and nothing else runs. Empty: none.
   std::string mustFit;
+  /// Stage 5b: also try each plan with its recompute traded for the links'
+  /// spare time (spillToLink).
+  bool spill = true;
+  /// For 5b's measure: the device's capacity and the device form of all the
+  /// state (0: unknown, every parameter's copies then count on the links).
+  uint64_t deviceBytes = 0;
+  uint64_t stateDeviceBytes = 0;
 };
 
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,

@@ -5,7 +5,8 @@
 # and weights. A fraction below that smallest budget must fail with the error that names it
 # (a model whose single largest op needs more than the fraction cannot fit it). The 50% and
 # 25% budgets are also compiled without mt-tier's fill (--no-tiering-fill), and the checkpoint
-# policy with and without the fill (checkpoint+fill): the same bits.
+# policy with and without the fill (checkpoint+fill), and with the spill alone
+# (checkpoint+spill): the same bits.
 # Every model compiles in exact fp32 (--precision fp32) except demo_bf16, the demo under
 # --precision bf16: bf16 fetches from the host compute copies must not change the math either.
 # usage: tiering_bitwise.sh BIN SRC MODEL   (MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem)
@@ -81,6 +82,22 @@ if [[ $MODEL == *_opt || $MODEL == *_noopt ]]; then
   (( after < before )) || fail "the fill kept none of the checkpoint plan's recompute within $MID bytes"
 fi
 RUNS+=(ck ckfill)
+
+# The spill (docs/tiering.md "The spill"): the checkpoint plan with its recompute traded for
+# offloads and prefetches where the links have room, on a profile whose matmuls are slow and
+# links fast (the checkpoint policy and the spill alone, without the fill); the same bits.
+SPILL_PROFILE=$SRC/tests/lit/passes/Inputs/tier_spill_profile.json
+compile ckslow --device-memory "$FULL" --tiering-policy checkpoint \
+  --device-profile "$SPILL_PROFILE" > /dev/null || fail "checkpoint on the spill profile"
+arena=$(compile ckspill --device-memory "$FULL" --tiering-policy checkpoint+spill \
+  --device-profile "$SPILL_PROFILE") || fail "checkpoint+spill at $FULL bytes"
+(( arena <= FULL )) || fail "checkpoint+spill: arena $arena over the budget $FULL"
+unspilled=$(recomputes ckslow) spilled=$(recomputes ckspill)
+echo "$MODEL: on the spill profile the checkpoint plan recomputes $unspilled steps, $spilled after the spill"
+if [[ $MODEL == *_opt || $MODEL == *_noopt ]]; then
+  (( spilled < unspilled )) || fail "the spill traded none of the checkpoint plan's recompute"
+fi
+RUNS+=(ckspill)
 
 for run in "${RUNS[@]}"; do
   train "$run"

@@ -36,6 +36,8 @@ struct PipelineOptions {
   std::string tieringPolicy = "auto";  // auto | keep | checkpoint | offload
   // mt-tier's fill (auto): off with megatrain-compile --no-tiering-fill.
   bool tieringFill = true;
+  // mt-tier's spill (with the fill): off with megatrain-compile --no-tiering-spill.
+  bool tieringSpill = true;
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // Capacities for training state (mt-tier's reserve, mt-homes;
   // docs/tiering.md "State homes"): the device (arena plus device state;

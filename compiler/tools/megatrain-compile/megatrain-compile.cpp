@@ -307,12 +307,13 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            memory, [&] { args.pipeline.keepGradients = true; });
   megatrain::addValueOption(app, "--tiering-policy", "P",
            "auto (default: the cost-model planner) | keep | checkpoint | offload (reference "
-           "policies) | checkpoint+fill | offload+fill (a reference policy and auto's fill)",
+           "policies) | checkpoint+fill | offload+fill (a reference policy and auto's fill) | "
+           "checkpoint+spill (the checkpoint policy and the spill alone)",
            memory, [&](const std::string &v) {
              if (v != "auto" && v != "keep" && v != "checkpoint" && v != "offload" &&
-                 v != "checkpoint+fill" && v != "offload+fill")
-               fail("--tiering-policy expects auto, keep, checkpoint, offload, checkpoint+fill "
-                    "or offload+fill, got '" + v + "'");
+                 v != "checkpoint+fill" && v != "offload+fill" && v != "checkpoint+spill")
+               fail("--tiering-policy expects auto, keep, checkpoint, offload, checkpoint+fill, "
+                    "offload+fill or checkpoint+spill, got '" + v + "'");
              args.pipeline.tieringPolicy = v;
            });
   megatrain::addFlagOption(app, "--no-tiering-fill",
@@ -320,6 +321,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "fitting plan chose even where the budget has room (no fill), and "
                            "plan the arena without leaving room for the device state",
                            memory, [&] { args.pipeline.tieringFill = false; });
+  megatrain::addFlagOption(app, "--no-tiering-spill",
+                           "keep every recompute the fill leaves, instead of trading some for "
+                           "offloads and prefetches that the links' spare time hides (the spill)",
+                           memory, [&] { args.pipeline.tieringSpill = false; });
   megatrain::addValueOption(app, "--device-profile", "FILE",
            "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
            "megatrain-profile measures one); also predicts the step time the summary shows",

@@ -424,7 +424,9 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     (gradients also waiting for room in the gradient staging ring) that
     fit the budget, the most wait saved per byte first. With `fill` (default), auto
     also gives the room a fitting plan leaves back to recomputed and
-    offloaded values, best seconds saved per byte first. The algorithm is in
+    offloaded values, best seconds saved per byte first, and with `spill`
+    (default) tries each plan with the recompute left traded for offloads
+    the links' spare time hides. The algorithm is in
     passes/Tiering.cpp and docs/tiering.md.
   }];
   let options = [
@@ -432,10 +434,13 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "Device arena budget in bytes (0: none)">,
     Option<"policy", "policy", "std::string", "\"auto\"",
            "auto | keep | checkpoint | offload (tests: also checkpoint+greedy, "
-           "offload+greedy, and any of these followed by +fill)">,
+           "offload+greedy, and any of these followed by +fill or +spill)">,
     Option<"fill", "fill", "bool", "true",
            "Under auto, spend budget the plan leaves unused on undoing "
            "recompute and offloads, and leave room for the device state">,
+    Option<"spill", "spill", "bool", "true",
+           "With the fill, also try each plan with recompute traded for "
+           "offloads the links' spare time hides (the spill)">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
     Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
