@@ -357,6 +357,13 @@ double exposedPrefetch(const TieringModel &model, mt::PrefetchOp prefetch) {
 }
 
 
+/// Whether the plan, analyzed afresh, places within a budget a sweep can
+/// spend (0: none).
+bool placesWithin(TieringModel &model, uint64_t budget) {
+  model.analyze();
+  return budget != 0 && model.arenaBytes() <= budget;
+}
+
 /// Steps 3 and 4 of a sweep: offers candidates 0..count-1 in order to
 /// `take(i, target)`, which plans, checks the target (0: unchecked) and
 /// commits on `state`; places the result, and over the budget lowers the
@@ -431,8 +438,7 @@ void eraseDead(TieringModel &model, const LifetimeState &state,
 FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
                         double minSecondsPerByte) {
   FillResult result;
-  model.analyze();
-  if (budget == 0 || model.arenaBytes() > budget)
+  if (!placesWithin(model, budget))
     return result;
   LifetimeState state(model);
   // 1 and 2: the candidates, best saving per byte first.
@@ -503,8 +509,7 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
 SpillResult spillToLink(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
                         size_t limit) {
   SpillResult result;
-  model.analyze();
-  if (budget == 0 || model.arenaBytes() > budget)
+  if (!placesWithin(model, budget))
     return result;
   const DeviceProfile &profile = model.deviceProfile();
   LifetimeState state(model);
