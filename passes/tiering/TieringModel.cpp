@@ -199,10 +199,11 @@ std::pair<int64_t, double> TieringModel::placeFetch(int64_t lo, int64_t hi, int6
   return {best, std::max(0.0, transfer - bestSlack)};
 }
 
-double TieringModel::predictStepSeconds(bool hostOptimizer, double paramLinkShare) const {
+double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) const {
   // Three queues in issue order plus the host optimizer.
   llvm::DenseMap<mlir::Value, double> ready;
-  double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0;
+  double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0, hostWork = 0;
+
   llvm::StringSet<> parted; // parameters with an earlier mt.grad_part
   for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i) {
     mlir::Operation *op = order[i];
@@ -214,7 +215,7 @@ double TieringModel::predictStepSeconds(bool hostOptimizer, double paramLinkShar
       double start = std::max(clock, h2dFree);
       if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
         start = std::max(start, readyOf(prefetch.getHost()));
-      h2dFree = start + (mlir::isa<mt::ParamOp>(op) ? paramLinkShare : 1.0) * h2d[i];
+      h2dFree = start + (mlir::isa<mt::ParamOp>(op) ? paramShare : 1.0) * h2d[i];
       ready[op->getResult(0)] = h2dFree;
       continue;
     }
@@ -227,12 +228,14 @@ double TieringModel::predictStepSeconds(bool hostOptimizer, double paramLinkShar
     if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
       mlir::Value grad = update.getGrad();
       double start = std::max(d2hFree, readyOf(grad));
-      d2hFree = start + paramLinkShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      d2hFree = start + paramShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
       double hostStart = std::max(hostFree, d2hFree);
+      double work = paramShare * hostAdamWSeconds(type.getNumElements(), profile);
       if (parted.contains(update.getParam())) // the last part is accumulated first
-        hostStart += hostAccumulateSeconds(type.getNumElements(), profile);
-      hostFree = hostStart + hostAdamWSeconds(type.getNumElements(), profile);
+        work += paramShare * hostAccumulateSeconds(type.getNumElements(), profile);
+      hostFree = hostStart + work;
+      hostWork += work;
       continue;
     }
     if (auto part = mlir::dyn_cast<mt::GradPartOp>(op)) {
@@ -240,11 +243,13 @@ double TieringModel::predictStepSeconds(bool hostOptimizer, double paramLinkShar
       mlir::Value grad = part.getGrad();
       parted.insert(part.getParam());
       double start = std::max(d2hFree, readyOf(grad));
-      d2hFree = start + paramLinkShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      d2hFree = start + paramShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       if (part.getIndex() > 0) {
         auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
         double hostStart = std::max(hostFree, d2hFree);
-        hostFree = hostStart + hostAccumulateSeconds(type.getNumElements(), profile);
+        double work = paramShare * hostAccumulateSeconds(type.getNumElements(), profile);
+        hostFree = hostStart + work;
+        hostWork += work;
       }
       continue;
     }
@@ -255,7 +260,9 @@ double TieringModel::predictStepSeconds(bool hostOptimizer, double paramLinkShar
     for (mlir::Value result : op->getResults())
       ready[result] = clock;
   }
-  return hostOptimizer ? std::max({clock, d2hFree, hostFree}) : std::max(clock, d2hFree);
+  if (hostBusy)
+    *hostBusy = hostWork;
+  return std::max({clock, d2hFree, hostFree});
 }
 
 } // namespace megatrain

@@ -108,13 +108,12 @@ public:
                                         double transfer, int64_t selfPos = -1,
                                         double selfS = 0) const;
   /// The step time the three-queue timeline (compute, h2d, d2h in issue
-  /// order, plus the host optimizer) predicts. Without `hostOptimizer` the
-  /// host's updates and sums are left out (the step of the links and the
-  /// device only: what the homes mt-homes chooses later leave to the host
-  /// is not known here), and each parameter's fetch and gradient copy
-  /// takes `paramLinkShare` of its time on the links (the share of the
-  /// state expected on the host; 1: all of it).
-  double predictStepSeconds(bool hostOptimizer = true, double paramLinkShare = 1.0) const;
+  /// order, plus the host optimizer) predicts. With `paramShare` < 1 (the
+  /// share of the state expected on the host; mt-homes chooses the homes
+  /// after mt-tier), each parameter's fetch and gradient copy takes that
+  /// share of its link time and its host update and sums that share of
+  /// theirs. `hostBusy`, when given, receives the host's seconds of work.
+  double predictStepSeconds(double paramShare = 1.0, double *hostBusy = nullptr) const;
 
 private:
   mlir::func::FuncOp func;
