@@ -282,7 +282,7 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   // host's memory, which every spilled byte crosses twice, and the timeline
   // does not model that (the 7B at 32 GiB ran 4% slower spilled,
   // bench/RESULTS.md).
-  double baseLinks = 0, baseHostBusy = 0, share = 1.0;
+  double baseStep = 0, baseHostBusy = 0, share = 1.0;
   {
     CloneOrigins unused;
     mlir::func::FuncOp copy = copyPlan(base, unused);
@@ -295,13 +295,13 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
                   : std::clamp(1.0 - static_cast<double>(fill.deviceBytes - arena) /
                                          static_cast<double>(fill.stateDeviceBytes),
                                0.0, 1.0);
-    baseLinks = model.predictStepSeconds(share, &baseHostBusy);
+    baseStep = model.predictStepSeconds(share, &baseHostBusy);
     copy.erase();
   }
-  if (baseHostBusy > kSpillHostBusyLimit * baseLinks)
+  if (baseHostBusy > kSpillHostBusyLimit * baseStep)
     return Attempt();
   Attempt best;
-  double bestLinks = baseLinks;
+  double bestStep = baseStep;
   auto evaluate = [&](size_t limit, int *available) -> double {
     CloneOrigins origins;
     mlir::func::FuncOp copy = copyPlan(base, origins);
@@ -311,20 +311,20 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
       *available = traded.available;
     if (traded.recomputes == 0) {
       copy.erase();
-      return baseLinks;
+      return baseStep;
     }
-    double links = model.predictStepSeconds(share);
-    if (links < bestLinks) {
+    double step = model.predictStepSeconds(share);
+    if (step < bestStep) {
       if (best.plan)
         best.plan.erase();
       best.plan = copy;
       best.predicted = model.predictStepSeconds();
       best.busy = model.computeIn(0, model.size());
-      bestLinks = links;
+      bestStep = step;
     } else {
       copy.erase();
     }
-    return links;
+    return step;
   };
   int available = 0;
   evaluate(SIZE_MAX, &available);
