@@ -292,7 +292,7 @@ private:
     int64_t n = model.size();
     // A value extended more than once in one undo (two results of one clone
     // kept by the same original) counts once, to its latest use.
-    llvm::SmallDenseMap<int64_t, int64_t> until;
+    llvm::DenseMap<int64_t, int64_t> until;
     for (auto [index, to] : extend)
       until[index] = std::max(until.lookup(index), to);
     for (auto [index, to] : until) {
