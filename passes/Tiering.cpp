@@ -356,7 +356,9 @@ struct Tier : impl::TierBase<Tier> {
       // have only where it saves more per byte than the state does.
       FillOptions fillOptions;
       fillOptions.enabled = fill;
-      fillOptions.spill = spill;
+      // The spill's offloads take host staging; where the host cannot hold
+      // all the state (reserve > 0), that room is the state's.
+      fillOptions.spill = spill && reserve == 0;
       if (forcings->empty()) {
         fillOptions.deviceBytes = device;
         fillOptions.stateDeviceBytes = deviceFormBytes(states);
