@@ -60,19 +60,20 @@
 //      its copies are hidden beside those already on the links and the
 //      lifetimes place within the budget. The links' checks are local, so
 //      how many of them are kept (a prefix of that order) is chosen by the
-//      timeline of the device and the links (golden-section search), the
-//      parameters' copies scaled to the share of the state the device will
-//      not hold. The spilled plan competes as "<plan>+spill". Off:
-//      --no-tiering-spill.
+//      three-queue timeline (golden-section search), the parameters' copies
+//      and host work scaled to the share of the state the device will not
+//      hold. Not where the host works more than half the step, nor where
+//      the host cannot hold all the state. The spilled plan competes as
+//      "<plan>+spill". Off: --no-tiering-spill.
 //   6. Portfolio (TieringPolicies). The greedy also starts from two
 //      reference policies' plans (checkpoint at layer boundaries, offload
 //      everything backward reads) instead of from keeping everything, and
 //      the three reference policies are built as they are; each fitting
 //      plan is also filled and spilled (stages 5, 5b); auto keeps
 //      whichever fitting plan the three-queue timeline model (compute, h2d,
-//      d2h, plus the host optimizer; TieringModel) predicts fastest (within a millionth, the
-//      one with the least compute), so it is never worse than them by the
-//      model. The plan header names the winner, e.g.
+//      d2h, plus the host optimizer; TieringModel) predicts fastest (within
+//      a millionth, the one with the least compute), so it is never worse
+//      than them by the model. The plan header names the winner, e.g.
 //      "auto (checkpoint+greedy+fill)". With the fill and a device capacity,
 //      the budget leaves room for all the state on the device when the
 //      checkpoint plan still fits in what is left (joint arena and state:

@@ -550,48 +550,46 @@ SpillResult spillToLink(TieringModel &model, const CloneOrigins &origins, uint64
   // compute to cover it) and the bytes fit: the original until its offload
   // is done, the prefetched copy from its prefetch to the last use.
   auto take = [&](size_t i, uint64_t target) {
-        llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
-        llvm::SmallVector<mlir::Operation *> dying;
-        double saved = 0;
-        if (!state.plan(origins, spills[i].clone, extend, dying, saved))
-          return false;
-        llvm::SmallVector<std::pair<int64_t, int64_t>> hold;
-        llvm::SmallVector<Interval> add;
-        llvm::SmallVector<Placed, 2> placed;
-        llvm::SmallVector<std::pair<int64_t, double>> h2dLoads, d2hLoads;
-        int64_t b = model.positionOf(spills[i].clone);
-        for (auto [index, until] : extend) {
-          const LiveValue &original = model.liveValues()[index];
-          double up = model.transferOf(original.value);
-          double down = transferSeconds(original.size, Link::DeviceToHost, profile);
-          int64_t from = original.first + 1;
-          bool offloaded = llvm::any_of(original.value.getUsers(), [](mlir::Operation *user) {
-            return mlir::isa<mt::OffloadOp>(user);
-          });
-          int64_t done = offloaded ? from : state.offloadDone(from, b, down);
-          if (done < 0)
-            return false;
-          auto [k, exposed] = state.placePrefetch(done, b, up);
-          if (k < 0 || exposed > 0)
-            return false;
-          if (!offloaded) {
-            hold.push_back({index, done});
-            d2hLoads.push_back({from, down});
-          }
-          h2dLoads.push_back({k, up});
-          add.push_back({k, until, original.size});
-          placed.push_back({index, k});
-        }
-        if (target != 0 && !state.fits(hold, dying, target, add))
-          return false;
-        state.commit(hold, dying, add);
-        for (auto [at, seconds] : h2dLoads)
-          state.loadH2d(at, seconds);
-        for (auto [at, seconds] : d2hLoads)
-          state.loadD2h(at, seconds);
-        placements[i] = std::move(placed);
-        return true;
-      };
+    llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
+    llvm::SmallVector<mlir::Operation *> dying;
+    double saved = 0;
+    if (!state.plan(origins, spills[i].clone, extend, dying, saved))
+      return false;
+    llvm::SmallVector<std::pair<int64_t, int64_t>> hold;
+    llvm::SmallVector<Interval> add;
+    llvm::SmallVector<Placed, 2> placed;
+    llvm::SmallVector<std::pair<int64_t, double>> h2dLoads, d2hLoads;
+    int64_t b = model.positionOf(spills[i].clone);
+    for (auto [index, until] : extend) {
+      const LiveValue &original = model.liveValues()[index];
+      double up = model.transferOf(original.value);
+      double down = transferSeconds(original.size, Link::DeviceToHost, profile);
+      int64_t from = original.first + 1;
+      bool offloaded = static_cast<bool>(hostCopyOf(original.value));
+      int64_t done = offloaded ? from : state.offloadDone(from, b, down);
+      if (done < 0)
+        return false;
+      auto [k, exposed] = state.placePrefetch(done, b, up);
+      if (k < 0 || exposed > 0)
+        return false;
+      if (!offloaded) {
+        hold.push_back({index, done});
+        d2hLoads.push_back({from, down});
+      }
+      h2dLoads.push_back({k, up});
+      add.push_back({k, until, original.size});
+      placed.push_back({index, k});
+    }
+    if (target != 0 && !state.fits(hold, dying, target, add))
+      return false;
+    state.commit(hold, dying, add);
+    for (auto [at, seconds] : h2dLoads)
+      state.loadH2d(at, seconds);
+    for (auto [at, seconds] : d2hLoads)
+      state.loadD2h(at, seconds);
+    placements[i] = std::move(placed);
+    return true;
+  };
   std::vector<size_t> taken = sweepWithinBudget(state, spills.size(), budget, take);
   result.available = static_cast<int>(taken.size());
   if (taken.size() > limit) {
@@ -624,23 +622,11 @@ SpillResult spillToLink(TieringModel &model, const CloneOrigins &origins, uint64
         if (value == kept)
           rewrites.push_back({clone, kept, copy, model.opAt(placed.at)});
     }
-    result.savedSeconds += spills[i].saved;
     ++result.recomputes;
   }
   llvm::SmallVector<mlir::Operation *> erase;
   for (Rewrite &rewrite : rewrites) {
-    mlir::Value host;
-    for (mlir::Operation *user : rewrite.original.getUsers())
-      if (auto offload = mlir::dyn_cast<mt::OffloadOp>(user))
-        host = offload.getResult();
-    if (!host) {
-      mlir::Operation *def = rewrite.original.getDefiningOp();
-      mlir::OpBuilder builder(def->getContext());
-      builder.setInsertionPointAfter(def);
-      host = builder.create<mt::OffloadOp>(def->getLoc(), rewrite.original.getType(),
-                                           rewrite.original);
-      ++result.offloads;
-    }
+    mlir::Value host = offloadOnce(rewrite.original);
     mlir::OpBuilder builder(rewrite.anchor);
     auto prefetch = builder.create<mt::PrefetchOp>(rewrite.original.getLoc(),
                                                    rewrite.original.getType(), host);

@@ -36,10 +36,8 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
 
 /// What the spill did.
 struct SpillResult {
-  int recomputes = 0;      // recompute clones whose values now come back over h2d
-  int offloads = 0;        // originals newly offloaded for them
-  int available = 0;       // spills the sweep took before `limit` cut them
-  double savedSeconds = 0; // the clones' compute (their copies hidden by the model)
+  int recomputes = 0; // recompute clones whose values now come back over h2d
+  int available = 0;  // spills the sweep took before `limit` cut them
 };
 
 /// Stage 5b, after the fill: the recompute clones left may instead read

@@ -81,11 +81,8 @@ void priceCandidates(const TieringModel &model, const TieringRewriter &rewriter,
     if (model.positionOf(def) < p) {
       auto [k, exposed] = model.placeFetch(p + 1, model.size(), b, transfer);
       if (k >= 0) {
-        bool hasHostCopy = llvm::any_of(value.value.getUsers(), [](mlir::Operation *user) {
-          return mlir::isa<mt::OffloadOp>(user);
-        });
         double out2 = 0;
-        if (!hasHostCopy) {
+        if (!hostCopyOf(value.value)) {
           double send = transferSeconds(value.size, Link::DeviceToHost, profile);
           double window = model.computeIn(value.first, p + 1);
           double busy = 0;

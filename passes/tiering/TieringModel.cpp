@@ -203,7 +203,6 @@ double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) con
   // Three queues in issue order plus the host optimizer.
   llvm::DenseMap<mlir::Value, double> ready;
   double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0, hostWork = 0;
-
   llvm::StringSet<> parted; // parameters with an earlier mt.grad_part
   for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i) {
     mlir::Operation *op = order[i];

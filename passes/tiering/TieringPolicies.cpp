@@ -284,9 +284,7 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   // bench/RESULTS.md).
   double baseStep = 0, baseHostBusy = 0, share = 1.0;
   {
-    CloneOrigins unused;
-    mlir::func::FuncOp copy = copyPlan(base, unused);
-    TieringModel model(copy, profile);
+    TieringModel model(base.plan, profile); // read only
     model.analyze();
     uint64_t arena = model.arenaBytes();
     if (fill.deviceBytes != 0 && fill.stateDeviceBytes != 0)
@@ -296,7 +294,6 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
                                          static_cast<double>(fill.stateDeviceBytes),
                                0.0, 1.0);
     baseStep = model.predictStepSeconds(share, &baseHostBusy);
-    copy.erase();
   }
   if (baseHostBusy > kSpillHostBusyLimit * baseStep)
     return Attempt();

@@ -132,17 +132,24 @@ mlir::Value TieringRewriter::refetch(mlir::Value value, int64_t place) {
   return clone->getResult(0);
 }
 
-mlir::Value TieringRewriter::offloadAndPrefetch(mlir::Value value, int64_t place) {
-  mlir::Value host;
+mlir::Value hostCopyOf(mlir::Value value) {
   for (mlir::Operation *user : value.getUsers())
     if (auto offload = mlir::dyn_cast<mt::OffloadOp>(user))
-      host = offload.getResult();
-  if (!host) {
-    mlir::Operation *def = value.getDefiningOp();
-    mlir::OpBuilder builder(def->getContext());
-    builder.setInsertionPointAfter(def);
-    host = builder.create<mt::OffloadOp>(def->getLoc(), value.getType(), value);
-  }
+      return offload.getResult();
+  return {};
+}
+
+mlir::Value offloadOnce(mlir::Value value) {
+  if (mlir::Value host = hostCopyOf(value))
+    return host;
+  mlir::Operation *def = value.getDefiningOp();
+  mlir::OpBuilder builder(def->getContext());
+  builder.setInsertionPointAfter(def);
+  return builder.create<mt::OffloadOp>(def->getLoc(), value.getType(), value);
+}
+
+mlir::Value TieringRewriter::offloadAndPrefetch(mlir::Value value, int64_t place) {
+  mlir::Value host = offloadOnce(value);
   mlir::OpBuilder builder(model.opAt(place));
   return builder.create<mt::PrefetchOp>(value.getLoc(), value.getType(), host);
 }

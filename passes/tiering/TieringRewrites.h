@@ -21,6 +21,11 @@ namespace megatrain {
 /// How many producers deep a recompute may reach by default.
 inline constexpr int kMaxRecomputeDepth = 8;
 
+/// The host copy an mt.offload already made of `value`, or null.
+mlir::Value hostCopyOf(mlir::Value value);
+/// `value`'s host copy: the existing one, else an mt.offload right after its def.
+mlir::Value offloadOnce(mlir::Value value);
+
 class TieringRewriter {
 public:
   explicit TieringRewriter(TieringModel &model) : model(model) {}
