@@ -23,7 +23,11 @@
 //      get the disk, whose read-back has the most of backward to hide in.
 //   5. With micro-batches, the host and disk homes' gradient accumulators go
 //      to the device while it has room (mt.accumulate = "device"), updated
-//      last first.
+//      last first. Where a byte of accumulator saves more per step than a
+//      byte of device home (the cost model: the M - 1 copies out and host
+//      sums it saves, against the host AdamW, M fetches and one copy out a
+//      home saves for the rest of its bytes), every accumulator takes the
+//      device's room first (4a), and the homes get what is left.
 //
 // Not optimal for: the arena was planned first, so a large keep-everything
 // arena leaves less room for state than a joint choice would.
@@ -32,6 +36,7 @@
 #include "megatrain/Passes/Passes.h"
 
 #include "IrCost.h"
+#include "megatrain/Cost/OpCost.h"
 #include "tiering/StateHomes.h"
 
 #include "megatrain/plan/Format.h"
@@ -71,6 +76,37 @@ struct Rooms {
   }
 };
 
+/// Whether, with `microbatches` > 1, a byte of device accumulator saves
+/// more per step than a byte of device home, by the cost model: an
+/// accumulator on the device saves the M - 1 copies out of a part and the
+/// host's sums of them; the rest of a device home (master and moments)
+/// saves the host AdamW, the M fetches of the compute copy and the one copy
+/// out that is left. Summed over the trainable parameters (every term is
+/// per element, so the answer is the same for each).
+bool accumulatorSavesMorePerByte(llvm::ArrayRef<ParameterState> states, int64_t microbatches,
+                                 const DeviceProfile &profile) {
+  double accumulatorSaves = 0, homeSaves = 0;
+  uint64_t accumulatorBytes = 0, homeBytes = 0;
+  const double parts = static_cast<double>(microbatches);
+  for (const ParameterState &state : states) {
+    if (!state.trainable || state.accumulatorBytes == 0)
+      continue;
+    double copyOut = transferSeconds(state.elements * 4, Link::DeviceToHost, profile);
+    accumulatorSaves +=
+        (parts - 1) * (copyOut + hostAccumulateSeconds(state.elements, profile));
+    accumulatorBytes += state.accumulatorBytes;
+    homeSaves += hostAdamWSeconds(state.elements, profile) +
+                 parts * transferSeconds(state.elements * (state.computeCopy ? 2 : 4),
+                                         Link::HostToDevice, profile) +
+                 copyOut;
+    homeBytes += state.bytes[kDev][kDev] - state.accumulatorBytes;
+  }
+  if (accumulatorBytes == 0 || homeBytes == 0)
+    return false;
+  return accumulatorSaves * static_cast<double>(homeBytes) >
+         homeSaves * static_cast<double>(accumulatorBytes);
+}
+
 struct Homes : impl::HomesBase<Homes> {
   using HomesBase::HomesBase;
 
@@ -104,9 +140,13 @@ struct Homes : impl::HomesBase<Homes> {
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     rooms.left[kDsk] = diskMemory;
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
-    bool microbatches = false;
+    int64_t microbatchCount = 1;
     if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
-      microbatches = count.getInt() > 1;
+      microbatchCount = std::max<int64_t>(1, count.getInt());
+    const bool microbatches = microbatchCount > 1;
+    DeviceProfile profile;
+    if (mlir::failed(loadProfileOption(func, deviceProfile, "mt-homes", profile)))
+      return signalPassFailure();
     // The gradient staging ring and, with a disk, its staging (two slots of
     // m and v of the largest parameter, 4 KiB blocks) come out of the
     // host's room, at their largest (before the homes are known).
@@ -142,12 +182,39 @@ struct Homes : impl::HomesBase<Homes> {
     std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {
       return a->updateIndex > b->updateIndex;
     });
+    // 4a. Accumulators first where a byte of one saves more than a byte of
+    // home: the room they take is set aside, and a parameter that then gets
+    // a device home takes its own accumulator's share back.
+    llvm::StringSet<> deviceAccumulators;
+    const bool accumulatorsFirst =
+        microbatches && !keepGradients &&
+        accumulatorSavesMorePerByte(states, microbatchCount, profile);
+    if (accumulatorsFirst) {
+      std::vector<const ParameterState *> accumulated;
+      for (const ParameterState &state : states)
+        if (state.accumulatorBytes > 0 &&
+            !(homes.count(state.name) && homes.lookup(state.name) == Home::Device))
+          accumulated.push_back(&state);
+      std::stable_sort(accumulated.begin(), accumulated.end(), [](auto *a, auto *b) {
+        return a->updateIndex > b->updateIndex;
+      });
+      for (const ParameterState *state : accumulated) {
+        if (state->accumulatorBytes > rooms.left[kDev])
+          continue;
+        rooms.left[kDev] -= state->accumulatorBytes;
+        deviceAccumulators.insert(state->name);
+      }
+    }
     std::vector<const ParameterState *> below;
     for (const ParameterState *state : free) {
+      uint64_t own = deviceAccumulators.contains(state->name) ? state->accumulatorBytes : 0;
+      rooms.left[kDev] += own;
       if (rooms.fits(*state, Home::Device)) {
         rooms.take(*state, Home::Device);
         homes[state->name] = Home::Device;
+        deviceAccumulators.erase(state->name);
       } else {
+        rooms.left[kDev] -= own;
         below.push_back(state);
       }
     }
@@ -192,11 +259,10 @@ struct Homes : impl::HomesBase<Homes> {
     // host's accumulator). Kept gradients (clipping) stay on the host. A
     // forced home (--state-home) is a home, not where its sum is kept: its
     // accumulator goes to the device like any other.
-    llvm::StringSet<> deviceAccumulators;
     std::vector<const ParameterState *> accumulated;
     for (const ParameterState &state : states)
       if (state.accumulatorBytes > 0 && homes.lookup(state.name) != Home::Device &&
-          homes.count(state.name))
+          homes.count(state.name) && !deviceAccumulators.contains(state.name))
         accumulated.push_back(&state);
     std::stable_sort(accumulated.begin(), accumulated.end(), [](auto *a, auto *b) {
       return a->updateIndex > b->updateIndex;

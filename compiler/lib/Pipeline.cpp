@@ -159,6 +159,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   homes.diskMemory = options.diskCapacity;
   homes.stateHome = options.stateHomes;
   homes.keepGradients = options.keepGradients;
+  homes.deviceProfile = options.deviceProfile;
   pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 

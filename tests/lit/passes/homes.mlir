@@ -6,6 +6,8 @@
 // RUN: not megatrain-opt %s --split-input-file --mt-homes="state-home=cloud" 2>&1 | FileCheck %s --check-prefix=BADTIER
 // RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=0 host-memory=30000 disk-memory=0 keep-gradients=true" | FileCheck %s --check-prefix=KEEP
 // RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=3048" | FileCheck %s --check-prefix=MICRO
+// RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=2280 device-profile=%S/Inputs/homes_no_launch_profile.json" | FileCheck %s --check-prefix=ACCFIRST
+// RUN: megatrain-opt %s --split-input-file --mt-homes="device-memory=2280 device-profile=%S/Inputs/homes_fast_host_profile.json" | FileCheck %s --check-prefix=HOMEFIRST
 
 // Three f32 parameters: a 1024 elements (state on the device: master, m, v =
 // 12288 bytes), b 256 (3072), c 64 (768); updated in the order a, b, c. The
@@ -69,6 +71,23 @@ func.func @three() attributes {mt.arena_size = 1000 : i64} {
 // MICRO-NOT: mt.accumulate
 // MICRO: mt.param {mt.accumulate = "device", mt.home = "host"{{.*}}name = "b"
 // MICRO: mt.param {mt.home = "device"{{.*}}name = "c"
+//
+// With 1280 bytes beside the arena, the accumulators and the homes compete. Under the
+// default (H200) figures with no fixed cost to a launch (which these tiny copies would
+// be all of), a byte of accumulator saves more per step than a byte of home (one part's
+// copy out and the host's sum of it, 51 ps a byte, against the host AdamW, two fetches
+// and a copy out over the 12 bytes of master and moments, 42 ps): the
+// accumulators of c and b take 256 + 1024 first, and no home fits beside them. Under a
+// profile whose host and links are free but whose host AdamW is slow, the home of c
+// (1024) comes first, and b's accumulator no longer fits.
+// ACCFIRST-LABEL: func.func @micro
+// ACCFIRST: mt.param {mt.home = "host"{{.*}}name = "a"
+// ACCFIRST: mt.param {mt.accumulate = "device", mt.home = "host"{{.*}}name = "b"
+// ACCFIRST: mt.param {mt.accumulate = "device", mt.home = "host"{{.*}}name = "c"
+// HOMEFIRST-LABEL: func.func @micro
+// HOMEFIRST: mt.param {mt.home = "host"{{.*}}name = "a"
+// HOMEFIRST: mt.param {mt.home = "host"{{.*}}name = "b"
+// HOMEFIRST: mt.param {mt.home = "device"{{.*}}name = "c"
 func.func @micro() attributes {mt.arena_size = 1000 : i64, mt.microbatches = 2 : i64} {
   %a = mt.param {name = "a", trainable = true} : tensor<1024xf32>
   %b = mt.param {name = "b", trainable = true} : tensor<256xf32>

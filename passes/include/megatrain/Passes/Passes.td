@@ -500,7 +500,10 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
     and gradient live and where its update runs: the device while the
     capacity minus the arena has room, then pinned host memory, then disk,
     parameters updated last first (their host update is the one backward
-    cannot hide). Forced homes (`state-home`) come first. Sets the
+    cannot hide). Forced homes (`state-home`) come first. With micro-batches
+    the gradient accumulators of the parameters below the device take the
+    device's room before the device homes do where the cost model says a
+    byte of accumulator saves more than a byte of home. Sets the
     capacities on the function for the plan header, and `mt.grad_stage_size`,
     the bytes of the host ring that the gradients of host and disk homes
     pass through on their way to the update (0: persistent gradients). The algorithm and the
@@ -523,6 +526,9 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
            "Keep a persistent fp32 gradient per host and disk home (gradient "
            "clipping); otherwise a gradient the host update consumes in the same "
            "step passes through the staging ring (mt.grad_stage_size)">,
+    Option<"deviceProfile", "device-profile", "std::string", "\"\"",
+           "JSON device profile file that prices a byte of device accumulator "
+           "against a byte of device home (default: the H200 figures)">,
   ];
 }
 
