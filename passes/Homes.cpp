@@ -36,7 +36,6 @@
 #include "megatrain/Passes/Passes.h"
 
 #include "IrCost.h"
-#include "megatrain/Cost/OpCost.h"
 #include "tiering/StateHomes.h"
 
 #include "megatrain/plan/Format.h"
@@ -75,37 +74,6 @@ struct Rooms {
         left[tier] -= state.bytes[static_cast<int>(home)][tier];
   }
 };
-
-/// Whether, with `microbatches` > 1, a byte of device accumulator saves
-/// more per step than a byte of device home, by the cost model: an
-/// accumulator on the device saves the M - 1 copies out of a part and the
-/// host's sums of them; the rest of a device home (master and moments)
-/// saves the host AdamW, the M fetches of the compute copy and the one copy
-/// out that is left. Summed over the trainable parameters (every term is
-/// per element, so the answer is the same for each).
-bool accumulatorSavesMorePerByte(llvm::ArrayRef<ParameterState> states, int64_t microbatches,
-                                 const DeviceProfile &profile) {
-  double accumulatorSaves = 0, homeSaves = 0;
-  uint64_t accumulatorBytes = 0, homeBytes = 0;
-  const double parts = static_cast<double>(microbatches);
-  for (const ParameterState &state : states) {
-    if (!state.trainable || state.accumulatorBytes == 0)
-      continue;
-    double copyOut = transferSeconds(state.elements * 4, Link::DeviceToHost, profile);
-    accumulatorSaves +=
-        (parts - 1) * (copyOut + hostAccumulateSeconds(state.elements, profile));
-    accumulatorBytes += state.accumulatorBytes;
-    homeSaves += hostAdamWSeconds(state.elements, profile) +
-                 parts * transferSeconds(state.elements * (state.computeCopy ? 2 : 4),
-                                         Link::HostToDevice, profile) +
-                 copyOut;
-    homeBytes += state.bytes[kDev][kDev] - state.accumulatorBytes;
-  }
-  if (accumulatorBytes == 0 || homeBytes == 0)
-    return false;
-  return accumulatorSaves * static_cast<double>(homeBytes) >
-         homeSaves * static_cast<double>(accumulatorBytes);
-}
 
 struct Homes : impl::HomesBase<Homes> {
   using HomesBase::HomesBase;

@@ -316,9 +316,19 @@ struct Tier : impl::TierBase<Tier> {
     // room the state needed), the readouts, the gradient staging ring and,
     // with a disk, its staging.
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
-    bool microbatches = false;
+    int64_t microbatchCount = 1;
     if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
-      microbatches = count.getInt() > 1;
+      microbatchCount = std::max<int64_t>(1, count.getInt());
+    const bool microbatches = microbatchCount > 1;
+    // With micro-batches, where a byte of device accumulator saves more than
+    // a byte of device home, mt-homes gives the accumulators the device's
+    // room first; the arena then leaves room for them as for the state.
+    uint64_t accumulators = 0;
+    if (microbatches && !keepGradients &&
+        accumulatorSavesMorePerByte(states, microbatchCount, profile))
+      for (const ParameterState &state : states)
+        if (state.trainable && !forcedHome(*forcings, state.name))
+          accumulators += state.accumulatorBytes;
     const uint64_t ringBytes = gradientStageBytes(states, keepGradients, microbatches);
     const uint64_t stateStaging = ringBytes +
                                   (diskMemory > 0 ? diskStageBytes(states) : 0);
@@ -360,6 +370,7 @@ struct Tier : impl::TierBase<Tier> {
       // The spill's offloads take host staging; where the host cannot hold
       // all the state (reserve > 0), that room is the state's.
       fillOptions.spill = spill && reserve == 0;
+      fillOptions.search = fillSearch;
       if (forcings->empty()) {
         fillOptions.deviceBytes = device;
         fillOptions.stateDeviceBytes = deviceFormBytes(states);
@@ -367,19 +378,29 @@ struct Tier : impl::TierBase<Tier> {
       auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
         bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
         fillOptions.minSecondsPerByte = 0;
-        if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0) {
+        // The room left beside the arena, tried in order while the
+        // checkpoint plan fits: all the state, then the accumulators alone
+        // (the rest of the state competing by price: the floor).
+        auto roomFor = [&](uint64_t roomy, double floor) -> mlir::FailureOr<TieringChoice> {
           fillOptions.mustFit = "checkpoint";
+          fillOptions.minSecondsPerByte = floor;
           std::string whyNot;
           mlir::FailureOr<TieringChoice> roomyChoice =
               choosePlan(func, policy, profile, roomy, fillOptions, whyNot);
           fillOptions.mustFit.clear();
-          if (mlir::succeeded(roomyChoice)) {
+          if (mlir::succeeded(roomyChoice))
             budget = roomy;
-            return roomyChoice;
-          }
-        }
-        if (joint)
-          fillOptions.minSecondsPerByte = stateSecondsPerByte(states, profile);
+          return roomyChoice;
+        };
+        if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0)
+          if (mlir::FailureOr<TieringChoice> choice = roomFor(roomy, 0); mlir::succeeded(choice))
+            return choice;
+        const double floor = joint ? stateSecondsPerByte(states, profile) : 0;
+        if (joint && accumulators > 0 && accumulators < budget)
+          if (mlir::FailureOr<TieringChoice> choice = roomFor(budget - accumulators, floor);
+              mlir::succeeded(choice))
+            return choice;
+        fillOptions.minSecondsPerByte = floor;
         return choosePlan(func, policy, profile, budget, fillOptions, why);
       };
       choice = plan();

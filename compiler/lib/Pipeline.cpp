@@ -140,6 +140,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.policy = options.tieringPolicy;
   tier.fill = options.tieringFill;
   tier.spill = options.tieringSpill;
+  tier.fillSearch = options.tieringFillSearch;
   tier.deviceProfile = options.deviceProfile;
   tier.deviceCapacity = options.deviceCapacity;
   tier.hostMemory = options.hostCapacity;

@@ -12,6 +12,8 @@
 #ifndef MEGATRAIN_PASSES_TIERING_STATEHOMES_H
 #define MEGATRAIN_PASSES_TIERING_STATEHOMES_H
 
+#include "megatrain/Cost/DeviceProfile.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -68,6 +70,13 @@ inline constexpr uint64_t kGradientStageSlots = 4;
 uint64_t gradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
                             bool microbatches);
 uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states);
+
+/// Whether, with `microbatches` > 1, a byte of device accumulator saves
+/// more per step than a byte of device home (master and moments), by the
+/// cost model: then mt-homes gives the accumulators the device's room
+/// first, and mt-tier leaves room for them beside the arena.
+bool accumulatorSavesMorePerByte(llvm::ArrayRef<ParameterState> states, int64_t microbatches,
+                                 const DeviceProfile &profile);
 
 /// `--state-home TIER[:REGEX]`, in order; the first that matches wins.
 struct HomeForcing {

@@ -436,7 +436,7 @@ void eraseDead(TieringModel &model, const LifetimeState &state,
 } // namespace
 
 FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
-                        double minSecondsPerByte) {
+                        double minSecondsPerByte, size_t limit) {
   FillResult result;
   if (!placesWithin(model, budget))
     return result;
@@ -466,9 +466,10 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
   std::stable_sort(undos.begin(), undos.end(), [](const Undo &x, const Undo &y) {
     return x.saved * static_cast<double>(y.bytes) > y.saved * static_cast<double>(x.bytes);
   });
+  result.available = static_cast<int>(undos.size());
   // 3 and 4: sweep, place, lower the target by the excess.
   std::vector<size_t> taken = sweepWithinBudget(
-      state, undos.size(), budget,
+      state, std::min(undos.size(), limit), budget,
       [&](size_t i, uint64_t target) {
         llvm::SmallVector<std::pair<int64_t, int64_t>> extend;
         llvm::SmallVector<mlir::Operation *> dying;

@@ -24,15 +24,17 @@ struct FillResult {
   int recomputes = 0;      // recompute clones given back to their originals
   int prefetches = 0;      // prefetches whose offloaded value is kept instead
   double savedSeconds = 0; // the clones' compute and the copies' exposed time
+  int available = 0;       // candidates above the floor, before `limit` cut them
 };
 
 /// Undoes recomputation (the clones in `origins`) and offload+prefetch
 /// pairs of the model's function while placeBestFit keeps the arena within
 /// `budget` bytes, taking the best predicted saving per byte first and none
 /// that saves less than `minSecondsPerByte` (what a byte of device state
-/// would save instead; 0: no floor). The model is analyzed again on return.
+/// would save instead; 0: no floor), and offering only the first `limit` of
+/// that order. The model is analyzed again on return.
 FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64_t budget,
-                        double minSecondsPerByte);
+                        double minSecondsPerByte, size_t limit = SIZE_MAX);
 
 /// What the spill did.
 struct SpillResult {

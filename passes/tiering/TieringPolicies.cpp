@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace megatrain {
@@ -28,7 +29,7 @@ constexpr int kMaxCheckpointDepth = 1024;
 
 // The spill (stage 5b) stays out of plans whose host works more than this
 // share of the step (by the timeline, the parameters scaled to the host's
-// share of the state).
+// share of the state), and the fill's search (stage 5) takes none.
 constexpr double kSpillHostBusyLimit = 0.5;
 
 /// Offload: every value forward produces and backward reads is offloaded
@@ -245,24 +246,107 @@ CloneOrigins survivingClones(mlir::func::FuncOp plan, const CloneOrigins &origin
   return kept;
 }
 
-/// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
-/// fill undoes nothing.
-Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
-               double minSecondsPerByte) {
-  CloneOrigins origins;
-  mlir::func::FuncOp copy = copyPlan(base, origins);
-  TieringModel model(copy, profile);
-  FillResult undone = fillToBudget(model, origins, budget, minSecondsPerByte);
-  Attempt result;
-  if (undone.recomputes == 0 && undone.prefetches == 0) {
-    copy.erase();
-    return result;
+/// The share of the state the device will not hold beside an arena of
+/// `arena` bytes (1: all of it on the host; unknown capacities count as 1).
+double hostShareBeside(uint64_t arena, const FillOptions &fill) {
+  if (fill.deviceBytes == 0 || fill.stateDeviceBytes == 0 || fill.deviceBytes <= arena)
+    return 1.0;
+  return std::clamp(1.0 - static_cast<double>(fill.deviceBytes - arena) /
+                              static_cast<double>(fill.stateDeviceBytes),
+                    0.0, 1.0);
+}
+
+/// A golden-section search for the prefix length in [0, available] that
+/// `evaluate` (the caller keeps the best it saw) finds fastest; the step
+/// time falls while a trade saves and rises once what it displaces costs.
+void searchPrefix(int64_t available, llvm::function_ref<double(int64_t)> evaluate) {
+  const double ratio = 0.6180339887498949;
+  int64_t lo = 0, hi = available;
+  auto below = [&](int64_t from, int64_t to) {
+    return to - static_cast<int64_t>(std::lround(ratio * static_cast<double>(to - from)));
+  };
+  auto above = [&](int64_t from, int64_t to) {
+    return from + static_cast<int64_t>(std::lround(ratio * static_cast<double>(to - from)));
+  };
+  int64_t x1 = below(lo, hi), x2 = above(lo, hi);
+  double f1 = evaluate(x1), f2 = evaluate(x2);
+  while (hi - lo > 2 && x1 < x2) {
+    if (f1 <= f2) {
+      hi = x2;
+      x2 = x1;
+      f2 = f1;
+      x1 = below(lo, hi);
+      if (x1 >= x2)
+        break;
+      f1 = evaluate(x1);
+    } else {
+      lo = x1;
+      x1 = x2;
+      f1 = f2;
+      x2 = above(lo, hi);
+      if (x2 <= x1)
+        break;
+      f2 = evaluate(x2);
+    }
   }
-  result.plan = copy;
-  result.predicted = model.predictStepSeconds();
-  result.busy = model.computeIn(0, model.size());
-  result.origins = survivingClones(copy, origins);
-  return result;
+}
+
+/// Stage 5: `base`'s plan filled to `budget` on a copy; a null plan when the
+/// fill undoes nothing. With a floor (the state competes for the device,
+/// passes/Tiering.cpp) and known capacities, the floor's fill also competes
+/// with fills without a floor cut to a prefix of their order, the length
+/// chosen by the timeline with each parameter's copies and host work scaled
+/// to the share of the state the device will not hold beside the arena (a
+/// golden-section search): the floor prices a byte of state by the host
+/// AdamW it saves as if exposed, but the host's work hides under the
+/// backward until the host is busy. A plan whose host works more than
+/// kSpillHostBusyLimit of the step is not taken by the search (the host's
+/// memory bandwidth, which its AdamW is bound by, is not in the timeline).
+Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
+               const FillOptions &fill) {
+  Attempt best;
+  double bestStep = 0;
+  // The floor's fill is always a candidate; a search's only within the
+  // host limit.
+  auto evaluate = [&](double floor, size_t limit, int *available) -> double {
+    const bool searched = limit != SIZE_MAX || floor != fill.minSecondsPerByte;
+    CloneOrigins origins;
+    mlir::func::FuncOp copy = copyPlan(base, origins);
+    TieringModel model(copy, profile);
+    FillResult undone = fillToBudget(model, origins, budget, floor, limit);
+    if (available)
+      *available = undone.available;
+    if (undone.recomputes == 0 && undone.prefetches == 0) {
+      copy.erase();
+      return std::numeric_limits<double>::infinity();
+    }
+    double hostBusy = 0;
+    double step = model.predictStepSeconds(hostShareBeside(model.arenaBytes(), fill), &hostBusy);
+    bool taken = !searched || hostBusy <= kSpillHostBusyLimit * step;
+    if (taken && (!best.plan || step < bestStep)) {
+      if (best.plan)
+        best.plan.erase();
+      best.plan = copy;
+      best.predicted = model.predictStepSeconds();
+      best.busy = model.computeIn(0, model.size());
+      best.origins = survivingClones(copy, origins);
+      bestStep = step;
+    } else {
+      copy.erase();
+    }
+    return taken ? step : std::numeric_limits<double>::infinity();
+  };
+  evaluate(fill.minSecondsPerByte, SIZE_MAX, nullptr);
+  if (!fill.search || fill.minSecondsPerByte <= 0 || fill.deviceBytes == 0 ||
+      fill.stateDeviceBytes == 0)
+    return best;
+  int available = 0;
+  evaluate(0, SIZE_MAX, &available);
+  if (available > 1)
+    searchPrefix(available, [&](int64_t limit) {
+      return evaluate(0, static_cast<size_t>(limit), nullptr);
+    });
+  return best;
 }
 
 /// Stage 5b: `base`'s plan with recompute traded for the links' spare time
@@ -286,13 +370,7 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   {
     TieringModel model(base.plan, profile); // read only
     model.analyze();
-    uint64_t arena = model.arenaBytes();
-    if (fill.deviceBytes != 0 && fill.stateDeviceBytes != 0)
-      share = fill.deviceBytes <= arena
-                  ? 1.0
-                  : std::clamp(1.0 - static_cast<double>(fill.deviceBytes - arena) /
-                                         static_cast<double>(fill.stateDeviceBytes),
-                               0.0, 1.0);
+    share = hostShareBeside(model.arenaBytes(), fill);
     baseStep = model.predictStepSeconds(share, &baseHostBusy);
   }
   if (baseHostBusy > kSpillHostBusyLimit * baseStep)
@@ -327,36 +405,7 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   evaluate(SIZE_MAX, &available);
   if (available <= 1)
     return best;
-  // Golden-section search for the best prefix in [0, available].
-  const double ratio = 0.6180339887498949;
-  int64_t lo = 0, hi = available;
-  auto below = [&](int64_t from, int64_t to) {
-    return to - static_cast<int64_t>(std::lround(ratio * static_cast<double>(to - from)));
-  };
-  auto above = [&](int64_t from, int64_t to) {
-    return from + static_cast<int64_t>(std::lround(ratio * static_cast<double>(to - from)));
-  };
-  int64_t x1 = below(lo, hi), x2 = above(lo, hi);
-  double f1 = evaluate(x1, nullptr), f2 = evaluate(x2, nullptr);
-  while (hi - lo > 2 && x1 < x2) {
-    if (f1 <= f2) {
-      hi = x2;
-      x2 = x1;
-      f2 = f1;
-      x1 = below(lo, hi);
-      if (x1 >= x2)
-        break;
-      f1 = evaluate(x1, nullptr);
-    } else {
-      lo = x1;
-      x1 = x2;
-      f1 = f2;
-      x2 = above(lo, hi);
-      if (x2 <= x1)
-        break;
-      f2 = evaluate(x2, nullptr);
-    }
-  }
+  searchPrefix(available, [&](int64_t limit) { return evaluate(limit, nullptr); });
   return best;
 }
 
@@ -404,7 +453,7 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   if (((fill.enabled && policy == "auto") || fillOnly) && budget != 0) {
     size_t bases = fitting.size();
     for (size_t i = 0; i < bases; ++i) {
-      Attempt result = filled(fitting[i].second, profile, budget, fill.minSecondsPerByte);
+      Attempt result = filled(fitting[i].second, profile, budget, fill);
       std::string name = fitting[i].first + "+fill";
       const Attempt &from = result.plan ? result : fitting[i].second;
       Attempt traded = fill.spill ? spilled(from, profile, budget, fill) : Attempt();

@@ -35,6 +35,9 @@ struct FillOptions {
   /// Stage 5b: also try each plan with its recompute traded for the links'
   /// spare time (spillToLink).
   bool spill = true;
+  /// Stage 5's search: with a floor and known capacities, fills without the
+  /// floor cut to a prefix chosen by the timeline compete with the floor's.
+  bool search = true;
   /// For 5b's measure: the device's capacity and the device form of all the
   /// state (0: unknown, every parameter's copies then count on the links).
   uint64_t deviceBytes = 0;

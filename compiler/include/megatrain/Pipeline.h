@@ -38,6 +38,9 @@ struct PipelineOptions {
   bool tieringFill = true;
   // mt-tier's spill (with the fill): off with megatrain-compile --no-tiering-spill.
   bool tieringSpill = true;
+  // The fill's search (where the state competes for the device): off with
+  // megatrain-compile --no-tiering-fill-search.
+  bool tieringFillSearch = true;
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // Capacities for training state (mt-tier's reserve, mt-homes;
   // docs/tiering.md "State homes"): the device (arena plus device state;

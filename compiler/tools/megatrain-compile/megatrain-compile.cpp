@@ -325,6 +325,12 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep every recompute the fill leaves, instead of trading some for "
                            "offloads and prefetches that the links' spare time hides (the spill)",
                            memory, [&] { args.pipeline.tieringSpill = false; });
+  megatrain::addFlagOption(app, "--no-tiering-fill-search",
+                           "where the state competes with the arena for the device, fill only "
+                           "what saves more per byte than a byte of state would, instead of "
+                           "also choosing how much to fill by the predicted step (the fill's "
+                           "search)",
+                           memory, [&] { args.pipeline.tieringFillSearch = false; });
   megatrain::addValueOption(app, "--device-profile", "FILE",
            "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
            "megatrain-profile measures one); also predicts the step time the summary shows",

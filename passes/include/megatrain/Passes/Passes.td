@@ -441,6 +441,10 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
     Option<"spill", "spill", "bool", "true",
            "With the fill, also try each plan with recompute traded for "
            "offloads the links' spare time hides (the spill)">,
+    Option<"fillSearch", "fill-search", "bool", "true",
+           "Where the state competes with the arena for the device, also "
+           "choose how much the fill takes by the timeline, not only by the "
+           "state's price per byte (the fill's search)">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
     Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
