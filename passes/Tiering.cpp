@@ -52,7 +52,11 @@
 //      the lifetimes, placed as mt-plan-memory will, fit the budget. Each
 //      op is priced by its own cost, so a matmul's or an attention's output
 //      is kept before an elementwise op's or a norm's: the checkpoint
-//      policy's recompute becomes selective. Off: --no-tiering-fill.
+//      policy's recompute becomes selective. Where the state competes with
+//      the arena (a floor: the state's price per byte), fills without the
+//      floor cut to a prefix of the order compete with the floor's, the
+//      prefix chosen by the timeline with the state's host share (the
+//      search; off: --no-tiering-fill-search). Off: --no-tiering-fill.
 //   5b. Spill (TieringFill, spillToLink). The recompute the fill leaves may
 //      instead read its original's values offloaded after their def and
 //      prefetched before their use, where the links have room: the clones

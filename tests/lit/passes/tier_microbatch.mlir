@@ -1,5 +1,20 @@
 // RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-schedule --mt-liveness \
 // RUN:   --mt-tier="policy=checkpoint device-profile=%S/Inputs/tier_profile.json" | FileCheck %s
+// RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-schedule --mt-liveness \
+// RUN:   --mt-tier="policy=auto device-memory=49152 device-profile=%S/Inputs/homes_no_launch_profile.json" \
+// RUN:   | FileCheck %s --check-prefix=ACCROOM
+// RUN: megatrain-opt %s --mt-autodiff --mt-microbatch=count=2 --mt-schedule --mt-liveness \
+// RUN:   --mt-tier="policy=auto device-memory=49152 device-profile=%S/Inputs/homes_fast_host_profile.json" \
+// RUN:   | FileCheck %s --check-prefix=NOROOM
+
+// Room for the accumulators (docs/tiering.md, "How homes are chosen"): with micro-batches,
+// where a byte of device accumulator saves more than a byte of device home (the H200 figures
+// without a launch's fixed cost), auto plans the arena within --device-memory (48 KiB) less
+// the two accumulators (2 x 4 KiB), since the checkpoint plan (36.2 KiB) fits there; all the
+// state (32 KiB beside a 1 MiB margin) does not. Where a home's byte saves more (a fast host
+// and links, a slow host AdamW), the arena keeps the whole budget.
+// ACCROOM: func.func @step() attributes {{{.*}}mt.device_budget = 40960
+// NOROOM: func.func @step() attributes {{{.*}}mt.device_budget = 49152
 
 // Two micro-batches of a two-layer step (x * w0 -> tanh -> * w1 -> tanh ->
 // sum). mt-microbatch marks each micro-batch's backward ops with its index,
