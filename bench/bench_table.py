@@ -137,7 +137,10 @@ def parse_megatrain(folder, warmup):
         result["predicted_step_s"] = plan.get("predicted_step_s") or None
         result["predicted_breakdown"] = plan.get("predicted_breakdown", {})
         result["precision"] = plan.get("precision") or "fp32"
-        result["budget_bytes"] = plan.get("device_budget_bytes")
+        # The device memory the plan was given: its capacity when state
+        # shares the device with the arena, else the arena's budget.
+        result["budget_bytes"] = plan.get("device_budget_bytes") and (
+            plan.get("device_capacity_bytes") or plan.get("device_budget_bytes"))
         result["arena_bytes"] = plan.get("device_pool_bytes")
         result["host_pinned_bytes"] = plan.get("host_pinned_pool_bytes")
         result["microbatches"] = plan.get("microbatches") or 1
@@ -226,9 +229,9 @@ def setting_table(out, setting, warmup, params):
     else:
         lines.append(f"megatrain step time: predicted {fmt(predicted, '.3f', ' s')}, measured {fmt(measured, '.3f', ' s')}")
     if mt.get("budget_bytes") and mt.get("device_bytes"):
-        lines.append(f"megatrain device memory: {fmt_bytes(mt['device_bytes'])} used (arena "
-                     f"{fmt_bytes(mt.get('arena_bytes'))} of the {fmt_bytes(mt['budget_bytes'])} budget, "
-                     f"plus CUDA context and workspaces)")
+        lines.append(f"megatrain device memory: {fmt_bytes(mt['device_bytes'])} used (device pools, "
+                     f"arena and state, {fmt_bytes(mt.get('arena_bytes'))} of the "
+                     f"{fmt_bytes(mt['budget_bytes'])} budget, plus CUDA context and workspaces)")
     for line in mt.get("memory_report", [])[:4]:
         lines.append(f"megatrain reports: `{line}`")
     if notes:

@@ -83,7 +83,7 @@ def parse_header(data):
     names = {1: "format_major", 2: "format_minor", 3: "generator", 4: "source_model", 7: "device_profile",
              9: "predicted_step_s", 13: "microbatches", 14: "tokens_per_step", 15: "token_input",
              16: "device_budget_bytes", 17: "h2d_bytes", 18: "d2h_bytes", 19: "tiering_policy",
-             20: "precision"}
+             20: "precision", 25: "device_capacity_bytes"}
     breakdown = {1: "compute_s", 2: "exposed_transfer_s", 3: "recompute_s", 4: "host_optimizer_s", 5: "idle_s"}
     header = {"compile_options": [], "predicted_peak": {}, "predicted_breakdown": {}}
     for number, _, value in fields(data):

@@ -86,7 +86,15 @@ void printHeader(const plan::Plan& plan) {
     row("targets input", h.target_input() + " (the loss's targets: the tokens, masked to " +
                              std::to_string(h.ignore_index()) + ")");
   if (h.microbatches()) row("microbatches", std::to_string(h.microbatches()));
-  if (h.device_budget_bytes()) row("budget", formatBytes(h.device_budget_bytes()) + " of device memory");
+  if (h.device_budget_bytes()) {
+    // The arena's budget; with state on the device (a capacity above it)
+    // the rest of the device is the state's (docs/tiering.md, "The fill").
+    std::string budget = formatBytes(h.device_budget_bytes()) + " of device memory";
+    if (h.device_capacity_bytes() > h.device_budget_bytes())
+      budget += " for the arena, of the device's " + formatBytes(h.device_capacity_bytes()) +
+                " (the rest for training state)";
+    row("budget", budget);
+  }
   row("tiering", h.tiering_policy());
   row("precision", h.precision().empty() ? std::string("fp32") : h.precision());
 }
