@@ -108,10 +108,8 @@ struct Homes : impl::HomesBase<Homes> {
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     rooms.left[kDsk] = diskMemory;
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
-    int64_t microbatchCount = 1;
-    if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
-      microbatchCount = std::max<int64_t>(1, count.getInt());
-    const bool microbatches = microbatchCount > 1;
+    const int64_t parts = microbatchCount(func);
+    const bool microbatches = parts > 1;
     DeviceProfile profile;
     if (mlir::failed(loadProfileOption(func, deviceProfile, "mt-homes", profile)))
       return signalPassFailure();
@@ -150,18 +148,14 @@ struct Homes : impl::HomesBase<Homes> {
     std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {
       return a->updateIndex > b->updateIndex;
     });
-    // 4a. Accumulators first where a byte of one saves more than a byte of
-    // home: the room they take is set aside, and a parameter that then gets
-    // a device home takes its own accumulator's share back.
+    // Accumulators go to the device, updated last first, while it has room,
+    // for the parameters `wanted` accepts that have none there yet.
     llvm::StringSet<> deviceAccumulators;
-    const bool accumulatorsFirst =
-        microbatches && !keepGradients &&
-        accumulatorSavesMorePerByte(states, microbatchCount, profile);
-    if (accumulatorsFirst) {
+    auto placeAccumulators = [&](llvm::function_ref<bool(const ParameterState &)> wanted) {
       std::vector<const ParameterState *> accumulated;
       for (const ParameterState &state : states)
-        if (state.accumulatorBytes > 0 &&
-            !(homes.count(state.name) && homes.lookup(state.name) == Home::Device))
+        if (state.accumulatorBytes > 0 && !deviceAccumulators.contains(state.name) &&
+            wanted(state))
           accumulated.push_back(&state);
       std::stable_sort(accumulated.begin(), accumulated.end(), [](auto *a, auto *b) {
         return a->updateIndex > b->updateIndex;
@@ -172,7 +166,15 @@ struct Homes : impl::HomesBase<Homes> {
         rooms.left[kDev] -= state->accumulatorBytes;
         deviceAccumulators.insert(state->name);
       }
-    }
+    };
+    // 4a. Accumulators first where a byte of one saves more than a byte of
+    // home: the room they take is set aside, and a parameter that then gets
+    // a device home takes its own accumulator's share back.
+    if (microbatches && !keepGradients && accumulatorSavesMorePerByte(states, parts, profile))
+      placeAccumulators([&](const ParameterState &state) {
+        auto it = homes.find(state.name);
+        return it == homes.end() || it->second != Home::Device; // not forced to the device
+      });
     std::vector<const ParameterState *> below;
     for (const ParameterState *state : free) {
       uint64_t own = deviceAccumulators.contains(state->name) ? state->accumulatorBytes : 0;
@@ -227,21 +229,11 @@ struct Homes : impl::HomesBase<Homes> {
     // host's accumulator). Kept gradients (clipping) stay on the host. A
     // forced home (--state-home) is a home, not where its sum is kept: its
     // accumulator goes to the device like any other.
-    std::vector<const ParameterState *> accumulated;
-    for (const ParameterState &state : states)
-      if (state.accumulatorBytes > 0 && homes.lookup(state.name) != Home::Device &&
-          homes.count(state.name) && !deviceAccumulators.contains(state.name))
-        accumulated.push_back(&state);
-    std::stable_sort(accumulated.begin(), accumulated.end(), [](auto *a, auto *b) {
-      return a->updateIndex > b->updateIndex;
-    });
     if (!keepGradients)
-      for (const ParameterState *state : accumulated) {
-        if (state->accumulatorBytes > rooms.left[kDev])
-          continue;
-        rooms.left[kDev] -= state->accumulatorBytes;
-        deviceAccumulators.insert(state->name);
-      }
+      placeAccumulators([&](const ParameterState &state) {
+        auto it = homes.find(state.name);
+        return it != homes.end() && it->second != Home::Device;
+      });
 
     mlir::Builder builder(&getContext());
     func.walk([&](mt::ParamOp param) {

@@ -320,19 +320,16 @@ struct Tier : impl::TierBase<Tier> {
     // room the state needed), the readouts, the gradient staging ring and,
     // with a disk, its staging.
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
-    int64_t microbatchCount = 1;
-    if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
-      microbatchCount = std::max<int64_t>(1, count.getInt());
-    const bool microbatches = microbatchCount > 1;
+    const int64_t parts = microbatchCount(func);
+    const bool microbatches = parts > 1;
     // With micro-batches, where a byte of device accumulator saves more than
     // a byte of device home, mt-homes gives the accumulators the device's
-    // room first; the arena then leaves room for them as for the state.
+    // room first; the arena then leaves room for them as for the state
+    // (jointly: without forced homes).
     uint64_t accumulators = 0;
-    if (microbatches && !keepGradients &&
-        accumulatorSavesMorePerByte(states, microbatchCount, profile))
+    if (microbatches && !keepGradients && accumulatorSavesMorePerByte(states, parts, profile))
       for (const ParameterState &state : states)
-        if (state.trainable && !forcedHome(*forcings, state.name))
-          accumulators += state.accumulatorBytes;
+        accumulators += state.accumulatorBytes;
     const uint64_t ringBytes = gradientStageBytes(states, keepGradients, microbatches);
     const uint64_t stateStaging = ringBytes +
                                   (diskMemory > 0 ? diskStageBytes(states) : 0);

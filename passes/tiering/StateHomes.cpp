@@ -46,9 +46,7 @@ std::optional<Home> parseHome(llvm::StringRef name) {
 
 std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func,
                                                   bool keepGradients) {
-  bool microbatches = false;
-  if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
-    microbatches = count.getInt() > 1;
+  const bool microbatches = microbatchCount(func) > 1;
   std::vector<ParameterState> states;
   llvm::StringMap<size_t> index;
   int64_t position = 0;
@@ -107,6 +105,12 @@ std::vector<ParameterState> collectParameterState(mlir::func::FuncOp func,
     disk[hst] = master + compute + gradient;
   }
   return states;
+}
+
+int64_t microbatchCount(mlir::func::FuncOp func) {
+  if (auto count = func->getAttrOfType<mlir::IntegerAttr>("mt.microbatches"))
+    return std::max<int64_t>(1, count.getInt());
+  return 1;
 }
 
 /// Whether, with `microbatches` > 1, a byte of device accumulator saves

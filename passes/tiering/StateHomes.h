@@ -49,6 +49,9 @@ struct ParameterState {
   std::array<std::array<uint64_t, kHomes>, kHomes> bytes{};
 };
 
+/// The function's micro-batches a step (`mt.microbatches`; 1 without).
+int64_t microbatchCount(mlir::func::FuncOp func);
+
 /// Every parameter the function fetches, in first-fetch order.
 /// `keepGradients`: every host and disk home keeps a persistent fp32
 /// gradient (gradient clipping reads them all before any update); otherwise

@@ -30,7 +30,7 @@ constexpr int kMaxCheckpointDepth = 1024;
 // The spill (stage 5b) stays out of plans whose host works more than this
 // share of the step (by the timeline, the parameters scaled to the host's
 // share of the state), and the fill's search (stage 5) takes none.
-constexpr double kSpillHostBusyLimit = 0.5;
+constexpr double kHostBusyLimit = 0.5;
 
 /// Offload: every value forward produces and backward reads is offloaded
 /// (activations) or fetched again (parameters) before its first backward use.
@@ -300,7 +300,7 @@ void searchPrefix(int64_t available, llvm::function_ref<double(int64_t)> evaluat
 /// golden-section search): the floor prices a byte of state by the host
 /// AdamW it saves as if exposed, but the host's work hides under the
 /// backward until the host is busy. A plan whose host works more than
-/// kSpillHostBusyLimit of the step is not taken by the search (the host's
+/// kHostBusyLimit of the step is not taken by the search (the host's
 /// memory bandwidth, which its AdamW is bound by, is not in the timeline).
 Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budget,
                const FillOptions &fill) {
@@ -308,8 +308,8 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
   double bestStep = 0;
   // The floor's fill is always a candidate; a search's only within the
   // host limit.
-  auto evaluate = [&](double floor, size_t limit, int *available) -> double {
-    const bool searched = limit != SIZE_MAX || floor != fill.minSecondsPerByte;
+  auto evaluate = [&](bool searched, size_t limit, int *available) -> double {
+    const double floor = searched ? 0 : fill.minSecondsPerByte;
     CloneOrigins origins;
     mlir::func::FuncOp copy = copyPlan(base, origins);
     TieringModel model(copy, profile);
@@ -322,7 +322,7 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
     }
     double hostBusy = 0;
     double step = model.predictStepSeconds(hostShareBeside(model.arenaBytes(), fill), &hostBusy);
-    bool taken = !searched || hostBusy <= kSpillHostBusyLimit * step;
+    bool taken = !searched || hostBusy <= kHostBusyLimit * step;
     if (taken && (!best.plan || step < bestStep)) {
       if (best.plan)
         best.plan.erase();
@@ -336,15 +336,15 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
     }
     return taken ? step : std::numeric_limits<double>::infinity();
   };
-  evaluate(fill.minSecondsPerByte, SIZE_MAX, nullptr);
+  evaluate(false, SIZE_MAX, nullptr);
   if (!fill.search || fill.minSecondsPerByte <= 0 || fill.deviceBytes == 0 ||
       fill.stateDeviceBytes == 0)
     return best;
   int available = 0;
-  evaluate(0, SIZE_MAX, &available);
+  evaluate(true, SIZE_MAX, &available);
   if (available > 1)
     searchPrefix(available, [&](int64_t limit) {
-      return evaluate(0, static_cast<size_t>(limit), nullptr);
+      return evaluate(true, static_cast<size_t>(limit), nullptr);
     });
   return best;
 }
@@ -362,7 +362,7 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   // hold beside this arena (mt-homes chooses the homes later; a model that
   // sends every parameter over the links and through the host AdamW is
   // bound by them and sees no compute saved). No spill where the host works
-  // more than kSpillHostBusyLimit of the step: its AdamW is bound by the
+  // more than kHostBusyLimit of the step: its AdamW is bound by the
   // host's memory, which every spilled byte crosses twice, and the timeline
   // does not model that (the 7B at 32 GiB ran 4% slower spilled,
   // bench/RESULTS.md).
@@ -373,7 +373,7 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
     share = hostShareBeside(model.arenaBytes(), fill);
     baseStep = model.predictStepSeconds(share, &baseHostBusy);
   }
-  if (baseHostBusy > kSpillHostBusyLimit * baseStep)
+  if (baseHostBusy > kHostBusyLimit * baseStep)
     return Attempt();
   Attempt best;
   double bestStep = baseStep;
