@@ -7,7 +7,13 @@
 //   forward   tile = hidden W[j0:j1]^T (cuBLAS GEMM, f32 results; f64 for
 //             f64 operands); a warp per row folds the tile row, in one pass,
 //             into the row's running max and sum of exponentials (double) and
-//             picks the target's logit when it lies in the chunk. After the last chunk a
+//             picks the target's logit when it lies in the chunk. For bf16
+//             operands (the tile's width a multiple of 4) each lane reads 4
+//             logits at once and takes their exponentials in float, adding
+//             each 4's sum to its double sum: the fold then runs at the tile's
+//             read bandwidth (the double exp per element held it to a quarter
+//             of it); f32 and f64 operands keep the double exp per element.
+//             After the last chunk a
 //             warp per row writes lse = max + log(sum) (0 for rows without a
 //             target) and its loss term, and one block adds the terms in a
 //             fixed order: loss = their mean (0 when no row counts).
@@ -15,7 +21,8 @@
 //             then g = dloss / count (exp(tile - lse) - onehot(target)) (0 on
 //             rows without a target), written in the operands' type (bf16 for
 //             bf16 operands, as the unfused path casts dlogits before its
-//             backward GEMMs); dhidden (+)= g W[j0:j1] (beta 0 on the first
+//             backward GEMMs; for them in float, 4 elements a thread, where f32
+//             and f64 operands take it in double); dhidden (+)= g W[j0:j1] (beta 0 on the first
 //             chunk, 1 after: accumulated in stream order, deterministic) and
 //             dweight[j0:j1] = g^T hidden.
 // Operands: f32 (precision absent or "fp32": CUBLAS_COMPUTE_32F; "tf32":
@@ -28,6 +35,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "DeviceMath.cuh"
 
@@ -159,6 +167,44 @@ __global__ void foldKernel(const R* __restrict__ tile, const int64_t* __restrict
   }
 }
 
+// foldKernel for f32 tiles of a width that is a multiple of 4 (the bf16
+// operands' path): each lane reads 4 logits at once, rescales its running sum
+// when their max passes its max, and adds their exponentials' float sum to its
+// double sum.
+__global__ void foldPackedKernel(const float* __restrict__ tile, const int64_t* __restrict__ tokens, Rows rows,
+                                 int64_t j0, int64_t width, double* __restrict__ max, double* __restrict__ sum,
+                                 double* __restrict__ picked) {
+  const int member = groupMember<kWarp>();
+  const int64_t packs = width / 4;
+  for (int64_t r = firstGroup<kWarp>(); r < rows.count; r += groupCount<kWarp>()) {
+    int64_t target = 0;
+    if (rowKind(rows, tokens, r, target) != RowKind::Counted) continue;
+    const float4* row = reinterpret_cast<const float4*>(tile + r * width);
+    float m = -INFINITY;
+    double s = 0;
+#pragma unroll 4
+    for (int64_t j = member; j < packs; j += kWarp) {
+      const float4 x = row[j];
+      const float top = fmaxf(fmaxf(x.x, x.y), fmaxf(x.z, x.w));
+      if (top > m) {
+        s = m == -INFINITY ? 0.0 : s * exp(static_cast<double>(m) - top);
+        m = top;
+      }
+      s += static_cast<double>(expf(x.x - m) + expf(x.y - m) + expf(x.z - m) + expf(x.w - m));
+    }
+    double lanesMax = m;
+    for (int offset = kWarp / 2; offset > 0; offset /= 2)
+      combine(lanesMax, s, __shfl_xor_sync(kFullMask, lanesMax, offset), __shfl_xor_sync(kFullMask, s, offset));
+    if (member == 0) {
+      double runningMax = max[r], runningSum = sum[r];
+      combine(runningMax, runningSum, lanesMax, s);
+      max[r] = runningMax;
+      sum[r] = runningSum;
+      if (target >= j0 && target < j0 + width) picked[r] = static_cast<double>(tile[r * width + target - j0]);
+    }
+  }
+}
+
 // lse [count] and the loss terms; a thread per row.
 template <typename R>
 __global__ void finishRowsKernel(const int64_t* __restrict__ tokens, Rows rows, const double* __restrict__ max,
@@ -238,6 +284,34 @@ __global__ void gradKernel(const R* tile, const int64_t* __restrict__ tokens, Ro
   }
 }
 
+// gradKernel for f32 tiles of a width that is a multiple of 4 and bf16 g:
+// a thread takes 4 elements of a row at a time, in float, and writes their 8
+// bytes at once.
+__global__ void gradPackedKernel(const float* __restrict__ tile, const int64_t* __restrict__ tokens, Rows rows,
+                                 int64_t j0, int64_t width, const float* __restrict__ lse,
+                                 const float* __restrict__ dloss, const double* __restrict__ counted,
+                                 __nv_bfloat16* __restrict__ g, int* badData, int step) {
+  const float scale = counted[0] > 0 ? static_cast<float>(static_cast<double>(dloss[0]) / counted[0]) : 0.0f;
+  const int64_t packs = width / 4, total = rows.count * packs;
+  for (int64_t i = globalThread(); i < total; i += gridThreads()) {
+    const int64_t r = i / packs, j = (i - r * packs) * 4;
+    int64_t target = 0;
+    const RowKind kind = rowKind(rows, tokens, r, target);
+    if (kind == RowKind::Bad && j == 0) flagBadData(badData, step);
+    const float4 x = reinterpret_cast<const float4*>(tile)[i];
+    const float in[4] = {x.x, x.y, x.z, x.w};
+    alignas(8) __nv_bfloat16 out[4];
+    const float rowLse = kind == RowKind::Counted ? lse[r] : 0.0f;
+    for (int k = 0; k < 4; ++k) {
+      float value = 0;
+      if (kind == RowKind::Counted) value = scale * (expf(in[k] - rowLse) - (j0 + j + k == target ? 1.0f : 0.0f));
+      else if (kind == RowKind::Bad) value = NAN;
+      out[k] = __float2bfloat16_rn(value);
+    }
+    reinterpret_cast<uint2*>(g)[i] = *reinterpret_cast<const uint2*>(out);
+  }
+}
+
 // The grid of gradKernel: enough x blocks for a row (at most 64), rows over y.
 dim3 gradGrid(int64_t rows, int64_t width) {
   const int64_t x = std::min<int64_t>((width + kThreads - 1) / kThreads, 64);
@@ -288,6 +362,10 @@ void tileGemm(const Launch& launch, const LinearCeDims& d, int64_t j0, int64_t w
        types.operands, d.h, false, tile, width);
 }
 
+// Whether a chunk of `width` takes the packed fold and gradient: bf16
+// operands (f32 tile, bf16 g) and 16-byte rows.
+bool packed(const LinearCeDims& d, int64_t width) { return d.operands == DType::BF16 && width % 4 == 0; }
+
 void checkScratch(const Launch& launch, const Layout& l) {
   if (l.bytes > launch.device->scratchBytes) fail(launch, "scratch too small (prepare sized it for another shape)");
 }
@@ -313,8 +391,17 @@ void forward(const Launch& launch, const LinearCeDims& d) {
     for (int64_t j0 = 0; j0 < d.v && d.h > 0; j0 += chunk) {
       const int64_t width = std::min(chunk, d.v - j0);
       tileGemm(launch, d, j0, width, tile);
-      foldKernel<R><<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, device.stream>>>(
-          tile, tokens, rows, j0, width, max, sum, picked);
+      bool done = false;
+      if constexpr (std::is_same_v<R, float>) {
+        if (packed(d, width)) {
+          foldPackedKernel<<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, device.stream>>>(
+              tile, tokens, rows, j0, width, max, sum, picked);
+          done = true;
+        }
+      }
+      if (!done)
+        foldKernel<R><<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, device.stream>>>(
+            tile, tokens, rows, j0, width, max, sum, picked);
       MT_CHECK_LAUNCH(launch);
     }
     finishRowsKernel<R><<<gridFor(launch, rows.count, kThreads), kThreads, 0, device.stream>>>(
@@ -355,8 +442,17 @@ void backward(const Launch& launch, const LinearCeDims& d) {
   for (int64_t j0 = 0; j0 < d.v; j0 += chunk) {
     const int64_t width = std::min(chunk, d.v - j0);
     tileGemm(launch, d, j0, width, tile);
-    gradKernel<R, G><<<gradGrid(rowCount, width), kThreads, 0, device.stream>>>(
-        tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
+    bool done = false;
+    if constexpr (std::is_same_v<G, __nv_bfloat16>) {
+      if (packed(d, width)) {
+        gradPackedKernel<<<gridFor(launch, rowCount * width / 4, kThreads), kThreads, 0, device.stream>>>(
+            tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
+        done = true;
+      }
+    }
+    if (!done)
+      gradKernel<R, G><<<gradGrid(rowCount, width), kThreads, 0, device.stream>>>(
+          tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
     MT_CHECK_LAUNCH(launch);
     // dhidden[rows, H] (+)= g[rows, width] W[j0 : j0 + width, H].
     const char* weight = static_cast<const char*>(launch.in[1].data) + j0 * d.h * operandBytes(d);

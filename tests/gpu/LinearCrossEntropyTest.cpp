@@ -90,5 +90,20 @@ TEST_F(LinearCeCuda, TargetOutsideTheVocabularyIsReported) {
   EXPECT_NE(error.find("target token lies outside [0, V)"), std::string::npos) << error;
 }
 
+// bf16 operands with a chunk of 4 columns take the packed fold and gradient; a bad target there is reported too.
+TEST_F(LinearCeCuda, TargetOutsideTheVocabularyIsReportedOnThePackedPath) {
+  const HostTensor hidden = randomTensor({1, 4, 8}, plan::BF16, rng_), weight = randomTensor({12, 8}, plan::BF16, rng_);
+  const HostTensor ids = intTensor({1, 4}, {0, 3, 12, 2});
+  const std::vector<plan::Attribute> attrs = {intAttr("chunk", 4)};
+  const std::string forward = cudaError({"linear_ce", {hidden, weight, ids}, {{{}, plan::F32}, {{1, 4}, plan::F32}}, attrs});
+  EXPECT_NE(forward.find("target token lies outside [0, V)"), std::string::npos) << forward;
+  const HostTensor lse = randomTensor({1, 4}, plan::F32, rng_), dloss = randomTensor({}, plan::F32, rng_, 0.5, 2);
+  const std::string backward = cudaError({"linear_ce_grad",
+                                          {hidden, weight, ids, lse, dloss},
+                                          {{{1, 4, 8}, plan::F32}, {{12, 8}, plan::F32}},
+                                          attrs});
+  EXPECT_NE(backward.find("target token lies outside [0, V)"), std::string::npos) << backward;
+}
+
 }  // namespace
 }  // namespace megatrain::runtime::testing
