@@ -64,8 +64,10 @@ public:
       forward.push_back(&op);
 
     Value seed = loss.getValue();
-    grads[seed] = builder.create<mt::FillOp>(loss.getLoc(), seed.getType(),
-                                             builder.getF64FloatAttr(1.0));
+    auto seedFill = builder.create<mt::FillOp>(loss.getLoc(), seed.getType(),
+                                               builder.getF64FloatAttr(1.0));
+    seedFill->setAttr(mt::attr::kLossSeed, builder.getUnitAttr());
+    grads[seed] = seedFill;
 
     for (Operation *op : llvm::reverse(forward)) {
       if (failed(differentiate(op)))

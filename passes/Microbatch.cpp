@@ -17,6 +17,16 @@
 //   mt.grad_part %s {param, index = k, count = N}     (k < N-1)
 //   mt.param_grad %s {param}                          (k = N-1)
 //
+// When N is a power of two the scale moves to the backward's seed instead:
+// the mt.fill that mt-autodiff marked mt.loss_seed becomes 1/N, and each g_k
+// goes to its sink as it is. The backward is linear in its seed and a factor
+// 2^-j commutes with every rounding (f32, bf16, f64) of a normal number, so
+// each part has the bits of 1/N times the unscaled part, as the scale writes
+// them, without a pass over every gradient (4 of 4 bytes per parameter and
+// micro-batch); only parts under 2^-126 * N in magnitude (subnormal after
+// the scale) could round otherwise. Without a marked seed (a step not built
+// by mt-autodiff), or for other N, each part is scaled as above.
+//
 // so each part leaves the device as soon as it is final (mt-schedule keeps
 // sinks right after their operand) and the device never holds a running
 // sum. Plan emission turns part 0 into the host gradient, every later part
@@ -39,6 +49,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <string>
 
@@ -125,6 +136,15 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
                     IntegerAttr::get(IntegerType::get(op->getContext(), 64), k));
     };
 
+    // The backward's seed, when mt-autodiff marked it.
+    mt::FillOp seed;
+    for (Operation *op : body)
+      if (auto fill = dyn_cast<mt::FillOp>(op); fill && fill->hasAttr(mt::attr::kLossSeed))
+        seed = fill;
+    SmallVector<mt::FillOp> seeds;
+    if (seed)
+      seeds.push_back(seed);
+
     // Per parameter, its gradient in every micro-batch.
     SmallVector<SmallVector<Value>> parts;
     for (mt::ParamGradOp grad : grads)
@@ -147,14 +167,21 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
       }
       for (auto [i, grad] : llvm::enumerate(grads))
         parts[i].push_back(mapping.lookup(grad.getGrad()));
+      if (seed)
+        seeds.push_back(cast<mt::FillOp>(mapping.lookup(seed.getResult()).getDefiningOp()));
       lossValues.push_back(mapping.lookup(loss.getValue()));
     }
 
     for (Operation *op : backward)
       markBackward(op, 0);
 
-    // Each part, scaled by 1/N, goes to its sink right after its definition.
+    // Each part, scaled by 1/N (by its seed, or by an mt.scale), goes to
+    // its sink right after its definition.
     double inverse = 1.0 / static_cast<double>(count);
+    const bool seedScaled = seed && llvm::isPowerOf2_64(static_cast<uint64_t>(count));
+    if (seedScaled)
+      for (mt::FillOp fill : seeds)
+        fill.setValueAttr(builder.getF64FloatAttr(inverse));
     for (auto [i, grad] : llvm::enumerate(grads)) {
       for (auto [k, part] : llvm::enumerate(parts[i])) {
         OpBuilder sink(func.getContext());
@@ -162,8 +189,11 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
           sink.setInsertionPointAfter(def);
         else
           sink.setInsertionPointToStart(&block);
-        Value scaled = sink.create<mt::ScaleOp>(grad.getLoc(), part,
-                                                sink.getF64FloatAttr(inverse));
+        Value scaled = part;
+        if (!seedScaled) {
+          scaled = sink.create<mt::ScaleOp>(grad.getLoc(), part, sink.getF64FloatAttr(inverse));
+          markBackward(scaled.getDefiningOp(), static_cast<int64_t>(k));
+        }
         Operation *sinkOp;
         if (static_cast<int64_t>(k) + 1 < count)
           sinkOp = sink.create<mt::GradPartOp>(grad.getLoc(), scaled, grad.getParamAttr(),
@@ -171,7 +201,6 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
                                                sink.getI64IntegerAttr(count));
         else
           sinkOp = sink.create<mt::ParamGradOp>(grad.getLoc(), scaled, grad.getParamAttr());
-        markBackward(scaled.getDefiningOp(), static_cast<int64_t>(k));
         markBackward(sinkOp, static_cast<int64_t>(k));
       }
       grad.erase();

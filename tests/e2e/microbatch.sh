@@ -2,8 +2,9 @@
 # microbatch.sh - megatrain-compile --microbatches N through the real tools on the CPU backend.
 # usage: microbatch.sh BIN SRC CASE
 #   same_demo, same_llama: with --input (one array feeds every micro-batch) N = 2 trains 10 steps
-#     to the losses and weights of N = 1 bit for bit (each part is 0.5 g, accumulated in fp32 on
-#     the host: 0.5 g + 0.5 g == g exactly); the N = 2 plan copies micro-batch 1's gradients
+#     to the losses and weights of N = 1 bit for bit (each part is 0.5 g, from the backward seeded
+#     with 0.5 rather than scaled after it, accumulated in fp32 on the host: 0.5 g + 0.5 g == g
+#     exactly); the N = 2 plan copies micro-batch 1's gradients
 #     into the gradient staging ring (grad_stage:<name>) and adds them with ACCUMULATE into the
 #     host accumulator (--keep-gradients keeps it there). The same with --clip-grad-norm.
 #   accumulate: N = 2 fed two different [B, S] arrays (--input input_ids=A.npy --input

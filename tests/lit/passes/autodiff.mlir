@@ -7,7 +7,7 @@
 // CHECK:         %[[W:.*]] = mt.param {name = "w", trainable = true}
 // CHECK:         %[[T:.*]] = mt.tanh
 // CHECK:         mt.loss
-// CHECK:         %[[ONE:.*]] = mt.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK:         %[[ONE:.*]] = mt.fill {mt.loss_seed, value = 1.000000e+00 : f64} : tensor<f32>
 // CHECK:         %[[R:.*]] = mt.reshape %[[ONE]] : (tensor<f32>) -> tensor<1x1xf32>
 // CHECK:         %[[B:.*]] = mt.broadcast_to %[[R]] : (tensor<1x1xf32>) -> tensor<4x3xf32>
 // CHECK:         %[[DH:.*]] = mt.tanh_grad %[[T]], %[[B]] : tensor<4x3xf32>
@@ -126,7 +126,7 @@ func.func @activity() {
 
 // Integer values never carry gradients: the labels of softmax_ce are i64.
 // CHECK-LABEL: func.func @integer_operands
-// CHECK:         %[[ONE:.*]] = mt.fill {value = 1.000000e+00 : f64}
+// CHECK:         %[[ONE:.*]] = mt.fill {mt.loss_seed, value = 1.000000e+00 : f64}
 // CHECK:         %[[D:.*]] = mt.softmax_ce_grad %{{.*}}, %{{.*}}, %[[ONE]] {ignore_index = 1 : i64, reduction = "sum"}
 // CHECK-NEXT:    mt.param_grad %[[D]] {param = "logits"}
 func.func @integer_operands() {

@@ -11,9 +11,12 @@
 // mt-autodiff, then split into micro-batches: micro-batch 0 as it was, each
 // later one a clone after it whose input is renamed x@k and whose parameters
 // are fetched again. Right after each micro-batch gradient is final it is
-// scaled by 1/N and sent to the host: mt.grad_part {index = k} for the first
-// N-1 micro-batches, the one mt.param_grad for the last (no running sum on
-// the device). The losses are summed and scaled by 1/N into the one mt.loss.
+// sent to its sink scaled by 1/N: mt.grad_part {index = k} for the first
+// N-1 micro-batches, the one mt.param_grad for the last. With N a power of
+// two (TWO) the backward's seed (the mt.fill mt-autodiff marks
+// mt.loss_seed) is 1/N and the parts go as they are; otherwise (THREE) each
+// part is scaled by an mt.scale. The losses are summed and scaled by 1/N
+// into the one mt.loss.
 
 // TWO-LABEL:  func.func @step() attributes {mt.microbatches = 2 : i64}
 // TWO:          %[[X0:.*]] = mt.input {name = "x"} : tensor<4x2xf32>
@@ -22,13 +25,12 @@
 // TWO:          %[[T0:.*]] = mt.tanh
 // TWO:          %[[L0:.*]] = mt.reduce_sum %[[T0]]
 // TWO-NOT:      mt.loss
+// TWO:          mt.fill {mt.loss_seed, value = 5.000000e-01 : f64} : tensor<f32>
 // TWO:          %[[DT0:.*]] = mt.tanh_grad %[[T0]]
 // TWO-NEXT:     %[[DB0:.*]] = mt.sum_to %[[DT0]]
-// TWO-NEXT:     %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 0 : i64} : tensor<3xf32>
-// TWO-NEXT:     mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "b"} : tensor<3xf32>
+// TWO-NEXT:     mt.grad_part %[[DB0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "b"} : tensor<3xf32>
 // TWO-NEXT:     %[[DW0:.*]] = mt.matmul %[[X0]], %[[DT0]] {{{.*}}transpose_a = true}
-// TWO-NEXT:     %[[PW0:.*]] = mt.scale %[[DW0]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 0 : i64} : tensor<2x3xf32>
-// TWO-NEXT:     mt.grad_part %[[PW0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "w"} : tensor<2x3xf32>
+// TWO-NEXT:     mt.grad_part %[[DW0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, param = "w"} : tensor<2x3xf32>
 // TWO-NOT:      mt.param_grad
 // TWO:          %[[X1:.*]] = mt.input {name = "x@1"} : tensor<4x2xf32>
 // TWO-NEXT:     %[[W1:.*]] = mt.param {name = "w", trainable = true}
@@ -37,13 +39,12 @@
 // TWO-NEXT:     mt.add %[[H1]], %[[B1]]
 // TWO-NEXT:     %[[T1:.*]] = mt.tanh
 // TWO-NEXT:     %[[L1:.*]] = mt.reduce_sum %[[T1]]
+// TWO-NEXT:     mt.fill {mt.loss_seed, value = 5.000000e-01 : f64} : tensor<f32>
 // TWO:          %[[DT1:.*]] = mt.tanh_grad %[[T1]]
 // TWO-NEXT:     %[[DB1:.*]] = mt.sum_to %[[DT1]]
-// TWO-NEXT:     %[[PB1:.*]] = mt.scale %[[DB1]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 1 : i64} : tensor<3xf32>
-// TWO-NEXT:     mt.param_grad %[[PB1]] {mt.microbatch_backward = 1 : i64, param = "b"} : tensor<3xf32>
+// TWO-NEXT:     mt.param_grad %[[DB1]] {mt.microbatch_backward = 1 : i64, param = "b"} : tensor<3xf32>
 // TWO-NEXT:     %[[DW1:.*]] = mt.matmul %[[X1]], %[[DT1]] {{{.*}}transpose_a = true}
-// TWO-NEXT:     %[[PW1:.*]] = mt.scale %[[DW1]] {alpha = 5.000000e-01 : f64, mt.microbatch_backward = 1 : i64} : tensor<2x3xf32>
-// TWO-NEXT:     mt.param_grad %[[PW1]] {mt.microbatch_backward = 1 : i64, param = "w"} : tensor<2x3xf32>
+// TWO-NEXT:     mt.param_grad %[[DW1]] {mt.microbatch_backward = 1 : i64, param = "w"} : tensor<2x3xf32>
 // TWO-NEXT:     %[[SL:.*]] = mt.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // TWO-NEXT:     %[[ML:.*]] = mt.scale %[[SL]] {alpha = 5.000000e-01 : f64} : tensor<f32>
 // TWO-NEXT:     mt.loss %[[ML]] : tensor<f32>
@@ -51,6 +52,7 @@
 
 // THREE-LABEL: func.func @step() attributes {mt.microbatches = 3 : i64}
 // THREE:         mt.input {name = "x"}
+// THREE:         mt.fill {mt.loss_seed, value = 1.000000e+00 : f64}
 // THREE-NOT:     mt.param_grad
 // THREE:         %[[DB0:.*]] = mt.sum_to
 // THREE-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 0 : i64}
@@ -92,12 +94,10 @@
 // mt.grad_part (a sink) right after its operand's definition.
 // SCHED-LABEL: func.func @step()
 // SCHED:         %[[DB0:.*]] = mt.sum_to
-// SCHED-NEXT:    %[[PB0:.*]] = mt.scale %[[DB0]]
-// SCHED-NEXT:    mt.grad_part %[[PB0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, mt.step = {{[0-9]+}} : i64, param = "b"}
+// SCHED-NEXT:    mt.grad_part %[[DB0]] {count = 2 : i64, index = 0 : i64, mt.microbatch_backward = 0 : i64, mt.step = {{[0-9]+}} : i64, param = "b"}
 // SCHED:         mt.input {{.*}}name = "x@1"
 // SCHED:         %[[DB1:.*]] = mt.sum_to
-// SCHED-NEXT:    %[[PB1:.*]] = mt.scale %[[DB1]]
-// SCHED-NEXT:    mt.adamw %[[PB1]] {{.*}}param = "b"
+// SCHED-NEXT:    mt.adamw %[[DB1]] {{.*}}param = "b"
 // SCHED-NOT:     mt.param_grad
 
 // ZERO: error: invalid mt-microbatch option count=0 (must be >= 1 and <= 1024)

@@ -30,7 +30,7 @@
 // CHECK:         %[[L0:.*]] = mt.reduce_sum
 // CHECK-NOT:     mt.tanh_grad
 // CHECK:         mt.broadcast_to {{.*}}mt.microbatch_backward = 0
-// CHECK-NEXT:    %[[C0:.*]] = mt.mul %[[B0]], %{{.*}} {{.*}}mt.recompute
+// CHECK:         %[[C0:.*]] = mt.mul %[[B0]], %{{.*}} {{.*}}mt.recompute
 // CHECK-NEXT:    %[[D0:.*]] = mt.tanh %[[C0]] {{.*}}mt.recompute
 // CHECK-NEXT:    mt.tanh_grad %[[D0]], {{.*}}mt.microbatch_backward = 0
 // CHECK:         mt.tanh_grad %[[B0]], {{.*}}mt.microbatch_backward = 0
@@ -40,7 +40,7 @@
 // CHECK:         %[[L1:.*]] = mt.reduce_sum
 // CHECK-NOT:     mt.tanh_grad
 // CHECK:         mt.broadcast_to {{.*}}mt.microbatch_backward = 1
-// CHECK-NEXT:    %[[C1:.*]] = mt.mul %[[B1]], %{{.*}} {{.*}}mt.recompute
+// CHECK:         %[[C1:.*]] = mt.mul %[[B1]], %{{.*}} {{.*}}mt.recompute
 // CHECK-NEXT:    %[[D1:.*]] = mt.tanh %[[C1]] {{.*}}mt.recompute
 // CHECK-NEXT:    mt.tanh_grad %[[D1]], {{.*}}mt.microbatch_backward = 1
 // CHECK:         mt.tanh_grad %[[B1]], {{.*}}mt.microbatch_backward = 1

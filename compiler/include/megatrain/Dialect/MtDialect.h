@@ -70,6 +70,9 @@ inline constexpr llvm::StringLiteral kMasterElement = "mt.master_element";
 /// more than one micro-batch): k. mt-tier splits forward from backward per
 /// micro-batch at the first such op of each k.
 inline constexpr llvm::StringLiteral kMicrobatchBackward = "mt.microbatch_backward";
+/// unit on the mt.fill that seeds the backward (d loss / d loss), set by
+/// mt-autodiff; mt-microbatch scales it by 1/N when N is a power of two.
+inline constexpr llvm::StringLiteral kLossSeed = "mt.loss_seed";
 /// unit on the function, set by mt-add-loss with forward-only: the step is an
 /// evaluation (forward and loss; no gradients or updates are to be added).
 inline constexpr llvm::StringLiteral kEvaluation = "mt.evaluation";
