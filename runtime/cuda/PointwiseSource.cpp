@@ -83,7 +83,15 @@ void writeProgram(std::ostringstream& s, const PointwiseSignature& sig) {
     s << "  const T r" << inputs + static_cast<int64_t>(j) << " = pointwiseOp<" << ins[0] << ">(" << operands[0]
       << ", " << operands[1] << ", " << operands[2] << ", " << k << ");  // " << info.name << "\n";
   }
-  for (size_t k = 0; k < sig.outputs.size(); ++k) s << "  y[" << k << "] = r" << sig.outputs[k] << ";\n";
+  for (size_t k = 0; k < sig.outputs.size(); ++k) {
+    // A bf16 output stores the round_bf16's operand: the store rounds it to
+    // the same bits (rounding to bf16 is idempotent), and the round, if
+    // nothing else reads it, is dead code.
+    int64_t reg = sig.outputs[k];
+    while (sig.out[k] == DType::BF16 && reg >= inputs && sig.code[(reg - inputs) * pw::kFields] == pw::RoundBf16)
+      reg = sig.code[(reg - inputs) * pw::kFields + 1];
+    s << "  y[" << k << "] = r" << reg << ";\n";
+  }
   s << "}\n\n";
 }
 

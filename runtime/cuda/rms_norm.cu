@@ -142,17 +142,30 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
     const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
     if (k < accesses) loadPack(weight, k, w[p]);
   }
-  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
-    const T* xr = x + row * r.d;
-    C v[P][V] = {};
-    double squares = 0;
+  // The block's next row is loaded before this row's sum and stores, so its
+  // loads are in flight while the block waits at the sum (the kernel is
+  // bound by that wait, not by bandwidth, at one row per block).
+  C next[P][V] = {};
+  auto load = [&](int64_t row) {
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int64_t k = threadIdx.x + static_cast<int64_t>(p) * blockDim.x;
-      if (k < accesses) loadPack(xr, k, v[p]);
+      if (row < r.rows && k < accesses) loadPack(x + row * r.d, k, next[p]);
+    }
+  };
+  load(blockIdx.x);
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    C v[P][V];
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[p][i] = next[p][i];
+    load(row + gridDim.x);
+    double squares = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
 #pragma unroll
       for (int i = 0; i < V; ++i) squares += static_cast<double>(v[p][i] * v[p][i]);
-    }
     const double total = blockSum(squares, shared);
     const C rstd = static_cast<C>(1.0 / sqrt(total / static_cast<double>(r.d) + r.epsilon));
 #pragma unroll

@@ -32,6 +32,11 @@ inline std::vector<PointwiseProgramText> rooflinePrograms() {
       {"x*w, silu, scale, +x",
        {pw::Mul, 0, 1, -1, pw::Silu, 2, -1, -1, pw::Scale, 3, 0, -1, pw::Add, 4, 0, -1}, {0.5}, {5}, "xw", "x"},
       {"bf16 gate, up -> swiglu", {pw::Swiglu, 0, 1, -1}, {}, {2}, "HH", "H"},
+      // The Llama plans' --bf16-activations forms: every operand bf16, each result rounded to bf16.
+      {"bf16 swiglu, rounded", {pw::Swiglu, 0, 1, -1, pw::RoundBf16, 2, -1, -1}, {}, {3}, "HH", "H"},
+      {"bf16 swiglu grads, rounded",
+       {pw::SwigluGradGate, 0, 1, 2, pw::SwigluGradUp, 0, 1, 2, pw::RoundBf16, 3, -1, -1, pw::RoundBf16, 4, -1, -1},
+       {}, {5, 6}, "HHH", "HH"},
   };
 }
 
