@@ -13,7 +13,13 @@
 // computation a pack), with the same arithmetic per element. With `bshd` x
 // lies as [B, S, H, D]: the tables' strides are those of x's [B, H, S, D]
 // form with dims 1 and 2 swapped (rotaryTableStrides), so the same kernels
-// read them in place.
+// read them in place. There, when the tables do not vary over the heads, a
+// thread takes a pack of the low half and its partner pack of the high half
+// of one (b, s) position's rows for every head (rotaryHeadsKernel): it widens
+// its table values to double once for all heads and each x element once for
+// both results that read it. The double arithmetic is what bounds these
+// kernels on bf16 operands (a conversion to or from f64 issues at a quarter
+// of the f32 rate: five an element in the pack kernel, two here).
 // Element types (rotaryTypes): all f32, all f64, or x and y each f32 or
 // bf16 with f32 tables (--precision bf16). A bf16 x is read exactly; a bf16
 // y is the f32 result rounded to nearest even (cast's floatToBf16Bits), so it
@@ -131,6 +137,87 @@ __global__ void rotaryPackKernel(const X* __restrict__ x, const T* __restrict__ 
   }
 }
 
+// rotaryPackKernel over x [B, S, H, D] (`bshd`) with tables that do not vary
+// over H: item (b, s, j) takes the L elements [j, j + L) of the low half and
+// [half + j, half + j + L) of the high half of every head's row at (b, s),
+// each result computed as rotaryPackKernel computes it (the same operands,
+// the same operations, so the same bits). Tables at tableB * b + tableS * s.
+template <typename X, typename T, typename Y, bool Grad>
+__global__ void rotaryHeadsKernel(const X* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
+                                  Y* __restrict__ out, int64_t positions, int64_t seq, int64_t heads, int64_t d,
+                                  int64_t tableB, int64_t tableS) {
+  constexpr int kLanes = packLanes<X, T, Y>();
+  const int64_t half = d / 2, halfPacks = half / kLanes, items = positions * halfPacks;
+  for (int64_t item = globalThread(); item < items; item += gridThreads()) {
+    const int64_t position = item / halfPacks, j = (item - position * halfPacks) * kLanes;
+    const int64_t table = (position / seq) * tableB + (position % seq) * tableS + j;
+    T lanes[kLanes];
+    double cosLow[kLanes], sinLow[kLanes], cosHigh[kLanes], sinHigh[kLanes];
+    loadLanes(cos + table, lanes);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) cosLow[l] = widen(lanes[l]);
+    loadLanes(sin + table, lanes);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) sinLow[l] = widen(lanes[l]);
+    loadLanes(cos + table + half, lanes);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) cosHigh[l] = widen(lanes[l]);
+    loadLanes(sin + table + half, lanes);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) sinHigh[l] = widen(lanes[l]);
+#pragma unroll 2
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t row = (position * heads + h) * d;
+      X low[kLanes], high[kLanes];
+      loadLanes(x + row + j, low);
+      loadLanes(x + row + half + j, high);
+      Y yLow[kLanes], yHigh[kLanes];
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) {
+        const double a = widen(low[l]), b = widen(high[l]);
+        // rotaryPackKernel's (sign) * x[partner] * sin[...]: the low element's
+        // partner is b, sign -1 (its gradient reads the high sin, sign +1);
+        // the high element's partner is a, sign +1 (gradient: low sin, -1).
+        const double rotatedLow = Grad ? 1.0 * b * sinHigh[l] : -1.0 * b * sinLow[l];
+        const double rotatedHigh = Grad ? -1.0 * a * sinLow[l] : 1.0 * a * sinHigh[l];
+        yLow[l] = narrow<Y>(a * cosLow[l] + rotatedLow);
+        yHigh[l] = narrow<Y>(b * cosHigh[l] + rotatedHigh);
+      }
+      storeLanes(out + row + j, yLow);
+      storeLanes(out + row + half + j, yHigh);
+    }
+  }
+}
+
+bool aligned16(std::initializer_list<const void*> tensors) {
+  for (const void* tensor : tensors)
+    if (reinterpret_cast<uintptr_t>(tensor) % 16 != 0) return false;
+  return true;
+}
+
+// x [B, S, H, D] (`bshd`) whose tables (the same strides for cos and sin)
+// do not vary over H and are contiguous along D: rotaryHeadsKernel's case.
+struct HeadsLayout {
+  bool fits = false;
+  int64_t positions = 0, seq = 0, count = 0, tableB = 0, tableS = 0;
+};
+
+HeadsLayout headsLayout(const Launch& launch, const Shape& s, const StridedSpace<2>& space) {
+  HeadsLayout h;
+  if (launch.attrs.getInt("bshd", 0) == 0 || s.rank != 4) return h;
+  for (int k = 0; k < 4; ++k)
+    if (space.strides[0][k] != space.strides[1][k]) return h;
+  const int64_t* t = space.strides[0];
+  if (t[2] != 0 || t[3] != 1) return h;
+  h.fits = true;
+  h.positions = s[0] * s[1];
+  h.seq = s[1];
+  h.count = s[2];
+  h.tableB = t[0];
+  h.tableS = t[1];
+  return h;
+}
+
 // Whether rotaryPackKernel covers this launch for packs of `lanes` elements.
 bool packable(const StridedSpace<2>& space, int64_t d, int64_t lanes, std::initializer_list<const void*> tensors) {
   if (space.rank == 0 || (d / 2) % lanes != 0 || space.dims[space.rank - 1] % lanes != 0) return false;
@@ -138,9 +225,7 @@ bool packable(const StridedSpace<2>& space, int64_t d, int64_t lanes, std::initi
   for (int t = 0; t < 2; ++t)
     for (int k = 0; k + 1 < space.rank; ++k)
       if (space.strides[t][k] % lanes != 0) return false;
-  for (const void* tensor : tensors)
-    if (reinterpret_cast<uintptr_t>(tensor) % 16 != 0) return false;
-  return true;
+  return aligned16(tensors);
 }
 
 // ---- launcher ----
@@ -164,6 +249,7 @@ void rotary(const Launch& launch) {
   for (int d = 0; d < s.rank; ++d) space.dims[d] = s[d];
   rotaryTableStrides(launch, cos.shape, space.strides[0]);
   rotaryTableStrides(launch, sin.shape, space.strides[1]);
+  const HeadsLayout heads = headsLayout(launch, s, space);
   coalesce(space);
   const int64_t d = s[s.rank - 1];
   const cudaStream_t stream = launch.device->stream;
@@ -172,7 +258,13 @@ void rotary(const Launch& launch) {
     using T = decltype(tTag);
     using Y = decltype(yTag);
     constexpr int64_t kLanes = packLanes<X, T, Y>();
-    if (packable(space, d, kLanes, {x.data, cos.data, sin.data, y.data})) {
+    if (heads.fits && (d / 2) % kLanes == 0 && heads.tableB % kLanes == 0 && heads.tableS % kLanes == 0 &&
+        aligned16({x.data, cos.data, sin.data, y.data})) {
+      const int64_t items = heads.positions * (d / 2 / kLanes);
+      rotaryHeadsKernel<X, T, Y, Grad><<<gridFor(launch, items, kThreads), kThreads, 0, stream>>>(
+          x.as<const X>(), cos.as<const T>(), sin.as<const T>(), y.as<Y>(), heads.positions, heads.seq, heads.count,
+          d, heads.tableB, heads.tableS);
+    } else if (packable(space, d, kLanes, {x.data, cos.data, sin.data, y.data})) {
       const int64_t packs = n / kLanes;
       rotaryPackKernel<X, T, Y, Grad><<<gridFor(launch, packs, kThreads), kThreads, 0, stream>>>(
           x.as<const X>(), cos.as<const T>(), sin.as<const T>(), y.as<Y>(), packs, d, space);
