@@ -1,6 +1,8 @@
 // CudaBackendHostTasks.cpp - the CUDA backend's host tasks (AdamW, ACCUMULATE, READ_LOSS), run in stream order through cudaLaunchHostFunc.
 //
-// A host task is enqueued on its step's stream, so it runs after the waits
+// A host task of device-resident tensors is a kernel on its step's stream
+// instead (the fused AdamW, the accumulate), timed by the step trace as the
+// kernel steps are. A host task is enqueued on its step's stream, so it runs after the waits
 // before it and a record after it completes when it returns: the host
 // optimizer overlaps the rest of backward and nothing on the host waits for
 // the device within a step. A host function calls no CUDA; what it throws is
@@ -93,9 +95,11 @@ void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, 
       if (tensor && !onDevice(*tensor))
         throw Error("cuda backend: AdamW of device-resident '" + param.name() + "': operand '" + tensor->name() +
                     "' is in host memory");
+    traceBegin(currentStream());
     launchAdamW(param.dtype(), address(param), address(grad), address(m), address(v),
                 static_cast<size_t>(elementCount(param.shape())), hyper, t,
                 compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr, currentStream());
+    traceEnd(currentStream());
     if (syncEveryKernel_) drain();
     return;
   }
@@ -122,8 +126,10 @@ void CudaBackend::runAccumulate(const plan::Tensor& acc, const plan::Tensor& add
     if (acc.dtype() != addend.dtype() || elementCount(acc.shape()) != elementCount(addend.shape()))
       throw Error("cuda backend: ACCUMULATE of '" + addend.name() + "' into '" + acc.name() +
                   "': dtypes or element counts differ");
+    traceBegin(currentStream());
     launchAccumulate(acc.dtype(), address(acc), address(addend), static_cast<size_t>(elementCount(acc.shape())),
                      currentStream());
+    traceEnd(currentStream());
     if (syncEveryKernel_) drain();
     return;
   }
