@@ -133,6 +133,23 @@ __device__ __forceinline__ void combine(double& max, double& sum, double otherMa
   max = joint;
 }
 
+// The end of a row's fold: the warp's lanes' (max, sum) combined in a fixed
+// butterfly order, then, on lane 0, into row r's running pair, and the
+// target's logit picked when it lies in this chunk (row: the tile's row).
+template <typename R>
+__device__ __forceinline__ void finishRow(double m, double s, int member, const R* row, int64_t r, int64_t target,
+                                          int64_t j0, int64_t width, double* max, double* sum, double* picked) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    combine(m, s, __shfl_xor_sync(kFullMask, m, offset), __shfl_xor_sync(kFullMask, s, offset));
+  if (member == 0) {
+    double runningMax = max[r], runningSum = sum[r];
+    combine(runningMax, runningSum, m, s);
+    max[r] = runningMax;
+    sum[r] = runningSum;
+    if (target >= j0 && target < j0 + width) picked[r] = static_cast<double>(row[target - j0]);
+  }
+}
+
 // Folds tile rows [count, width] (vocabulary rows j0 ..) into max, sum,
 // picked; a warp per row, one pass over the row: each lane keeps a running
 // (max, sum), then the warp combines them in a fixed butterfly order.
@@ -155,15 +172,7 @@ __global__ void foldKernel(const R* __restrict__ tile, const int64_t* __restrict
         s += exp(x - m);
       }
     }
-    for (int offset = kWarp / 2; offset > 0; offset /= 2)
-      combine(m, s, __shfl_xor_sync(kFullMask, m, offset), __shfl_xor_sync(kFullMask, s, offset));
-    if (member == 0) {
-      double runningMax = max[r], runningSum = sum[r];
-      combine(runningMax, runningSum, m, s);
-      max[r] = runningMax;
-      sum[r] = runningSum;
-      if (target >= j0 && target < j0 + width) picked[r] = static_cast<double>(row[target - j0]);
-    }
+    finishRow(m, s, member, row, r, target, j0, width, max, sum, picked);
   }
 }
 
@@ -192,16 +201,7 @@ __global__ void foldPackedKernel(const float* __restrict__ tile, const int64_t* 
       }
       s += static_cast<double>(expf(x.x - m) + expf(x.y - m) + expf(x.z - m) + expf(x.w - m));
     }
-    double lanesMax = m;
-    for (int offset = kWarp / 2; offset > 0; offset /= 2)
-      combine(lanesMax, s, __shfl_xor_sync(kFullMask, lanesMax, offset), __shfl_xor_sync(kFullMask, s, offset));
-    if (member == 0) {
-      double runningMax = max[r], runningSum = sum[r];
-      combine(runningMax, runningSum, lanesMax, s);
-      max[r] = runningMax;
-      sum[r] = runningSum;
-      if (target >= j0 && target < j0 + width) picked[r] = static_cast<double>(tile[r * width + target - j0]);
-    }
+    finishRow(static_cast<double>(m), s, member, tile + r * width, r, target, j0, width, max, sum, picked);
   }
 }
 
