@@ -22,9 +22,9 @@
 // goes to its sink as it is. The backward is linear in its seed and a factor
 // 2^-j commutes with every rounding (f32, bf16, f64) of a normal number, so
 // each part has the bits of 1/N times the unscaled part, as the scale writes
-// them, without a pass over every gradient (4 of 4 bytes per parameter and
-// micro-batch); only parts under 2^-126 * N in magnitude (subnormal after
-// the scale) could round otherwise. Without a marked seed (a step not built
+// them, without a pass over every gradient of every micro-batch (a read and
+// a write of each); only parts under 2^-126 * N in magnitude (subnormal
+// after the scale) could round otherwise. Without a marked seed (a step not built
 // by mt-autodiff), or for other N, each part is scaled as above.
 //
 // so each part leaves the device as soon as it is final (mt-schedule keeps
