@@ -82,6 +82,24 @@ TEST(PointwiseSource, VectorWidthIsSixteenBytesOfTheNarrowestOperand) {
   EXPECT_EQ(cuda::pointwiseVectorWidth(sig), 2);
 }
 
+// A bf16 output stores a round_bf16's operand (the store rounds to the same bits); an f32
+// output of the same round keeps it, and so does a bf16 output of a chain of two rounds' end.
+TEST(PointwiseSource, Bf16OutputsStoreTheRoundsOperand) {
+  namespace pw = megatrain::pointwise;
+  PointwiseSignature sig;
+  // r2 = swiglu(r0, r1), r3 = round_bf16(r2), r4 = round_bf16(r3)
+  sig.code = {pw::Swiglu, 0, 1, -1, pw::RoundBf16, 2, -1, -1, pw::RoundBf16, 3, -1, -1};
+  sig.in = {DType::BF16, DType::BF16};
+  sig.vectorized = true;
+  sig.outputs = {3, 3, 4};
+  sig.out = {DType::BF16, DType::F32, DType::BF16};
+  const std::string source = cuda::pointwiseSource(sig);
+  EXPECT_NE(source.find("y[0] = r2;"), std::string::npos) << source;
+  EXPECT_NE(source.find("y[1] = r3;"), std::string::npos) << source;
+  EXPECT_NE(source.find("y[2] = r2;"), std::string::npos) << source;
+  EXPECT_TRUE(isCubin(cuda::compilePointwiseCubin(source, 9, 0)));
+}
+
 TEST(PointwiseSource, NvrtcCompilesWithoutContraction) {
   const std::vector<std::string> options = cuda::pointwiseNvrtcOptions(9, 0);
   EXPECT_NE(std::find(options.begin(), options.end(), "--fmad=false"), options.end());
