@@ -30,6 +30,9 @@ TARGETS=(megatrain megatrain-compile megatrain-run megatrain-inspect megatrain-p
 if [[ ! -f $BUILD_DIR/build.ninja ]] || ! grep -q '^MEGATRAIN_STATIC_MLIR:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRAIN_STATIC_MLIR=ON
 fi
+# Configure again: `--version`'s commit (plan/BuildInfo.h.in) is fixed when the build is
+# configured, and the staged binaries must name the commit they are built from.
+cmake "$BUILD_DIR" >/dev/null
 CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES:-90a}
 if ! grep -q "^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=$CUDA_ARCHITECTURES\$" "$BUILD_DIR/CMakeCache.txt"; then
   cmake "$BUILD_DIR" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHITECTURES" >/dev/null
