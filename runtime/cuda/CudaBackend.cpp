@@ -21,6 +21,7 @@
 //   CudaBackendDisk.cpp        DISK pools: a file each (DiskTier), copies to and from
 //                              pinned staging by the disk I/O thread in the disk
 //                              stream's order (an event and a stream wait on a flag)
+//   CudaBackendGraph.cpp       a training step recorded as a CUDA graph and replayed
 //   CudaBackendReports.cpp     the step trace (--trace) and the device memory report
 //
 // prepare() takes its steps in this order, which is also the order of its CUDA
@@ -39,6 +40,7 @@
 
 #include "CudaBackendImpl.h"
 #include "DeviceSupport.h"
+#include "EnvSetting.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
 #include "megatrain/runtime/KernelBinding.h"
@@ -94,6 +96,7 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   };
   syncEveryKernel_ = flag("MEGATRAIN_CUDA_SYNC");
   poison_ = options.poison || flag("MEGATRAIN_POISON");
+  stepGraphs_ = options.stepGraphs && envChoice("MEGATRAIN_CUDA_GRAPHS", {"0", "1"}) != 0;
 }
 
 // Frees everything, checking nothing: a destructor must not throw, and an
@@ -104,6 +107,8 @@ CudaBackend::~CudaBackend() {
   releasePlanMemory();
   stopDiskThread();
   attention_.reset();  // its cuDNN handle is bound to compute_
+  if (recordFork_) cudaEventDestroy(recordFork_);
+  for (cudaEvent_t event : recordJoins_) cudaEventDestroy(event);
   for (cudaEvent_t event : traceStart_) cudaEventDestroy(event);
   for (cudaEvent_t event : traceEnd_) cudaEventDestroy(event);
   if (traceOrigin_) cudaEventDestroy(traceOrigin_);
@@ -120,6 +125,9 @@ CudaBackend::~CudaBackend() {
 // What prepare() made for one plan; the CUDA streams, the matmul planner and
 // the trace's events stay for the next.
 void CudaBackend::releasePlanMemory() {
+  releaseStepGraph();
+  recordingRefused_ = false;
+  recordingFailure_.clear();
   for (auto& [name, event] : events_) cudaEventDestroy(event);
   events_.clear();
   for (Pool& pool : pools_) {

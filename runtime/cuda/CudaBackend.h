@@ -20,6 +20,10 @@ struct CudaOptions {
   // on that use's stream. Off by default (a memset per tensor per step); also
   // on with MEGATRAIN_POISON=1 in the environment.
   bool poison = false;
+  // Record the second training step's issue as a CUDA graph and replay it in
+  // later steps (docs/runtime.md, "Step graphs"). On by default; off with
+  // MEGATRAIN_CUDA_GRAPHS=0 in the environment (megatrain-run --no-step-graphs).
+  bool stepGraphs = true;
 };
 
 // A backend on CUDA device `device` (0 unless several GPUs are present).

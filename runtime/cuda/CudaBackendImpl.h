@@ -125,6 +125,14 @@ class CudaBackend final : public Backend {
   // ---- CudaBackendDisk.cpp: DISK pools through the disk I/O thread ----
   void setDiskDirectory(const std::string& dir) override { diskDir_ = dir; }
 
+  // ---- CudaBackendGraph.cpp: a training step recorded as a CUDA graph and replayed ----
+  bool canRecordSteps() const override;
+  void beginStepRecording() override;
+  bool endStepRecording(const std::string& failure) override;
+  bool hasRecordedStep() const override { return stepGraph_ != nullptr; }
+  void replayStep(const plan::AdamW& hyper, int64_t t, double* loss) override;
+  std::string stepRecordingFailure() const override { return recordingFailure_; }
+
   // ---- CudaBackendReports.cpp: the step trace and the memory report ----
   bool canTraceSteps() const override { return true; }
   void beginStepTrace() override;
@@ -187,6 +195,14 @@ class CudaBackend final : public Backend {
   void readDisk(const plan::Tensor& tensor, void* bytes, size_t size) const;
   void writeDisk(const plan::Tensor& tensor, const void* bytes, size_t size);
 
+  // ---- CudaBackendGraph.cpp ----
+  // The CUDA streams of this plan's streams other than compute_.
+  std::vector<cudaStream_t> sideStreams() const;
+  // While recording: notes that the step's AdamW kernel just launched on
+  // `stream` must take each replay's step count and lr.
+  void recordAdamWNode(cudaStream_t stream, plan::DType dtype);
+  void releaseStepGraph();
+
   // ---- CudaBackendReports.cpp ----
   void recordMemoryBeforePrepare();
   uint64_t deviceUsedBytes() const;
@@ -248,6 +264,22 @@ class CudaBackend final : public Backend {
   std::condition_variable diskWake_;
   std::deque<DiskJob> diskJobs_;
   bool diskStop_ = false;
+
+  // The step graph: recording state, the recording, what a replay updates.
+  struct GraphAdamW {
+    cudaGraphNode_t node = nullptr;
+    plan::DType dtype = plan::DTYPE_UNSPECIFIED;
+  };
+  bool stepGraphs_ = true;
+  bool recording_ = false;
+  bool recordingRefused_ = false;  // a recording of this plan failed: it runs as issued
+  std::string recordingFailure_;
+  cudaEvent_t recordFork_ = nullptr;
+  std::vector<cudaEvent_t> recordJoins_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t stepGraph_ = nullptr;
+  std::vector<GraphAdamW> graphAdamW_;    // device AdamW kernel nodes
+  std::vector<uint32_t> graphHostTasks_;  // the steps whose host task slot the graph's host nodes read
 
   // Memory report.
   uint64_t totalBytes_ = 0, contextBytes_ = 0, beforePrepare_ = 0, afterPrepare_ = 0;

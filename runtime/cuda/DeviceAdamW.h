@@ -22,6 +22,14 @@ namespace megatrain::runtime::cuda {
 void launchAdamW(plan::DType dtype, void* param, const void* grad, void* m, void* v, size_t count,
                  const plan::AdamW& hyper, int64_t t, uint16_t* bf16Copy, cudaStream_t stream);
 
+// A step graph's replay (docs/runtime.md, "Step graphs"): sets the update
+// constants of `node`, a kernel node that a launchAdamW of `dtype` made while
+// its stream was captured, to those of `hyper` and t in the instantiated
+// graph `exec`; the other arguments stay as launched. Throws if the node is
+// not that update kernel.
+void setAdamWNodeStep(cudaGraphExec_t exec, cudaGraphNode_t node, plan::DType dtype, const plan::AdamW& hyper,
+                      int64_t t);
+
 // acc[i] += addend[i] in the dtype (f32 or f64), each sum rounded once.
 void launchAccumulate(plan::DType dtype, void* acc, const void* addend, size_t count, cudaStream_t stream);
 

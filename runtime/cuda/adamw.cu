@@ -102,6 +102,30 @@ void launchAdamW(plan::DType dtype, void* param, const void* grad, void* m, void
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
+void setAdamWNodeStep(cudaGraphExec_t exec, cudaGraphNode_t node, plan::DType dtype, const plan::AdamW& hyper,
+                      int64_t t) {
+  cudaKernelNodeParams params{};
+  MT_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
+  // The launch's arguments as recorded, but the constants (the last one).
+  void* args[7] = {};
+  AdamWConstantsF32 f32;
+  AdamWConstantsF64 f64;
+  if (dtype == plan::F32 && params.func == reinterpret_cast<void*>(adamwF32Kernel)) {
+    for (int i = 0; i < 6; ++i) args[i] = params.kernelParams[i];
+    f32 = adamwConstantsF32(hyper, t);
+    args[6] = &f32;
+  } else if (dtype == plan::F64 && params.func == reinterpret_cast<void*>(adamwF64Kernel)) {
+    for (int i = 0; i < 5; ++i) args[i] = params.kernelParams[i];
+    f64 = adamwConstantsF64(hyper, t);
+    args[5] = &f64;
+  } else {
+    throw Error(std::string("device adamw: the recorded node is not the ") + dtypeName(dtype) + " update kernel");
+  }
+  params.kernelParams = args;
+  params.extra = nullptr;
+  MT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec, node, &params));
+}
+
 void launchAccumulate(plan::DType dtype, void* acc, const void* addend, size_t count, cudaStream_t stream) {
   if (count == 0) return;
   if (dtype == plan::F32)

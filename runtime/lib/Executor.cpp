@@ -409,12 +409,47 @@ StepResult Executor::runStep(const StepOptions& options) {
       throw Error("the " + backend_->name() + " backend cannot time a step (tracing needs cuda)");
     backend_->beginStepTrace();
   }
-  const bool poison = backend_->poisonsDeadTensors();
   hyper_.set_lr(options.lr ? *options.lr : plan_.header().optimizer().lr());
   StepResult result;
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.lr = hyper_.lr();
   result.gradNorm = std::numeric_limits<double>::quiet_NaN();
+  // A step graph (docs/runtime.md, "Step graphs"): the first step runs as
+  // issued (first-use work of libraries stays out of any graph), the second
+  // is recorded and replayed, later ones replay the recording. A traced or
+  // clipped step, or one with the kill hook, is issued as always.
+  const bool replayable = !options.trace && !clipping && killInStep_ == 0 && backend_->canRecordSteps();
+  if (replayable && backend_->hasRecordedStep()) {
+    backend_->replayStep(hyper_, step_, &result.loss);
+    backend_->synchronize();
+    return result;
+  }
+  if (replayable && issuedSteps_ > 0) {
+    backend_->beginStepRecording();
+    bool recorded = false;
+    try {
+      issueSteps(options, result);
+      recorded = backend_->endStepRecording("");
+    } catch (const Error& e) {
+      // Not recorded; issued below, where an error of the step itself is met again.
+      backend_->endStepRecording(e.what());
+    }
+    if (recorded) {
+      backend_->replayStep(hyper_, step_, &result.loss);
+      backend_->synchronize();
+      return result;
+    }
+  }
+  issueSteps(options, result);
+  ++issuedSteps_;
+  backend_->synchronize();
+  if (options.trace) result.trace = backend_->endStepTrace();
+  return result;
+}
+
+void Executor::issueSteps(const StepOptions& options, StepResult& result) {
+  const bool clipping = options.clipGradNorm.has_value();
+  const bool poison = backend_->poisonsDeadTensors();
   const int64_t lastAdamw = adamwSteps_.empty() ? -1 : adamwSteps_.back();
   for (const plan::Step& step : plan_.steps()) {
     const bool deferred = clipping && step.op_case() == plan::Step::kHostTask &&
@@ -434,9 +469,6 @@ StepResult Executor::runStep(const StepOptions& options) {
       ::kill(::getpid(), SIGKILL);
     }
   }
-  backend_->synchronize();
-  if (options.trace) result.trace = backend_->endStepTrace();
-  return result;
 }
 
 namespace {

@@ -43,6 +43,10 @@ void addRunReportOptions(CLI::App& app, RunReportOptions& options) {
                 "on cuda, fill each dead device tensor with NaN after its last use (a memset per tensor "
                 "per step; always on for cpu; also MEGATRAIN_POISON=1)",
                 group, [&options] { options.poison = true; });
+  addFlagOption(app, "--no-step-graphs",
+                "on cuda, issue every training step call by call instead of replaying the second step's "
+                "recording as a CUDA graph (also MEGATRAIN_CUDA_GRAPHS=0)",
+                group, [&options] { options.stepGraphs = false; });
   addValueOption(app, "--trace", "FILE.json",
                  "time every kernel, copy and host task of one step on the device (cuda) and write Chrome "
                  "trace events with the tracks of megatrain-inspect --trace and the predicted times in "

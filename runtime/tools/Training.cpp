@@ -402,6 +402,7 @@ int TrainingSession::run() {
   stepOptions.clipGradNorm = s.options.clipGradNorm;
   const auto runStart = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count(); };
+  bool graphNoted = false;
   for (int64_t step = s.startStep + 1; step <= s.setup.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     if (s.sampler) {
@@ -425,6 +426,11 @@ int TrainingSession::run() {
     stepOptions.trace = measurements.traceThisStep(step);
     const StepResult result = s.executor.runStep(stepOptions);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!graphNoted && !s.executor.backend().stepRecordingFailure().empty()) {
+      progress.important("the step could not be recorded as a CUDA graph, steps are issued one by one: " +
+                         s.executor.backend().stepRecordingFailure());
+      graphNoted = true;
+    }
     measurements.afterStep(step, seconds, result.trace);
     // Evaluation reads the weights this step wrote and changes nothing of the
     // training state; it is not counted in the step's time. A non-finite

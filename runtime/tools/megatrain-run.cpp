@@ -123,11 +123,12 @@ std::string resolveBackend(const std::string& name) {
   return "cpu";
 }
 
-std::unique_ptr<Backend> makeBackend(const std::string& name, bool poison) {
+std::unique_ptr<Backend> makeBackend(const std::string& name, const RunReportOptions& report) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
 #ifdef MEGATRAIN_WITH_CUDA
   CudaOptions cuda;
-  cuda.poison = poison;
+  cuda.poison = report.poison;
+  cuda.stepGraphs = report.stepGraphs;
   if (name == "cuda") return makeCudaBackend(0, cuda);
 #else
   if (name == "cuda") throw Error("the CUDA backend is not built into this binary");
@@ -188,7 +189,7 @@ int run(int argc, char** argv) {
     checkEvaluationPlan(*evalPlan, options.training.evalPlan, plan, options.plan);
   }
   const std::string chosen = resolveBackend(options.backend);
-  std::unique_ptr<Backend> backend = makeBackend(chosen, options.report.poison);
+  std::unique_ptr<Backend> backend = makeBackend(chosen, options.report);
   validatePlan(plan, *backend, options.plan);
   for (const plan::Pool& pool : plan.pools())
     if (pool.tier() == plan::DISK && options.training.diskDir.empty())
@@ -214,7 +215,7 @@ int run(int argc, char** argv) {
   // training plan's (so preflight sees what is left) and only read from it.
   std::unique_ptr<Evaluator> evaluator;
   if (evalPlan) {
-    std::unique_ptr<Backend> evalBackend = makeBackend(chosen, options.report.poison);
+    std::unique_ptr<Backend> evalBackend = makeBackend(chosen, options.report);
     validatePlan(*evalPlan, *evalBackend, options.training.evalPlan);
     if (!options.training.skipPreflight) runPreflight(*evalPlan, *evalBackend, "");
     evaluator = std::make_unique<Evaluator>(std::move(*evalPlan), std::move(evalBackend), options.training.evalData,

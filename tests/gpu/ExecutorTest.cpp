@@ -202,6 +202,50 @@ TEST_F(CudaExecutor, RunsAreBitwiseReproducible) {
   EXPECT_EQ(first->readBytes("W1"), second->readBytes("W1"));
 }
 
+// Step graphs (docs/runtime.md): the second step is recorded and every later one replays
+// it; a replay runs the recorded launches, with each step's lr and AdamW step count in the
+// host tasks' slots, so losses, weights and moments are bitwise those of the steps issued
+// call by call, under an lr that changes every step.
+TEST_F(CudaExecutor, StepGraphReplaysTheIssuedBits) {
+  for (const Model* model : {&kLinear, &kTokens, &kClassifier}) {
+    for (plan::DType dt : {plan::F32, plan::F64}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
+      CudaOptions issuedOptions;
+      issuedOptions.stepGraphs = false;
+      auto replayed = executor(*model, dt, makeCudaBackend(0, CudaOptions{}));
+      auto issued = executor(*model, dt, makeCudaBackend(0, issuedOptions));
+      EXPECT_FALSE(issued->backend().canRecordSteps());
+      for (int step = 1; step <= 8; ++step) {
+        StepOptions options;
+        options.lr = 1e-3 * (1 + step % 3) / step;
+        const double a = replayed->runStep(options).loss, b = issued->runStep(options).loss;
+        ASSERT_TRUE(std::isfinite(a)) << "step " << step;
+        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << step << ": " << a << " vs " << b;
+        EXPECT_EQ(replayed->backend().hasRecordedStep(), step >= 2) << "step " << step;
+        EXPECT_EQ(replayed->backend().stepRecordingFailure(), "");
+      }
+      for (const std::string& name : model->parameters)
+        for (const std::string& tensor : {name, "adam_m:" + name, "adam_v:" + name})
+          EXPECT_EQ(replayed->readBytes(tensor), issued->readBytes(tensor)) << tensor;
+    }
+  }
+}
+
+// A traced step between replays is issued (the trace times each call) and the recording
+// stays: the next step replays it again.
+TEST_F(CudaExecutor, TracedStepsAreIssuedBetweenReplays) {
+  auto cuda = executor(kClassifier, plan::F32, makeCudaBackend(0, CudaOptions{}));
+  cuda->runStep();
+  cuda->runStep();
+  ASSERT_TRUE(cuda->backend().hasRecordedStep());
+  StepOptions traced;
+  traced.trace = true;
+  const StepResult result = cuda->runStep(traced);
+  ASSERT_EQ(result.trace.size(), static_cast<size_t>(cuda->plan().steps_size()));
+  EXPECT_TRUE(cuda->backend().hasRecordedStep());
+  EXPECT_TRUE(std::isfinite(cuda->runStep()));
+}
+
 // Every DEVICE tensor whose last_use_step has passed reads as NaN, host tensors persist.
 TEST_F(CudaExecutor, DeadTensorsArePoisoned) {
   auto cuda = executor(kClassifier, plan::F32, makeCudaBackend(0, poisoning()));

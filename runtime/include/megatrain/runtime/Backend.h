@@ -152,6 +152,32 @@ class Backend {
 
   // Device memory the backend holds after prepare(); nullopt on cpu.
   virtual std::optional<DeviceMemoryReport> memoryReport() const { return std::nullopt; }
+
+  // ---- Step graphs (docs/runtime.md, "Step graphs") ----
+  // A backend with queues may record the issue of one training step and
+  // replay the recording in later steps. Only the AdamW step count and
+  // hyper-parameters (lr) and the loss's destination change between replays;
+  // addresses, shapes and everything else a step issues stay as recorded.
+  // Whether this backend can record steps now (cuda, unless poisoning,
+  // MEGATRAIN_CUDA_SYNC, a disk tier, CudaOptions::stepGraphs = false or a
+  // recording that failed turned it off for this plan).
+  virtual bool canRecordSteps() const { return false; }
+  // From here to endStepRecording() the step's calls are recorded, not run.
+  virtual void beginStepRecording() {}
+  // Ends the recording. True: it holds the whole step, and nothing of it has
+  // run (replayStep runs it). False: a call could not be recorded, or the
+  // issue stopped at an error (`failure`, its message; empty when the issue
+  // completed); nothing of the step ran, it must be issued again, and this
+  // plan is not recorded again.
+  virtual bool endStepRecording(const std::string& failure) { return false; }
+  // Whether a recorded step is held (until the next prepare()).
+  virtual bool hasRecordedStep() const { return false; }
+  // Runs the recorded step with AdamW's `hyper` and step count t; the READ_LOSS
+  // task writes *loss, which must stay valid until the next synchronize().
+  virtual void replayStep(const plan::AdamW& hyper, int64_t t, double* loss) {}
+  // Why the last recording failed; empty when none did.
+  virtual std::string stepRecordingFailure() const { return {}; }
+  // ---- end of step graphs ----
   // ---- end of host tasks in stream order, poisoning, tracing, memory report ----
 };
 

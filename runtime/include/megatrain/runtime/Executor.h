@@ -122,6 +122,8 @@ class Executor {
 
   StagedInput& findInput(const std::string& name);
   void runOneStep(const plan::Step& step, double& loss);
+  // Issues every plan step of one training step (with its poisoning and clipping).
+  void issueSteps(const StepOptions& options, StepResult& result);
   // The deferred half of a clipped step: norm, scale, then every AdamW update.
   double clipAndUpdate(double maxNorm);
   // Sets clippingConflict_ if deferring AdamW to the last one would change what a step reads.
@@ -143,6 +145,7 @@ class Executor {
   plan::AdamW hyper_;                 // the plan's AdamW with this step's lr
   std::string clippingConflict_;      // why clipping would change the math; empty if it would not
   int64_t step_ = 0;
+  int64_t issuedSteps_ = 0;  // training steps issued call by call (not replayed)
   bool weightsLoaded_ = false;
   // (master PARAMETER, its PARAMETER_COMPUTE copy), by tensor id.
   std::vector<std::pair<uint32_t, uint32_t>> computeCopies_;
