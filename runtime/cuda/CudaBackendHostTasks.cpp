@@ -100,7 +100,7 @@ void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, 
     launchAdamW(param.dtype(), address(param), address(grad), address(m), address(v),
                 static_cast<size_t>(elementCount(param.shape())), hyper, t,
                 compute ? reinterpret_cast<uint16_t*>(address(*compute)) : nullptr, currentStream());
-    if (recording_) recordAdamWNode(currentStream(), param.dtype());
+    if (recording_ && elementCount(param.shape()) > 0) recordAdamWNode(currentStream(), param.dtype());
     traceEnd(currentStream());
     if (syncEveryKernel_) drain();
     return;
