@@ -370,6 +370,42 @@ void checkScratch(const Launch& launch, const Layout& l) {
   if (l.bytes > launch.device->scratchBytes) fail(launch, "scratch too small (prepare sized it for another shape)");
 }
 
+// One chunk's fold into the rows' running max, sum and picked logit: four
+// logits a thread where the chunk is packable (f32 tile of bf16 operands),
+// else one.
+template <typename R>
+void fold(const Launch& launch, const LinearCeDims& d, const R* tile, const int64_t* tokens, const Rows& rows,
+          int64_t j0, int64_t width, double* max, double* sum, double* picked) {
+  const cudaStream_t stream = launch.device->stream;
+  if constexpr (std::is_same_v<R, float>) {
+    if (packed(d, width)) {
+      foldPackedKernel<<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, stream>>>(
+          tile, tokens, rows, j0, width, max, sum, picked);
+      return;
+    }
+  }
+  foldKernel<R><<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, stream>>>(tile, tokens, rows, j0,
+                                                                                          width, max, sum, picked);
+}
+
+// One chunk's logit gradients g = (softmax - onehot) dloss / counted: four a
+// thread where the chunk is packable (bf16 g), else one.
+template <typename R, typename G>
+void chunkGrad(const Launch& launch, const LinearCeDims& d, const R* tile, const int64_t* tokens, const Rows& rows,
+               int64_t j0, int64_t width, const R* lse, const R* dloss, const double* counted, G* g) {
+  const DeviceContext& device = *launch.device;
+  if constexpr (std::is_same_v<G, __nv_bfloat16>) {
+    if (packed(d, width)) {
+      gradPackedKernel<<<gridFor(launch, d.rows() * width / 4, kThreads), kThreads, 0, device.stream>>>(
+          tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
+      return;
+    }
+  }
+  gradKernel<R, G><<<gradGrid(d.rows(), width), kThreads, 0, device.stream>>>(tile, tokens, rows, j0, width, lse,
+                                                                              dloss, counted, g, device.badData,
+                                                                              launch.step);
+}
+
 template <typename R>
 void forward(const Launch& launch, const LinearCeDims& d) {
   const DeviceContext& device = *launch.device;
@@ -391,17 +427,7 @@ void forward(const Launch& launch, const LinearCeDims& d) {
     for (int64_t j0 = 0; j0 < d.v && d.h > 0; j0 += chunk) {
       const int64_t width = std::min(chunk, d.v - j0);
       tileGemm(launch, d, j0, width, tile);
-      bool done = false;
-      if constexpr (std::is_same_v<R, float>) {
-        if (packed(d, width)) {
-          foldPackedKernel<<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, device.stream>>>(
-              tile, tokens, rows, j0, width, max, sum, picked);
-          done = true;
-        }
-      }
-      if (!done)
-        foldKernel<R><<<gridFor(launch, rows.count * kWarp, kThreads), kThreads, 0, device.stream>>>(
-            tile, tokens, rows, j0, width, max, sum, picked);
+      fold(launch, d, tile, tokens, rows, j0, width, max, sum, picked);
       MT_CHECK_LAUNCH(launch);
     }
     finishRowsKernel<R><<<gridFor(launch, rows.count, kThreads), kThreads, 0, device.stream>>>(
@@ -442,17 +468,7 @@ void backward(const Launch& launch, const LinearCeDims& d) {
   for (int64_t j0 = 0; j0 < d.v; j0 += chunk) {
     const int64_t width = std::min(chunk, d.v - j0);
     tileGemm(launch, d, j0, width, tile);
-    bool done = false;
-    if constexpr (std::is_same_v<G, __nv_bfloat16>) {
-      if (packed(d, width)) {
-        gradPackedKernel<<<gridFor(launch, rowCount * width / 4, kThreads), kThreads, 0, device.stream>>>(
-            tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
-        done = true;
-      }
-    }
-    if (!done)
-      gradKernel<R, G><<<gradGrid(rowCount, width), kThreads, 0, device.stream>>>(
-          tile, tokens, rows, j0, width, lse, dloss, counted, g, device.badData, launch.step);
+    chunkGrad(launch, d, tile, tokens, rows, j0, width, lse, dloss, counted, g);
     MT_CHECK_LAUNCH(launch);
     // dhidden[rows, H] (+)= g[rows, width] W[j0 : j0 + width, H].
     const char* weight = static_cast<const char*>(launch.in[1].data) + j0 * d.h * operandBytes(d);

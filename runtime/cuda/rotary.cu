@@ -218,6 +218,12 @@ HeadsLayout headsLayout(const Launch& launch, const Shape& s, const StridedSpace
   return h;
 }
 
+// Whether rotaryHeadsKernel covers this launch for packs of `lanes` elements.
+bool headsPackable(const HeadsLayout& heads, int64_t d, int64_t lanes, std::initializer_list<const void*> tensors) {
+  return heads.fits && (d / 2) % lanes == 0 && heads.tableB % lanes == 0 && heads.tableS % lanes == 0 &&
+         aligned16(tensors);
+}
+
 // Whether rotaryPackKernel covers this launch for packs of `lanes` elements.
 bool packable(const StridedSpace<2>& space, int64_t d, int64_t lanes, std::initializer_list<const void*> tensors) {
   if (space.rank == 0 || (d / 2) % lanes != 0 || space.dims[space.rank - 1] % lanes != 0) return false;
@@ -258,8 +264,7 @@ void rotary(const Launch& launch) {
     using T = decltype(tTag);
     using Y = decltype(yTag);
     constexpr int64_t kLanes = packLanes<X, T, Y>();
-    if (heads.fits && (d / 2) % kLanes == 0 && heads.tableB % kLanes == 0 && heads.tableS % kLanes == 0 &&
-        aligned16({x.data, cos.data, sin.data, y.data})) {
+    if (headsPackable(heads, d, kLanes, {x.data, cos.data, sin.data, y.data})) {
       const int64_t items = heads.positions * (d / 2 / kLanes);
       rotaryHeadsKernel<X, T, Y, Grad><<<gridFor(launch, items, kThreads), kThreads, 0, stream>>>(
           x.as<const X>(), cos.as<const T>(), sin.as<const T>(), y.as<Y>(), heads.positions, heads.seq, heads.count,
