@@ -1,4 +1,4 @@
-//===- FuseMatmulEpilogues.cpp - mt-fuse-matmul-epilogues: residual adds into their products ===//
+//===- FuseMatmulEpilogues.cpp - mt-fuse-matmul-epilogues: residual adds, biases and GELU into their products ===//
 //
 // A Llama block adds the o_proj and down_proj products to the residual
 // stream, autodiff sums the gradients of a value read by several products
@@ -7,13 +7,16 @@
 // wrote. cuBLASLt adds a matrix C (D = A B + beta C, beta = 1) or a bias
 // vector (its BIAS epilogue) to the product in the same kernel, so the
 // product never makes the round trip through memory and the add's launch is
-// gone. This pass writes add(matmul(a, b), r) as one mt.matmul_add(a, b, r).
+// gone. This pass writes add(matmul(a, b), r) as one mt.matmul_add(a, b, r),
+// and a tanh GELU of a biased product (GPT-2's c_fc) as one
+// mt.matmul_bias_gelu(a, b, bias), which cuBLASLt's GELU_AUX_BIAS epilogue
+// runs, writing the pre-activation the backward reads beside the GELU.
 //
 // It runs on the whole training step after mt-precision and
 // mt-fold-transpose (the products have their bf16 operands, precision and
 // transpose flags) and before mt-fuse-pointwise (which would otherwise take
-// the add into an elementwise chain). In one walk over the adds, in program
-// order:
+// the add or the GELU into an elementwise chain). First one walk over the
+// adds, in program order:
 //   1. Candidates: the add's operands that are mt.matmul results whose only
 //      reader is this add (a product also read elsewhere must be written
 //      anyway), of the add's result type and an f32 or f64 element type (the
@@ -28,16 +31,33 @@
 //      to there, as the add's operands did).
 //   3. The fused op keeps the matmul's flags and precision; the add's
 //      result is replaced by it and both ops are erased.
+// Then one walk over the GELUs:
+//   4. A gelu {approximate = "tanh"} (the erf form has no epilogue) whose
+//      operand is an f32 mt.matmul_add with a bias, directly or through
+//      reshapes (GPT-2's Conv1D multiplies [B*T, C] and reshapes to
+//      [B, T, 4C]), when the sum's every reader, through those reshapes, is
+//      this gelu or a tanh gelu_grad reading it as its x (the backward's:
+//      the pre-activation z it needs). Anything else reading z would make
+//      the fused op write what it writes anyway, and is left unfused. So is
+//      a gelu read only by casts to bf16 (directly or through reshapes: the
+//      bf16 plans' next product reads it so): unfused, mt-fuse-pointwise
+//      makes the gelu and the cast one program that reads z and writes
+//      bf16 (10 bytes an element with the sum's write), where the fused op
+//      would write an f32 y for the cast to read (14 bytes).
+//   5. mt.matmul_bias_gelu stands where the sum stood, with its flags and
+//      precision; its z replaces the sum (the reshapes and the gelu_grads
+//      read it as before), and its y, reshaped as the gelu's operand was,
+//      replaces the gelu.
 //
 // The values do not change: y = A B + r is, per element, the product's
 // accumulator rounded to y's type plus r, rounded once, exactly as the add
-// of the rounded product (docs/ops.md "Matmul epilogues").
+// of the rounded product, and the fused GELU is gelu's expression of that
+// sum (docs/ops.md "Matmul epilogues").
 //
-// Not optimal for: an activation after the product and its bias (GELU),
-// which cuBLASLt's GELU_AUX_BIAS epilogue could take too; a product whose f32
-// result is only cast to bf16 (an epilogue could write bf16 directly); a sum
-// of two products with other readers; a bias added after a reshape of the
-// product.
+// Not optimal for: the GELU's backward (gelu_grad of a product, which
+// cuBLASLt's DGELU epilogues could take); a product whose f32 result is only
+// cast to bf16 (an epilogue could write bf16 directly); a sum of two
+// products with other readers; a bias added after a reshape of the product.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
@@ -80,11 +100,95 @@ bool fusableAddend(Value addend, Type result) {
          r.getElementType() == y.getElementType() && y.getElementType().isF32();
 }
 
+/// Whether every reader of `value`, through reshapes, is a cast to bf16 (and
+/// there is one).
+bool onlyCastToBf16(Value value) {
+  bool any = false;
+  for (Operation *reader : value.getUsers()) {
+    if (auto reshape = dyn_cast<mt::ReshapeOp>(reader)) {
+      if (!onlyCastToBf16(reshape.getResult()))
+        return false;
+      any = true;
+      continue;
+    }
+    auto narrow = dyn_cast<mt::CastOp>(reader);
+    if (!narrow ||
+        !cast<RankedTensorType>(narrow.getResult().getType()).getElementType().isBF16())
+      return false;
+    any = true;
+  }
+  return any;
+}
+
+/// The biased f32 sum under `gelu`'s operand (through reshapes) when its
+/// every reader is that gelu or a tanh gelu_grad reading it as x, else null.
+mt::MatMulAddOp fusableGeluProduct(mt::GeluOp gelu) {
+  if (gelu.getApproximate() != "tanh" || onlyCastToBf16(gelu.getResult()))
+    return nullptr;
+  Value value = gelu.getX();
+  while (auto reshape = value.getDefiningOp<mt::ReshapeOp>())
+    value = reshape.getX();
+  auto sum = value.getDefiningOp<mt::MatMulAddOp>();
+  if (!sum)
+    return nullptr;
+  auto y = cast<RankedTensorType>(sum.getResult().getType());
+  if (!y.getElementType().isF32() || sum.getR().getType() == y ||
+      cast<RankedTensorType>(sum.getR().getType()).getRank() != 1)
+    return nullptr;
+  // Every reader of z, through reshapes: the gelu, or a gelu_grad's x.
+  SmallVector<Value> values{sum.getResult()};
+  while (!values.empty()) {
+    Value z = values.pop_back_val();
+    for (OpOperand &use : z.getUses()) {
+      Operation *reader = use.getOwner();
+      if (auto reshape = dyn_cast<mt::ReshapeOp>(reader)) {
+        values.push_back(reshape.getResult());
+        continue;
+      }
+      if (reader == gelu.getOperation())
+        continue;
+      auto grad = dyn_cast<mt::GeluGradOp>(reader);
+      if (!grad || grad.getApproximate() != "tanh" || grad.getX() != z || grad.getDy() == z)
+        return nullptr;
+    }
+  }
+  return sum;
+}
+
+/// Writes gelu(reshapes of sum) as mt.matmul_bias_gelu at the sum's place.
+void fuseGelu(mt::GeluOp gelu, mt::MatMulAddOp sum) {
+  OpBuilder b(sum);
+  Type type = sum.getResult().getType();
+  auto fused = b.create<mt::MatMulBiasGeluOp>(
+      b.getFusedLoc({sum.getLoc(), gelu.getLoc()}), TypeRange{type, type}, sum.getA(),
+      sum.getB(), sum.getR(), sum.getTransposeA(), sum.getTransposeB());
+  for (NamedAttribute attr : sum->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+  sum.getResult().replaceAllUsesWith(fused.getZ());
+  sum.erase();
+  Value y = fused.getY();
+  if (y.getType() != gelu.getResult().getType()) {
+    b.setInsertionPoint(gelu);
+    y = b.create<mt::ReshapeOp>(gelu.getLoc(), gelu.getResult().getType(), y);
+  }
+  gelu.getResult().replaceAllUsesWith(y);
+  gelu.erase();
+}
+
 struct FuseMatmulEpilogues
     : megatrain::impl::FuseMatmulEpiloguesBase<FuseMatmulEpilogues> {
   using Base::Base;
 
   void runOnOperation() override {
+    fuseAdds();
+    SmallVector<mt::GeluOp> gelus;
+    getOperation().walk([&](mt::GeluOp op) { gelus.push_back(op); });
+    for (mt::GeluOp gelu : gelus)
+      if (mt::MatMulAddOp sum = fusableGeluProduct(gelu))
+        fuseGelu(gelu, sum);
+  }
+
+  void fuseAdds() {
     func::FuncOp func = getOperation();
     DominanceInfo dominance(func);
     SmallVector<mt::AddOp> adds;

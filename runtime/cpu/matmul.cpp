@@ -17,21 +17,26 @@
 // element added in y's type, the bits of matmul followed by add; the CUDA
 // kernel adds r to its fp32 accumulator the same way (docs/ops.md "Matmul
 // epilogues").
+//
+// matmul_bias_gelu (f32 y and z): z is matmul_add's value with the bias, y
+// the tanh GELU of z by gelu's own element function (ActivationMath.h), so
+// both are the bits of matmul_add followed by gelu.
 #include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "ActivationMath.h"
 #include "CpuKernel.h"
 
 namespace megatrain::runtime::cpu {
 namespace {
 
-// `r`, when not null, is the addend of matmul_add: y's shape, or a bias [n].
+// The product into y (out[0]'s shape); `r`, when not null, is the addend of
+// matmul_add: y's shape, or a bias [n].
 template <typename T, typename Y = T>
-void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r, bool bias) {
+void matmulImpl(const KernelArgs& args, const MatmulDims& d, const Y* r, bool bias, Y* y) {
   const T* a = args.in[0].as<const T>();
   const T* b = args.in[1].as<const T>();
-  Y* y = args.out[0].as<Y>();
   // The product rounded to Y, plus r's element in Y when there is an addend
   // (never with a bf16 y: matmul_add's rule refuses one).
   auto finish = [r, bias](double sum, int64_t at, int64_t column) {
@@ -91,20 +96,39 @@ void matmul(const KernelArgs& args) {
     requireDType(args, args.in[1], DType::BF16, "b");
     const MatmulDims d = matmulDims(args);
     if (args.out[0].dtype == DType::BF16 && !addend) {  // the f32 result rounded to bf16
-      matmulImpl<Bf16, Bf16>(args, d, nullptr, false);
+      matmulImpl<Bf16, Bf16>(args, d, nullptr, false, args.out[0].as<Bf16>());
       return;
     }
     requireDType(args, args.out[0], DType::F32, "output");
     if (addend) requireDType(args, args.in[2], DType::F32, "r");
-    matmulImpl<Bf16, float>(args, d, addend ? args.in[2].as<const float>() : nullptr, bias);
+    matmulImpl<Bf16, float>(args, d, addend ? args.in[2].as<const float>() : nullptr, bias, args.out[0].as<float>());
     return;
   }
   const DType dtype = cpuFloatingType(args, inMask(0) | inMask(1) | outMask(0) | (addend ? inMask(2) : 0));
   const MatmulDims d = matmulDims(args);
   dispatchFloating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    matmulImpl<T>(args, d, addend ? args.in[2].as<const T>() : nullptr, bias);
+    matmulImpl<T>(args, d, addend ? args.in[2].as<const T>() : nullptr, bias, args.out[0].as<T>());
   });
+}
+
+// matmul_bias_gelu: z = matmul_add(a, b, bias) into out[1], then y = gelu_tanh(z).
+void matmulBiasGelu(const KernelArgs& args) {
+  const MatmulDims d = matmulDims(args);  // the rule has made the bias, y and z f32
+  const float* bias = args.in[2].as<const float>();
+  float* y = args.out[0].as<float>();
+  float* z = args.out[1].as<float>();
+  if (args.in[0].dtype == DType::BF16 || args.in[1].dtype == DType::BF16) {
+    requireDType(args, args.in[0], DType::BF16, "a");
+    requireDType(args, args.in[1], DType::BF16, "b");
+    matmulImpl<Bf16, float>(args, d, bias, true, z);
+  } else {
+    requireDType(args, args.in[0], DType::F32, "a");
+    requireDType(args, args.in[1], DType::F32, "b");
+    matmulImpl<float>(args, d, bias, true, z);
+  }
+  const int64_t n = args.out[0].shape.elements();
+  for (int64_t i = 0; i < n; ++i) y[i] = geluTanh(z[i]);
 }
 
 size_t matmulScratch(const KernelArgs& args) {
@@ -117,6 +141,7 @@ size_t matmulScratch(const KernelArgs& args) {
 void addMatmulKernels(CpuKernelRegistry& registry) {
   registry.add("matmul", {matmul, matmulScratch});
   registry.add("matmul_add", {matmul, matmulScratch});
+  registry.add("matmul_bias_gelu", {matmulBiasGelu, matmulScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

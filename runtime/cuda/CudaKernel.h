@@ -179,6 +179,11 @@ unsigned gridFor(const Launch& launch, int64_t n, int threads);
 void convertF32ToBf16(const Launch& launch, const float* x, uint16_t* y, int64_t n);
 void convertBf16ToF32(const Launch& launch, const uint16_t* x, float* y, int64_t n);
 
+// gelu's tanh form of n contiguous f32 elements on launch.device->stream
+// (defined in activation.cu): the gelu kernel's expression, for
+// matmul_bias_gelu's steps that cuBLASLt's GELU epilogue does not take.
+void launchGeluTanh(const Launch& launch, const float* x, float* y, int64_t n);
+
 // Reduction shared by reduce_sum, reduce_mean and sum_to (defined in reduce.cu):
 // y[j] = (sum of x over the dims where `kept` is 1 and x is not) / divisor,
 // with y laid out as `kept` (x.shape with reduced dims set to 1).

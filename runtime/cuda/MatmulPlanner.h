@@ -1,7 +1,9 @@
 // MatmulPlanner.h - cuBLASLt for the f32 and bf16 matmuls: one workspace, algorithms chosen (and timed) once per distinct product at prepare time.
 //
 // CudaBackend::prepare() hands every resolved kernel step to prepare(); for a
-// `matmul` or `matmul_add` step (the addend is cuBLASLt's C, with beta 1)
+// `matmul`, `matmul_add` (the addend is cuBLASLt's C, with beta 1, or its
+// bias) or `matmul_bias_gelu` (the GELU_AUX_BIAS epilogue, or the bias form
+// and gelu's kernel where cuBLASLt takes no GELU form) step
 // whose operands are F32, or BF16 with an F32 (or, matmul only, BF16) result, it works
 // out the product's cuBLASLt form (the strided batch, the host-walked outer
 // batch, each operand's actual address alignment) and looks it up in a cache
@@ -46,7 +48,7 @@ class MatmulPlanner {
   // Forgets the previous plan's steps (the algorithm cache stays) and makes
   // room for `steps` steps.
   void beginPlan(int steps);
-  // Plans `launch` if it is an F32 or BF16 matmul or matmul_add; other steps
+  // Plans `launch` if it is an F32 or BF16 matmul, matmul_add or matmul_bias_gelu; other steps
   // are ignored. MEGATRAIN_MATMUL_LOG=1 prints how each bf16-result step
   // writes y.
   // Shape, dtype or precision errors and cuBLASLt failures are Errors naming

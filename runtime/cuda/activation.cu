@@ -176,6 +176,20 @@ void swigluGrad(const Launch& launch) { launchElements<3, 2>(launch, SwigluGradO
 
 }  // namespace
 
+void launchGeluTanh(const Launch& launch, const float* x, float* y, int64_t n) {
+  if (n == 0) return;
+  Operands<float, 1, 1> a;
+  a.in[0] = x;
+  a.out[0] = y;
+  const cudaStream_t stream = launch.device->stream;
+  const MapOf<GeluTanh> f{};
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 && n % 4 == 0)
+    packsKernel<float, 1, 1, MapOf<GeluTanh>><<<gridFor(launch, n / 4, kThreads), kThreads, 0, stream>>>(a, n / 4, f);
+  else
+    elementsKernel<float, 1, 1, MapOf<GeluTanh>><<<gridFor(launch, n, kThreads), kThreads, 0, stream>>>(a, n, f);
+  MT_CHECK_LAUNCH(launch);
+}
+
 void addActivationKernels(CudaKernelRegistry& registry) {
   registry.add("silu", {map<Silu>});
   registry.add("silu_grad", {slope<SiluSlope>});

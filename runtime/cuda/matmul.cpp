@@ -1,4 +1,4 @@
-// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims; matmul_add adds r in the epilogue.
+// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims; matmul_add adds r in the epilogue, matmul_bias_gelu a bias and the tanh GELU.
 //
 // Host code only (cuBLAS launches the kernels), so the C++ compiler builds it
 // instead of nvcc.
@@ -43,6 +43,14 @@
 // copies a full r into y and runs Dgemm with beta = 1 on it; an f64 bias
 // and a bias of an empty product (k = 0) are refused (the compiler fuses
 // neither).
+//
+// matmul_bias_gelu (z = A B + bias, y = gelu_tanh(z); f32 y and z) is the
+// bias form with cuBLASLt's GELU_AUX_BIAS epilogue: D = y, and z written to
+// the epilogue's aux pointer (aux type = D's, leading dimension n, batch
+// stride y's). cuBLASLt takes an aux leading dimension that is a multiple of
+// 8 only, so a step whose n is not, or whose GELU form the heuristic offers
+// no algorithm for, runs the bias form into z and then gelu's kernel from z
+// into y: the unfused pair's two kernels.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -65,7 +73,8 @@ namespace megatrain::runtime::cuda {
 namespace {
 
 // The operand types matmul accepts: F32 x F32 -> F32, BF16 x BF16 -> F32 or
-// BF16 (matmul_add's rule refuses a bf16 result), F64 x F64 -> F64.
+// BF16 (matmul_add's and matmul_bias_gelu's rules refuse a bf16 result, the
+// latter an f64 one), F64 x F64 -> F64.
 void checkTypes(const Launch& launch) {
   const DType a = launch.in[0].dtype, b = launch.in[1].dtype, y = launch.out[0].dtype;
   const bool ok = (a == DType::F32 && b == DType::F32 && y == DType::F32) ||
@@ -80,11 +89,14 @@ void checkTypes(const Launch& launch) {
                      "; they must match");
 }
 
-// matmul_add's addend, or null for matmul.
+// matmul_add's addend or matmul_bias_gelu's bias, or null for matmul.
 const void* addendOf(const Launch& launch) { return launch.numIn == 3 ? launch.in[2].data : nullptr; }
 
-// Whether matmul_add's addend is a bias [n] (cuBLASLt's BIAS epilogue).
-bool biasAddend(const Launch& launch) { return launch.numIn == 3 && matmulAddendIsBias(launch); }
+// Whether the step is matmul_bias_gelu (y, and the pre-activation z as out[1]).
+bool geluStep(const Launch& launch) { return launch.numIn == 3 && launch.numOut == 2; }
+
+// Whether the addend is a bias [n] (cuBLASLt's BIAS epilogue): matmul_bias_gelu's always.
+bool biasAddend(const Launch& launch) { return geluStep(launch) || (launch.numIn == 3 && matmulAddendIsBias(launch)); }
 
 int toInt(const Launch& launch, int64_t value, const char* what) {
   if (value > INT_MAX) fail(launch, std::string(what) + " " + std::to_string(value) + " exceeds cuBLAS's int range");
@@ -282,10 +294,12 @@ struct Form {
   uint32_t alignA = 0, alignB = 0, alignY = 0;
   uint32_t alignR = 0;  // matmul_add's addend; 0 marks a plain matmul
   bool bias = false;    // the addend is a bias [n]
+  bool gelu = false;    // GELU_AUX_BIAS: the tanh GELU of the biased sum in D, the sum in the aux matrix
+  uint32_t alignZ = 0;  // the aux matrix's (matmul_bias_gelu's z)
 };
 
 // Everything a cuBLASLt call's form depends on.
-using Key = std::array<int64_t, 17>;
+using Key = std::array<int64_t, 19>;
 
 Key keyOf(const Form& f, const Gemm& g) {
   return {static_cast<int64_t>(f.operands),
@@ -295,7 +309,8 @@ Key keyOf(const Form& f, const Gemm& g) {
           g.transA, g.transB,
           g.strideA, g.strideB, g.strideY,
           f.alignA, f.alignB, f.alignY,
-          f.alignR ? (f.bias ? 2 : 1) : 0, f.alignR};
+          f.alignR ? (f.bias ? 2 : 1) : 0, f.alignR,
+          f.gelu, f.alignZ};
 }
 
 // Descriptors and algorithm of one distinct product.
@@ -311,6 +326,9 @@ struct LtGemm {
   // Null for every other form.
   const LtGemm* viaF32 = nullptr;
   int candidate = 0;  // which of the heuristic's candidates algo is (for MEGATRAIN_MATMUL_LOG)
+  // A GELU_AUX_BIAS form the heuristic offered no algorithm for: its steps
+  // run the bias form and gelu's kernel.
+  bool refused = false;
 
   ~LtGemm() {
     if (layoutD) cublasLtMatrixLayoutDestroy(layoutD);
@@ -328,10 +346,15 @@ struct StepRecord {
   const void* r = nullptr;  // matmul_add's addend (cuBLASLt's C, or its bias vector), else null
   bool bias = false;         // r is a bias [n]
   void* y = nullptr;
+  // matmul_bias_gelu's pre-activation, else null. With a GELU form gemm
+  // writes it as the aux matrix; with the bias form (geluAfter) gemm writes
+  // it as D and gelu's kernel then writes y from it.
+  void* z = nullptr;
+  bool geluAfter = false;
 };
 
 std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, const Form& f) {
-  const std::string addend = f.alignR ? (f.bias ? "(+ bias) " : "(+ r) ") : "";
+  const std::string addend = f.alignR ? (f.gelu ? "(+ bias, gelu) " : f.bias ? "(+ bias) " : "(+ r) ") : "";
   std::string text = addend + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " +
                      dtypeLabel(f.operands) + " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
                      dtypeLabel(f.operands) + " -> y " + launch.out[0].shape.str() + " " +
@@ -341,7 +364,8 @@ std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, 
                      std::to_string(g.strideY) + ", " + std::to_string(calls) + " call(s); " +
                      computeLabel(f.compute) + "; alignment a " + std::to_string(f.alignA) + ", b " +
                      std::to_string(f.alignB) + ", y " + std::to_string(f.alignY) +
-                     (f.alignR ? ", r " + std::to_string(f.alignR) : std::string()) + " bytes)";
+                     (f.alignR ? ", r " + std::to_string(f.alignR) : std::string()) +
+                     (f.gelu ? ", z " + std::to_string(f.alignZ) : std::string()) + " bytes)";
   return text;
 }
 
@@ -404,8 +428,11 @@ struct MatmulPlanner::Impl {
   // The cached form, made (and its algorithm chosen) on first sight. A bf16
   // result needs `wide`, its f32-D form: the bits it must write are wide's
   // cast.
+  // A GELU form also needs the step's aux matrix `z` (its address tells the
+  // heuristic its alignment); when the heuristic offers no algorithm for it,
+  // the form comes back `refused`.
   const LtGemm& find(const Launch& launch, const Form& form, const Gemm& g, int64_t calls, const void* bias,
-                     const LtGemm* wide = nullptr);
+                     const LtGemm* wide = nullptr, void* z = nullptr);
   int tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, const Form& form,
            const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const LtGemm* wide);
   // One call of a form (cuBLASLt's A is our b, its B our a); C (read only
@@ -437,7 +464,7 @@ void MatmulPlanner::beginPlan(int steps) {
 }
 
 const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, const Gemm& g, int64_t calls,
-                                        const void* bias, const LtGemm* wide) {
+                                        const void* bias, const LtGemm* wide, void* z) {
   const Key key = keyOf(form, g);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
@@ -457,11 +484,26 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
   if (bias) {
     // The bias vector of D's type; the pointer (this step's, reset at each launch) lets the
     // heuristic see its alignment.
-    const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const uint32_t epilogue = form.gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
                 launch, product);
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                 launch, product);
+  }
+  if (form.gelu) {
+    // The pre-activation in the aux matrix: D's type (the default aux type)
+    // and layout, column-major [n, m] with leading dimension n (a multiple
+    // of 8, as cuBLASLt requires; prepare() checks), y's batch stride. The
+    // pointer is reset at each call, as the bias's is.
+    const int64_t ld = g.n, stride = g.strideY;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &z, sizeof(z)),
+                launch, product);
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)),
+                launch, product);
+    if (g.count > 1)
+      MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride,
+                                                 sizeof(stride)),
+                  launch, product);
   }
   // Stored (column-major) extents: b is [n, k] (or [k, n] transposed), a is [k, m] (or [m, k]), y is [n, m].
   const uint64_t n = static_cast<uint64_t>(g.n), m = static_cast<uint64_t>(g.m), k = static_cast<uint64_t>(g.k);
@@ -506,10 +548,11 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
   // A bf16 result always looks at every candidate: its algorithm must be shown to write wide's cast.
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  MT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->layoutA, gemm->layoutB, gemm->layoutD,
-                                             gemm->layoutD, preference, matmulTuning() || wide ? kCandidates : 1,
-                                             results, &found),
-              launch, product);
+  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
+      handle, gemm->desc, gemm->layoutA, gemm->layoutB, gemm->layoutD, gemm->layoutD, preference,
+      matmulTuning() || wide ? kCandidates : 1, results, &found);
+  if (heuristic != CUBLAS_STATUS_SUCCESS && form.gelu) found = 0;  // refused below
+  else if (heuristic != CUBLAS_STATUS_SUCCESS) ltFail(launch, "cublasLtMatmulAlgoGetHeuristic", heuristic, product);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   if (wide) {
     for (int i = 0; i < found; ++i)
@@ -528,6 +571,15 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
       gemm->workspace = candidates[static_cast<size_t>(chosen)].workspaceSize;
       gemm->candidate = chosen;
     }
+    return *cache.emplace(key, std::move(gemm)).first->second;
+  }
+  if (form.gelu && (found < 1 || results[0].state != CUBLAS_STATUS_SUCCESS ||
+                    results[0].workspaceSize > kWorkspaceBytes)) {
+    // No GELU epilogue for this form: its steps take the bias form and gelu's kernel.
+    if (matmulLog())
+      std::fprintf(stderr, "megatrain: matmul %s: no GELU_AUX_BIAS algorithm; the bias form, then gelu\n",
+                   product.c_str());
+    gemm->refused = true;
     return *cache.emplace(key, std::move(gemm)).first->second;
   }
   if (found < 1) fail(launch, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + product);
@@ -590,7 +642,8 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   const size_t aBytes = rounded(aElements * operandBytes), bBytes = rounded(bElements * operandBytes);
   const size_t yBytes = rounded(yElements * resultBytes);
   const size_t wideBytes = wide ? rounded(yElements * sizeof(float)) : 0;  // wide's f32 result
-  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + 256;
+  const size_t auxBytes = form.gelu ? yBytes : 0;  // a GELU form's aux matrix (the step's z stays untouched)
+  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + auxBytes + 256;
   if (total > kTuneBytesMax) {
     if (matmulLog())
       std::fprintf(stderr, "megatrain: matmul %s: tuning operands exceed %zu bytes; %s\n", gemm.product.c_str(),
@@ -614,6 +667,11 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   void* reference = base + aBytes + bBytes + yBytes;
   void* c = addend ? base + aBytes + bBytes + 2 * yBytes : y;
   void* wideY = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes;
+  if (form.gelu) {
+    void* aux = base + aBytes + bBytes + 2 * yBytes + wideBytes;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
+                launch, gemm.product);
+  }
   auto* counter = reinterpret_cast<unsigned long long*>(base + total - 256);
   const bool bf16 = form.operands == DType::BF16;
   fillTuningOperand(a, static_cast<int64_t>(aElements), bf16, 1, stream);
@@ -713,8 +771,9 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
 
 void MatmulPlanner::prepare(const Launch& launch) {
   const std::string_view kernel(launch.kernel);
-  if (!((kernel == "matmul" && launch.numIn == 2) || (kernel == "matmul_add" && launch.numIn == 3)) ||
-      launch.numOut != 1)
+  const bool gelu = kernel == "matmul_bias_gelu" && launch.numIn == 3 && launch.numOut == 2;
+  if (!gelu && (!((kernel == "matmul" && launch.numIn == 2) || (kernel == "matmul_add" && launch.numIn == 3)) ||
+                launch.numOut != 1))
     return;
   checkTypes(launch);
   const MatmulDims d = matmulDims(launch);
@@ -733,6 +792,7 @@ void MatmulPlanner::prepare(const Launch& launch) {
   record.r = addendOf(launch);
   record.bias = biasAddend(launch);
   record.y = launch.out[0].data;
+  record.z = gelu ? launch.out[1].data : nullptr;
 
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
   const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
@@ -758,7 +818,30 @@ void MatmulPlanner::prepare(const Launch& launch) {
   form.alignY = alignY;
   form.alignR = alignR;
   form.bias = record.bias;
-  if (form.result != DType::BF16) {
+  if (gelu) {
+    // The GELU epilogue where cuBLASLt takes the aux matrix's leading
+    // dimension (a multiple of 8) and offers an algorithm; else the bias
+    // form writes z as its D and gelu's kernel follows.
+    const uint32_t alignZ = alignmentOf(record.z, {offsets(2, g.strideY, resultBytes)});
+    const LtGemm* fused = nullptr;
+    if (g.n % 8 == 0) {
+      Form geluForm = form;
+      geluForm.gelu = true;
+      geluForm.alignZ = alignZ;
+      fused = &impl_->find(launch, geluForm, g, batch.calls, record.r, nullptr, record.z);
+    }
+    if (fused && !fused->refused) {
+      record.gemm = fused;
+    } else {
+      form.alignY = alignZ;
+      record.gemm = &impl_->find(launch, form, g, batch.calls, record.r);
+      record.geluAfter = true;
+    }
+    if (matmulLog())
+      std::fprintf(stderr, "megatrain: matmul step %d: bias and gelu %s by %s\n", launch.step,
+                   launch.out[0].shape.str().c_str(),
+                   record.geluAfter ? "the bias form, then gelu's kernel" : "cuBLASLt's GELU_AUX_BIAS epilogue");
+  } else if (form.result != DType::BF16) {
     record.gemm = &impl_->find(launch, form, g, batch.calls, record.bias ? record.r : nullptr);
   } else {
     // The f32 form the unfused matmul would run: its result in a buffer
@@ -787,7 +870,7 @@ void MatmulPlanner::run(const Launch& launch) const {
   if (!record || !record->gemm)
     fail(launch, "step " + std::to_string(launch.step) + " has no cuBLASLt plan (prepare() did not see it)");
   if (record->a != launch.in[0].data || record->b != launch.in[1].data || record->y != launch.out[0].data ||
-      record->r != addendOf(launch))
+      record->r != addendOf(launch) || record->z != (geluStep(launch) ? launch.out[1].data : nullptr))
     fail(launch, "step " + std::to_string(launch.step) + " was planned for other operand addresses");
   const LtGemm& gemm = *record->gemm;
   const auto* a = static_cast<const char*>(record->a);
@@ -819,19 +902,33 @@ void MatmulPlanner::run(const Launch& launch) const {
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                 launch, gemm.product);
   }
+  // matmul_bias_gelu: D is y and the aux matrix z (GELU form), or D is z (the bias form, gelu after).
+  auto* z = static_cast<char*>(record->z);
+  char* d = record->geluAfter ? z : y;
+  const bool aux = z && !record->geluAfter;
   forEachCall(record->batch, [&](int64_t oa, int64_t ob, int64_t oy) {
-    void* out = y + oy * resultBytes;
+    void* out = d + oy * resultBytes;
+    if (aux) {  // the descriptor is shared by this form's steps: point it at this call's z
+      void* pre = z + oy * resultBytes;
+      MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre,
+                                                 sizeof(pre)),
+                  launch, gemm.product);
+    }
     // C: the addend at y's offset (matmul_add), else y itself (read with beta 0, i.e. not at all).
     const void* c = r ? static_cast<const void*>(r + oy * resultBytes) : out;
     MT_LT_CHECK(impl_->call(gemm, gemm.algo, a + oa * operandBytes, b + ob * operandBytes, beta, c, out,
                             launch.device->stream),
                 launch, gemm.product);
   });
+  if (record->geluAfter)
+    launchGeluTanh(launch, reinterpret_cast<const float*>(z), reinterpret_cast<float*>(y),
+                   launch.out[0].shape.elements());
 }
 
 void addMatmulKernels(CudaKernelRegistry& registry) {
   registry.add("matmul", {matmul, matmulScratch});
   registry.add("matmul_add", {matmul});
+  registry.add("matmul_bias_gelu", {matmul});
 }
 
 }  // namespace megatrain::runtime::cuda

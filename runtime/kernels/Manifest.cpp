@@ -48,6 +48,7 @@ const std::vector<KernelSpec>& kernelManifest() {
       // matmul
       {"matmul", 2, 1, matmulRule, {"transpose_a", "transpose_b", "precision"}},
       {"matmul_add", 3, 1, matmulAddRule, {"transpose_a", "transpose_b", "precision"}},
+      {"matmul_bias_gelu", 3, 2, matmulBiasGeluRule, {"transpose_a", "transpose_b", "precision"}},
       // shape kernels
       {"reshape", 1, 1, reshapeRule},
       {"transpose", 1, 1, transposeRule, {"perm"}},

@@ -152,6 +152,23 @@ void matmulAddRule(const KernelCall& call) {
                    "; they must match");
 }
 
+void matmulBiasGeluRule(const KernelCall& call) {
+  const MatmulDims d = matmulDims(call);
+  const Operand &bias = call.in[2], &y = call.out[0], &z = call.out[1];
+  requireShape(call, z, y.shape, "pre-activation z");
+  if (bias.shape.rank != 1 || bias.shape.dims[0] != d.n) {
+    Shape expected;
+    expected.rank = 1;
+    expected.dims[0] = d.n;
+    fail(call, "bias 'in2' has shape " + bias.shape.str() + ", expected " + expected.str() +
+                   " (the output's last dim)");
+  }
+  for (const Operand* operand : {&bias, &y, &z})
+    if (operand->dtype != DType::F32)
+      fail(call, std::string("the bias, y and z are f32; got bias ") + dtypeLabel(bias.dtype) + ", y " +
+                     dtypeLabel(y.dtype) + ", z " + dtypeLabel(z.dtype));
+}
+
 // ---- shape kernels ----
 
 void reshapeRule(const KernelCall& call) {

@@ -1,4 +1,4 @@
-// MatmulAddTest.cpp - matmul_add (y = A B + r, r of y's shape or a bias) on the CPU backend: the bits of matmul followed by add.
+// MatmulAddTest.cpp - the matmul epilogues on the CPU backend: matmul_add (y = A B + r, r of y's shape or a bias), the bits of matmul followed by add, and matmul_bias_gelu, the bits of matmul_add followed by gelu.
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
@@ -67,6 +67,58 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(p.operands == plan::BF16 ? "bf16" : p.operands == plan::F32 ? "f32" : "f64") +
              (p.transA ? "_ta" : "") + (p.transB ? "_tb" : "");
     });
+
+class MatmulBiasGeluTest : public ::testing::TestWithParam<MatmulAddCase> {};
+
+// z is matmul_add's value and y gelu's (tanh) of z, bit for bit, so a plan
+// trains the same with and without the fusion (docs/ops.md "Matmul
+// epilogues"). Random bias and operands of a few units put z on both sides
+// of 0 and into GELU's curved range.
+TEST_P(MatmulBiasGeluTest, BitwiseMatmulAddThenGelu) {
+  const MatmulAddCase p = GetParam();
+  std::mt19937 rng(79);
+  const int64_t M = 9, K = 21, N = 11;
+  const HostTensor a = randomTensor(p.transA ? std::vector<int64_t>{2, K, M} : std::vector<int64_t>{2, M, K},
+                                    p.operands, rng, -2.0, 2.0);
+  const HostTensor b =
+      randomTensor(p.transB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, p.operands, rng, -1.0, 1.0);
+  const HostTensor bias = randomTensor({N}, plan::F32, rng, -3.0, 3.0);
+  const std::vector<plan::Attribute> attrs = {intAttr("transpose_a", p.transA), intAttr("transpose_b", p.transB)};
+  const OutputSpec out = {{2, M, N}, plan::F32};
+  const std::vector<HostTensor> fused = runKernel("matmul_bias_gelu", {a, b, bias}, {out, out}, attrs);
+  const HostTensor sum = runKernel("matmul_add", {a, b, bias}, {out}, attrs)[0];
+  const HostTensor gelu = runKernel("gelu", {sum}, {out}, {stringAttr("approximate", "tanh")})[0];
+  EXPECT_EQ(fused[1].values, sum.values);
+  EXPECT_EQ(fused[0].values, gelu.values);
+  // The GELU did apply: negative pre-activations are pulled toward 0.
+  EXPECT_NE(fused[0].values, fused[1].values);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, MatmulBiasGeluTest,
+    ::testing::Values(MatmulAddCase{plan::F32, plan::F32, false, false},
+                      MatmulAddCase{plan::F32, plan::F32, true, true},
+                      MatmulAddCase{plan::BF16, plan::F32, false, false},
+                      MatmulAddCase{plan::BF16, plan::F32, true, false},
+                      MatmulAddCase{plan::BF16, plan::F32, false, true}),
+    [](const auto& info) {
+      const MatmulAddCase& p = info.param;
+      return std::string(p.operands == plan::BF16 ? "bf16" : "f32") + (p.transA ? "_ta" : "") +
+             (p.transB ? "_tb" : "");
+    });
+
+TEST(MatmulBiasGeluErrors, BiasAndTypesAreNamed) {
+  std::mt19937 rng(74);
+  const HostTensor a = randomTensor({4, 3}, plan::F32, rng);
+  const HostTensor b = randomTensor({3, 8}, plan::F32, rng);
+  const OutputSpec f32 = {{4, 8}, plan::F32};
+  EXPECT_EQ(kernelError("matmul_bias_gelu", {a, b, randomTensor({4, 8}, plan::F32, rng)}, {f32, f32}),
+            "matmul_bias_gelu: bias 'in2' has shape [4, 8], expected [8] (the output's last dim)");
+  const HostTensor ad = randomTensor({4, 3}, plan::F64, rng), bd = randomTensor({3, 8}, plan::F64, rng);
+  const OutputSpec f64 = {{4, 8}, plan::F64};
+  EXPECT_EQ(kernelError("matmul_bias_gelu", {ad, bd, randomTensor({8}, plan::F64, rng)}, {f64, f64}),
+            "matmul_bias_gelu: the bias, y and z are f32; got bias f64, y f64, z f64");
+}
 
 TEST(MatmulAddErrors, AddendShapeAndTypeAreNamed) {
   std::mt19937 rng(72);

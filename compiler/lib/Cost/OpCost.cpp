@@ -28,10 +28,13 @@ int64_t dimFromEnd(const TensorShape &shape, size_t fromEnd) {
 /// FLOPs of the matrix products a kernel performs; 0 for memory-bound ones.
 /// matmul_add's addend is one more input: its bytes (read in the epilogue)
 /// count with the operands', and no add kernel of its own is priced.
+/// matmul_bias_gelu likewise reads its bias and writes y and z; its GELU is
+/// part of the epilogue, priced by the bytes of both results.
 double matmulFlops(const KernelDesc &kernel) {
   const std::string &name = kernel.kernel;
   if (((name == "matmul" && kernel.inputs.size() == 2) ||
-       (name == "matmul_add" && kernel.inputs.size() == 3)) &&
+       ((name == "matmul_add" || name == "matmul_bias_gelu") &&
+        kernel.inputs.size() == 3)) &&
       !kernel.outputs.empty()) {
     const TensorShape &a = kernel.inputs[0];
     int64_t k = attr(kernel, "transpose_a", 0) ? dimFromEnd(a, 2) : dimFromEnd(a, 1);

@@ -281,10 +281,11 @@ static LogicalResult verifyPrecision(Operation *op) {
   return success();
 }
 
-/// The product rules shared by mt.matmul and mt.matmul_add: shapes, one
-/// element type or two bf16 operands accumulated into f32, the precision.
+/// The product rules shared by mt.matmul, mt.matmul_add and
+/// mt.matmul_bias_gelu (`result` the product's): shapes, one element type or
+/// two bf16 operands accumulated into f32, the precision.
 template <typename ProductOp>
-static LogicalResult verifyProduct(ProductOp op) {
+static LogicalResult verifyProduct(ProductOp op, Value result) {
   auto shape = matmulShape(shapeOf(op.getA()), shapeOf(op.getB()),
                            op.getTransposeA(), op.getTransposeB());
   if (failed(shape))
@@ -292,12 +293,12 @@ static LogicalResult verifyProduct(ProductOp op) {
            << shapeStr(shapeOf(op.getA())) << (op.getTransposeA() ? "^T" : "")
            << " by " << shapeStr(shapeOf(op.getB()))
            << (op.getTransposeB() ? "^T" : "");
-  if (ArrayRef<int64_t>(*shape) != shapeOf(op.getResult()))
-    return op.emitOpError("result shape ") << shapeStr(shapeOf(op.getResult()))
+  if (ArrayRef<int64_t>(*shape) != shapeOf(result))
+    return op.emitOpError("result shape ") << shapeStr(shapeOf(result))
                                            << ", expected " << shapeStr(*shape);
   Type a = cast<RankedTensorType>(op.getA().getType()).getElementType();
   Type b = cast<RankedTensorType>(op.getB().getType()).getElementType();
-  Type y = cast<RankedTensorType>(op.getResult().getType()).getElementType();
+  Type y = cast<RankedTensorType>(result.getType()).getElementType();
   if (a != b)
     return op.emitOpError("operands have element types ") << a << " and " << b;
   if (y != a && !(a.isBF16() && y.isF32()))
@@ -306,7 +307,7 @@ static LogicalResult verifyProduct(ProductOp op) {
   return verifyPrecision(op);
 }
 
-LogicalResult MatMulOp::verify() { return verifyProduct(*this); }
+LogicalResult MatMulOp::verify() { return verifyProduct(*this, getResult()); }
 
 LogicalResult MatMulAddOp::verify() {
   // r has the result's type, or is a bias over its last dim.
@@ -319,7 +320,22 @@ LogicalResult MatMulAddOp::verify() {
     return emitOpError("addend type ")
            << r << " is neither the result type " << y
            << " nor a bias over its last dim";
-  return verifyProduct(*this);
+  return verifyProduct(*this, getResult());
+}
+
+LogicalResult MatMulBiasGeluOp::verify() {
+  // y and z are one f32 tensor type; the bias is f32 [n], n y's last dim.
+  auto y = cast<RankedTensorType>(getY().getType());
+  if (getZ().getType() != y)
+    return emitOpError("pre-activation type ")
+           << getZ().getType() << " differs from the result type " << y;
+  if (!y.getElementType().isF32())
+    return emitOpError("result element type ") << y.getElementType() << ", expected f32";
+  auto bias = cast<RankedTensorType>(getBias().getType());
+  if (y.getRank() < 1 || bias.getRank() != 1 || bias.getDimSize(0) != y.getShape().back() ||
+      !bias.getElementType().isF32())
+    return emitOpError("bias type ") << bias << " is not an f32 bias over the last dim of " << y;
+  return verifyProduct(*this, getY());
 }
 
 LogicalResult SoftmaxOp::verify() {

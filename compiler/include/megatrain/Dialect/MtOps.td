@@ -210,6 +210,34 @@ def Mt_MatMulAddOp : Mt_Op<"matmul_add", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Mt_MatMulBiasGeluOp : Mt_Op<"matmul_bias_gelu", [Pure]> {
+  let summary = "a matrix product, a bias and the tanh GELU in its epilogue";
+  let description = [{
+    z = A B + bias, y = gelu_tanh(z): `mt.matmul_add` of `a`, `b` and a bias
+    [n] (y's last dim) added to every row, then `mt.gelu {approximate =
+    "tanh"}` of that sum, in one kernel. Both results are written: y, and the
+    pre-activation z that the backward's `mt.gelu_grad` reads. y and z are
+    f32 (a and b f32, or bf16 accumulated in fp32), the bias f32. Per element
+    z is matmul_add's value and y gelu's of it, so on the CPU backend the
+    results are bitwise those of the unfused pair (docs/ops.md "Matmul
+    epilogues").
+
+    Written by mt-fuse-matmul-epilogues after autodiff (GPT-2's c_fc and its
+    GELU, where the GELU is not read only by a bf16 cast); it has no
+    gradient rule.
+
+    ```mlir
+    %y, %z = mt.matmul_bias_gelu %x, %w, %bias : (tensor<8x32xf32>, tensor<32x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>)
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$a, Mt_Tensor:$b, Mt_Tensor:$bias,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Mt_Tensor:$y, Mt_Tensor:$z);
+  let assemblyFormat = "$a `,` $b `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Mt_SoftmaxOp : Mt_Op<"softmax", [Pure, SameOperandsAndResultType, Differentiable]> {
   let summary = "softmax along one axis";
   let description = [{

@@ -273,7 +273,7 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
 }
 
 def FuseMatmulEpilogues : Pass<"mt-fuse-matmul-epilogues", "mlir::func::FuncOp"> {
-  let summary = "Fuse the add of a product and another value into the product's epilogue";
+  let summary = "Fuse the add of a product and another value, and a GELU after a bias, into the product's epilogue";
   let description = [{
     Runs on the whole training step after mt-precision and
     mt-fold-transpose, before mt-fuse-pointwise (off with megatrain-compile
@@ -284,7 +284,12 @@ def FuseMatmulEpilogues : Pass<"mt-fuse-matmul-epilogues", "mlir::func::FuncOp">
     the forward and the gradient sums of the backward. Of
     an add of two such products, the later one takes the earlier as r, and
     the fused op stands where it stood; otherwise it stands where the add
-    did. The values do not change (docs/ops.md "Matmul epilogues").
+    did. Then a `mt.gelu {approximate = "tanh"}` of such an f32 sum with a
+    bias (directly or through reshapes), whose sum no op but the gelu and
+    tanh `mt.gelu_grad`s reading it as x reads, becomes
+    `mt.matmul_bias_gelu(a, b, bias)` at the sum's place: its second result,
+    the pre-activation, replaces the sum, its first the gelu. The values do
+    not change (docs/ops.md "Matmul epilogues").
   }];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }

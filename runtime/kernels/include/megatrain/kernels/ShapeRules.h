@@ -58,6 +58,9 @@ void matmulRule(const KernelCall& call);
 void matmulAddRule(const KernelCall& call);
 // Whether matmul_add's addend is a bias [n] rather than a tensor of y's shape.
 bool matmulAddendIsBias(const KernelCall& call);
+// matmul_bias_gelu (a, b, bias -> y, z): matmul's rule, a bias [n] (y's last dim), z of
+// y's shape; the bias, y and z f32 (a and b f32, or bf16 accumulated in fp32).
+void matmulBiasGeluRule(const KernelCall& call);
 
 // ---- shape kernels: reshape, transpose, broadcast_to, sum_to ----
 
