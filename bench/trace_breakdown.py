@@ -47,7 +47,10 @@ def main():
         measured = e.get("dur", 0.0) / 1e3
         predicted = (a.get("predicted_end_us", 0.0) - a.get("predicted_start_us", 0.0)) / 1e3
         track = tracks.get(e["tid"], str(e["tid"]))
-        key = (track, group_of(e))
+        what = group_of(e)
+        if what.startswith("host ") and track != "host":
+            what = "device " + what[len("host "):]  # the task's kernel on a device stream (device-resident state)
+        key = (track, what)
         rows[key][0] += 1
         rows[key][1] += measured
         rows[key][2] += predicted

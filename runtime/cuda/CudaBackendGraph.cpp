@@ -38,7 +38,8 @@
 namespace megatrain::runtime::cuda {
 
 bool CudaBackend::canRecordSteps() const {
-  return stepGraphs_ && plan_ && !recordingRefused_ && !poison_ && !syncEveryKernel_ && diskFiles_.empty();
+  const bool disk = std::any_of(diskFiles_.begin(), diskFiles_.end(), [](const auto& file) { return file != nullptr; });
+  return stepGraphs_ && plan_ && !recordingRefused_ && !poison_ && !syncEveryKernel_ && !disk;
 }
 
 std::vector<cudaStream_t> CudaBackend::sideStreams() const {
