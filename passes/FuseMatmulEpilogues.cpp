@@ -1,4 +1,4 @@
-//===- FuseMatmulEpilogues.cpp - mt-fuse-matmul-epilogues: residual adds, biases and GELU into their products ===//
+//===- FuseMatmulEpilogues.cpp - mt-fuse-matmul-epilogues: residual adds, biases, GELU and its backward into their products ===//
 //
 // A Llama block adds the o_proj and down_proj products to the residual
 // stream, autodiff sums the gradients of a value read by several products
@@ -10,7 +10,10 @@
 // gone. This pass writes add(matmul(a, b), r) as one mt.matmul_add(a, b, r),
 // and a tanh GELU of a biased product (GPT-2's c_fc) as one
 // mt.matmul_bias_gelu(a, b, bias), which cuBLASLt's GELU_AUX_BIAS epilogue
-// runs, writing the pre-activation the backward reads beside the GELU.
+// runs, writing the pre-activation the backward reads beside the GELU; and
+// the GELU's backward of a product, gelu_grad(z, matmul(a, b)), as one
+// mt.matmul_gelu_grad(a, b, z), which cuBLASLt's DGELU epilogue runs,
+// reading z as its aux matrix.
 //
 // It runs on the whole training step after mt-precision and
 // mt-fold-transpose (the products have their bf16 operands, precision and
@@ -48,16 +51,31 @@
 //      precision; its z replaces the sum (the reshapes and the gelu_grads
 //      read it as before), and its y, reshaped as the gelu's operand was,
 //      replaces the gelu.
+// Then one walk over the gelu_grads (after the GELUs: a fused backward
+// reading z would otherwise stop its forward from fusing):
+//   6. A gelu_grad {approximate = "tanh"} whose dy is an f32 mt.matmul,
+//      directly or through reshapes, that nothing but that chain reads (the
+//      product is then never needed by itself). GPT-2: dy is c_proj's input
+//      gradient dY W^T, reshaped to [B, T, 4C].
+//   7. z is the gelu_grad's x in the product's shape: x, or the value of
+//      that shape under x's reshapes (matmul_bias_gelu's z in GPT-2), else a
+//      new reshape of x. mt.matmul_gelu_grad(a, b, z) stands where the
+//      product stood when z is defined before it (as in step 2), else where
+//      the gelu_grad stood; its result, reshaped as the gelu_grad's was,
+//      replaces the gelu_grad; the product, its reshapes and x's reshapes
+//      left unread are erased.
 //
 // The values do not change: y = A B + r is, per element, the product's
 // accumulator rounded to y's type plus r, rounded once, exactly as the add
-// of the rounded product, and the fused GELU is gelu's expression of that
-// sum (docs/ops.md "Matmul epilogues").
+// of the rounded product, the fused GELU is gelu's expression of that sum,
+// and the fused backward gelu_grad's of the rounded product (docs/ops.md
+// "Matmul epilogues").
 //
-// Not optimal for: the GELU's backward (gelu_grad of a product, which
-// cuBLASLt's DGELU epilogues could take); a product whose f32 result is only
-// cast to bf16 (an epilogue could write bf16 directly); a sum of two
-// products with other readers; a bias added after a reshape of the product.
+// Not optimal for: the bias gradient of the GELU's backward (the sum_to of
+// matmul_gelu_grad's result, which cuBLASLt's DGELU_BGRAD could write: not
+// used, docs/ops.md says why); a product whose f32 result is only cast to
+// bf16 (an epilogue could write bf16 directly); a sum of two products with
+// other readers; a bias added after a reshape of the product.
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Passes/Passes.h"
@@ -147,6 +165,10 @@ mt::MatMulAddOp fusableGeluProduct(mt::GeluOp gelu) {
       }
       if (reader == gelu.getOperation())
         continue;
+      // A backward already fused (the pass run again) reads z as its z.
+      if (auto fusedGrad = dyn_cast<mt::MatMulGeluGradOp>(reader);
+          fusedGrad && use.getOperandNumber() == 2)
+        continue;
       auto grad = dyn_cast<mt::GeluGradOp>(reader);
       if (!grad || grad.getApproximate() != "tanh" || grad.getX() != z || grad.getDy() == z)
         return nullptr;
@@ -175,6 +197,75 @@ void fuseGelu(mt::GeluOp gelu, mt::MatMulAddOp sum) {
   gelu.erase();
 }
 
+/// The f32 product under `grad`'s dy (through reshapes) when that chain is
+/// its only reader and `grad` is a tanh gelu_grad, else null.
+mt::MatMulOp fusableGeluGradProduct(mt::GeluGradOp grad) {
+  if (grad.getApproximate() != "tanh" || !grad.getDy().hasOneUse())
+    return nullptr;
+  Value value = grad.getDy();
+  while (auto reshape = value.getDefiningOp<mt::ReshapeOp>()) {
+    value = reshape.getX();
+    if (!value.hasOneUse())
+      return nullptr;
+  }
+  auto product = value.getDefiningOp<mt::MatMulOp>();
+  if (!product ||
+      !cast<RankedTensorType>(product.getResult().getType()).getElementType().isF32())
+    return nullptr;
+  return product;
+}
+
+/// Writes gelu_grad(x, reshapes of product) as mt.matmul_gelu_grad with z =
+/// x in the product's shape (x itself or a value under its reshapes, else a
+/// new reshape of x), at the product's place when z is defined before it,
+/// else at the gelu_grad's.
+void fuseGeluGrad(mt::GeluGradOp grad, mt::MatMulOp product, DominanceInfo &dominance) {
+  Type type = product.getResult().getType();
+  Value z = grad.getX();
+  for (Value v = z;;) {
+    if (v.getType() == type) {
+      z = v;
+      break;
+    }
+    auto reshape = v.getDefiningOp<mt::ReshapeOp>();
+    if (!reshape)
+      break;
+    v = reshape.getX();
+  }
+  Operation *at = dominance.properlyDominates(z, product) ? product.getOperation()
+                                                          : grad.getOperation();
+  OpBuilder b(at);
+  if (z.getType() != type)
+    z = b.create<mt::ReshapeOp>(grad.getLoc(), type, z);
+  auto fused = b.create<mt::MatMulGeluGradOp>(
+      b.getFusedLoc({product.getLoc(), grad.getLoc()}), type, product.getA(), product.getB(), z,
+      product.getTransposeA(), product.getTransposeB());
+  for (NamedAttribute attr : product->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+  Value dz = fused.getDz();
+  if (dz.getType() != grad.getResult().getType()) {
+    b.setInsertionPoint(grad);
+    dz = b.create<mt::ReshapeOp>(grad.getLoc(), grad.getResult().getType(), dz);
+  }
+  grad.getResult().replaceAllUsesWith(dz);
+  // The gelu_grad, then the chain of reshapes from the product, each now
+  // unread, and the reshapes from z to x that nothing else reads.
+  Value dy = grad.getDy(), x = grad.getX();
+  grad.erase();
+  while (auto reshape = dy.getDefiningOp<mt::ReshapeOp>()) {
+    dy = reshape.getX();
+    reshape.erase();
+  }
+  product.erase();
+  while (x != z && x.use_empty()) {
+    auto reshape = x.getDefiningOp<mt::ReshapeOp>();
+    if (!reshape)
+      break;
+    x = reshape.getX();
+    reshape.erase();
+  }
+}
+
 struct FuseMatmulEpilogues
     : megatrain::impl::FuseMatmulEpiloguesBase<FuseMatmulEpilogues> {
   using Base::Base;
@@ -186,6 +277,12 @@ struct FuseMatmulEpilogues
     for (mt::GeluOp gelu : gelus)
       if (mt::MatMulAddOp sum = fusableGeluProduct(gelu))
         fuseGelu(gelu, sum);
+    SmallVector<mt::GeluGradOp> grads;
+    getOperation().walk([&](mt::GeluGradOp op) { grads.push_back(op); });
+    DominanceInfo dominance(getOperation());
+    for (mt::GeluGradOp grad : grads)
+      if (mt::MatMulOp product = fusableGeluGradProduct(grad))
+        fuseGeluGrad(grad, product, dominance);
   }
 
   void fuseAdds() {

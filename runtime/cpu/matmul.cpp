@@ -21,6 +21,10 @@
 // matmul_bias_gelu (f32 y and z): z is matmul_add's value with the bias, y
 // the tanh GELU of z by gelu's own element function (ActivationMath.h), so
 // both are the bits of matmul_add followed by gelu.
+//
+// matmul_gelu_grad (f32 z and dz): the product as matmul writes it, then dz =
+// product * gelu_tanh'(z) by gelu_grad's own element function and in its
+// order (dy * slope(x)), so dz is the bits of matmul followed by gelu_grad.
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -131,6 +135,24 @@ void matmulBiasGelu(const KernelArgs& args) {
   for (int64_t i = 0; i < n; ++i) y[i] = geluTanh(z[i]);
 }
 
+// matmul_gelu_grad: the product into out[0], then dz = product * gelu_tanh'(z) in place.
+void matmulGeluGrad(const KernelArgs& args) {
+  const MatmulDims d = matmulDims(args);  // the rule has made z and dz f32
+  const float* z = args.in[2].as<const float>();
+  float* dz = args.out[0].as<float>();
+  if (args.in[0].dtype == DType::BF16 || args.in[1].dtype == DType::BF16) {
+    requireDType(args, args.in[0], DType::BF16, "a");
+    requireDType(args, args.in[1], DType::BF16, "b");
+    matmulImpl<Bf16, float>(args, d, static_cast<const float*>(nullptr), false, dz);
+  } else {
+    requireDType(args, args.in[0], DType::F32, "a");
+    requireDType(args, args.in[1], DType::F32, "b");
+    matmulImpl<float>(args, d, static_cast<const float*>(nullptr), false, dz);
+  }
+  const int64_t n = args.out[0].shape.elements();
+  for (int64_t i = 0; i < n; ++i) dz[i] = dz[i] * geluTanhSlope(z[i]);
+}
+
 size_t matmulScratch(const KernelArgs& args) {
   const Shape& y = args.out[0].shape;
   return y.rank >= 1 ? static_cast<size_t>(y.dims[y.rank - 1]) * sizeof(double) : 0;
@@ -142,6 +164,7 @@ void addMatmulKernels(CpuKernelRegistry& registry) {
   registry.add("matmul", {matmul, matmulScratch});
   registry.add("matmul_add", {matmul, matmulScratch});
   registry.add("matmul_bias_gelu", {matmulBiasGelu, matmulScratch});
+  registry.add("matmul_gelu_grad", {matmulGeluGrad, matmulScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

@@ -183,6 +183,10 @@ void convertBf16ToF32(const Launch& launch, const uint16_t* x, float* y, int64_t
 // (defined in activation.cu): the gelu kernel's expression, for
 // matmul_bias_gelu's steps that cuBLASLt's GELU epilogue does not take.
 void launchGeluTanh(const Launch& launch, const float* x, float* y, int64_t n);
+// gelu_grad's tanh form, dx = dy * gelu_tanh'(x), of n contiguous f32
+// elements (dx may be dy's bytes): the gelu_grad kernel's expression, for
+// matmul_gelu_grad's steps that cuBLASLt's DGELU epilogue does not take.
+void launchGeluTanhGrad(const Launch& launch, const float* x, const float* dy, float* dx, int64_t n);
 
 // Reduction shared by reduce_sum, reduce_mean and sum_to (defined in reduce.cu):
 // y[j] = (sum of x over the dims where `kept` is 1 and x is not) / divisor,

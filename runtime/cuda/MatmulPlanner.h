@@ -2,8 +2,9 @@
 //
 // CudaBackend::prepare() hands every resolved kernel step to prepare(); for a
 // `matmul`, `matmul_add` (the addend is cuBLASLt's C, with beta 1, or its
-// bias) or `matmul_bias_gelu` (the GELU_AUX_BIAS epilogue, or the bias form
-// and gelu's kernel where cuBLASLt takes no GELU form) step
+// bias), `matmul_bias_gelu` (the GELU_AUX_BIAS epilogue, or the bias form
+// and gelu's kernel where cuBLASLt takes no GELU form) or `matmul_gelu_grad`
+// (the DGELU epilogue, or the plain form and gelu_grad's kernel) step
 // whose operands are F32, or BF16 with an F32 (or, matmul only, BF16) result, it works
 // out the product's cuBLASLt form (the strided batch, the host-walked outer
 // batch, each operand's actual address alignment) and looks it up in a cache
@@ -48,7 +49,7 @@ class MatmulPlanner {
   // Forgets the previous plan's steps (the algorithm cache stays) and makes
   // room for `steps` steps.
   void beginPlan(int steps);
-  // Plans `launch` if it is an F32 or BF16 matmul, matmul_add or matmul_bias_gelu; other steps
+  // Plans `launch` if it is an F32 or BF16 matmul, matmul_add, matmul_bias_gelu or matmul_gelu_grad; other steps
   // are ignored. MEGATRAIN_MATMUL_LOG=1 prints how each bf16-result step
   // writes y.
   // Shape, dtype or precision errors and cuBLASLt failures are Errors naming

@@ -190,6 +190,26 @@ void launchGeluTanh(const Launch& launch, const float* x, float* y, int64_t n) {
   MT_CHECK_LAUNCH(launch);
 }
 
+void launchGeluTanhGrad(const Launch& launch, const float* x, const float* dy, float* dx, int64_t n) {
+  if (n == 0) return;
+  Operands<float, 2, 1> a;
+  a.in[0] = x;
+  a.in[1] = dy;
+  a.out[0] = dx;
+  const cudaStream_t stream = launch.device->stream;
+  const SlopeOf<GeluTanhSlope> f{};
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(dy) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(dx) % 16 == 0;
+  // Both kernels read an element's (or pack's) inputs before writing it, so dx may be dy.
+  if (aligned && n % 4 == 0)
+    packsKernel<float, 2, 1, SlopeOf<GeluTanhSlope>><<<gridFor(launch, n / 4, kThreads), kThreads, 0, stream>>>(
+        a, n / 4, f);
+  else
+    elementsKernel<float, 2, 1, SlopeOf<GeluTanhSlope>><<<gridFor(launch, n, kThreads), kThreads, 0, stream>>>(
+        a, n, f);
+  MT_CHECK_LAUNCH(launch);
+}
+
 void addActivationKernels(CudaKernelRegistry& registry) {
   registry.add("silu", {map<Silu>});
   registry.add("silu_grad", {slope<SiluSlope>});

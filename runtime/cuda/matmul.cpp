@@ -1,4 +1,4 @@
-// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims; matmul_add adds r in the epilogue, matmul_bias_gelu a bias and the tanh GELU.
+// matmul.cpp - batched matrix product: f32 and bf16 on cuBLASLt (MatmulPlanner), f64 on cuBLAS, with transpose flags and broadcast batch dims; matmul_add adds r in the epilogue, matmul_bias_gelu a bias and the tanh GELU, matmul_gelu_grad the GELU's slope.
 //
 // Host code only (cuBLAS launches the kernels), so the C++ compiler builds it
 // instead of nvcc.
@@ -51,6 +51,15 @@
 // 8 only, so a step whose n is not, or whose GELU form the heuristic offers
 // no algorithm for, runs the bias form into z and then gelu's kernel from z
 // into y: the unfused pair's two kernels.
+//
+// matmul_gelu_grad (dz = A B * gelu_tanh'(z); f32 z and dz) is the plain
+// form with cuBLASLt's DGELU epilogue: D = dz, z read from the epilogue's
+// aux pointer as its input (aux type = D's, leading dimension n, batch
+// stride dz's); cuBLASLt multiplies the product by the tanh GELU's slope at
+// the aux element. The same aux rule applies, so a step whose n is not a
+// multiple of 8, or whose DGELU form the heuristic offers no algorithm for,
+// runs the plain form into dz and then gelu_grad's kernel on dz in place:
+// the unfused pair's two kernels.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -72,9 +81,12 @@
 namespace megatrain::runtime::cuda {
 namespace {
 
+// Whether the step is matmul_gelu_grad (its third input the pre-activation z, not an addend).
+bool geluGradStep(const Launch& launch) { return std::string_view(launch.kernel) == "matmul_gelu_grad"; }
+
 // The operand types matmul accepts: F32 x F32 -> F32, BF16 x BF16 -> F32 or
-// BF16 (matmul_add's and matmul_bias_gelu's rules refuse a bf16 result, the
-// latter an f64 one), F64 x F64 -> F64.
+// BF16 (matmul_add's, matmul_bias_gelu's and matmul_gelu_grad's rules refuse
+// a bf16 result, the latter two an f64 one), F64 x F64 -> F64.
 void checkTypes(const Launch& launch) {
   const DType a = launch.in[0].dtype, b = launch.in[1].dtype, y = launch.out[0].dtype;
   const bool ok = (a == DType::F32 && b == DType::F32 && y == DType::F32) ||
@@ -84,19 +96,23 @@ void checkTypes(const Launch& launch) {
     fail(launch, std::string("operands are ") + dtypeLabel(a) + " x " + dtypeLabel(b) + " -> " + dtypeLabel(y) +
                      "; the CUDA backend multiplies f32 x f32 -> f32, bf16 x bf16 -> f32 or bf16, or "
                      "f64 x f64 -> f64");
-  if (launch.numIn == 3 && launch.in[2].dtype != y)
+  if (launch.numIn == 3 && !geluGradStep(launch) && launch.in[2].dtype != y)
     fail(launch, std::string("addend r is ") + dtypeLabel(launch.in[2].dtype) + ", the output " + dtypeLabel(y) +
                      "; they must match");
 }
 
-// matmul_add's addend or matmul_bias_gelu's bias, or null for matmul.
-const void* addendOf(const Launch& launch) { return launch.numIn == 3 ? launch.in[2].data : nullptr; }
+// matmul_add's addend or matmul_bias_gelu's bias, or null for matmul and matmul_gelu_grad.
+const void* addendOf(const Launch& launch) {
+  return launch.numIn == 3 && !geluGradStep(launch) ? launch.in[2].data : nullptr;
+}
 
 // Whether the step is matmul_bias_gelu (y, and the pre-activation z as out[1]).
 bool geluStep(const Launch& launch) { return launch.numIn == 3 && launch.numOut == 2; }
 
 // Whether the addend is a bias [n] (cuBLASLt's BIAS epilogue): matmul_bias_gelu's always.
-bool biasAddend(const Launch& launch) { return geluStep(launch) || (launch.numIn == 3 && matmulAddendIsBias(launch)); }
+bool biasAddend(const Launch& launch) {
+  return geluStep(launch) || (launch.numIn == 3 && !geluGradStep(launch) && matmulAddendIsBias(launch));
+}
 
 int toInt(const Launch& launch, int64_t value, const char* what) {
   if (value > INT_MAX) fail(launch, std::string(what) + " " + std::to_string(value) + " exceeds cuBLAS's int range");
@@ -216,6 +232,9 @@ void matmul(const Launch& launch) {
       MT_CUDA_CHECK(cudaMemcpyAsync(y.data, r, bytes, cudaMemcpyDeviceToDevice, launch.device->stream));
     else
       MT_CUDA_CHECK(cudaMemsetAsync(y.data, 0, bytes, launch.device->stream));
+    if (geluGradStep(launch))  // the zero product times the slope, as gelu_grad would multiply it
+      launchGeluTanhGrad(launch, launch.in[2].as<const float>(), y.as<const float>(), y.as<float>(),
+                         y.shape.elements());
     return;
   }
   if (y.dtype == DType::F64) {
@@ -295,11 +314,12 @@ struct Form {
   uint32_t alignR = 0;  // matmul_add's addend; 0 marks a plain matmul
   bool bias = false;    // the addend is a bias [n]
   bool gelu = false;    // GELU_AUX_BIAS: the tanh GELU of the biased sum in D, the sum in the aux matrix
-  uint32_t alignZ = 0;  // the aux matrix's (matmul_bias_gelu's z)
+  bool dgelu = false;   // DGELU: the product times the tanh GELU's slope at the aux matrix (an input) in D
+  uint32_t alignZ = 0;  // the aux matrix's (matmul_bias_gelu's or matmul_gelu_grad's z)
 };
 
 // Everything a cuBLASLt call's form depends on.
-using Key = std::array<int64_t, 19>;
+using Key = std::array<int64_t, 20>;
 
 Key keyOf(const Form& f, const Gemm& g) {
   return {static_cast<int64_t>(f.operands),
@@ -310,7 +330,7 @@ Key keyOf(const Form& f, const Gemm& g) {
           g.strideA, g.strideB, g.strideY,
           f.alignA, f.alignB, f.alignY,
           f.alignR ? (f.bias ? 2 : 1) : 0, f.alignR,
-          f.gelu, f.alignZ};
+          f.gelu, f.dgelu, f.alignZ};
 }
 
 // Descriptors and algorithm of one distinct product.
@@ -326,8 +346,8 @@ struct LtGemm {
   // Null for every other form.
   const LtGemm* viaF32 = nullptr;
   int candidate = 0;  // which of the heuristic's candidates algo is (for MEGATRAIN_MATMUL_LOG)
-  // A GELU_AUX_BIAS form the heuristic offered no algorithm for: its steps
-  // run the bias form and gelu's kernel.
+  // A GELU_AUX_BIAS or DGELU form the heuristic offered no algorithm for: its
+  // steps run the bias (plain) form and gelu's (gelu_grad's) kernel.
   bool refused = false;
 
   ~LtGemm() {
@@ -351,10 +371,18 @@ struct StepRecord {
   // it as D and gelu's kernel then writes y from it.
   void* z = nullptr;
   bool geluAfter = false;
+  // matmul_gelu_grad's pre-activation (an input), else null. With a DGELU
+  // form gemm reads it as the aux matrix; with the plain form (gradAfter)
+  // gemm writes the product into y and gelu_grad's kernel then scales it
+  // in place.
+  const void* aux = nullptr;
+  bool gradAfter = false;
 };
 
 std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, const Form& f) {
-  const std::string addend = f.alignR ? (f.gelu ? "(+ bias, gelu) " : f.bias ? "(+ bias) " : "(+ r) ") : "";
+  const std::string addend = f.dgelu    ? "(* gelu'(z)) "
+                             : f.alignR ? (f.gelu ? "(+ bias, gelu) " : f.bias ? "(+ bias) " : "(+ r) ")
+                                        : "";
   std::string text = addend + "a " + launch.in[0].shape.str() + (g.transA ? "^T" : "") + " " +
                      dtypeLabel(f.operands) + " x b " + launch.in[1].shape.str() + (g.transB ? "^T" : "") + " " +
                      dtypeLabel(f.operands) + " -> y " + launch.out[0].shape.str() + " " +
@@ -365,7 +393,7 @@ std::string describeProduct(const Launch& launch, const Gemm& g, int64_t calls, 
                      computeLabel(f.compute) + "; alignment a " + std::to_string(f.alignA) + ", b " +
                      std::to_string(f.alignB) + ", y " + std::to_string(f.alignY) +
                      (f.alignR ? ", r " + std::to_string(f.alignR) : std::string()) +
-                     (f.gelu ? ", z " + std::to_string(f.alignZ) : std::string()) + " bytes)";
+                     (f.gelu || f.dgelu ? ", z " + std::to_string(f.alignZ) : std::string()) + " bytes)";
   return text;
 }
 
@@ -428,11 +456,11 @@ struct MatmulPlanner::Impl {
   // The cached form, made (and its algorithm chosen) on first sight. A bf16
   // result needs `wide`, its f32-D form: the bits it must write are wide's
   // cast.
-  // A GELU form also needs the step's aux matrix `z` (its address tells the
-  // heuristic its alignment); when the heuristic offers no algorithm for it,
-  // the form comes back `refused`.
+  // A GELU or DGELU form also needs the step's aux matrix `z` (its address
+  // tells the heuristic its alignment); when the heuristic offers no
+  // algorithm for it, the form comes back `refused`.
   const LtGemm& find(const Launch& launch, const Form& form, const Gemm& g, int64_t calls, const void* bias,
-                     const LtGemm* wide = nullptr, void* z = nullptr);
+                     const LtGemm* wide = nullptr, const void* z = nullptr);
   int tune(const Launch& launch, const LtGemm& gemm, const Gemm& g, const Form& form,
            const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const LtGemm* wide);
   // One call of a form (cuBLASLt's A is our b, its B our a); C (read only
@@ -464,7 +492,7 @@ void MatmulPlanner::beginPlan(int steps) {
 }
 
 const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, const Gemm& g, int64_t calls,
-                                        const void* bias, const LtGemm* wide, void* z) {
+                                        const void* bias, const LtGemm* wide, const void* z) {
   const Key key = keyOf(form, g);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
@@ -490,11 +518,17 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                 launch, product);
   }
-  if (form.gelu) {
-    // The pre-activation in the aux matrix: D's type (the default aux type)
-    // and layout, column-major [n, m] with leading dimension n (a multiple
-    // of 8, as cuBLASLt requires; prepare() checks), y's batch stride. The
-    // pointer is reset at each call, as the bias's is.
+  if (form.dgelu) {
+    const uint32_t epilogue = CUBLASLT_EPILOGUE_DGELU;
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+                launch, product);
+  }
+  if (form.gelu || form.dgelu) {
+    // The pre-activation in the aux matrix (GELU_AUX_BIAS writes it, DGELU
+    // reads it): D's type (the default aux type) and layout, column-major
+    // [n, m] with leading dimension n (a multiple of 8, as cuBLASLt
+    // requires; prepare() checks), y's batch stride. The pointer is reset at
+    // each call, as the bias's is.
     const int64_t ld = g.n, stride = g.strideY;
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &z, sizeof(z)),
                 launch, product);
@@ -551,7 +585,7 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
   const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
       handle, gemm->desc, gemm->layoutA, gemm->layoutB, gemm->layoutD, gemm->layoutD, preference,
       matmulTuning() || wide ? kCandidates : 1, results, &found);
-  if (heuristic != CUBLAS_STATUS_SUCCESS && form.gelu) found = 0;  // refused below
+  if (heuristic != CUBLAS_STATUS_SUCCESS && (form.gelu || form.dgelu)) found = 0;  // refused below
   else if (heuristic != CUBLAS_STATUS_SUCCESS) ltFail(launch, "cublasLtMatmulAlgoGetHeuristic", heuristic, product);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   if (wide) {
@@ -573,12 +607,13 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
     }
     return *cache.emplace(key, std::move(gemm)).first->second;
   }
-  if (form.gelu && (found < 1 || results[0].state != CUBLAS_STATUS_SUCCESS ||
-                    results[0].workspaceSize > kWorkspaceBytes)) {
-    // No GELU epilogue for this form: its steps take the bias form and gelu's kernel.
+  if ((form.gelu || form.dgelu) && (found < 1 || results[0].state != CUBLAS_STATUS_SUCCESS ||
+                                    results[0].workspaceSize > kWorkspaceBytes)) {
+    // No GELU epilogue for this form: its steps take the bias (plain) form and gelu's (gelu_grad's) kernel.
     if (matmulLog())
-      std::fprintf(stderr, "megatrain: matmul %s: no GELU_AUX_BIAS algorithm; the bias form, then gelu\n",
-                   product.c_str());
+      std::fprintf(stderr, "megatrain: matmul %s: %s\n", product.c_str(),
+                   form.dgelu ? "no DGELU algorithm; the plain form, then gelu_grad"
+                              : "no GELU_AUX_BIAS algorithm; the bias form, then gelu");
     gemm->refused = true;
     return *cache.emplace(key, std::move(gemm)).first->second;
   }
@@ -642,7 +677,8 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   const size_t aBytes = rounded(aElements * operandBytes), bBytes = rounded(bElements * operandBytes);
   const size_t yBytes = rounded(yElements * resultBytes);
   const size_t wideBytes = wide ? rounded(yElements * sizeof(float)) : 0;  // wide's f32 result
-  const size_t auxBytes = form.gelu ? yBytes : 0;  // a GELU form's aux matrix (the step's z stays untouched)
+  // A GELU form's aux matrix (the step's z stays untouched), a DGELU form's (random pre-activations).
+  const size_t auxBytes = form.gelu || form.dgelu ? yBytes : 0;
   const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + auxBytes + 256;
   if (total > kTuneBytesMax) {
     if (matmulLog())
@@ -667,8 +703,9 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   void* reference = base + aBytes + bBytes + yBytes;
   void* c = addend ? base + aBytes + bBytes + 2 * yBytes : y;
   void* wideY = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes;
-  if (form.gelu) {
+  if (form.gelu || form.dgelu) {
     void* aux = base + aBytes + bBytes + 2 * yBytes + wideBytes;
+    if (form.dgelu) fillTuningOperand(aux, static_cast<int64_t>(yElements), false, 4, stream);
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
                 launch, gemm.product);
   }
@@ -772,8 +809,10 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
 void MatmulPlanner::prepare(const Launch& launch) {
   const std::string_view kernel(launch.kernel);
   const bool gelu = kernel == "matmul_bias_gelu" && launch.numIn == 3 && launch.numOut == 2;
-  if (!gelu && (!((kernel == "matmul" && launch.numIn == 2) || (kernel == "matmul_add" && launch.numIn == 3)) ||
-                launch.numOut != 1))
+  const bool geluGrad = kernel == "matmul_gelu_grad" && launch.numIn == 3 && launch.numOut == 1;
+  if (!gelu && !geluGrad &&
+      (!((kernel == "matmul" && launch.numIn == 2) || (kernel == "matmul_add" && launch.numIn == 3)) ||
+       launch.numOut != 1))
     return;
   checkTypes(launch);
   const MatmulDims d = matmulDims(launch);
@@ -793,6 +832,7 @@ void MatmulPlanner::prepare(const Launch& launch) {
   record.bias = biasAddend(launch);
   record.y = launch.out[0].data;
   record.z = gelu ? launch.out[1].data : nullptr;
+  record.aux = geluGrad ? launch.in[2].data : nullptr;
 
   const int64_t operandBytes = static_cast<int64_t>(dtypeBytes(launch.in[0].dtype));
   const int64_t resultBytes = static_cast<int64_t>(dtypeBytes(launch.out[0].dtype));
@@ -841,6 +881,27 @@ void MatmulPlanner::prepare(const Launch& launch) {
       std::fprintf(stderr, "megatrain: matmul step %d: bias and gelu %s by %s\n", launch.step,
                    launch.out[0].shape.str().c_str(),
                    record.geluAfter ? "the bias form, then gelu's kernel" : "cuBLASLt's GELU_AUX_BIAS epilogue");
+  } else if (geluGrad) {
+    // The DGELU epilogue where cuBLASLt takes the aux matrix's leading
+    // dimension and offers an algorithm; else the plain form writes the
+    // product into dz and gelu_grad's kernel scales it there.
+    const LtGemm* fused = nullptr;
+    if (g.n % 8 == 0) {
+      Form gradForm = form;
+      gradForm.dgelu = true;
+      gradForm.alignZ = alignmentOf(record.aux, {offsets(2, g.strideY, resultBytes)});
+      fused = &impl_->find(launch, gradForm, g, batch.calls, nullptr, nullptr, record.aux);
+    }
+    if (fused && !fused->refused) {
+      record.gemm = fused;
+    } else {
+      record.gemm = &impl_->find(launch, form, g, batch.calls, nullptr);
+      record.gradAfter = true;
+    }
+    if (matmulLog())
+      std::fprintf(stderr, "megatrain: matmul step %d: gelu's slope %s by %s\n", launch.step,
+                   launch.out[0].shape.str().c_str(),
+                   record.gradAfter ? "the plain form, then gelu_grad's kernel" : "cuBLASLt's DGELU epilogue");
   } else if (form.result != DType::BF16) {
     record.gemm = &impl_->find(launch, form, g, batch.calls, record.bias ? record.r : nullptr);
   } else {
@@ -870,7 +931,8 @@ void MatmulPlanner::run(const Launch& launch) const {
   if (!record || !record->gemm)
     fail(launch, "step " + std::to_string(launch.step) + " has no cuBLASLt plan (prepare() did not see it)");
   if (record->a != launch.in[0].data || record->b != launch.in[1].data || record->y != launch.out[0].data ||
-      record->r != addendOf(launch) || record->z != (geluStep(launch) ? launch.out[1].data : nullptr))
+      record->r != addendOf(launch) || record->z != (geluStep(launch) ? launch.out[1].data : nullptr) ||
+      record->aux != (geluGradStep(launch) ? launch.in[2].data : nullptr))
     fail(launch, "step " + std::to_string(launch.step) + " was planned for other operand addresses");
   const LtGemm& gemm = *record->gemm;
   const auto* a = static_cast<const char*>(record->a);
@@ -905,11 +967,13 @@ void MatmulPlanner::run(const Launch& launch) const {
   // matmul_bias_gelu: D is y and the aux matrix z (GELU form), or D is z (the bias form, gelu after).
   auto* z = static_cast<char*>(record->z);
   char* d = record->geluAfter ? z : y;
-  const bool aux = z && !record->geluAfter;
+  const bool aux = (z && !record->geluAfter) || (record->aux && !record->gradAfter);
+  // matmul_gelu_grad: the aux matrix z is an input (DGELU reads it).
+  const auto* zIn = static_cast<const char*>(record->aux);
   forEachCall(record->batch, [&](int64_t oa, int64_t ob, int64_t oy) {
     void* out = d + oy * resultBytes;
     if (aux) {  // the descriptor is shared by this form's steps: point it at this call's z
-      void* pre = z + oy * resultBytes;
+      const void* pre = zIn ? static_cast<const void*>(zIn + oy * resultBytes) : z + oy * resultBytes;
       MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre,
                                                  sizeof(pre)),
                   launch, gemm.product);
@@ -923,12 +987,16 @@ void MatmulPlanner::run(const Launch& launch) const {
   if (record->geluAfter)
     launchGeluTanh(launch, reinterpret_cast<const float*>(z), reinterpret_cast<float*>(y),
                    launch.out[0].shape.elements());
+  if (record->gradAfter)
+    launchGeluTanhGrad(launch, static_cast<const float*>(record->aux), reinterpret_cast<const float*>(y),
+                       reinterpret_cast<float*>(y), launch.out[0].shape.elements());
 }
 
 void addMatmulKernels(CudaKernelRegistry& registry) {
   registry.add("matmul", {matmul, matmulScratch});
   registry.add("matmul_add", {matmul});
   registry.add("matmul_bias_gelu", {matmul});
+  registry.add("matmul_gelu_grad", {matmul});
 }
 
 }  // namespace megatrain::runtime::cuda

@@ -49,6 +49,7 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"matmul", 2, 1, matmulRule, {"transpose_a", "transpose_b", "precision"}},
       {"matmul_add", 3, 1, matmulAddRule, {"transpose_a", "transpose_b", "precision"}},
       {"matmul_bias_gelu", 3, 2, matmulBiasGeluRule, {"transpose_a", "transpose_b", "precision"}},
+      {"matmul_gelu_grad", 3, 1, matmulGeluGradRule, {"transpose_a", "transpose_b", "precision"}},
       // shape kernels
       {"reshape", 1, 1, reshapeRule},
       {"transpose", 1, 1, transposeRule, {"perm"}},

@@ -169,6 +169,14 @@ void matmulBiasGeluRule(const KernelCall& call) {
                      dtypeLabel(y.dtype) + ", z " + dtypeLabel(z.dtype));
 }
 
+void matmulGeluGradRule(const KernelCall& call) {
+  matmulDims(call);
+  const Operand &z = call.in[2], &dz = call.out[0];
+  requireShape(call, z, dz.shape, "pre-activation z");
+  if (z.dtype != DType::F32 || dz.dtype != DType::F32)
+    fail(call, std::string("z and dz are f32; got z ") + dtypeLabel(z.dtype) + ", dz " + dtypeLabel(dz.dtype));
+}
+
 // ---- shape kernels ----
 
 void reshapeRule(const KernelCall& call) {

@@ -1,4 +1,4 @@
-// MatmulAddTest.cpp - the matmul epilogues on the CPU backend: matmul_add (y = A B + r, r of y's shape or a bias), the bits of matmul followed by add, and matmul_bias_gelu, the bits of matmul_add followed by gelu.
+// MatmulAddTest.cpp - the matmul epilogues on the CPU backend: matmul_add (y = A B + r, r of y's shape or a bias), the bits of matmul followed by add, matmul_bias_gelu, the bits of matmul_add followed by gelu, and matmul_gelu_grad, the bits of matmul followed by gelu_grad.
 #include <gtest/gtest.h>
 
 #include "TestUtil.h"
@@ -106,6 +106,56 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(p.operands == plan::BF16 ? "bf16" : "f32") + (p.transA ? "_ta" : "") +
              (p.transB ? "_tb" : "");
     });
+
+class MatmulGeluGradTest : public ::testing::TestWithParam<MatmulAddCase> {};
+
+// dz is gelu_grad's (tanh) of the pre-activation z and matmul's product, bit
+// for bit, so a plan trains the same with and without the fusion (docs/ops.md
+// "Matmul epilogues"). z of a few units spans GELU's curved range, where the
+// slope is neither 0 nor 1; a batch of a against one b, each maybe transposed.
+TEST_P(MatmulGeluGradTest, BitwiseMatmulThenGeluGrad) {
+  const MatmulAddCase p = GetParam();
+  std::mt19937 rng(81);
+  const int64_t M = 10, K = 23, N = 13;
+  const HostTensor a = randomTensor(p.transA ? std::vector<int64_t>{2, K, M} : std::vector<int64_t>{2, M, K},
+                                    p.operands, rng, -2.0, 2.0);
+  const HostTensor b =
+      randomTensor(p.transB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, p.operands, rng, -1.0, 1.0);
+  const HostTensor z = randomTensor({2, M, N}, plan::F32, rng, -4.0, 4.0);
+  const std::vector<plan::Attribute> attrs = {intAttr("transpose_a", p.transA), intAttr("transpose_b", p.transB)};
+  const OutputSpec out = {{2, M, N}, plan::F32};
+  const HostTensor fused = runKernel("matmul_gelu_grad", {a, b, z}, {out}, attrs)[0];
+  const HostTensor product = runKernel("matmul", {a, b}, {out}, attrs)[0];
+  const HostTensor grad = runKernel("gelu_grad", {z, product}, {out}, {stringAttr("approximate", "tanh")})[0];
+  EXPECT_EQ(fused.values, grad.values);
+  // The slope did apply: dz is not the bare product.
+  EXPECT_NE(fused.values, product.values);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, MatmulGeluGradTest,
+    ::testing::Values(MatmulAddCase{plan::F32, plan::F32, false, false},
+                      MatmulAddCase{plan::F32, plan::F32, false, true},
+                      MatmulAddCase{plan::F32, plan::F32, true, true},
+                      MatmulAddCase{plan::BF16, plan::F32, false, false},
+                      MatmulAddCase{plan::BF16, plan::F32, true, true}),
+    [](const auto& info) {
+      const MatmulAddCase& p = info.param;
+      return std::string(p.operands == plan::BF16 ? "bf16" : "f32") + (p.transA ? "_ta" : "") +
+             (p.transB ? "_tb" : "");
+    });
+
+TEST(MatmulGeluGradErrors, PreActivationAndTypesAreNamed) {
+  std::mt19937 rng(83);
+  const HostTensor a = randomTensor({4, 3}, plan::F32, rng);
+  const HostTensor b = randomTensor({3, 8}, plan::F32, rng);
+  const OutputSpec f32 = {{4, 8}, plan::F32};
+  EXPECT_EQ(kernelError("matmul_gelu_grad", {a, b, randomTensor({8}, plan::F32, rng)}, {f32}),
+            "matmul_gelu_grad: pre-activation z 'in2' has shape [8], expected [4, 8]");
+  const HostTensor ad = randomTensor({4, 3}, plan::F64, rng), bd = randomTensor({3, 8}, plan::F64, rng);
+  EXPECT_EQ(kernelError("matmul_gelu_grad", {ad, bd, randomTensor({4, 8}, plan::F64, rng)}, {{{4, 8}, plan::F64}}),
+            "matmul_gelu_grad: z and dz are f32; got z f64, dz f64");
+}
 
 TEST(MatmulBiasGeluErrors, BiasAndTypesAreNamed) {
   std::mt19937 rng(74);

@@ -29,11 +29,12 @@ int64_t dimFromEnd(const TensorShape &shape, size_t fromEnd) {
 /// matmul_add's addend is one more input: its bytes (read in the epilogue)
 /// count with the operands', and no add kernel of its own is priced.
 /// matmul_bias_gelu likewise reads its bias and writes y and z; its GELU is
-/// part of the epilogue, priced by the bytes of both results.
+/// part of the epilogue, priced by the bytes of both results. matmul_gelu_grad
+/// reads the pre-activation z in its epilogue: one more input's bytes.
 double matmulFlops(const KernelDesc &kernel) {
   const std::string &name = kernel.kernel;
   if (((name == "matmul" && kernel.inputs.size() == 2) ||
-       ((name == "matmul_add" || name == "matmul_bias_gelu") &&
+       ((name == "matmul_add" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad") &&
         kernel.inputs.size() == 3)) &&
       !kernel.outputs.empty()) {
     const TensorShape &a = kernel.inputs[0];

@@ -281,8 +281,8 @@ static LogicalResult verifyPrecision(Operation *op) {
   return success();
 }
 
-/// The product rules shared by mt.matmul, mt.matmul_add and
-/// mt.matmul_bias_gelu (`result` the product's): shapes, one element type or
+/// The product rules shared by mt.matmul, mt.matmul_add, mt.matmul_bias_gelu
+/// and mt.matmul_gelu_grad (`result` the product's): shapes, one element type or
 /// two bf16 operands accumulated into f32, the precision.
 template <typename ProductOp>
 static LogicalResult verifyProduct(ProductOp op, Value result) {
@@ -323,19 +323,33 @@ LogicalResult MatMulAddOp::verify() {
   return verifyProduct(*this, getResult());
 }
 
+/// A GELU epilogue's pre-activation z and its result: one f32 tensor type.
+static LogicalResult verifyPreActivation(Operation *op, Value z, Value result) {
+  auto type = cast<RankedTensorType>(result.getType());
+  if (z.getType() != type)
+    return op->emitOpError("pre-activation type ") << z.getType() << " differs from the result type " << type;
+  if (!type.getElementType().isF32())
+    return op->emitOpError("result element type ") << type.getElementType() << ", expected f32";
+  return success();
+}
+
 LogicalResult MatMulBiasGeluOp::verify() {
   // y and z are one f32 tensor type; the bias is f32 [n], n y's last dim.
+  if (failed(verifyPreActivation(*this, getZ(), getY())))
+    return failure();
   auto y = cast<RankedTensorType>(getY().getType());
-  if (getZ().getType() != y)
-    return emitOpError("pre-activation type ")
-           << getZ().getType() << " differs from the result type " << y;
-  if (!y.getElementType().isF32())
-    return emitOpError("result element type ") << y.getElementType() << ", expected f32";
   auto bias = cast<RankedTensorType>(getBias().getType());
   if (y.getRank() < 1 || bias.getRank() != 1 || bias.getDimSize(0) != y.getShape().back() ||
       !bias.getElementType().isF32())
     return emitOpError("bias type ") << bias << " is not an f32 bias over the last dim of " << y;
   return verifyProduct(*this, getY());
+}
+
+LogicalResult MatMulGeluGradOp::verify() {
+  // dz and the pre-activation z are one f32 tensor type.
+  if (failed(verifyPreActivation(*this, getZ(), getDz())))
+    return failure();
+  return verifyProduct(*this, getDz());
 }
 
 LogicalResult SoftmaxOp::verify() {

@@ -360,9 +360,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "emit every reshape as a copy kernel (no mt-view-aliases)",
                            memory, [&] { args.pipeline.viewAliases = false; });
   megatrain::addFlagOption(app, "--no-matmul-epilogues",
-                           "keep each residual, gradient or bias add of a product, and a GELU "
-                           "after a bias, its own kernel, not in the product's epilogue (no "
-                           "mt-fuse-matmul-epilogues)",
+                           "keep each residual, gradient or bias add of a product, a GELU "
+                           "after a bias and a GELU's backward after a product their own "
+                           "kernels, not in the product's epilogue (no mt-fuse-matmul-epilogues)",
                            memory, [&] { args.pipeline.matmulEpilogues = false; });
   megatrain::addFlagOption(app, "--optimizer-stream",
                            "run the AdamW updates of device-resident parameters on a stream of "

@@ -238,6 +238,32 @@ def Mt_MatMulBiasGeluOp : Mt_Op<"matmul_bias_gelu", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Mt_MatMulGeluGradOp : Mt_Op<"matmul_gelu_grad", [Pure]> {
+  let summary = "a matrix product times the tanh GELU's slope at a pre-activation, in its epilogue";
+  let description = [{
+    dz = A B * gelu_tanh'(z): `mt.matmul` of `a` and `b`, then `mt.gelu_grad
+    {approximate = "tanh"}` with x = `z` (the pre-activation, of the
+    product's type) and dy = the product, in one kernel. dz and z are f32 (a
+    and b f32, or bf16 accumulated in fp32). Per element the product is
+    matmul's value and dz gelu_grad's of it, so on the CPU backend dz is
+    bitwise that of the unfused pair (docs/ops.md "Matmul epilogues").
+
+    Written by mt-fuse-matmul-epilogues after autodiff (the backward of
+    GPT-2's GELU: the gradient of the GELU's output, a product, times the
+    slope at c_fc's pre-activation); it has no gradient rule.
+
+    ```mlir
+    %dz = mt.matmul_gelu_grad %dy, %w, %z {transpose_b = true} : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+    ```
+  }];
+  let arguments = (ins Mt_Tensor:$a, Mt_Tensor:$b, Mt_Tensor:$z,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Mt_Tensor:$dz);
+  let assemblyFormat = "$a `,` $b `,` $z attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Mt_SoftmaxOp : Mt_Op<"softmax", [Pure, SameOperandsAndResultType, Differentiable]> {
   let summary = "softmax along one axis";
   let description = [{

@@ -273,7 +273,7 @@ def FoldTranspose : Pass<"mt-fold-transpose", "mlir::func::FuncOp"> {
 }
 
 def FuseMatmulEpilogues : Pass<"mt-fuse-matmul-epilogues", "mlir::func::FuncOp"> {
-  let summary = "Fuse the add of a product and another value, and a GELU after a bias, into the product's epilogue";
+  let summary = "Fuse the add of a product and another value, a GELU after a bias, and a GELU's backward after a product, into the product's epilogue";
   let description = [{
     Runs on the whole training step after mt-precision and
     mt-fold-transpose, before mt-fuse-pointwise (off with megatrain-compile
@@ -288,8 +288,11 @@ def FuseMatmulEpilogues : Pass<"mt-fuse-matmul-epilogues", "mlir::func::FuncOp">
     bias (directly or through reshapes), whose sum no op but the gelu and
     tanh `mt.gelu_grad`s reading it as x reads, becomes
     `mt.matmul_bias_gelu(a, b, bias)` at the sum's place: its second result,
-    the pre-activation, replaces the sum, its first the gelu. The values do
-    not change (docs/ops.md "Matmul epilogues").
+    the pre-activation, replaces the sum, its first the gelu. Then a tanh
+    `mt.gelu_grad` whose dy is an f32 `mt.matmul` (directly or through
+    reshapes) read by nothing else becomes `mt.matmul_gelu_grad(a, b, z)`,
+    z the gelu_grad's x in the product's shape. The values do not change
+    (docs/ops.md "Matmul epilogues").
   }];
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }

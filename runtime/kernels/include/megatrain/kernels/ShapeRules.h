@@ -61,6 +61,9 @@ bool matmulAddendIsBias(const KernelCall& call);
 // matmul_bias_gelu (a, b, bias -> y, z): matmul's rule, a bias [n] (y's last dim), z of
 // y's shape; the bias, y and z f32 (a and b f32, or bf16 accumulated in fp32).
 void matmulBiasGeluRule(const KernelCall& call);
+// matmul_gelu_grad (a, b, z -> dz): matmul's rule, the pre-activation z of dz's shape; z and dz
+// f32 (a and b f32, or bf16 accumulated in fp32).
+void matmulGeluGradRule(const KernelCall& call);
 
 // ---- shape kernels: reshape, transpose, broadcast_to, sum_to ----
 
