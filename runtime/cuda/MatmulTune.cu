@@ -36,6 +36,18 @@ __global__ void fillBf16(__nv_bfloat16* data, int64_t n, uint64_t seed) {
     data[i] = __float2bfloat16_rn(uniformAt(seed, i));
 }
 
+// hi = w rounded to bf16, stored negated; residual = (w - hi) rounded to bf16
+// (the difference is exact in f32: hi lies within an ulp of bf16 of w).
+__global__ void splitBf16(const float* wide, __nv_bfloat16* negHi, __nv_bfloat16* residual, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float w = wide[i];
+    const __nv_bfloat16 hi = __float2bfloat16_rn(w);
+    negHi[i] = __hneg(hi);
+    residual[i] = __float2bfloat16_rn(w - __bfloat162float(hi));
+  }
+}
+
 __global__ void plantSpecial(uint16_t* data, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -69,6 +81,13 @@ void fillTuningOperand(void* data, int64_t elements, bool bf16, uint64_t seed, c
     fillBf16<<<gridOf(elements), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), elements, seed);
   else
     fillF32<<<gridOf(elements), kThreads, 0, stream>>>(static_cast<float*>(data), elements, seed);
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+void splitF32ToBf16(const float* wide, void* negHi, void* residual, int64_t elements, cudaStream_t stream) {
+  if (elements <= 0) return;
+  splitBf16<<<gridOf(elements), kThreads, 0, stream>>>(wide, static_cast<__nv_bfloat16*>(negHi),
+                                                       static_cast<__nv_bfloat16*>(residual), elements);
   MT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -5,7 +5,8 @@
 // keeps one only if it writes the same bits as the heuristic's first choice
 // (countDifferentWords), so which algorithm a run picks never changes what it
 // computes; a bf16 result's candidates must write the bits of the f32
-// product's cast, on random operands and on operands with special values
+// product's cast, on random operands (and the residual of their sums past
+// that cast: splitF32ToBf16) and on operands with special values
 // (plantSpecialBf16).
 #pragma once
 
@@ -19,6 +20,14 @@ namespace megatrain::runtime::cuda {
 // Fills `elements` values at `data` with uniform values in [-1, 1) drawn from
 // a hash of (seed, index): bf16 when `bf16`, else f32. Asynchronous on `stream`.
 void fillTuningOperand(void* data, int64_t elements, bool bf16, uint64_t seed, cudaStream_t stream);
+
+// Splits each f32 value w at `wide` into hi, w rounded to bf16 (stored
+// negated at `negHi`), and w - hi rounded to bf16 (at `residual`). A bf16-D
+// product run with C = -hi and beta 1 writes its own sum's residual: where
+// two sums differ in their last f32 bits, their residuals differ in about
+// one element in 100 rather than one in 10^4 or 10^5 of their bf16 results.
+// Asynchronous on `stream`.
+void splitF32ToBf16(const float* wide, void* negHi, void* residual, int64_t elements, cudaStream_t stream);
 
 // Overwrites some of the `elements` bf16 values at `data` with values the
 // random fill never gives: +inf, -inf and a NaN at indices 0, 1, 2, 2^127 at

@@ -652,9 +652,13 @@ const LtGemm& MatmulPlanner::Impl::find(const Launch& launch, const Form& form, 
 // when it takes at most kTuneMargin of the time of the first (highest
 // ranked) of them, else that first. Tuning off (only bf16 results get here
 // then): each candidate is run once, untimed, and the first writing the
-// reference's bits is kept. A bf16 result's candidates are compared again
-// on operands with special values (plantSpecialBf16: infinities, a NaN,
-// sums past bf16's range) against the f32 form's cast of those.
+// reference's bits is kept. A bf16 result's candidates that pass are run
+// again on the same operands with C = -(the reference) and beta 1, and must
+// write the residual of wide's sums past it (splitF32ToBf16): the rounded
+// results show another order of the sums in a few elements, the residuals
+// in many. They are then compared again on
+// operands with special values (plantSpecialBf16: infinities, a NaN, sums
+// past bf16's range), each against the f32 form's cast of those.
 // Returns -1 when no candidate writes them (only with a wide form: the step
 // then runs wide and the conversion), and, when the operands find no device
 // room or exceed kTuneBytesMax, 0 (a bf16 result: -1, as nothing was shown).
@@ -679,7 +683,9 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   const size_t wideBytes = wide ? rounded(yElements * sizeof(float)) : 0;  // wide's f32 result
   // A GELU form's aux matrix (the step's z stays untouched), a DGELU form's (random pre-activations).
   const size_t auxBytes = form.gelu || form.dgelu ? yBytes : 0;
-  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + auxBytes + 256;
+  // With wide: its f32 result, then -hi and the residual past it (bf16, y's size).
+  const size_t residualBytes = wide ? 2 * yBytes : 0;
+  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + residualBytes + auxBytes + 256;
   if (total > kTuneBytesMax) {
     if (matmulLog())
       std::fprintf(stderr, "megatrain: matmul %s: tuning operands exceed %zu bytes; %s\n", gemm.product.c_str(),
@@ -703,8 +709,10 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   void* reference = base + aBytes + bBytes + yBytes;
   void* c = addend ? base + aBytes + bBytes + 2 * yBytes : y;
   void* wideY = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes;
+  void* negHi = static_cast<char*>(wideY) + wideBytes;
+  void* residualRef = static_cast<char*>(negHi) + yBytes;
   if (form.gelu || form.dgelu) {
-    void* aux = base + aBytes + bBytes + 2 * yBytes + wideBytes;
+    void* aux = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes + wideBytes + residualBytes;
     if (form.dgelu) fillTuningOperand(aux, static_cast<int64_t>(yElements), false, 4, stream);
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
                 launch, gemm.product);
@@ -757,6 +765,24 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
                                     counter, stream) == 0;
     }
   }
+  // Again on the same operands, each candidate's sums past wide's cast: run
+  // with C = -hi (hi: wide's result rounded to bf16) and beta 1, it writes
+  // its own sum minus hi (exact in f32) rounded to bf16, against wide's
+  // residual. Two sums of the same products in other orders differ in their
+  // last f32 bits, which rounding to bf16 hides in all but about one element
+  // in 10^4 or 10^5 and the residual in about one in 100.
+  std::vector<char> residual(candidates.size(), 0);  // same bits, other residuals
+  if (wide && std::find(same.begin(), same.end(), 1) != same.end()) {
+    MT_CUDA_CHECK(cudaMemsetAsync(residualRef, 0, yBytes, stream));
+    splitF32ToBf16(static_cast<const float*>(wideY), negHi, residualRef, static_cast<int64_t>(yElements), stream);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!same[i]) continue;
+      same[i] = call(gemm, candidates[i].algo, b, a, 1.0f, negHi, y, stream) == CUBLAS_STATUS_SUCCESS &&
+                countDifferentWords(static_cast<const uint32_t*>(residualRef), static_cast<const uint32_t*>(y), words,
+                                    counter, stream) == 0;
+      if (!same[i]) residual[i] = 1;
+    }
+  }
   if (wide && std::find(same.begin(), same.end(), 1) != same.end()) {
     // Again with infinities, a NaN and sums past bf16's range in the
     // operands: the epilogue's rounding of those must be cast's too.
@@ -786,13 +812,16 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
     std::string line;
     for (size_t i = 0; i < candidates.size(); ++i) {
       char text[96];
-      const char* bits = same[i] ? "" : special[i] ? "(other bits on special values)" : "(other bits)";
+      const char* bits = same[i]        ? ""
+                         : residual[i]  ? "(other residuals)"
+                         : special[i]   ? "(other bits on special values)"
+                                        : "(other bits)";
       if (failed[i])
         std::snprintf(text, sizeof text, " %zu:failed", i);
       else if (timed)
         std::snprintf(text, sizeof text, " %zu:%.1fus%s", i, micros[i], bits);
       else
-        std::snprintf(text, sizeof text, " %zu:%s", i, same[i] ? "same bits" : bits);
+        std::snprintf(text, sizeof text, " %zu:%s%s", i, same[i] ? "same bits" : "", bits);
       line += text;
     }
     const char* against = wide ? " against the f32 product's cast" : "";
