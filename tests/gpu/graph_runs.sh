@@ -9,23 +9,10 @@
 # recording. Prints each plan's median step time both ways.
 # usage: [CORPUS=/abs/tokens.bin] graph_runs.sh BIN SRC   (absolute paths: the script runs in a scratch folder)
 set -euo pipefail
-BIN=$1
-SRC=$2
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP"
-fail() { echo "FAIL: $*"; exit 1; }
-ONNX=$SRC/frontends/models/tiny_transformer.onnx
-if [[ -n ${CORPUS:-} ]]; then cp "$CORPUS" corpus.bin
-else python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null; fi
+source "$(dirname "$0")/demo_setup.sh" "$@"
 # cuDNN's default attention backward adds dq with atomics: two runs differ in their last bits.
 export MEGATRAIN_ATTENTION_DETERMINISTIC=1
 
-compile() {  # compile NAME PRECISION [flags...]
-  local name=$1 precision=$2; shift 2
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" --shape input_ids=4x64 --loss next-token-ce --lr 3e-3 \
-    --precision "$precision" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name: compile"; }
-}
 run() {  # run NAME TAG [flags...]
   local name=$1 tag=$2; shift 2
   "$BIN/megatrain-run" "$name.plan" --weights "$ONNX" --data corpus.bin --steps 12 --backend cuda \

@@ -10,23 +10,8 @@
 # backend's.
 # usage: [CORPUS=/abs/tokens.bin] homes_runs.sh BIN SRC   (absolute paths: the script runs in a scratch folder)
 set -euo pipefail
-BIN=$1
-SRC=$2
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP"
-fail() { echo "FAIL: $*"; exit 1; }
-ONNX=$SRC/frontends/models/tiny_transformer.onnx
-# CORPUS: a token file made elsewhere (the GPU machine has no fortunes database), e.g. the
-# fortunes.bin scripts/stage_device.sh stages.
-if [[ -n ${CORPUS:-} ]]; then cp "$CORPUS" corpus.bin
-else python3 "$SRC/frontends/python/make_corpus.py" --out corpus.bin >/dev/null; fi
+source "$(dirname "$0")/demo_setup.sh" "$@"
 
-compile() {  # compile NAME PRECISION [flags...]
-  local name=$1 precision=$2; shift 2
-  "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" --shape input_ids=4x64 --loss next-token-ce --lr 3e-3 \
-    --precision "$precision" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name: compile"; }
-}
 run() {  # run NAME BACKEND
   "$BIN/megatrain-run" "$1.plan" --weights "$ONNX" --data corpus.bin --steps 10 --quiet --backend "$2" \
     --metrics "$1.$2.jsonl" --export-safetensors "$1.$2.safetensors" > "$1.$2.log" 2>&1 ||
