@@ -119,6 +119,10 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   // numbers the ops and the tiering prices them.
   if (options.fusePointwise)
     pm.addNestedPass<mlir::func::FuncOp>(createFusePointwise());
+  // The residual gradient's add and its bf16 cast into the norm gradient
+  // before them, on the adds and casts mt-fuse-pointwise left.
+  if (options.fuseNormGradAdds)
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseNormGradAdds());
   // RMS norms read only by their bf16 casts write bf16 themselves, after
   // mt-fuse-pointwise has made the weight gradients read the norm's cast
   // (reshaped) instead of the norm.

@@ -3,6 +3,8 @@
 // x is viewed as [rows, d] with d = prod(x.shape[axis:]); weight has shape
 // x.shape[axis:]. Per row: rstd = 1/sqrt(mean(x^2) + eps), n = x * rstd,
 // y = n * weight (Llama's, Qwen2's and Mistral's RMSNorm). Sums run in double.
+// rms_norm_grad_add is the gradient with the residual's add (and its bf16
+// cast) on dx, in the same pass.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -46,13 +48,18 @@ void rmsNormImpl(const KernelArgs& args, const NormRows& r) {
 }
 
 // With g = dy * weight and n = x * rstd: dx = rstd * (g - n * mean(g * n))
-// per row; dweight = sum over rows of dy * n.
-template <typename T>
+// per row; dweight = sum over rows of dy * n. With Add (rms_norm_grad_add)
+// dx is that value rounded to T plus addend, one T addition as add makes it,
+// and a third output holds the sum's bf16 bits as cast rounds them: the
+// unfused kernels' bits.
+template <typename T, bool Add = false>
 void rmsNormGradImpl(const KernelArgs& args, const NormRows& r) {
   const T* x = args.in[0].as<const T>();
   const T* weight = args.in[1].as<const T>();
   const T* dy = args.in[2].as<const T>();
+  const T* addend = Add ? args.in[3].as<const T>() : nullptr;
   T* dx = args.out[0].as<T>();
+  uint16_t* dxBf16 = Add && args.numOut == 3 ? args.out[2].as<uint16_t>() : nullptr;  // f32 T only (the rule)
   double* dweight = reinterpret_cast<double*>(args.scratch);  // [d]
   for (int64_t j = 0; j < r.d; ++j) dweight[j] = 0;
 
@@ -71,7 +78,13 @@ void rmsNormGradImpl(const KernelArgs& args, const NormRows& r) {
     for (int64_t j = 0; j < r.d; ++j) {
       const double n = static_cast<double>(xr[j]) * rstd;
       const double g = static_cast<double>(dyr[j]) * static_cast<double>(weight[j]);
-      dxr[j] = static_cast<T>(rstd * (g - n * meanGN));
+      T value = static_cast<T>(rstd * (g - n * meanGN));
+      if constexpr (Add) {
+        const int64_t at = row * r.d + j;
+        value = addend[at] + value;
+        if (dxBf16) dxBf16[at] = floatToBf16(static_cast<float>(value));
+      }
+      dxr[j] = value;
     }
   }
   T* out = args.out[1].as<T>();
@@ -98,6 +111,15 @@ void rmsNormGrad(const KernelArgs& args) {
   dispatchFloating(dtype, [&](auto tag) { rmsNormGradImpl<decltype(tag)>(args, r); });
 }
 
+// dx_bf16, when present, is bf16 from f32 operands (the rule checks both).
+void rmsNormGradAdd(const KernelArgs& args) {
+  const NormRows r = rmsNormGradAddRows(args);
+  const DType dtype =
+      cpuFloatingType(args, inMask(0) | inMask(1) | inMask(2) | inMask(3) | outMask(0) | outMask(1));
+  dispatchFloating(dtype, [&](auto tag) { rmsNormGradImpl<decltype(tag), true>(args, r); });
+}
+
+// rms_norm_grad's and rms_norm_grad_add's: dweight's sums [d] in double.
 size_t rmsNormGradScratch(const KernelArgs& args) {
   return static_cast<size_t>(args.in[1].shape.elements()) * sizeof(double);
 }
@@ -107,6 +129,7 @@ size_t rmsNormGradScratch(const KernelArgs& args) {
 void addRmsNormKernels(CpuKernelRegistry& registry) {
   registry.add("rms_norm", {rmsNorm});
   registry.add("rms_norm_grad", {rmsNormGrad, rmsNormGradScratch});
+  registry.add("rms_norm_grad_add", {rmsNormGradAdd, rmsNormGradScratch});
 }
 
 }  // namespace megatrain::runtime::cpu

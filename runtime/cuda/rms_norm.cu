@@ -11,7 +11,9 @@
 // sums in double; their gradient keeps each row's rstd in scratch and then
 // sums columns, split over gridDim.y when d alone cannot fill the GPU (double
 // partials in scratch, added in split order by a third kernel). Both paths
-// are deterministic.
+// are deterministic. rms_norm_grad_add runs the gradient's kernels with the
+// residual's add (and its bf16 cast) applied to dx as it is stored, and
+// writes the bits that rms_norm_grad, add and cast would.
 #include <algorithm>
 
 #include "ColumnSums.cuh"
@@ -49,6 +51,24 @@ __device__ __forceinline__ Y normOut(double value) {
     return static_cast<T>(value);
 }
 
+// Stores access k (V elements) of the dx row at element `at` from out, which
+// holds dx rounded to T as rms_norm_grad writes it. rms_norm_grad_add's
+// kernels (Add) first add addend's access k to it in T, one addition as add
+// makes it, and with Bf16 (T = float) also store the sum's bf16 bits as cast
+// rounds them: the fused kernel writes what the three kernels would.
+template <bool Add, bool Bf16, typename T, int V, typename C>
+__device__ __forceinline__ void storeDx(T* dx, const T* addend, uint16_t* dxBf16, int64_t at, int64_t k,
+                                        C (&out)[V]) {
+  if constexpr (Add) {
+    T a[V];
+    loadPack(addend + at, k, a);
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = static_cast<C>(a[i] + static_cast<T>(out[i]));
+  }
+  storePack(dx + at, k, out);
+  if constexpr (Bf16) storeOut(dxBf16 + at, k, out);
+}
+
 // y = x * rstd * weight; x, y [rows, d], weight [d]; y of T or bf16 bits (Y).
 template <typename T, typename Y = T>
 __global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ weight, Y* __restrict__ y, NormRows r) {
@@ -63,15 +83,16 @@ __global__ void rmsNormKernel(const T* __restrict__ x, const T* __restrict__ wei
 }
 
 // With g = dy * weight and n = x * rstd: dx = rstd * (g - n * mean(g * n))
-// per row; rstd [rows]. x, dy, dx [rows, d], weight [d].
-template <typename T>
+// per row, stored by storeDx; rstd [rows]. x, dy, addend, dx, dxBf16
+// [rows, d], weight [d].
+template <typename T, bool Add = false, bool Bf16 = false>
 __global__ void rmsNormDxKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ dy,
-                                T* __restrict__ dx, double* __restrict__ rstds, NormRows r) {
+                                const T* __restrict__ addend, T* __restrict__ dx, uint16_t* __restrict__ dxBf16,
+                                double* __restrict__ rstds, NormRows r) {
   const int lane = groupMember<32>();
   for (int64_t row = firstGroup<32>(); row < r.rows; row += groupCount<32>()) {
     const T* xr = x + row * r.d;
     const T* dyr = dy + row * r.d;
-    T* dxr = dx + row * r.d;
     const double rstd = rowRstd(xr, r.d, r.epsilon, lane);
     double sumGN = 0;
     for (int64_t j = lane; j < r.d; j += 32) {
@@ -82,7 +103,8 @@ __global__ void rmsNormDxKernel(const T* __restrict__ x, const T* __restrict__ w
     for (int64_t j = lane; j < r.d; j += 32) {
       const double n = static_cast<double>(xr[j]) * rstd;
       const double g = static_cast<double>(dyr[j]) * static_cast<double>(weight[j]);
-      dxr[j] = static_cast<T>(rstd * (g - n * meanGN));
+      T out[1] = {static_cast<T>(rstd * (g - n * meanGN))};
+      storeDx<Add, Bf16>(dx, addend, dxBf16, row * r.d, j, out);
     }
     if (lane == 0) rstds[row] = rstd;
   }
@@ -181,12 +203,13 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
 }
 
 // dx = rstd * (g - n * mean(g * n)) with g = dy * weight, n = x * rstd, in one
-// read of x and dy; this block's sums of dy * n per column go to
-// partial[blockIdx.x] ([blocks, d], compute type).
-template <typename T, int V, int P>
+// read of x and dy, stored by storeDx; this block's sums of dy * n per
+// column go to partial[blockIdx.x] ([blocks, d], compute type).
+template <typename T, int V, int P, bool Add = false, bool Bf16 = false>
 __global__ void __launch_bounds__(kRowThreadsMax, 2)
     rmsNormGradRowKernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ dy,
-                         T* __restrict__ dx, RowCompute<T>* __restrict__ partial, NormRows r) {
+                         const T* __restrict__ addend, T* __restrict__ dx, uint16_t* __restrict__ dxBf16,
+                         RowCompute<T>* __restrict__ partial, NormRows r) {
   using C = RowCompute<T>;
   __shared__ double shared[64];
   const int64_t accesses = r.d / V;
@@ -235,7 +258,7 @@ __global__ void __launch_bounds__(kRowThreadsMax, 2)
         out[i] = static_cast<C>(rstdD * (static_cast<double>(g[p][i]) * static_cast<double>(w[i]) - nD * meanGN));
         sum[p][i] += g[p][i] * n;
       }
-      storePack(dx + row * r.d, k, out);
+      storeDx<Add, Bf16>(dx, addend, dxBf16, row * r.d, k, out);
     }
   }
 #pragma unroll
@@ -305,55 +328,87 @@ size_t rmsGradScratchBytes(const Launch& launch, const NormRows& r, int elementB
   return gradScratchDoubles(r, planColumns(launch, r)) * sizeof(double);
 }
 
+// The register path's blocks for the gradient on T at (V, P): the fewest that
+// any of rms_norm_grad's and rms_norm_grad_add's kernels keeps resident
+// (their registers differ), so every variant sums dweight's partials over
+// the same blocks, each resident: rms_norm_grad_add's dweight has
+// rms_norm_grad's bits.
+template <typename T, int V, int P>
+unsigned gradRowBlocks(const Launch& launch, const RowPlan& p) {
+  unsigned blocks = std::min(residentBlocks(launch, rmsNormGradRowKernel<T, V, P>, p),
+                             residentBlocks(launch, rmsNormGradRowKernel<T, V, P, true>, p));
+  if constexpr (std::is_same_v<T, float>)
+    blocks = std::min(blocks, residentBlocks(launch, rmsNormGradRowKernel<T, V, P, true, true>, p));
+  return blocks;
+}
+
+// rms_norm_grad's kernels on T, or rms_norm_grad_add's (Add: addend in[3];
+// Bf16: dx_bf16 out[2]).
+template <typename T, bool Add, bool Bf16>
+void rmsNormGradLaunch(const Launch& launch, const NormRows& r) {
+  using C = RowCompute<T>;
+  const DeviceContext& device = *launch.device;
+  const T* x = launch.in[0].as<const T>();
+  const T* weight = launch.in[1].as<const T>();
+  const T* dy = launch.in[2].as<const T>();
+  const T* addend = Add ? launch.in[3].as<const T>() : nullptr;
+  T* dx = launch.out[0].as<T>();
+  T* dweight = launch.out[1].as<T>();
+  uint16_t* dxBf16 = Bf16 ? launch.out[2].as<uint16_t>() : nullptr;
+  if (rmsGradScratchBytes(launch, r, sizeof(T), false) > device.scratchBytes)
+    fail(launch, "scratch too small (prepare sized it for another shape)");
+  const RowPlan p = rmsRowPlan(launch, r, sizeof(T), false);
+  if (p.fits) {
+    C* partial = static_cast<C*>(device.scratch);  // [blocks, d]
+    unsigned blocks = 0;
+    dispatchRowPlan<T>(p, [&](auto v, auto packs) {
+      constexpr int V = decltype(v)::value, P = decltype(packs)::value;
+      blocks = gradRowBlocks<T, V, P>(launch, p);
+      rmsNormGradRowKernel<T, V, P, Add, Bf16>
+          <<<blocks, p.threads, 0, device.stream>>>(x, weight, dy, addend, dx, dxBf16, partial, r);
+    });
+    MT_CHECK_LAUNCH(launch);
+    reduceRowPartials(launch, static_cast<const C*>(partial), dweight, dweight, r.d, blocks, 1);
+    return;
+  }
+  const ColumnSplit c = planColumns(launch, r);
+  double* rstds = static_cast<double*>(device.scratch);  // [rows]
+  double* split = rstds + r.rows;                         // [splits, d]
+  if (r.rows > 0) {
+    rmsNormDxKernel<T, Add, Bf16><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, device.stream>>>(
+        x, weight, dy, addend, dx, dxBf16, rstds, r);
+    MT_CHECK_LAUNCH(launch);
+  }
+  rmsNormColumnsKernel<T><<<dim3(c.blocks, c.splits), dim3(kColumns, kColumnLanes), 0, device.stream>>>(
+      x, dy, rstds, dweight, split, r, c.chunk);
+  MT_CHECK_LAUNCH(launch);
+  if (c.splits > 1) {
+    rmsNormSplitsKernel<T><<<gridFor(launch, r.d, kThreads), kThreads, 0, device.stream>>>(split, dweight, r.d,
+                                                                                         c.splits);
+    MT_CHECK_LAUNCH(launch);
+  }
+}
+
 void rmsNormGrad(const Launch& launch) {
   const DType dtype = cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | outMask(0) | outMask(1));
   const NormRows r = rmsNormGradRows(launch);
   if (r.d == 0) return;
-  const DeviceContext& device = *launch.device;
-  dispatchFloating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    using C = RowCompute<T>;
-    const T* x = launch.in[0].as<const T>();
-    const T* weight = launch.in[1].as<const T>();
-    const T* dy = launch.in[2].as<const T>();
-    T* dx = launch.out[0].as<T>();
-    T* dweight = launch.out[1].as<T>();
-    if (rmsGradScratchBytes(launch, r, sizeof(T), false) > device.scratchBytes)
-      fail(launch, "scratch too small (prepare sized it for another shape)");
-    const RowPlan p = rmsRowPlan(launch, r, sizeof(T), false);
-    if (p.fits) {
-      C* partial = static_cast<C*>(device.scratch);  // [blocks, d]
-      unsigned blocks = 0;
-      dispatchRowPlan<T>(p, [&](auto v, auto packs) {
-        const auto kernel = rmsNormGradRowKernel<T, decltype(v)::value, decltype(packs)::value>;
-        blocks = residentBlocks(launch, kernel, p);
-        kernel<<<blocks, p.threads, 0, device.stream>>>(x, weight, dy, dx, partial, r);
-      });
-      MT_CHECK_LAUNCH(launch);
-      reduceRowPartials(launch, static_cast<const C*>(partial), dweight, dweight, r.d, blocks, 1);
-      return;
-    }
-    const ColumnSplit c = planColumns(launch, r);
-    double* rstds = static_cast<double*>(device.scratch);  // [rows]
-    double* split = rstds + r.rows;                         // [splits, d]
-    if (r.rows > 0) {
-      rmsNormDxKernel<T><<<gridFor(launch, r.rows * 32, kThreads), kThreads, 0, device.stream>>>(x, weight, dy, dx,
-                                                                                                rstds, r);
-      MT_CHECK_LAUNCH(launch);
-    }
-    rmsNormColumnsKernel<T><<<dim3(c.blocks, c.splits), dim3(kColumns, kColumnLanes), 0, device.stream>>>(
-        x, dy, rstds, dweight, split, r, c.chunk);
-    MT_CHECK_LAUNCH(launch);
-    if (c.splits > 1) {
-      rmsNormSplitsKernel<T><<<gridFor(launch, r.d, kThreads), kThreads, 0, device.stream>>>(split, dweight, r.d,
-                                                                                           c.splits);
-      MT_CHECK_LAUNCH(launch);
-    }
-  });
+  dispatchFloating(dtype, [&](auto tag) { rmsNormGradLaunch<decltype(tag), false, false>(launch, r); });
+}
+
+// dx_bf16, when present, is bf16 from f32 operands (the rule checks both).
+void rmsNormGradAdd(const Launch& launch) {
+  const NormRows r = rmsNormGradAddRows(launch);
+  const DType dtype =
+      cudaFloatingType(launch, inMask(0) | inMask(1) | inMask(2) | inMask(3) | outMask(0) | outMask(1));
+  if (r.d == 0) return;
+  if (launch.numOut == 3) rmsNormGradLaunch<float, true, true>(launch, r);
+  else dispatchFloating(dtype, [&](auto tag) { rmsNormGradLaunch<decltype(tag), true, false>(launch, r); });
 }
 
 // Sized for aligned operands and for the long-row path, whichever is larger
-// (misaligned operands take narrower accesses, never more blocks).
+// (misaligned operands take narrower accesses, never more blocks). Also
+// rms_norm_grad_add's: the same partials and rstds.
 size_t rmsNormGradScratch(const Launch& launch) {
   const NormRows r = rmsNormGradRows(launch);
   const int bytes = launch.in[0].dtype == DType::F64 ? 8 : 4;
@@ -366,6 +421,7 @@ size_t rmsNormGradScratch(const Launch& launch) {
 void addRmsNormKernels(CudaKernelRegistry& registry) {
   registry.add("rms_norm", {rmsNorm});
   registry.add("rms_norm_grad", {rmsNormGrad, rmsNormGradScratch});
+  registry.add("rms_norm_grad_add", {rmsNormGradAdd, rmsNormGradScratch});
 }
 
 }  // namespace megatrain::runtime::cuda

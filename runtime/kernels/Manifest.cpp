@@ -69,6 +69,7 @@ const std::vector<KernelSpec>& kernelManifest() {
       {"layer_norm_grad", 3, 3, layerNormGradRule, {"axis", "epsilon"}},
       {"rms_norm", 2, 1, rmsNormRule, {"axis", "epsilon"}},
       {"rms_norm_grad", 3, 2, rmsNormGradRule, {"axis", "epsilon"}},
+      {"rms_norm_grad_add", 4, KernelSpec::kAnyOutputs, rmsNormGradAddRule, {"axis", "epsilon"}},
       // losses
       {"softmax_ce", 2, 1, softmaxCeRule, {"ignore_index", "reduction"}},
       {"softmax_ce_grad", 3, 1, softmaxCeGradRule, {"ignore_index", "reduction"}},

@@ -345,8 +345,25 @@ NormRows rmsNormGradRows(const KernelCall& call) {
   return r;
 }
 
+NormRows rmsNormGradAddRows(const KernelCall& call) {
+  if (call.numOut != 2 && call.numOut != 3)
+    fail(call, std::to_string(call.numOut) + " outputs, it writes 2 (dx, dweight) or 3 (and dx_bf16)");
+  const NormRows r = rmsNormGradRows(call);
+  const Operand& x = call.in[0];
+  requireShape(call, call.in[3], x.shape, "addend");
+  requireDType(call, call.in[3], x.dtype, "addend");
+  if (call.numOut == 3) {
+    requireShape(call, call.out[2], x.shape, "dx_bf16");
+    requireDType(call, call.out[2], DType::BF16, "dx_bf16");
+    if (x.dtype != DType::F32)
+      fail(call, std::string("dx_bf16 is the bf16 copy of an f32 dx; x is ") + dtypeLabel(x.dtype));
+  }
+  return r;
+}
+
 void rmsNormRule(const KernelCall& call) { rmsNormRows(call); }
 void rmsNormGradRule(const KernelCall& call) { rmsNormGradRows(call); }
+void rmsNormGradAddRule(const KernelCall& call) { rmsNormGradAddRows(call); }
 
 // ---- cross-entropy ----
 

@@ -1,5 +1,6 @@
 // FusedKernelTest.cpp - the fused kernels (rms_norm, silu, swiglu, gelu and their gradients) on CUDA
-// against their CPU twins on fresh random inputs, f32 and f64, several shapes.
+// against their CPU twins on fresh random inputs, f32 and f64, several shapes; rms_norm_grad_add
+// also against the unfused kernels on CUDA, bit for bit.
 //
 // rms_norm shapes reach a warp per short row and per long row, the column
 // sums of dweight in one split and in many (many rows, few columns), and an
@@ -29,9 +30,22 @@ class FusedCudaKernels : public ::testing::Test {
     return randomTensor(shape, dtype, rng_, lo, hi);
   }
 
+  std::vector<HostTensor> onCuda(const KernelCase& c) { return runCase(cudaBackend(), oneKernelPlan(c), c); }
+
   uint32_t seed_;
   std::mt19937 rng_;
 };
+
+// rms_norm_grad's tolerance against the CPU twin for x in [-3, 5). A row of
+// one element is ill-conditioned: dx = g w rstd eps / (x^2 + eps) comes out
+// of a difference whose terms are (x^2 + eps) / eps times larger, up to 2.5e7
+// for |x| <= 5, so f64 rounding (1.1e-16 of the terms) reaches 2.8e-9 of dx
+// in either backend: its bound is 2.5e-8 (the f32 kernel computes that
+// difference in double).
+double rmsNormGradTol(plan::DType dtype, const Shape& normalized) {
+  if (dtype == plan::F32) return 2e-5;
+  return normalized.size() == 1 && normalized[0] == 1 ? 2.5e-8 : 1e-11;
+}
 
 TEST_F(FusedCudaKernels, RmsNormAndGrad) {
   const std::pair<Shape, int64_t> cases[] = {{{6, 32}, 1},   {{2, 3, 40}, 2}, {{4, 1000}, 1},
@@ -42,16 +56,11 @@ TEST_F(FusedCudaKernels, RmsNormAndGrad) {
       const Shape normalized(shape.begin() + axis, shape.end());
       const auto attrs = std::vector<plan::Attribute>{intAttr("axis", axis), floatAttr("epsilon", 1e-6)};
       check({"rms_norm", {uniform(shape, dt, -3, 5), uniform(normalized, dt)}, {{shape, dt}}, attrs});
-      // A row of one element is ill-conditioned: dx = g w rstd eps / (x^2 + eps) comes out of a
-      // difference whose terms are (x^2 + eps) / eps times larger, up to 2.5e7 for |x| <= 5, so
-      // f64 rounding (1.1e-16 of the terms) reaches 2.8e-9 of dx in either backend: its bound
-      // is 2.5e-8 (the f32 kernel computes that difference in double).
-      const double f64Tol = normalized.size() == 1 && normalized[0] == 1 ? 2.5e-8 : 1e-11;
       check({"rms_norm_grad",
              {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
              {{shape, dt}, {normalized, dt}},
              attrs},
-            dt == plan::F32 ? 2e-5 : f64Tol);
+            rmsNormGradTol(dt, normalized));
     }
 }
 
@@ -73,7 +82,7 @@ TEST_F(FusedCudaKernels, RmsNormRowPaths) {
              {uniform(shape, dt, -3, 5), uniform(normalized, dt), uniform(shape, dt)},
              {{shape, dt}, {normalized, dt}},
              attrs},
-            dt == plan::F32 ? 2e-5 : 1e-11);
+            rmsNormGradTol(dt, normalized));
     }
 }
 
@@ -97,6 +106,39 @@ TEST_F(FusedCudaKernels, RmsNormBf16ResultIsTheCastOfF32) {
     EXPECT_EQ(y16[0].values, casted[0].values) << describe(bf16) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
     check(bf16, 8e-3);
   }
+}
+
+// rms_norm_grad_add on both row paths (register: the Llama row of 2048,
+// 16-byte and element-wide accesses, d = 1, an axis over two dims; warp per
+// row past 8,192 f32 elements, or 2,048 when d is odd), f32 with and without
+// dx_bf16 and f64: bit for bit what rms_norm_grad, add and cast write on
+// CUDA (dweight included: the same blocks sum it), and within
+// rms_norm_grad's tolerances of the CPU twin (dx_bf16 within a bf16 rounding).
+TEST_F(FusedCudaKernels, RmsNormGradAddIsTheUnfusedKernels) {
+  const std::pair<Shape, int64_t> cases[] = {{{2, 33, 2048}, 2}, {{9, 8196}, 1}, {{517, 1001}, 1},
+                                             {{7, 4097}, 1},     {{3, 1}, 1},     {{2, 3, 40}, 1}};
+  for (plan::DType dt : kFloatTypes)
+    for (const auto& [shape, axis] : cases)
+      for (bool bf16Copy : {false, true}) {
+        if (bf16Copy && dt != plan::F32) continue;
+        const Shape normalized(shape.begin() + axis, shape.end());
+        const auto attrs = std::vector<plan::Attribute>{intAttr("axis", axis), floatAttr("epsilon", 1e-6)};
+        const HostTensor x = uniform(shape, dt, -3, 5), w = uniform(normalized, dt), dy = uniform(shape, dt),
+                         addend = uniform(shape, dt);
+        const std::vector<HostTensor> grads =
+            onCuda({"rms_norm_grad", {x, w, dy}, {{shape, dt}, {normalized, dt}}, attrs});
+        const HostTensor sum = onCuda({"add", {addend, grads[0]}, {{shape, dt}}, {}})[0];
+        KernelCase fused{"rms_norm_grad_add", {x, w, dy, addend}, {{shape, dt}, {normalized, dt}}, attrs};
+        if (bf16Copy) fused.outputs.push_back({shape, plan::BF16});
+        const std::vector<HostTensor> out = onCuda(fused);
+        const std::string what = describe(fused) + " (MEGATRAIN_TEST_SEED=" + std::to_string(seed_) + ")";
+        expectSameBits(out[0].values, sum.values, what + ": dx");
+        expectSameBits(out[1].values, grads[1].values, what + ": dweight");
+        if (bf16Copy)
+          expectSameBits(out[2].values, onCuda({"cast", {sum}, {{shape, plan::BF16}}, {}})[0].values,
+                         what + ": dx_bf16");
+        check(fused, bf16Copy ? 8e-3 : rmsNormGradTol(dt, normalized));
+      }
 }
 
 TEST_F(FusedCudaKernels, SiluSwigluAndGrads) {

@@ -172,6 +172,8 @@ std::vector<RooflineCase> rooflineCases(int64_t tokens, int64_t hidden, int64_t 
   std::vector<RooflineCase> cases = {
       {"rms_norm", {"rms_norm", {x, w}, {x}, norm}},
       {"rms_norm_grad", {"rms_norm_grad", {x, w, x}, {x, w}, norm}},
+      // The residual block's form: x, dy and the addend read, dx and its bf16 copy written (18 bytes an element).
+      {"rms_norm_grad_add (bf16 copy)", {"rms_norm_grad_add", {x, w, x, x}, {x, w, xBf16}, norm}},
       {"layer_norm", {"layer_norm", {x, w, w}, {x}, norm}},
       {"layer_norm_grad", {"layer_norm_grad", {x, w, x}, {x, w, w}, norm}},
       {"add (residual)", {"add", {x, x}, {x}}},

@@ -4,7 +4,6 @@
 // broadcast inputs, a bf16 input and bf16 outputs against the same ops run one
 // kernel at a time, and the errors of a malformed program, all on fresh random data.
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -20,14 +19,6 @@ namespace pw = megatrain::pointwise;
 std::vector<plan::Attribute> program(const std::vector<int64_t>& code, const std::vector<double>& constants,
                                      const std::vector<int64_t>& outputs) {
   return {intsAttr("code", code), floatsAttr("constants", constants), intsAttr("outputs", outputs)};
-}
-
-// Bitwise equality of values that were read back as doubles (NaN equals NaN of the same bits).
-void expectSameBits(const std::vector<double>& actual, const std::vector<double>& expected, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i)
-    ASSERT_EQ(std::memcmp(&actual[i], &expected[i], sizeof(double)), 0)
-        << what << ": element " << i << " is " << actual[i] << ", unfused " << expected[i];
 }
 
 // The unfused kernel an opcode stands for: its name, attributes and which output it is.

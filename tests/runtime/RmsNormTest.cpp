@@ -1,4 +1,5 @@
-// RmsNormTest.cpp - rms_norm against its formula, rms_norm_grad against finite differences.
+// RmsNormTest.cpp - rms_norm against its formula, rms_norm_grad against finite differences,
+// rms_norm_grad_add against rms_norm_grad, add and cast.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -116,6 +117,56 @@ TEST(RmsNormGrad, MatchesFiniteDifferences) {
   for (int which = 0; which < 2; ++which)
     for (size_t i = 0; i < grads[which].values.size(); ++i)
       EXPECT_NEAR(grads[which].values[i], numeric(which, i), 1e-6) << "output " << which << " element " << i;
+}
+
+// rms_norm_grad_add: (x, weight, dy, addend) over x [shape] normalized from `axis`.
+struct GradAddCase {
+  std::vector<int64_t> shape;
+  int64_t axis = 1;
+  plan::DType dtype = plan::F32;
+  bool bf16Copy = false;  // the third output, dx_bf16
+};
+
+// rms_norm_grad_add writes what rms_norm_grad, add(addend, dx) and (for
+// dx_bf16) cast of the sum write, bit for bit: d = 1 (where dx's difference
+// cancels), rows over two dims, the Llama 1.36B row (2048) and rows longer
+// than the CUDA register path's 8,192.
+TEST(RmsNormGradAdd, IsTheUnfusedKernelsBitForBit) {
+  std::mt19937 rng(54);
+  const GradAddCase cases[] = {
+      {{3, 1}, 1, plan::F32, true},       {{3, 1}, 1, plan::F64},
+      {{4, 5, 6}, 1, plan::F32, true},    {{4, 5, 6}, 1, plan::F32},    {{4, 5, 6}, 1, plan::F64},
+      {{2, 33, 2048}, 2, plan::F32, true}, {{2, 33, 2048}, 2, plan::F64},
+      {{3, 8200}, 1, plan::F32, true},    {{3, 8200}, 1, plan::F32},    {{3, 8200}, 1, plan::F64},
+  };
+  for (const GradAddCase& c : cases) {
+    const std::vector<int64_t> normalized(c.shape.begin() + c.axis, c.shape.end());
+    const auto attrs = std::vector<plan::Attribute>{intAttr("axis", c.axis), floatAttr("epsilon", kEpsilon)};
+    const HostTensor x = randomTensor(c.shape, c.dtype, rng, -3, 5);
+    const HostTensor weight = randomTensor(normalized, c.dtype, rng, 0.5, 1.5);
+    const HostTensor dy = randomTensor(c.shape, c.dtype, rng);
+    const HostTensor addend = randomTensor(c.shape, c.dtype, rng);
+    const std::vector<HostTensor> grads =
+        runKernel("rms_norm_grad", {x, weight, dy}, {{c.shape, c.dtype}, {normalized, c.dtype}}, attrs);
+    const HostTensor sum = runKernel("add", {addend, grads[0]}, {{c.shape, c.dtype}})[0];
+    std::vector<OutputSpec> outputs = {{c.shape, c.dtype}, {normalized, c.dtype}};
+    if (c.bf16Copy) outputs.push_back({c.shape, plan::BF16});
+    const std::vector<HostTensor> fused = runKernel("rms_norm_grad_add", {x, weight, dy, addend}, outputs, attrs);
+    const std::string what = ::testing::PrintToString(c.shape) + (c.dtype == plan::F32 ? " f32" : " f64");
+    expectSameBits(fused[0].values, sum.values, what + " dx");
+    expectSameBits(fused[1].values, grads[1].values, what + " dweight");
+    if (c.bf16Copy)
+      expectSameBits(fused[2].values, runKernel("cast", {sum}, {{c.shape, plan::BF16}})[0].values, what + " dx_bf16");
+  }
+}
+
+TEST(RmsNormGradAdd, Bf16CopyNeedsF32Operands) {
+  std::mt19937 rng(55);
+  const HostTensor x = randomTensor({2, 4}, plan::F64, rng), w = randomTensor({4}, plan::F64, rng);
+  EXPECT_EQ(kernelError("rms_norm_grad_add", {x, w, x, x},
+                        {{{2, 4}, plan::F64}, {{4}, plan::F64}, {{2, 4}, plan::BF16}},
+                        {intAttr("axis", 1), floatAttr("epsilon", kEpsilon)}),
+            "rms_norm_grad_add: dx_bf16 is the bf16 copy of an f32 dx; x is f64");
 }
 
 TEST(RmsNormErrors, WeightShapeIsChecked) {

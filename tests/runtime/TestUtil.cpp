@@ -87,6 +87,14 @@ void expectAllNear(const std::vector<double>& actual, const std::vector<double>&
     ASSERT_NEAR(actual[i], expected[i], tol * (1 + std::abs(expected[i]))) << "at element " << i;
 }
 
+void expectSameBits(const std::vector<double>& actual, const std::vector<double>& expected,
+                    const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i)
+    ASSERT_EQ(std::memcmp(&actual[i], &expected[i], sizeof(double)), 0)
+        << what << ": element " << i << " is " << actual[i] << ", expected " << expected[i];
+}
+
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;

@@ -39,6 +39,12 @@ double tolerance(plan::DType dtype);
 void expectAllNear(const std::vector<double>& actual, const std::vector<double>& expected,
                    double tol);
 
+// Bitwise equality of values read back as doubles (each f32, bf16 or f64
+// value is one double exactly; NaN equals NaN of the same bits); names the
+// first mismatch.
+void expectSameBits(const std::vector<double>& actual, const std::vector<double>& expected,
+                    const std::string& what);
+
 // Row-major strides of a shape.
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
 

@@ -81,6 +81,9 @@ struct PipelineOptions {
   // mt-fuse-pointwise (after mt-fuse-matmul-epilogues): off with
   // megatrain-compile --no-fuse-pointwise.
   bool fusePointwise = true;
+  // mt-fuse-norm-grad-adds (after mt-fuse-pointwise): off with
+  // megatrain-compile --no-fuse-norm-grad-adds.
+  bool fuseNormGradAdds = true;
   // mt-fold-norm-casts (after mt-fuse-pointwise): off with
   // megatrain-compile --no-fold-norm-casts.
   bool foldNormCasts = true;

@@ -731,6 +731,23 @@ LogicalResult RmsNormGradOp::verify() {
   return success();
 }
 
+LogicalResult RmsNormGradAddOp::verify() {
+  if (failed(verifyRmsNorm(*this, getX(), getWeight(), getAxis())))
+    return failure();
+  if (getDy().getType() != getX().getType() || getAddend().getType() != getX().getType() ||
+      getDx().getType() != getX().getType())
+    return emitOpError("dy, addend and dx must have x's type");
+  if (getDweight().getType() != getWeight().getType())
+    return emitOpError("dweight must have the weight's type");
+  if (Value copy = getDxBf16()) {
+    auto x = cast<RankedTensorType>(getX().getType());
+    auto bf16 = cast<RankedTensorType>(copy.getType());
+    if (!x.getElementType().isF32() || !bf16.getElementType().isBF16() || bf16.getShape() != x.getShape())
+      return emitOpError("dx_bf16 must be x's shape in bf16, and x f32");
+  }
+  return success();
+}
+
 static LogicalResult verifyGeluApproximation(Operation *op, StringRef approximate) {
   if (approximate != "none" && approximate != "tanh")
     return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"")

@@ -372,6 +372,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "keep the bf16 cast after an RMS norm its own kernel, the norm "
                            "writing f32 (no mt-fold-norm-casts)",
                            memory, [&] { args.pipeline.foldNormCasts = false; });
+  megatrain::addFlagOption(app, "--no-fuse-norm-grad-adds",
+                           "keep the add of the residual gradient and its bf16 cast their "
+                           "own kernels after an RMS norm's gradient (no mt-fuse-norm-grad-adds)",
+                           memory, [&] { args.pipeline.fuseNormGradAdds = false; });
   megatrain::addFlagOption(app, "--no-fold-product-casts",
                            "keep the bf16 cast after a product its own kernel, the product "
                            "writing f32 (no mt-fold-product-casts)",

@@ -977,6 +977,29 @@ def Mt_RmsNormGradOp : Mt_Op<"rms_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Mt_RmsNormGradAddOp : Mt_Op<"rms_norm_grad_add", [Pure]> {
+  let summary = "rms_norm_grad whose dx is added to another gradient (and its bf16 copy)";
+  let description = [{
+    The backward of a pre-norm residual block: the gradient that flows
+    through the norm meets the one that skips it. dx = addend + the dx of
+    rms_norm_grad (rounded to x's type first, then added in it, as the
+    unfused pair computes); dweight as rms_norm_grad's. With a third result
+    (f32 x only) the kernel also writes dx rounded to bf16 to nearest even,
+    as a cast would: the copy the next products read. Written by
+    mt-fuse-norm-grad-adds; the bits are the unfused ops' (docs/ops.md).
+
+    ```mlir
+    %dx, %dw, %dx16 = mt.rms_norm_grad_add %x, %w, %dy, %r {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<8x32x64xf32>, tensor<64xf32>, tensor<8x32x64xf32>, tensor<8x32x64xf32>) -> (tensor<8x32x64xf32>, tensor<64xf32>, tensor<8x32x64xbf16>)
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$x, Mt_FloatTensor:$weight, Mt_FloatTensor:$dy,
+                   Mt_FloatTensor:$addend, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Mt_FloatTensor:$dx, Mt_FloatTensor:$dweight,
+                 Optional<Mt_FloatTensor>:$dx_bf16);
+  let assemblyFormat = "$x `,` $weight `,` $dy `,` $addend attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Mt_SiluOp : Mt_MathOp<"silu", "x * sigmoid(x) (SiLU, swish)">;
 
 def Mt_SiluGradOp : Mt_ActivationGradOp<"silu_grad",

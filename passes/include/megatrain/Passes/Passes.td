@@ -366,6 +366,20 @@ def Bf16Activations : Pass<"mt-bf16-activations", "mlir::func::FuncOp"> {
   let dependentDialects = ["::megatrain::mt::MtDialect"];
 }
 
+def FuseNormGradAdds : Pass<"mt-fuse-norm-grad-adds", "mlir::func::FuncOp"> {
+  let summary = "Fuse the residual gradient's add (and its bf16 cast) into rms_norm_grad";
+  let description = [{
+    Runs on the whole training step after mt-fuse-pointwise (off with
+    megatrain-compile --no-fuse-norm-grad-adds). An mt.rms_norm_grad whose
+    dx is read only by an mt.add of dx's type, whose other operand is
+    defined before the norm's gradient, becomes an mt.rms_norm_grad_add at
+    its place: the sum is its dx. The sum's casts to bf16 of its shape, when
+    it is f32, become the fused op's third result. The values do not change
+    (docs/ops.md "rms_norm_grad_add").
+  }];
+  let dependentDialects = ["::megatrain::mt::MtDialect"];
+}
+
 def FoldNormCasts : Pass<"mt-fold-norm-casts", "mlir::func::FuncOp"> {
   let summary = "Give an RMS norm read only by bf16 casts a bf16 result";
   let description = [{

@@ -22,7 +22,7 @@ using ShapeRule = void (*)(const KernelCall& call);
 
 struct KernelSpec {
   static constexpr int kAnyInputs = -1;   // a variadic kernel (concat): one or more inputs
-  static constexpr int kAnyOutputs = -1;  // one or more outputs (pointwise)
+  static constexpr int kAnyOutputs = -1;  // one or more outputs (pointwise; rms_norm_grad_add's rule takes 2 or 3)
   const char* name = "";
   int inputs = 0;
   int outputs = 0;

@@ -117,8 +117,13 @@ void layerNormGradRule(const KernelCall& call);
 // rms_norm: (x, weight) -> y; rms_norm_grad: (x, weight, dy) -> (dx, dweight).
 NormRows rmsNormRows(const KernelCall& call);
 NormRows rmsNormGradRows(const KernelCall& call);
+// rms_norm_grad_add: (x, weight, dy, addend) -> (dx, dweight) or (dx, dweight,
+// dx_bf16): rms_norm_grad's rows, addend of x's shape and type, dx_bf16 of
+// x's shape, bf16, from an f32 x.
+NormRows rmsNormGradAddRows(const KernelCall& call);
 void rmsNormRule(const KernelCall& call);
 void rmsNormGradRule(const KernelCall& call);
+void rmsNormGradAddRule(const KernelCall& call);
 
 // ---- cross-entropy losses ----
 
