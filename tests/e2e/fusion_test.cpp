@@ -51,9 +51,11 @@ megatrain::plan::Plan compile(const std::string& model, bool fusion) {
   // The kernels counted are the pattern passes' own; mt-fuse-pointwise would fold some
   // (gelu after its bias add) into pointwise programs (tests/e2e/fuse_pointwise_bitwise.sh),
   // and mt-fuse-matmul-epilogues a tanh gelu after its bias into matmul_bias_gelu
-  // (tests/e2e/matmul_epilogues_bitwise.sh).
+  // (tests/e2e/matmul_epilogues_bitwise.sh), and mt-fuse-norm-grad-adds an rms_norm_grad and
+  // the add after it into rms_norm_grad_add (tests/e2e/fuse_norm_grad_adds_bitwise.sh).
   options.fusePointwise = false;
   options.matmulEpilogues = false;
+  options.fuseNormGradAdds = false;
   mlir::PassManager pm(&context);
   megatrain::buildPipeline(pm, options, megatrain::EmitStage::Plan);
   if (mlir::failed(pm.run(*module))) throw std::runtime_error("pipeline failed: " + model);
