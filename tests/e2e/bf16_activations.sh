@@ -24,8 +24,10 @@ compile() {
     "$(sed -n 's/^  device arena .*(\([0-9]*\) bytes).*/\1/p' "$name.log")"
 }
 
-read -r ACT_STEPS ACT_ARENA < <(compile act --bf16-activations) || fail "compile with --bf16-activations"
-read -r PLAIN_STEPS PLAIN_ARENA < <(compile plain) || fail "compile without it"
+compile_counts act "with --bf16-activations" --bf16-activations
+compile_counts plain "without --bf16-activations"
+read -r ACT_STEPS ACT_ARENA < act.counts
+read -r PLAIN_STEPS PLAIN_ARENA < plain.counts
 echo "bf16-writing products in the step of $MODEL: $PLAIN_STEPS without --bf16-activations," \
   "$ACT_STEPS with it; device arena $PLAIN_ARENA -> $ACT_ARENA bytes"
 [[ $ACT_STEPS -gt $PLAIN_STEPS ]] || fail "--bf16-activations made no product write bf16"

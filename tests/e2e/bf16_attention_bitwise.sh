@@ -22,8 +22,10 @@ compile() {
     "$(grep -c 'mt.attention\(_grad\)\? .* : (tensor<[0-9x]*xbf16>' "$name.mlir" || true)"
 }
 
-read -r BF16_CASTS BF16_ATTENTION < <(compile narrow) || fail "compile with mt-bf16-attention"
-read -r PLAIN_CASTS PLAIN_ATTENTION < <(compile plain --no-bf16-attention) || fail "compile with --no-bf16-attention"
+compile_counts narrow "with mt-bf16-attention"
+compile_counts plain "with --no-bf16-attention" --no-bf16-attention
+read -r BF16_CASTS BF16_ATTENTION < narrow.counts
+read -r PLAIN_CASTS PLAIN_ATTENTION < plain.counts
 echo "$MODEL: $BF16_ATTENTION attention steps on bf16 tensors; casts in the step:" \
   "$PLAIN_CASTS without mt-bf16-attention, $BF16_CASTS with it"
 [[ $PLAIN_ATTENTION -eq 0 ]] || fail "--no-bf16-attention left $PLAIN_ATTENTION bf16 attention steps"

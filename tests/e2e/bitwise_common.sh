@@ -2,8 +2,9 @@
 # fold_transpose_bitwise.sh): a scratch directory, `fail`, the model's compile flags and
 # feed, `compile_plan NAME EMIT EXT FLAGS...` (NAME.plan, its log NAME.log printed on failure,
 # and the same compile's --emit=EMIT output in NAME.EXT), `train NAME` (20 steps, on megatrain-run's auto backend, of
-# NAME.plan into NAME.losses, one `repr` per step, and NAME.safetensors) and
-# `expect_same_training A B` (both trained; 20 losses, bitwise equal, and equal weights).
+# NAME.plan into NAME.losses, one `repr` per step, and NAME.safetensors), `compile_counts`
+# (below) and `expect_same_training A B` (both trained; 20 losses, bitwise equal, and equal
+# weights).
 # Expects BIN, SRC, MODEL (demo, demo_bf16, or a tests/models/llm/*.onnx stem) and
 # LLM_PRECISION (the --precision of the LLM exports).
 # On a GPU (megatrain-run's auto backend picks cuda where there is one) the two trainings
@@ -41,6 +42,14 @@ compile_plan() {
   "$BIN/megatrain-compile" "$ONNX" -o "$name.plan" "${COMPILE[@]}" "$@" > "$name.log" 2>&1 ||
     { cat "$name.log"; return 1; }
   "$BIN/megatrain-compile" "$ONNX" -o "$name.$ext" --emit="$emit" "${COMPILE[@]}" "$@" > /dev/null 2>&1
+}
+
+# compile_counts NAME WHAT FLAGS...: the sourcing script's `compile NAME FLAGS...` (which prints
+# the plan's counts on one line) into NAME.counts, to `read` from; fails naming WHAT, with what
+# the compile printed, when it fails.
+compile_counts() {
+  local name=$1 what=$2; shift 2
+  compile "$name" "$@" > "$name.counts" || { cat "$name.counts"; fail "compile $what"; }
 }
 
 expect_same_training() {

@@ -31,9 +31,10 @@ compile() {
   echo "$(grep -c ' = mt.cast ' "$name.mlir" || true) $(grep -c "$STEP" "$name.mlir" || true)"
 }
 
-read -r FOLDED_CASTS FOLDED_STEPS < <(compile folded) || fail "compile with $PASS"
-read -r PLAIN_CASTS PLAIN_STEPS < <(compile plain "--no-fold-$PRODUCER-casts") ||
-  fail "compile with --no-fold-$PRODUCER-casts"
+compile_counts folded "with $PASS"
+compile_counts plain "with --no-fold-$PRODUCER-casts" "--no-fold-$PRODUCER-casts"
+read -r FOLDED_CASTS FOLDED_STEPS < folded.counts
+read -r PLAIN_CASTS PLAIN_STEPS < plain.counts
 echo "casts in the step of $MODEL: $PLAIN_CASTS without $PASS, $FOLDED_CASTS with it" \
   "($FOLDED_STEPS $PRODUCER steps write bf16)"
 [[ $PLAIN_STEPS -eq 0 ]] || fail "--no-fold-$PRODUCER-casts left $PLAIN_STEPS bf16 ${PRODUCER}s"

@@ -25,8 +25,8 @@ compile() {
     "$(count "$name.mlir" 'mt.rms_norm_grad_add ') $(count "$name.mlir" 'mt.rms_norm_grad_add .*xbf16>)$')"
 }
 
-compile fused > fused.counts || fail "compile with the pass"
-compile plain --no-fuse-norm-grad-adds > plain.counts || fail "compile with --no-fuse-norm-grad-adds"
+compile_counts fused "with the pass"
+compile_counts plain "with --no-fuse-norm-grad-adds" --no-fuse-norm-grad-adds
 read -r FUSED_ADDS FUSED_CASTS FUSED STEPS_COPY < fused.counts
 read -r PLAIN_ADDS PLAIN_CASTS PLAIN _ < plain.counts
 echo "$MODEL at $LLM_PRECISION: adds $PLAIN_ADDS -> $FUSED_ADDS, casts $PLAIN_CASTS -> $FUSED_CASTS," \

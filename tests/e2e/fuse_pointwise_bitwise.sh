@@ -19,9 +19,10 @@ compile() {
   echo "$(grep -c 'kernel: "' "$name.txt") $(grep -c 'kernel: "pointwise"' "$name.txt" || true)"
 }
 
-read -r FUSED_KERNELS FUSED_POINTWISE < <(compile fused) || fail "compile with mt-fuse-pointwise"
-read -r PLAIN_KERNELS PLAIN_POINTWISE < <(compile plain --no-fuse-pointwise) ||
-  fail "compile with --no-fuse-pointwise"
+compile_counts fused "with mt-fuse-pointwise"
+compile_counts plain "with --no-fuse-pointwise" --no-fuse-pointwise
+read -r FUSED_KERNELS FUSED_POINTWISE < fused.counts
+read -r PLAIN_KERNELS PLAIN_POINTWISE < plain.counts
 echo "kernel steps per training step of $MODEL: $PLAIN_KERNELS without mt-fuse-pointwise," \
   "$FUSED_KERNELS with it ($FUSED_POINTWISE pointwise)"
 [[ $PLAIN_POINTWISE -eq 0 ]] || fail "--no-fuse-pointwise left $PLAIN_POINTWISE pointwise steps"

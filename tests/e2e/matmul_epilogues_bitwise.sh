@@ -27,10 +27,10 @@ compile() {
     "$(grep -c 'kernel: "matmul_gelu_grad"' "$name.txt" || true)"
 }
 
-read -r FUSED_KERNELS FUSED_EPILOGUES FUSED_GELUS FUSED_GRADS < <(compile fused) ||
-  fail "compile with mt-fuse-matmul-epilogues"
-read -r PLAIN_KERNELS PLAIN_EPILOGUES PLAIN_GELUS PLAIN_GRADS < <(compile plain --no-matmul-epilogues) ||
-  fail "compile with --no-matmul-epilogues"
+compile_counts fused "with mt-fuse-matmul-epilogues"
+compile_counts plain "with --no-matmul-epilogues" --no-matmul-epilogues
+read -r FUSED_KERNELS FUSED_EPILOGUES FUSED_GELUS FUSED_GRADS < fused.counts
+read -r PLAIN_KERNELS PLAIN_EPILOGUES PLAIN_GELUS PLAIN_GRADS < plain.counts
 echo "kernel steps per training step of $MODEL: $PLAIN_KERNELS without mt-fuse-matmul-epilogues," \
   "$FUSED_KERNELS with it ($FUSED_EPILOGUES matmul_add, $FUSED_GELUS matmul_bias_gelu," \
   "$FUSED_GRADS matmul_gelu_grad)"
