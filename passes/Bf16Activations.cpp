@@ -8,13 +8,16 @@
 // rounds every bf16 product's result to bf16. This pass does that for these
 // products, so they are written, kept (or offloaded) and read back at half
 // the bytes; the programs read bf16 exactly and compute in f32 as before.
+// The query and key projections, read only as rotary's x, are taken the same
+// way: rotary reads a bf16 x exactly and computes in f32 (torch.autocast
+// runs the rotation itself in bf16, rounding after each op).
 //
 // Opt-in (megatrain-compile --bf16-activations): unlike the cast folds, it
 // changes the values, by one rounding of each such product to bf16, the
 // rounding autocast makes. It runs on the whole training step after
 // mt-fuse-pointwise. Candidates: an mt.matmul with bf16 operands and an f32
-// result whose every reader is an mt.pointwise, directly or through
-// reshapes. The product rounds its f32 result to nearest even (docs/ops.md
+// result whose every reader is an mt.pointwise or reads it as an mt.rotary's
+// x, directly or through reshapes. The product rounds its f32 result to nearest even (docs/ops.md
 // "matmul with a bf16 result"), bit for bit what a cast would write.
 //
 // Not taken: mt.matmul_add (its residual or gradient sum stays f32), a
@@ -27,6 +30,8 @@
 #include "megatrain/Passes/Passes.h"
 
 #include "mlir/IR/TypeUtilities.h"
+
+#include "llvm/ADT/STLExtras.h"
 
 namespace megatrain {
 #define GEN_PASS_DEF_BF16ACTIVATIONS
@@ -47,10 +52,20 @@ struct Bf16Activations : megatrain::impl::Bf16ActivationsBase<Bf16Activations> {
       if (!getElementTypeOrSelf(op.getA()).isBF16() || !getElementTypeOrSelf(op.getB()).isBF16() ||
           !getElementTypeOrSelf(y).isF32())
         return;
-      SmallVector<Operation *> programs, reshapes;
-      auto isProgram = [](Operation *user) { return isa<mt::PointwiseOp>(user); };
-      if (readersThroughReshapes(y, isProgram, programs, reshapes))
-        setBf16(y, reshapes);
+      SmallVector<Operation *> readers, reshapes;
+      auto isReader = [](Operation *user) { return isa<mt::PointwiseOp, mt::RotaryOp>(user); };
+      if (!readersThroughReshapes(y, isReader, readers, reshapes))
+        return;
+      // A rotary must read the product as its x, never as a table.
+      for (Operation *reader : readers)
+        if (auto rotary = dyn_cast<mt::RotaryOp>(reader)) {
+          Operation *from = rotary.getX().getDefiningOp();
+          if (from != op && !llvm::is_contained(reshapes, from))
+            return;
+          if (rotary.getCos() == rotary.getX() || rotary.getSin() == rotary.getX())
+            return;
+        }
+      setBf16(y, reshapes);
     });
   }
 };

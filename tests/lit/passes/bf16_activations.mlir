@@ -51,3 +51,44 @@ func.func @not_candidates() {
   mt.output %y {name = "y"} : tensor<3x4xf32>
   return
 }
+
+// -----
+
+// The query and key projections, read only as rotary's x (through the head
+// reshape), write bf16; rotary reads them exactly with its f32 tables. A
+// product that is also a rotary's table, or that something else reads too,
+// keeps its f32 result.
+// CHECK-LABEL: func.func @rotary_x
+// CHECK:         %[[Q:.*]] = mt.matmul {{.*}} -> tensor<6x8xbf16>
+// CHECK:         %[[QR:.*]] = mt.reshape %[[Q]] : (tensor<6x8xbf16>) -> tensor<1x6x2x4xbf16>
+// CHECK:         mt.rotary %[[QR]], %{{.*}}, %{{.*}} {bshd = true} : (tensor<1x6x2x4xbf16>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) -> tensor<1x6x2x4xbf16>
+// CHECK:         %[[K:.*]] = mt.matmul {{.*}} -> tensor<6x8xbf16>
+// CHECK:         mt.matmul {{.*}} -> tensor<6x4xf32>
+// CHECK:         mt.matmul {{.*}} -> tensor<6x8xf32>
+func.func @rotary_x() {
+  %x = mt.input {name = "x"} : tensor<6x8xbf16>
+  %wq = mt.param {name = "wq", trainable = true} : tensor<8x8xbf16>
+  %cos = mt.input {name = "cos"} : tensor<1x1x6x4xf32>
+  %sin = mt.input {name = "sin"} : tensor<1x1x6x4xf32>
+  %q = mt.matmul %x, %wq {precision = "bf16", transpose_b = true} : (tensor<6x8xbf16>, tensor<8x8xbf16>) -> tensor<6x8xf32>
+  %qr = mt.reshape %q : (tensor<6x8xf32>) -> tensor<1x6x2x4xf32>
+  %qy = mt.rotary %qr, %cos, %sin {bshd = true} : (tensor<1x6x2x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) -> tensor<1x6x2x4xbf16>
+  %wk = mt.param {name = "wk", trainable = true} : tensor<8x8xbf16>
+  %k = mt.matmul %x, %wk {precision = "bf16", transpose_b = true} : (tensor<6x8xbf16>, tensor<8x8xbf16>) -> tensor<6x8xf32>
+  %kr = mt.reshape %k : (tensor<6x8xf32>) -> tensor<1x6x2x4xf32>
+  %ky = mt.rotary %kr, %cos, %sin {bshd = true} : (tensor<1x6x2x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) -> tensor<1x6x2x4xbf16>
+  %wt = mt.input {name = "wt"} : tensor<8x4xbf16>
+  %t = mt.matmul %x, %wt {precision = "bf16"} : (tensor<6x8xbf16>, tensor<8x4xbf16>) -> tensor<6x4xf32>
+  %tr = mt.reshape %t : (tensor<6x4xf32>) -> tensor<1x1x6x4xf32>
+  %y = mt.rotary %qr, %tr, %sin {bshd = true} : (tensor<1x6x2x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) -> tensor<1x6x2x4xf32>
+  %wo = mt.param {name = "wo", trainable = true} : tensor<8x8xbf16>
+  %o = mt.matmul %x, %wo {precision = "bf16", transpose_b = true} : (tensor<6x8xbf16>, tensor<8x8xbf16>) -> tensor<6x8xf32>
+  %or = mt.reshape %o : (tensor<6x8xf32>) -> tensor<1x6x2x4xf32>
+  %oy = mt.rotary %or, %cos, %sin {bshd = true} : (tensor<1x6x2x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) -> tensor<1x6x2x4xbf16>
+  mt.output %qy {name = "qy"} : tensor<1x6x2x4xbf16>
+  mt.output %ky {name = "ky"} : tensor<1x6x2x4xbf16>
+  mt.output %y {name = "y"} : tensor<1x6x2x4xf32>
+  mt.output %oy {name = "oy"} : tensor<1x6x2x4xbf16>
+  mt.output %o {name = "o"} : tensor<6x8xf32>
+  return
+}
