@@ -113,6 +113,10 @@
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
 
 namespace megatrain {
 #define GEN_PASS_DEF_TIER
@@ -306,6 +310,24 @@ struct Tier : impl::TierBase<Tier> {
           << policy << "' (auto, keep, checkpoint or offload)";
       return signalPassFailure();
     }
+    // --tiering-log: one line per plan considered, appended (megatrain-compile
+    // starts the file empty).
+    std::unique_ptr<llvm::raw_fd_ostream> logFile;
+    llvm::raw_ostream *logStream = nullptr;
+    if (!log.empty()) {
+      if (log == "-") {
+        logStream = &llvm::errs();
+      } else {
+        std::error_code error;
+        logFile = std::make_unique<llvm::raw_fd_ostream>(log, error, llvm::sys::fs::OF_Append);
+        if (error) {
+          func.emitError("mt-tier: cannot open the tiering log '") << log << "': " << error.message();
+          return signalPassFailure();
+        }
+        logStream = logFile.get();
+      }
+      *logStream << "mt-tier @" << func.getSymName() << ": policy " << policy << "\n";
+    }
     std::string why;
     // The state that host and disk cannot hold (and the state forced to the
     // device) lives on the device beside the arena: the arena's budget is
@@ -372,6 +394,7 @@ struct Tier : impl::TierBase<Tier> {
       // all the state (reserve > 0), that room is the state's.
       fillOptions.spill = spill && reserve == 0;
       fillOptions.search = fillSearch;
+      fillOptions.log = logStream;
       if (forcings->empty()) {
         fillOptions.deviceBytes = device;
         fillOptions.stateDeviceBytes = deviceFormBytes(states);
@@ -383,6 +406,10 @@ struct Tier : impl::TierBase<Tier> {
         // checkpoint plan fits: all the state, then the accumulators alone
         // (the rest of the state competing by price: the floor).
         auto roomFor = [&](uint64_t roomy, double floor) -> mlir::FailureOr<TieringChoice> {
+          if (logStream)
+            *logStream << "budget " << roomy << " B for the arena, room beside it for "
+                       << (floor == 0 ? "all the state" : "the accumulators")
+                       << " (only while the checkpoint plan fits)\n";
           fillOptions.mustFit = "checkpoint";
           fillOptions.minSecondsPerByte = floor;
           std::string whyNot;
@@ -402,6 +429,9 @@ struct Tier : impl::TierBase<Tier> {
               mlir::succeeded(choice))
             return choice;
         fillOptions.minSecondsPerByte = floor;
+        if (logStream)
+          *logStream << "budget " << budget << " B for the arena"
+                     << (floor > 0 ? ", the state competing for it by price" : "") << "\n";
         return choosePlan(func, policy, profile, budget, fillOptions, why);
       };
       choice = plan();

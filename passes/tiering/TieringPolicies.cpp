@@ -13,6 +13,7 @@
 
 #include "mlir/IR/IRMapping.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
@@ -246,6 +247,19 @@ CloneOrigins survivingClones(mlir::func::FuncOp plan, const CloneOrigins &origin
   return kept;
 }
 
+/// Seconds as milliseconds with three decimals, for --tiering-log.
+std::string ms(double seconds) { return llvm::formatv("{0:F3}", seconds * 1e3).str(); }
+
+/// "1 recompute", "2 recomputes", for --tiering-log.
+std::string count(int n, llvm::StringRef noun) {
+  return std::to_string(n) + " " + noun.str() + (n == 1 ? "" : "s");
+}
+
+/// A prefix length for --tiering-log ("all" for no limit).
+std::string prefixName(size_t limit) {
+  return limit == SIZE_MAX ? std::string("all") : std::to_string(limit);
+}
+
 /// The share of the state the device will not hold beside an arena of
 /// `arena` bytes (1: all of it on the host; unknown capacities count as 1).
 double hostShareBeside(uint64_t arena, const FillOptions &fill) {
@@ -318,11 +332,21 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
       *available = undone.available;
     if (undone.recomputes == 0 && undone.prefetches == 0) {
       copy.erase();
+      if (fill.log)
+        *fill.log << "  fill " << (searched ? "search" : "floor") << " prefix "
+                  << prefixName(limit) << ": undoes nothing\n";
       return std::numeric_limits<double>::infinity();
     }
     double hostBusy = 0;
-    double step = model.predictStepSeconds(hostShareBeside(model.arenaBytes(), fill), &hostBusy);
+    const double share = hostShareBeside(model.arenaBytes(), fill);
+    double step = model.predictStepSeconds(share, &hostBusy);
     bool taken = !searched || hostBusy <= kHostBusyLimit * step;
+    if (fill.log)
+      *fill.log << "  fill " << (searched ? "search" : "floor") << " prefix " << prefixName(limit)
+                << ": undoes " << count(undone.recomputes, "recompute") << " and "
+                << count(undone.prefetches, "offload") << ", arena " << model.arenaBytes() << " B, host share " << llvm::formatv("{0:F3}", share)
+                << ", step " << ms(step) << " ms, host " << ms(hostBusy) << " ms"
+                << (taken ? "" : " (over the host guard)") << "\n";
     if (taken && (!best.plan || step < bestStep)) {
       if (best.plan)
         best.plan.erase();
@@ -373,6 +397,10 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
     share = hostShareBeside(model.arenaBytes(), fill);
     baseStep = model.predictStepSeconds(share, &baseHostBusy);
   }
+  if (fill.log)
+    *fill.log << "  spill base: step " << ms(baseStep) << " ms, host " << ms(baseHostBusy)
+              << " ms" << (baseHostBusy > kHostBusyLimit * baseStep ? " (over the host guard: no spill)" : "")
+              << "\n";
   if (baseHostBusy > kHostBusyLimit * baseStep)
     return Attempt();
   Attempt best;
@@ -386,9 +414,15 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
       *available = traded.available;
     if (traded.recomputes == 0) {
       copy.erase();
+      if (fill.log)
+        *fill.log << "  spill prefix " << prefixName(limit) << ": trades nothing\n";
       return baseStep;
     }
     double step = model.predictStepSeconds(share);
+    if (fill.log)
+      *fill.log << "  spill prefix " << prefixName(limit) << ": trades "
+                << count(traded.recomputes, "recompute") << ", step " << ms(step) << " ms, compute "
+                << ms(model.computeIn(0, model.size())) << " ms\n";
     if (step < bestStep) {
       if (best.plan)
         best.plan.erase();
@@ -437,6 +471,13 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   std::vector<std::string> whyNot(tries.size());
   for (size_t i : order) {
     results[i] = attempt(func, tries[i], profile, budget, whyNot[i]);
+    if (fill.log) {
+      if (results[i].plan)
+        *fill.log << "plan " << tries[i] << ": predicted " << ms(results[i].predicted)
+                  << " ms, compute " << ms(results[i].busy) << " ms\n";
+      else
+        *fill.log << "plan " << tries[i] << ": does not fit (" << whyNot[i] << ")\n";
+    }
     if (!results[i].plan && tries[i] == fill.mustFit) {
       why = whyNot[i];
       return mlir::failure();
@@ -453,6 +494,8 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
   if (((fill.enabled && policy == "auto") || fillOnly) && budget != 0) {
     size_t bases = fitting.size();
     for (size_t i = 0; i < bases; ++i) {
+      if (fill.log)
+        *fill.log << "fill and spill of " << fitting[i].first << ":\n";
       Attempt result = filled(fitting[i].second, profile, budget, fill);
       std::string name = fitting[i].first + "+fill";
       const Attempt &from = result.plan ? result : fitting[i].second;
@@ -499,6 +542,12 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
     if (mine.predicted < theirs.predicted - tolerance ||
         (std::abs(mine.predicted - theirs.predicted) <= tolerance && mine.busy < theirs.busy))
       best = i;
+  }
+  if (fill.log) {
+    for (const auto &[name, entry] : fitting)
+      *fill.log << "entry " << name << ": predicted " << ms(entry.predicted) << " ms, compute "
+                << ms(entry.busy) << " ms\n";
+    *fill.log << "chosen " << fitting[best].first << "\n";
   }
   for (size_t i = 0; i < fitting.size(); ++i)
     if (i != best)

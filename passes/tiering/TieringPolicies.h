@@ -12,6 +12,8 @@
 #include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Passes/Passes.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 #include <string>
 
 namespace megatrain {
@@ -42,6 +44,9 @@ struct FillOptions {
   /// state (0: unknown, every parameter's copies then count on the links).
   uint64_t deviceBytes = 0;
   uint64_t stateDeviceBytes = 0;
+  /// Where each plan considered is written, one line each (--tiering-log;
+  /// null: nowhere).
+  llvm::raw_ostream *log = nullptr;
 };
 
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,

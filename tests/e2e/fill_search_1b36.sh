@@ -5,7 +5,7 @@
 # device. With the search, the fill takes more than the state's price per byte lets it (the
 # host's AdamW of the state it displaces hides under the backward): a larger arena, less
 # state on the device, less recompute and a faster predicted step than with
-# --no-tiering-fill-search, both plans within the budget.
+# --no-tiering-fill-search, both plans within the budget; --tiering-log records the search.
 # usage: fill_search_1b36.sh BIN SRC
 set -euo pipefail
 BIN=$1
@@ -20,7 +20,8 @@ flags=(--precision bf16 --bf16-activations --device-memory 16GiB --device-profil
 for name in search nosearch; do
   extra=()
   [[ $name == nosearch ]] && extra=(--no-tiering-fill-search)
-  "$BIN/megatrain-compile" "$MODEL" -o "$name.plan" "${flags[@]}" "${extra[@]}" > "$name.log" 2>&1 ||
+  "$BIN/megatrain-compile" "$MODEL" -o "$name.plan" "${flags[@]}" "${extra[@]}" \
+    --tiering-log "$name.tiering" > "$name.log" 2>&1 ||
     { cat "$name.log"; fail "$name: compile"; }
   "$BIN/megatrain-inspect" "$name.plan" --max-steps 1 > "$name.inspect" || fail "$name: inspect"
 done
@@ -53,4 +54,12 @@ budget=$((16 << 30))
 awk -v a="$sr" -v b="$nr" 'BEGIN { exit !(a < b) }' || fail "no less recompute ($sr against $nr ms)"
 awk -v a="$st" -v b="$nt" 'BEGIN { exit !(a < b) }' || fail "no faster predicted step ($st against $nt ms)"
 grep -q "auto (.*fill" search.inspect || fail "the search's plan is not a filled one"
+# The tiering log says why: the search's steps, each entry and the choice, which the plan's
+# header names too; without the search, no search step.
+grep -q '^  fill search prefix [0-9]*: undoes' search.tiering || fail "no search step in the tiering log"
+chosen=$(sed -n 's/^chosen //p' search.tiering | tail -1)
+[[ -n $chosen ]] || fail "no choice in the tiering log"
+grep -q "auto ($chosen)" search.inspect || fail "the log chose '$chosen', the plan says otherwise"
+if grep -q '^  fill search' nosearch.tiering; then fail "--no-tiering-fill-search still searched"; fi
+echo "tiering log: $(grep -c '^  fill search' search.tiering) search steps, chosen $chosen"
 echo "PASS"

@@ -41,6 +41,9 @@ struct PipelineOptions {
   // The fill's search (where the state competes for the device): off with
   // megatrain-compile --no-tiering-fill-search.
   bool tieringFillSearch = true;
+  // mt-tier's log of every plan it considers (megatrain-compile --tiering-log;
+  // empty: none, "-": stderr).
+  std::string tieringLog;
   std::string deviceProfile;           // JSON file; empty: the H200 defaults
   // Capacities for training state (mt-tier's reserve, mt-homes;
   // docs/tiering.md "State homes"): the device (arena plus device state;

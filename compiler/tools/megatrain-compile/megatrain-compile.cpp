@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <regex>
 #include <string>
@@ -331,6 +332,11 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "also choosing how much to fill by the predicted step (the fill's "
                            "search)",
                            memory, [&] { args.pipeline.tieringFillSearch = false; });
+  megatrain::addValueOption(app, "--tiering-log", "FILE",
+           "write why mt-tier chose its plan to FILE ('-': stderr): the budgets it tried, each "
+           "portfolio entry's predicted step, each step of the fill's and the spill's searches, "
+           "the choice (docs/tiering.md, \"Why this plan\")",
+           memory, [&](const std::string &v) { args.pipeline.tieringLog = v; });
   megatrain::addValueOption(app, "--device-profile", "FILE",
            "JSON machine figures for the cost model (default: the H200 of docs/hardware.md; "
            "megatrain-profile measures one); also predicts the step time the summary shows",
@@ -612,6 +618,12 @@ int compile(int argc, char **argv) {
     fail("--microbatches needs an ONNX model: a --emit=training step already "
          "has its updates");
 
+  // mt-tier appends to the tiering log; each compile starts it empty.
+  if (!args.pipeline.tieringLog.empty() && args.pipeline.tieringLog != "-") {
+    std::ofstream logFile(args.pipeline.tieringLog, std::ios::trunc);
+    if (!logFile)
+      fail("--tiering-log: cannot write '" + args.pipeline.tieringLog + "'");
+  }
   megatrain::ToolActivity activity("compiling '" + args.model + "'");
   mlir::PassManager pm(&context);
   if (fromMlir)

@@ -7,6 +7,28 @@
 // RUN: megatrain-opt %s --mt-autodiff --mt-schedule --mt-liveness \
 // RUN:   --mt-tier="policy=checkpoint+fill device-memory=45056 device-profile=%S/Inputs/tier_spill_profile.json" \
 // RUN:   | not grep -q mt.recompute
+// RUN: rm -f %t.log
+// RUN: megatrain-opt %s --mt-autodiff --mt-schedule --mt-liveness \
+// RUN:   --mt-tier="policy=checkpoint+fill device-memory=45056 device-profile=%S/Inputs/tier_spill_profile.json log=%t.log" \
+// RUN:   > /dev/null
+// RUN: FileCheck %s --check-prefix=LOG < %t.log
+// RUN: not megatrain-opt %s --mt-autodiff --mt-schedule --mt-liveness \
+// RUN:   --mt-tier="policy=checkpoint+fill device-memory=45056 log=%t.missing/dir/tier.log" \
+// RUN:   2>&1 | FileCheck %s --check-prefix=LOGERR
+
+// The tiering log (log=, megatrain-compile --tiering-log) of the same run:
+// the budget, the checkpoint plan, the fill's and the spill's steps (the
+// spill's search tries all its trades, then a prefix), the entry, the choice.
+// LOG:      mt-tier @step: policy checkpoint+fill
+// LOG-NEXT: budget 45056 B for the arena
+// LOG-NEXT: plan checkpoint: predicted {{[0-9.]+}} ms, compute {{[0-9.]+}} ms
+// LOG-NEXT: fill and spill of checkpoint:
+// LOG-NEXT:   fill floor prefix all: undoes 2 recomputes and 0 offloads, arena 45056 B, host share 1.000, step {{[0-9.]+}} ms, host 0.000 ms
+// LOG-NEXT:   spill base: step {{[0-9.]+}} ms, host 0.000 ms
+// LOG-NEXT:   spill prefix all: trades 2 recomputes, step [[STEP:[0-9.]+]] ms, compute {{[0-9.]+}} ms
+// LOG:      entry checkpoint+fill: predicted [[STEP]] ms, compute {{[0-9.]+}} ms
+// LOG-NEXT: chosen checkpoint+fill
+// LOGERR: mt-tier: cannot open the tiering log '{{.*}}missing/dir/tier.log'
 
 // mt-tier's spill (docs/tiering.md "The spill") on the two-layer step of
 // tier_fill.mlir: a = x @ w (14 ms on this profile's slow matmul rate),

@@ -469,6 +469,10 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "state's price per byte (the fill's search)">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
+    Option<"log", "log", "std::string", "\"\"",
+           "Append one line per plan considered (the budgets tried, the "
+           "portfolio's entries, the fill's and the spill's searches, the "
+           "choice) to this file ('-': stderr; empty: none)">,
     Option<"deviceCapacity", "device-capacity", "uint64_t", "0",
            "Device capacity (arena plus device state) when device-memory is 0 "
            "and state must live on the device (0: none)">,
