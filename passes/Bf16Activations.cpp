@@ -17,8 +17,9 @@
 // rounding autocast makes. It runs on the whole training step after
 // mt-fuse-pointwise. Candidates: an mt.matmul with bf16 operands and an f32
 // result whose every reader is an mt.pointwise or reads it as an mt.rotary's
-// x, directly or through reshapes. The product rounds its f32 result to nearest even (docs/ops.md
-// "matmul with a bf16 result"), bit for bit what a cast would write.
+// x, directly or through reshapes. The product rounds its f32 result to
+// nearest even (docs/ops.md "matmul with a bf16 result"), bit for bit what a
+// cast would write.
 //
 // Not taken: mt.matmul_add (its residual or gradient sum stays f32), a
 // product with another reader (a norm, attention, an output), and products

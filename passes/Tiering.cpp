@@ -321,7 +321,8 @@ struct Tier : impl::TierBase<Tier> {
         std::error_code error;
         logFile = std::make_unique<llvm::raw_fd_ostream>(log, error, llvm::sys::fs::OF_Append);
         if (error) {
-          func.emitError("mt-tier: cannot open the tiering log '") << log << "': " << error.message();
+          func.emitError("mt-tier: cannot open the tiering log '")
+              << log << "': " << error.message();
           return signalPassFailure();
         }
         logStream = logFile.get();

@@ -344,8 +344,8 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
     if (fill.log)
       *fill.log << "  fill " << (searched ? "search" : "floor") << " prefix " << prefixName(limit)
                 << ": undoes " << count(undone.recomputes, "recompute") << " and "
-                << count(undone.prefetches, "offload") << ", arena " << model.arenaBytes() << " B, host share " << llvm::formatv("{0:F3}", share)
-                << ", step " << ms(step) << " ms, host " << ms(hostBusy) << " ms"
+                << count(undone.prefetches, "offload") << ", arena " << model.arenaBytes()
+                << " B, host share " << llvm::formatv("{0:F3}", share) << ", step " << ms(step) << " ms, host " << ms(hostBusy) << " ms"
                 << (taken ? "" : " (over the host guard)") << "\n";
     if (taken && (!best.plan || step < bestStep)) {
       if (best.plan)
@@ -399,7 +399,8 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   }
   if (fill.log)
     *fill.log << "  spill base: step " << ms(baseStep) << " ms, host " << ms(baseHostBusy)
-              << " ms" << (baseHostBusy > kHostBusyLimit * baseStep ? " (over the host guard: no spill)" : "")
+              << " ms"
+              << (baseHostBusy > kHostBusyLimit * baseStep ? " (over the host guard: no spill)" : "")
               << "\n";
   if (baseHostBusy > kHostBusyLimit * baseStep)
     return Attempt();
