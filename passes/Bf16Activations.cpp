@@ -57,15 +57,16 @@ struct Bf16Activations : megatrain::impl::Bf16ActivationsBase<Bf16Activations> {
       auto isReader = [](Operation *user) { return isa<mt::PointwiseOp, mt::RotaryOp>(user); };
       if (!readersThroughReshapes(y, isReader, readers, reshapes))
         return;
-      // A rotary must read the product as its x, never as a table.
+      // A rotary must read the product (or a reshape of it) as its x, never
+      // as a table.
+      auto isProduct = [&](Value value) {
+        return value == y || llvm::is_contained(reshapes, value.getDefiningOp());
+      };
       for (Operation *reader : readers)
-        if (auto rotary = dyn_cast<mt::RotaryOp>(reader)) {
-          Operation *from = rotary.getX().getDefiningOp();
-          if (from != op && !llvm::is_contained(reshapes, from))
+        if (auto rotary = dyn_cast<mt::RotaryOp>(reader))
+          if (!isProduct(rotary.getX()) || isProduct(rotary.getCos()) ||
+              isProduct(rotary.getSin()))
             return;
-          if (rotary.getCos() == rotary.getX() || rotary.getSin() == rotary.getX())
-            return;
-        }
       setBf16(y, reshapes);
     });
   }

@@ -406,10 +406,10 @@ struct Tier : impl::TierBase<Tier> {
         // The room left beside the arena, tried in order while the
         // checkpoint plan fits: all the state, then the accumulators alone
         // (the rest of the state competing by price: the floor).
-        auto roomFor = [&](uint64_t roomy, double floor) -> mlir::FailureOr<TieringChoice> {
+        auto roomFor = [&](uint64_t roomy, double floor,
+                           llvm::StringRef room) -> mlir::FailureOr<TieringChoice> {
           if (logStream)
-            *logStream << "budget " << roomy << " B for the arena, room beside it for "
-                       << (floor == 0 ? "all the state" : "the accumulators")
+            *logStream << "budget " << roomy << " B for the arena, room beside it for " << room
                        << " (only while the checkpoint plan fits)\n";
           fillOptions.mustFit = "checkpoint";
           fillOptions.minSecondsPerByte = floor;
@@ -422,11 +422,13 @@ struct Tier : impl::TierBase<Tier> {
           return roomyChoice;
         };
         if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0)
-          if (mlir::FailureOr<TieringChoice> choice = roomFor(roomy, 0); mlir::succeeded(choice))
+          if (mlir::FailureOr<TieringChoice> choice = roomFor(roomy, 0, "all the state");
+              mlir::succeeded(choice))
             return choice;
         const double floor = joint ? stateSecondsPerByte(states, profile) : 0;
         if (joint && accumulators > 0 && accumulators < budget)
-          if (mlir::FailureOr<TieringChoice> choice = roomFor(budget - accumulators, floor);
+          if (mlir::FailureOr<TieringChoice> choice =
+                  roomFor(budget - accumulators, floor, "the accumulators");
               mlir::succeeded(choice))
             return choice;
         fillOptions.minSecondsPerByte = floor;

@@ -330,11 +330,12 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
     FillResult undone = fillToBudget(model, origins, budget, floor, limit);
     if (available)
       *available = undone.available;
+    const std::string label =
+        std::string("  fill ") + (searched ? "search" : "floor") + " prefix " + prefixName(limit);
     if (undone.recomputes == 0 && undone.prefetches == 0) {
       copy.erase();
       if (fill.log)
-        *fill.log << "  fill " << (searched ? "search" : "floor") << " prefix "
-                  << prefixName(limit) << ": undoes nothing\n";
+        *fill.log << label << ": undoes nothing\n";
       return std::numeric_limits<double>::infinity();
     }
     double hostBusy = 0;
@@ -342,10 +343,10 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
     double step = model.predictStepSeconds(share, &hostBusy);
     bool taken = !searched || hostBusy <= kHostBusyLimit * step;
     if (fill.log)
-      *fill.log << "  fill " << (searched ? "search" : "floor") << " prefix " << prefixName(limit)
-                << ": undoes " << count(undone.recomputes, "recompute") << " and "
+      *fill.log << label << ": undoes " << count(undone.recomputes, "recompute") << " and "
                 << count(undone.prefetches, "offload") << ", arena " << model.arenaBytes()
-                << " B, host share " << llvm::formatv("{0:F3}", share) << ", step " << ms(step) << " ms, host " << ms(hostBusy) << " ms"
+                << " B, host share " << llvm::formatv("{0:F3}", share) << ", step " << ms(step)
+                << " ms, host " << ms(hostBusy) << " ms"
                 << (taken ? "" : " (over the host guard)") << "\n";
     if (taken && (!best.plan || step < bestStep)) {
       if (best.plan)

@@ -2,8 +2,8 @@
 # bf16_activations.sh - --bf16-activations (mt-bf16-activations): the bf16 products that only
 # elementwise programs read write bf16, as torch.autocast rounds them. A Llama compiled at bf16
 # with and without the flag: the flagged step has more products writing bf16 (the gate and up
-# projections, the MLP activation's gradient and the query and key projections, in every layer), a smaller device arena, and
-# trains 20 steps to losses within 1e-2 (relative) of the unflagged step's. Then
+# projections, the MLP activation's gradient and the query and key projections, in every
+# layer), a smaller device arena, and trains 20 steps to losses within 1e-2 (relative) of the unflagged step's. Then
 # tests/gpu/llm_vs_pytorch.sh's bf16-act rows: the four tiny LLMs against PyTorch's fp32 losses
 # inside the bf16 bar. On the CPU backend, or on a GPU where megatrain-run's auto backend finds
 # one. A flag that needs --precision bf16 is refused at fp32.
