@@ -614,6 +614,11 @@ SpillResult spillToLink(TieringModel &model, const CloneOrigins &origins, uint64
     mlir::Operation *anchor;
   };
   std::vector<Rewrite> rewrites;
+  result.perMicrobatch.assign(static_cast<size_t>(model.microbatches()), 0);
+  for (size_t i : taken) {
+    int64_t k = model.microbatchOf(model.positionOf(spills[i].clone));
+    ++result.perMicrobatch[static_cast<size_t>(k)];
+  }
   for (size_t i : taken) {
     mlir::Operation *clone = spills[i].clone;
     mlir::Operation *original = origins.lookup(clone);

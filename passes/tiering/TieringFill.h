@@ -40,6 +40,8 @@ FillResult fillToBudget(TieringModel &model, const CloneOrigins &origins, uint64
 struct SpillResult {
   int recomputes = 0; // recompute clones whose values now come back over h2d
   int available = 0;  // spills the sweep took before `limit` cut them
+  // With micro-batches: the trades applied in each micro-batch's backward.
+  std::vector<int> perMicrobatch;
 };
 
 /// Stage 5b, after the fill: the recompute clones left may instead read

@@ -163,10 +163,25 @@ mlir::LogicalResult freePeaksToBudget(TieringModel &model, TieringRewriter &rewr
                                       uint64_t budget, std::string &why) {
   uint64_t target = budget;
   std::vector<Candidate> candidates;
+  // A rewrite frees bytes at the peak but may add ops (a recompute's
+  // clones) that peak elsewhere: where the lowest peak has not fallen for
+  // as many rewrites as the step first had ops, the rewrites go round in a
+  // cycle, and the plan stands where it is.
+  uint64_t lowest = UINT64_MAX;
+  int64_t sinceLowest = 0;
+  bool stalled = false;
+  model.analyze();
+  const int64_t stallLimit = std::max<int64_t>(64, model.size());
   for (;;) {
     model.analyze();
     int64_t p = 0;
     uint64_t peak = model.peakBytes(&p);
+    if (peak < lowest) {
+      lowest = peak;
+      sinceLowest = 0;
+    } else if (++sinceLowest > stallLimit) {
+      stalled = true;
+    }
     if (peak <= target) {
       // Stage 4: the placement may need more than the peak.
       uint64_t arena = model.arenaBytes();
@@ -177,7 +192,8 @@ mlir::LogicalResult freePeaksToBudget(TieringModel &model, TieringRewriter &rewr
       continue;
     }
     candidates.clear();
-    priceCandidates(model, rewriter, p, candidates);
+    if (!stalled)
+      priceCandidates(model, rewriter, p, candidates);
     if (candidates.empty()) {
       // Smallest budget this planner reaches: the arena of the state it is in.
       // (The target may sit below the budget after a fragmentation step; the

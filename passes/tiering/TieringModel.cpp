@@ -154,6 +154,11 @@ int64_t TieringModel::boundaryOf(int64_t first) const {
   return it == boundaries.end() ? -1 : *it;
 }
 
+int64_t TieringModel::microbatchOf(int64_t pos) const {
+  auto it = std::upper_bound(boundaries.begin(), boundaries.end(), pos);
+  return std::max<int64_t>(0, (it - boundaries.begin()) - 1);
+}
+
 bool TieringModel::tinyAcrossMicrobatches(const LiveValue &value) const {
   auto type = mlir::dyn_cast<mlir::RankedTensorType>(value.value.getType());
   return boundaries.size() > 1 && type && type.hasStaticShape() &&

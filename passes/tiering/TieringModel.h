@@ -87,6 +87,12 @@ public:
   /// The backward start of the micro-batch whose forward defines a value
   /// first live at `first`, or -1 when it is defined in the last backward.
   int64_t boundaryOf(int64_t first) const;
+  /// The micro-batch whose backward holds position `pos` (0 before the
+  /// first backward; the backward of micro-batch k runs from its boundary to
+  /// the next micro-batch's forward).
+  int64_t microbatchOf(int64_t pos) const;
+  /// How many micro-batches the step runs (1 without mt-microbatch).
+  int64_t microbatches() const { return static_cast<int64_t>(boundaries.size()); }
   /// Where the last micro-batch's backward starts.
   int64_t lastBackwardStart() const { return boundaries.back(); }
   /// With micro-batches, each micro-batch's loss is a scalar forward value

@@ -260,6 +260,17 @@ std::string prefixName(size_t limit) {
   return limit == SIZE_MAX ? std::string("all") : std::to_string(limit);
 }
 
+/// " (per micro-batch: 3, 2, ...)": the trades in each micro-batch's
+/// backward, where the step runs more than one; else nothing.
+std::string perMicrobatchNote(const std::vector<int> &counts) {
+  if (counts.size() < 2)
+    return "";
+  std::string note = " (per micro-batch: ";
+  for (size_t k = 0; k < counts.size(); ++k)
+    note += (k ? ", " : "") + std::to_string(counts[k]);
+  return note + ")";
+}
+
 /// The share of the state the device will not hold beside an arena of
 /// `arena` bytes (1: all of it on the host; unknown capacities count as 1).
 double hostShareBeside(uint64_t arena, const FillOptions &fill) {
@@ -423,8 +434,9 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
     double step = model.predictStepSeconds(share);
     if (fill.log)
       *fill.log << "  spill prefix " << prefixName(limit) << ": trades "
-                << count(traded.recomputes, "recompute") << ", step " << ms(step) << " ms, compute "
-                << ms(model.computeIn(0, model.size())) << " ms\n";
+                << count(traded.recomputes, "recompute") << perMicrobatchNote(traded.perMicrobatch)
+                << ", step " << ms(step) << " ms, compute " << ms(model.computeIn(0, model.size()))
+                << " ms\n";
     if (step < bestStep) {
       if (best.plan)
         best.plan.erase();
