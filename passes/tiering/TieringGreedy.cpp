@@ -169,18 +169,18 @@ mlir::LogicalResult freePeaksToBudget(TieringModel &model, TieringRewriter &rewr
   // cycle, and the plan stands where it is.
   uint64_t lowest = UINT64_MAX;
   int64_t sinceLowest = 0;
-  bool stalled = false;
-  model.analyze();
-  const int64_t stallLimit = std::max<int64_t>(64, model.size());
+  int64_t stallLimit = -1; // set once the step is first analyzed
   for (;;) {
     model.analyze();
+    if (stallLimit < 0)
+      stallLimit = std::max<int64_t>(64, model.size());
     int64_t p = 0;
     uint64_t peak = model.peakBytes(&p);
     if (peak < lowest) {
       lowest = peak;
       sinceLowest = 0;
-    } else if (++sinceLowest > stallLimit) {
-      stalled = true;
+    } else {
+      ++sinceLowest;
     }
     if (peak <= target) {
       // Stage 4: the placement may need more than the peak.
@@ -192,7 +192,7 @@ mlir::LogicalResult freePeaksToBudget(TieringModel &model, TieringRewriter &rewr
       continue;
     }
     candidates.clear();
-    if (!stalled)
+    if (sinceLowest <= stallLimit)
       priceCandidates(model, rewriter, p, candidates);
     if (candidates.empty()) {
       // Smallest budget this planner reaches: the arena of the state it is in.
