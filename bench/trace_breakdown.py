@@ -26,6 +26,8 @@ def group_of(event):
         key = "host " + (words[1] if words[0] == "host_task" else words[0])
     else:
         key = event.get("cat", "?")
+    if key == "matmul_add" and name.partition(" -> ")[2].startswith("grad:"):
+        key += " (into accumulator)"  # a weight gradient's part added in place
     if event.get("args", {}).get("recompute"):
         key += " (recompute)"
     return key

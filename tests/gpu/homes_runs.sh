@@ -3,11 +3,13 @@
 # and fp32, compiled with every parameter's state on the host (gradients through the staging
 # ring), on the device (bf16: each fetch a `cast` kernel from the device master; fp32: kernels
 # read the master in place; the fused device AdamW), on the host with --keep-gradients, and
-# with 2 micro-batches on the device (the device accumulator) and on the host (the parts through
-# the ring), trains 10 steps on cuda. The device AdamW, the cast and the accumulation compute what
-# their host twins compute, so each device plan's losses and weights are bitwise those of its host
-# plan on cuda; every run's losses are within 1e-4 (fp32) or 2e-3 (bf16) relative of the cpu
-# backend's.
+# with 2 micro-batches on the device (the device accumulator, the weight gradients' products
+# writing their parts into it: a matmul_add in place from the second part on), the same with
+# --no-product-accumulation (each part copied or ACCUMULATEd after its product) and on the host
+# (the parts through the ring), trains 10 steps on cuda. The device AdamW, the cast and the
+# accumulation compute what their host twins compute, so each device plan's losses and weights
+# are bitwise those of its host plan on cuda; every run's losses are within 1e-4 (fp32) or 2e-3
+# (bf16) relative of the cpu backend's.
 # usage: [CORPUS=/abs/tokens.bin] homes_runs.sh BIN SRC   (absolute paths: the script runs in a scratch folder)
 set -euo pipefail
 source "$(dirname "$0")/demo_setup.sh" "$@"
@@ -23,12 +25,13 @@ for precision in bf16 fp32; do
   compile "keep_$precision" $precision --state-home host --keep-gradients
   compile "hostmb_$precision" $precision --state-home host --microbatches 2
   compile "devicemb_$precision" $precision --state-home device --microbatches 2
+  compile "deviceparts_$precision" $precision --state-home device --microbatches 2 --no-product-accumulation
 done
 "$BIN/megatrain-compile" "$ONNX" -o - --emit=plan-text --shape input_ids=4x64 --loss next-token-ce --precision bf16 \
   --state-home device > device.txt
 grep -q 'kernel: "cast"' device.txt || fail "device_bf16: no cast kernel from the master"
 if grep -q 'name: "compute:' device.txt; then fail "device_bf16: a compute copy on the device"; fi
-for name in host device keep hostmb devicemb; do
+for name in host device keep hostmb devicemb deviceparts; do
   for precision in bf16 fp32; do
     run "${name}_$precision" cuda
     run "${name}_$precision" cpu
@@ -39,19 +42,21 @@ import json
 def losses(name, backend):
     return [json.loads(l)["loss"] for l in open(f"{name}.{backend}.jsonl")]
 for precision, tol in (("bf16", 2e-3), ("fp32", 1e-4)):
-    for name in ("host", "device", "keep", "hostmb", "devicemb"):
+    for name in ("host", "device", "keep", "hostmb", "devicemb", "deviceparts"):
         cuda, cpu = losses(f"{name}_{precision}", "cuda"), losses(f"{name}_{precision}", "cpu")
         assert len(cuda) == 10, (name, precision, cuda)
         for a, b in zip(cuda, cpu):
             assert abs(a - b) <= tol * abs(b), (name, precision, a, b)
-    for host, device in (("host", "device"), ("host", "keep"), ("hostmb", "devicemb")):
+    for host, device in (("host", "device"), ("host", "keep"), ("hostmb", "devicemb"), ("hostmb", "deviceparts")):
         a, b = losses(f"{host}_{precision}", "cuda"), losses(f"{device}_{precision}", "cuda")
         assert [repr(x) for x in a] == [repr(x) for x in b], (host, device, precision, a, b)
     print(precision, "ok")
 PY
 for precision in bf16 fp32; do
   cmp -s "host_$precision.cuda.safetensors" "device_$precision.cuda.safetensors" || fail "$precision: device weights differ from host on cuda"
-  cmp -s "hostmb_$precision.cuda.safetensors" "devicemb_$precision.cuda.safetensors" ||
-    fail "$precision: device-accumulated weights differ from host-accumulated on cuda"
+  for name in devicemb deviceparts; do
+    cmp -s "hostmb_$precision.cuda.safetensors" "${name}_$precision.cuda.safetensors" ||
+      fail "$precision: $name's device-accumulated weights differ from host-accumulated on cuda"
+  done
 done
 echo PASS

@@ -243,7 +243,9 @@ KernelCost estimateKernel(const KernelDesc &kernel, const DeviceProfile &profile
   double memory = cost.bytes / profile.hbmBytesPerS;
   // The roofline, then what the family's kernel reaches of it (the profile's
   // kernel_efficiency, fitted from a traced step).
-  cost.seconds = std::max(arithmetic, memory) / profile.efficiencyOf(kernel.kernel) + profile.launchS;
+  cost.seconds = std::max(arithmetic, memory) /
+                     profile.efficiencyOf(kernel.family.empty() ? kernel.kernel : kernel.family) +
+                 profile.launchS;
   return cost;
 }
 

@@ -50,6 +50,12 @@
 // home's, and after the last part one `copy` d2h of the accumulator into the
 // gradient staging ring, which its host ADAMW reads.
 //
+// A device accumulator's part that a matrix product makes (the weight
+// gradients) is written by the product itself (PlanEmitter.cpp,
+// emitProductPart): part 0 is the product's output, part k >= 1 a
+// `matmul_add` with the accumulator as addend and output; its mt.grad_part
+// (or the last part's mt.adamw) then adds no copy or ACCUMULATE.
+//
 // The checks here are those of a consistent update: one mt.adamw per
 // trainable parameter, gradients of the master's type, parts in micro-batch
 // order with one count.
@@ -266,7 +272,9 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   }
 
   if (accumulated) {
-    if (mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
+    // Unless its product added the last part already (emitProductPart).
+    if (!fusedSinks.contains(op) &&
+        mlir::failed(emitAccumulate(op, param, *gradient, type, opStep)))
       return mlir::failure();
     if (copiedOut) {
       // The device accumulator, once, to the host update.
@@ -391,6 +399,9 @@ mlir::LogicalResult PlanBuilder::emitGradPart(mt::GradPartOp op, int64_t opStep)
   if (mlir::failed(gradient))
     return mlir::failure();
   mlir::Type type = op.getGrad().getType();
+  // Its product wrote it into the accumulator (emitProductPart).
+  if (fusedSinks.contains(op))
+    return mlir::success();
   if (index > 0)
     return emitAccumulate(op, param, *gradient, type, opStep);
 

@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <cstdint>
@@ -67,6 +68,18 @@ private:
   mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
   mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
+  /// The kernel's parameters: `op`'s inherent attributes (docs/ops.md) and
+  /// its compute precision.
+  mlir::LogicalResult addKernelAttributes(mlir::Operation *op, pb::Kernel &kernel);
+  /// Finds the gradient parts a product writes into the device accumulator
+  /// (PlanEmitOptions::accumulateInProducts): productParts, fusedSinks.
+  void findProductParts(llvm::ArrayRef<mlir::Operation *> ops);
+  /// A product whose result is micro-batch part `index` of `param`'s
+  /// gradient, accumulated on the device: part 0 `matmul` into the
+  /// accumulator grad:<param> (made here), parts k >= 1 `matmul_add` with
+  /// the accumulator as addend and output.
+  mlir::LogicalResult emitProductPart(mt::MatMulOp op, const std::string &param,
+                                      int64_t index, int64_t opStep);
   mlir::LogicalResult emitView(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitOutput(mt::OutputOp op, int64_t opStep);
   mlir::LogicalResult emitOffload(mt::OffloadOp op, int64_t opStep);
@@ -177,6 +190,11 @@ private:
   std::map<std::string, uint32_t> partStages;
   std::map<std::string, int64_t> partsSeen;
   std::map<std::string, mt::GradPartOp> lastPart;
+  // Products that write a gradient part into the device accumulator
+  // (findProductParts): the product -> (parameter, part index), and the
+  // grad_part and adamw ops whose copy or ACCUMULATE that product made.
+  llvm::DenseMap<mlir::Operation *, std::pair<std::string, int64_t>> productParts;
+  llvm::DenseSet<mlir::Operation *> fusedSinks;
 };
 
 } // namespace megatrain::emission

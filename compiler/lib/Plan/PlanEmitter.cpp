@@ -310,6 +310,9 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
   if (op->getDialect() == nullptr ||
       op->getDialect()->getNamespace() != mt::MtDialect::getDialectNamespace())
     return op->emitError("cannot emit '") << op->getName() << "' into a plan";
+  if (auto product = productParts.find(op); product != productParts.end())
+    return emitProductPart(mlir::cast<mt::MatMulOp>(op), product->second.first,
+                           product->second.second, opStep);
   std::string kernelName = op->getName().stripDialect().str();
 
   pb::Step &step = addStep(kCompute, op, opStep);
@@ -334,7 +337,11 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
       return mlir::failure();
     kernel->add_outputs(*id);
   }
+  return addKernelAttributes(op, *kernel);
+}
 
+mlir::LogicalResult PlanBuilder::addKernelAttributes(mlir::Operation *op, pb::Kernel &kernelRef) {
+  pb::Kernel *kernel = &kernelRef;
   // Kernel parameters are the op's inherent attributes (docs/ops.md).
   std::optional<mlir::RegisteredOperationName> info = op->getRegisteredInfo();
   if (!info)
@@ -387,6 +394,79 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
     attr->set_s(precision.str());
   }
   return mlir::success();
+}
+
+void PlanBuilder::findProductParts(llvm::ArrayRef<mlir::Operation *> ops) {
+  if (!options.accumulateInProducts || !func->hasAttr(kMicrobatchesAttr))
+    return;
+  // The part a sink takes: its index for an mt.grad_part, the count of
+  // earlier parts for the mt.adamw of an accumulated parameter (the last part).
+  std::map<std::string, int64_t> parts;
+  for (mlir::Operation *op : ops) {
+    std::string param;
+    mlir::Value grad;
+    int64_t index = 0;
+    if (auto part = mlir::dyn_cast<mt::GradPartOp>(op)) {
+      param = part.getParam().str();
+      grad = part.getGrad();
+      index = static_cast<int64_t>(part.getIndex());
+      ++parts[param];
+    } else if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
+      param = update.getParam().str();
+      grad = update.getGrad();
+      auto earlier = parts.find(param);
+      if (earlier == parts.end())
+        continue; // not accumulated
+      index = earlier->second;
+    } else {
+      continue;
+    }
+    // The product's own result, read by nothing else, in the accumulator's
+    // type (gradientOf checks it against the master), and run once: a
+    // recomputed product would add its part twice.
+    auto product = grad.getDefiningOp<mt::MatMulOp>();
+    if (!product || !accumulatesOnDevice(param) || !grad.hasOneUse() ||
+        product->hasAttr(mt::attr::kRecompute) || product->hasAttr(mt::attr::kAlias) ||
+        !mlir::getElementTypeOrSelf(grad.getType()).isF32())
+      continue;
+    productParts[product] = {param, index};
+    fusedSinks.insert(op);
+  }
+}
+
+mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::string &param,
+                                                 int64_t index, int64_t opStep) {
+  if (index == 0) {
+    mlir::FailureOr<uint32_t> accumulator =
+        addTensor(op, "grad:" + param, op.getResult().getType(), pb::GRADIENT);
+    if (mlir::failed(accumulator))
+      return mlir::failure();
+    placeOnDeviceState(*accumulator);
+    hostGradients[param] = *accumulator;
+  }
+  auto accumulator = hostGradients.find(param);
+  if (accumulator == hostGradients.end())
+    return op.emitError("gradient part ")
+           << index << " of '" << param << "' comes before its part 0";
+  pb::Step &step = addStep(kCompute, op, opStep);
+  pb::Kernel *kernel = step.mutable_kernel();
+  // Part 0 is the product; part k >= 1 adds it to the sum so far in the
+  // epilogue (fl(fl(A B) + acc), the bits of matmul then ACCUMULATE).
+  kernel->set_kernel(index == 0 ? "matmul" : "matmul_add");
+  for (mlir::Value operand : op->getOperands()) {
+    mlir::FailureOr<uint32_t> id = tensorOf(op, operand);
+    if (mlir::failed(id))
+      return mlir::failure();
+    kernel->add_inputs(*id);
+    noteRead(*id);
+  }
+  if (index > 0)
+    kernel->add_inputs(accumulator->second);
+  kernel->add_outputs(accumulator->second);
+  valueTensors[op.getResult()] = accumulator->second;
+  if (index > 0)
+    requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
+  return addKernelAttributes(op, *kernel);
 }
 
 
@@ -794,6 +874,7 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   }
   if (mlir::failed(addParameterMasters(ops)) || mlir::failed(addDiskState(ops)))
     return mlir::failure();
+  findProductParts(ops);
   // The first disk update's state is read back first of all (HostTaskEmitter.cpp).
   if (!diskStates.empty())
     for (auto &[step, op] : ordered)

@@ -88,6 +88,12 @@ private:
 double Simulator::kernelSeconds(const pb::Kernel &kernel) const {
   KernelDesc desc;
   desc.kernel = kernel.kernel();
+  // A weight gradient's part added into its accumulator in place (the addend
+  // is the output: docs/tiering.md "Micro-batches") is a product of the
+  // matmul family's shapes (K the tokens), not a residual's matmul_add.
+  if (desc.kernel == "matmul_add" && kernel.inputs_size() == 3 && kernel.outputs_size() == 1 &&
+      kernel.inputs(2) == kernel.outputs(0))
+    desc.family = "matmul";
   for (uint32_t id : kernel.inputs())
     desc.inputs.push_back(shapeOf(plan.tensors(static_cast<int>(id))));
   for (uint32_t id : kernel.outputs())

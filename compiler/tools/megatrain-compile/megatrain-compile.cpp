@@ -104,6 +104,7 @@ struct CompileArgs {
   std::optional<std::string> lossMode;
   megatrain::PipelineOptions pipeline;
   bool optimizerStream = false;
+  bool accumulateInProducts = true;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
   megatrain::DeviceProfile profile;
@@ -374,6 +375,11 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "run the AdamW updates of device-resident parameters on a stream of "
                            "their own (`optimizer`), beside the backward's kernels",
                            memory, [&] { args.optimizerStream = true; });
+  megatrain::addFlagOption(app, "--no-product-accumulation",
+                           "with micro-batches, keep each weight gradient's part its own tensor, "
+                           "copied or added into the device accumulator after its product, "
+                           "rather than written into it by the product",
+                           memory, [&] { args.accumulateInProducts = false; });
   megatrain::addFlagOption(app, "--no-fold-norm-casts",
                            "keep the bf16 cast after an RMS norm its own kernel, the norm "
                            "writing f32 (no mt-fold-norm-casts)",
@@ -643,6 +649,7 @@ int compile(int argc, char **argv) {
   megatrain::PlanEmitOptions emitOptions;
   emitOptions.generator = std::string(kTool) + " " + MEGATRAIN_VERSION;
   emitOptions.optimizerStream = args.optimizerStream;
+  emitOptions.accumulateInProducts = args.accumulateInProducts;
   for (int i = 1; i < argc; ++i)
     emitOptions.compileOptions.push_back(argv[i]);
   mlir::FailureOr<megatrain::plan::Plan> plan =

@@ -35,6 +35,10 @@ struct KernelDesc {
   std::vector<TensorShape> inputs;
   std::vector<TensorShape> outputs;
   std::map<std::string, int64_t> intAttrs;
+  /// The profile's kernel_efficiency entry it is priced by, when not the
+  /// kernel's own: a matmul_add adding a weight gradient's part into its
+  /// accumulator in place is a weight-gradient product, "matmul".
+  std::string family;
 };
 
 struct KernelCost {

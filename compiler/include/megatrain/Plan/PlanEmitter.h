@@ -21,6 +21,14 @@ struct PlanEmitOptions {
   /// `optimizer`, beside the backward's kernels on `compute` (megatrain-compile
   /// --optimizer-stream); false: on `compute`, in the kernels' order.
   bool optimizerStream = false;
+  /// With micro-batches, a gradient part that a matrix product makes and the
+  /// device accumulates is written by that product straight into the
+  /// accumulator: part 0 as the product's output, parts k >= 1 as a
+  /// `matmul_add` with the accumulator as its addend and output, in place of
+  /// the copy or `ACCUMULATE` after it (docs/tiering.md "Micro-batches");
+  /// false (megatrain-compile --no-product-accumulation): every part is its
+  /// own arena tensor, copied or added after it.
+  bool accumulateInProducts = true;
 };
 
 /// Translates a module whose function has been through mt-schedule,
