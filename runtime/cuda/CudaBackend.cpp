@@ -96,7 +96,12 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   };
   syncEveryKernel_ = flag("MEGATRAIN_CUDA_SYNC");
   poison_ = options.poison || flag("MEGATRAIN_POISON");
-  stepGraphs_ = options.stepGraphs && envChoice("MEGATRAIN_CUDA_GRAPHS", {"0", "1"}) != 0;
+  switch (envChoice("MEGATRAIN_CUDA_GRAPHS", {"0", "1", "auto"})) {
+    case 0: stepGraphs_ = CudaOptions::StepGraphs::Off; break;
+    case 1: stepGraphs_ = CudaOptions::StepGraphs::On; break;
+    case 2: stepGraphs_ = CudaOptions::StepGraphs::Auto; break;
+    default: stepGraphs_ = options.stepGraphs;
+  }
 }
 
 // Frees everything, checking nothing: a destructor must not throw, and an

@@ -21,10 +21,29 @@ struct CudaOptions {
   // on with MEGATRAIN_POISON=1 in the environment.
   bool poison = false;
   // Record the second training step's issue as a CUDA graph and replay it in
-  // later steps (docs/runtime.md, "Step graphs"). On by default; off with
-  // MEGATRAIN_CUDA_GRAPHS=0 in the environment (megatrain-run --no-step-graphs).
-  bool stepGraphs = true;
+  // later steps (docs/runtime.md, "Step graphs"). Auto (the default) records
+  // a plan whose steps are short on the device, where issuing them one by one
+  // would leave the device waiting for the host: fewer than
+  // kIssueBoundStepSeconds of predicted step time per plan step, or no
+  // prediction. On records every plan, Off none. MEGATRAIN_CUDA_GRAPHS=0, 1
+  // or auto in the environment overrides it (megatrain-run --step-graphs).
+  enum class StepGraphs { Auto, On, Off };
+  StepGraphs stepGraphs = StepGraphs::Auto;
 };
+
+// StepGraphs::Auto's bound: a plan predicted to take at least this much
+// device time per plan step is issued call by call. A launch, copy or event
+// costs the host a few microseconds, so the issue of such a plan runs ahead
+// of the device, and a replay would only add the graph's launch (about 1.4
+// us a node, before its first node runs) to the step: on the H200 the
+// 1.36B's steps (136 to 173 us of device time a plan step) ran 1% to 2.6%
+// faster issued; the demo's (a few us a step) 1.3x to 2.4x faster replayed
+// (bench/RESULTS.md).
+constexpr double kIssueBoundStepSeconds = 20e-6;
+
+// StepGraphs::Auto's test: whether `plan` is predicted to take at least
+// kIssueBoundStepSeconds of device time per plan step (then it is issued).
+bool stepIssueKeepsUp(const plan::Plan& plan);
 
 // A backend on CUDA device `device` (0 unless several GPUs are present).
 //

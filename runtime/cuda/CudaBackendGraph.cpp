@@ -19,6 +19,12 @@
 // device AdamW's kernel node gets the update constants of the new t and lr
 // (setAdamWNodeStep). Nothing else a step issues depends on the step.
 //
+// Which plans are recorded (CudaOptions::StepGraphs): with Auto, the default,
+// those whose predicted device time per plan step is under
+// kIssueBoundStepSeconds (or that carry no prediction); a plan with longer
+// steps is issued call by call, as its issue keeps ahead of the device and a
+// replay would add the graph's launch to the step.
+//
 // What is not recorded (canRecordSteps is false): poisoning (a diagnostic),
 // MEGATRAIN_CUDA_SYNC (a wait after every step), the disk tier (its copies
 // are jobs of the disk I/O thread, numbered per step), CudaOptions::stepGraphs
@@ -39,7 +45,8 @@ namespace megatrain::runtime::cuda {
 
 bool CudaBackend::canRecordSteps() const {
   const bool disk = std::any_of(diskFiles_.begin(), diskFiles_.end(), [](const auto& file) { return file != nullptr; });
-  return stepGraphs_ && plan_ && !recordingRefused_ && !poison_ && !syncEveryKernel_ && !disk;
+  return stepGraphs_ != CudaOptions::StepGraphs::Off && plan_ && !recordingRefused_ && !poison_ && !syncEveryKernel_ &&
+         !disk && (stepGraphs_ == CudaOptions::StepGraphs::On || !stepIssueKeepsUp(*plan_));
 }
 
 std::vector<cudaStream_t> CudaBackend::sideStreams() const {
@@ -135,3 +142,13 @@ void CudaBackend::releaseStepGraph() {
 }
 
 }  // namespace megatrain::runtime::cuda
+
+namespace megatrain::runtime {
+
+bool stepIssueKeepsUp(const plan::Plan& plan) {
+  const double predicted = plan.header().predicted_step_s();
+  return predicted > 0 && plan.steps_size() > 0 &&
+         predicted >= kIssueBoundStepSeconds * static_cast<double>(plan.steps_size());
+}
+
+}  // namespace megatrain::runtime

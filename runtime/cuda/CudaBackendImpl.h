@@ -270,7 +270,7 @@ class CudaBackend final : public Backend {
     cudaGraphNode_t node = nullptr;
     plan::DType dtype = plan::DTYPE_UNSPECIFIED;
   };
-  bool stepGraphs_ = true;
+  CudaOptions::StepGraphs stepGraphs_ = CudaOptions::StepGraphs::Auto;
   bool recording_ = false;
   bool recordingRefused_ = false;  // a recording of this plan failed: it runs as issued
   std::string recordingFailure_;

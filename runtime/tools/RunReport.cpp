@@ -43,10 +43,18 @@ void addRunReportOptions(CLI::App& app, RunReportOptions& options) {
                 "on cuda, fill each dead device tensor with NaN after its last use (a memset per tensor "
                 "per step; always on for cpu; also MEGATRAIN_POISON=1)",
                 group, [&options] { options.poison = true; });
-  addFlagOption(app, "--no-step-graphs",
-                "on cuda, issue every training step call by call instead of replaying the second step's "
-                "recording as a CUDA graph (also MEGATRAIN_CUDA_GRAPHS=0)",
-                group, [&options] { options.stepGraphs = false; });
+  addValueOption(app, "--step-graphs", "auto|on|off",
+                 "on cuda, record the second training step as a CUDA graph and replay it in later steps: "
+                 "auto (default) for plans whose steps are short on the device (under 20 us of predicted "
+                 "step time a plan step), where the host's issue would hold the device back; on for every "
+                 "plan; off issues every step call by call (also MEGATRAIN_CUDA_GRAPHS=0, 1 or auto)",
+                 group, [&options](const std::string& v) {
+                   if (v != "auto" && v != "on" && v != "off")
+                     throw Error("--step-graphs: expected auto, on or off, got '" + v + "'");
+                   options.stepGraphs = v;
+                 });
+  addFlagOption(app, "--no-step-graphs", "the same as --step-graphs off", group,
+                [&options] { options.stepGraphs = "off"; });
   addValueOption(app, "--trace", "FILE.json",
                  "time every kernel, copy and host task of one step on the device (cuda) and write Chrome "
                  "trace events with the tracks of megatrain-inspect --trace and the predicted times in "

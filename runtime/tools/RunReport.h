@@ -18,7 +18,7 @@ struct RunReportOptions {
   std::string trace;                 // --trace FILE.json
   std::optional<int64_t> traceStep;  // --trace-step N (default: the last step)
   bool poison = false;               // --poison (cuda; always on for cpu)
-  bool stepGraphs = true;            // off with --no-step-graphs (cuda)
+  std::string stepGraphs = "auto";   // --step-graphs auto|on|off (cuda); --no-step-graphs is off
   std::string report;                // --report FILE.json
 };
 

@@ -128,7 +128,9 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, const RunReportOpt
 #ifdef MEGATRAIN_WITH_CUDA
   CudaOptions cuda;
   cuda.poison = report.poison;
-  cuda.stepGraphs = report.stepGraphs;
+  cuda.stepGraphs = report.stepGraphs == "on"    ? CudaOptions::StepGraphs::On
+                    : report.stepGraphs == "off" ? CudaOptions::StepGraphs::Off
+                                                 : CudaOptions::StepGraphs::Auto;
   if (name == "cuda") return makeCudaBackend(0, cuda);
 #else
   if (name == "cuda") throw Error("the CUDA backend is not built into this binary");

@@ -210,9 +210,10 @@ TEST_F(CudaExecutor, StepGraphReplaysTheIssuedBits) {
   for (const Model* model : {&kLinear, &kTokens, &kClassifier}) {
     for (plan::DType dt : {plan::F32, plan::F64}) {
       SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
-      CudaOptions issuedOptions;
-      issuedOptions.stepGraphs = false;
-      auto replayed = executor(*model, dt, makeCudaBackend(0, CudaOptions{}));
+      CudaOptions issuedOptions, replayedOptions;
+      issuedOptions.stepGraphs = CudaOptions::StepGraphs::Off;
+      replayedOptions.stepGraphs = CudaOptions::StepGraphs::On;
+      auto replayed = executor(*model, dt, makeCudaBackend(0, replayedOptions));
       auto issued = executor(*model, dt, makeCudaBackend(0, issuedOptions));
       EXPECT_FALSE(issued->backend().canRecordSteps());
       for (int step = 1; step <= 8; ++step) {
@@ -229,6 +230,24 @@ TEST_F(CudaExecutor, StepGraphReplaysTheIssuedBits) {
           EXPECT_EQ(replayed->readBytes(tensor), issued->readBytes(tensor)) << tensor;
     }
   }
+}
+
+// CudaOptions::StepGraphs::Auto records a plan only while its predicted device time per
+// plan step is under kIssueBoundStepSeconds (or it has no prediction): the 1.36B's steps
+// (2,426 plan steps in 0.33 s) are issued, the demo's (a few us each) recorded.
+TEST(CudaStepGraphs, AutoRecordsPlansWhoseStepsAreShort) {
+  auto planOf = [](int steps, double predicted) {
+    plan::Plan plan;
+    for (int i = 0; i < steps; ++i) plan.add_steps()->set_index(static_cast<uint32_t>(i));
+    plan.mutable_header()->set_predicted_step_s(predicted);
+    return plan;
+  };
+  EXPECT_FALSE(stepIssueKeepsUp(planOf(1000, 0)));  // no prediction: recorded
+  EXPECT_FALSE(stepIssueKeepsUp(planOf(0, 1.0)));
+  EXPECT_FALSE(stepIssueKeepsUp(planOf(1000, 1000 * kIssueBoundStepSeconds * 0.99)));
+  EXPECT_TRUE(stepIssueKeepsUp(planOf(1000, 1000 * kIssueBoundStepSeconds)));
+  EXPECT_TRUE(stepIssueKeepsUp(planOf(2426, 0.330)));
+  EXPECT_FALSE(stepIssueKeepsUp(planOf(300, 0.0005)));
 }
 
 // A traced step between replays is issued (the trace times each call) and the recording
