@@ -37,7 +37,10 @@
 // product is the accumulator itself) and rounds the sum once to y's type,
 // as the CPU twin does (docs/ops.md "Matmul epilogues"). C has D's layout
 // and type; C and D are separate buffers (the memory plan never gives an
-// output the bytes of an input of the same step). A bias r [n] is
+// output the bytes of an input of the same step) except where the step adds
+// a weight gradient's micro-batch part into its accumulator, r and y one
+// tensor: cuBLASLt computes in place when C = D with one layout, which it
+// has here (docs/tiering.md "Micro-batches"). A bias r [n] is
 // cuBLASLt's BIAS epilogue instead (bias length = D's rows in column-major
 // terms = our n; batch stride 0: one bias for every batch entry). f64
 // copies a full r into y and runs Dgemm with beta = 1 on it; an f64 bias
@@ -210,9 +213,10 @@ void matmulF64(const Launch& launch, const MatmulDims& d) {
   const GemmBatch batch = decompose(launch, d);
   double beta = 0.0;
   if (biasAddend(launch)) fail(launch, "an f64 product with a bias addend has no cuBLAS epilogue");
-  if (const void* r = addendOf(launch)) {  // y = r, then y += A B
-    MT_CUDA_CHECK(cudaMemcpyAsync(y, r, static_cast<size_t>(launch.out[0].shape.elements()) * sizeof(double),
-                                  cudaMemcpyDeviceToDevice, launch.device->stream));
+  if (const void* r = addendOf(launch)) {  // y = r (unless r is y), then y += A B
+    if (r != y)
+      MT_CUDA_CHECK(cudaMemcpyAsync(y, r, static_cast<size_t>(launch.out[0].shape.elements()) * sizeof(double),
+                                    cudaMemcpyDeviceToDevice, launch.device->stream));
     beta = 1.0;
   }
   forEachCall(batch, [&](int64_t oa, int64_t ob, int64_t oy) {
@@ -228,9 +232,9 @@ void matmul(const Launch& launch) {
   if (d.k == 0) {  // an empty sum: cuBLAS need not write y, so write 0 (or r) here
     const size_t bytes = static_cast<size_t>(y.shape.elements()) * dtypeBytes(y.dtype);
     if (biasAddend(launch)) fail(launch, "an empty product (k = 0) with a bias addend is not supported");
-    if (const void* r = addendOf(launch))
-      MT_CUDA_CHECK(cudaMemcpyAsync(y.data, r, bytes, cudaMemcpyDeviceToDevice, launch.device->stream));
-    else
+    if (const void* r = addendOf(launch)) {
+      if (r != y.data) MT_CUDA_CHECK(cudaMemcpyAsync(y.data, r, bytes, cudaMemcpyDeviceToDevice, launch.device->stream));
+    } else
       MT_CUDA_CHECK(cudaMemsetAsync(y.data, 0, bytes, launch.device->stream));
     if (geluGradStep(launch))  // the zero product times the slope, as gelu_grad would multiply it
       launchGeluTanhGrad(launch, launch.in[2].as<const float>(), y.as<const float>(), y.as<float>(),
@@ -685,7 +689,12 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
   const size_t auxBytes = form.gelu || form.dgelu ? yBytes : 0;
   // With wide: its f32 result, then -hi and the residual past it (bf16, y's size).
   const size_t residualBytes = wide ? 2 * yBytes : 0;
-  const size_t total = aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + residualBytes + auxBytes + 256;
+  // A bias form's bias [n], random: the step's own is not written yet at prepare
+  // (its pool's NaN fill), and with NaN everywhere every candidate writes the same
+  // bits, however it adds the bias.
+  const size_t biasBytes = form.bias ? rounded(static_cast<size_t>(g.n) * resultBytes) : 0;
+  const size_t total =
+      aBytes + bBytes + yBytes * (addend ? 3 : 2) + wideBytes + residualBytes + auxBytes + biasBytes + 256;
   if (total > kTuneBytesMax) {
     if (matmulLog())
       std::fprintf(stderr, "megatrain: matmul %s: tuning operands exceed %zu bytes; %s\n", gemm.product.c_str(),
@@ -715,6 +724,13 @@ int MatmulPlanner::Impl::tune(const Launch& launch, const LtGemm& gemm, const Ge
     void* aux = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes + wideBytes + residualBytes;
     if (form.dgelu) fillTuningOperand(aux, static_cast<int64_t>(yElements), false, 4, stream);
     MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
+                launch, gemm.product);
+  }
+  if (form.bias) {
+    // The descriptor points at the step's bias again at each launch (MatmulPlanner::run).
+    void* bias = base + aBytes + bBytes + (addend ? 3 : 2) * yBytes + wideBytes + residualBytes + auxBytes;
+    fillTuningOperand(bias, g.n, form.result == DType::BF16, 5, stream);
+    MT_LT_CHECK(cublasLtMatmulDescSetAttribute(gemm.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                 launch, gemm.product);
   }
   auto* counter = reinterpret_cast<unsigned long long*>(base + total - 256);

@@ -171,8 +171,8 @@ TEST_F(CudaPrecision, MatmulRepeatsBitForBit) {
 // The algorithm timed at prepare (MEGATRAIN_MATMUL_TUNE, matmul.cpp) writes
 // the bits of cuBLASLt's first choice: each Llama-shaped product (hidden
 // 2048, intermediate 5632, 1024 tokens; forward, dx and dW, with and without
-// an addend) on two fresh backends, one tuning and one taking the
-// heuristic's first, gives bitwise equal outputs, and both match the CPU.
+// an addend, and with a bias) on fresh backends, one tuning and one taking
+// the heuristic's first, gives bitwise equal outputs, and both match the CPU.
 TEST_F(CudaPrecision, TunedMatmulAlgorithmKeepsTheHeuristicsBits) {
   struct Product {
     MatmulShape shape;
@@ -203,6 +203,31 @@ TEST_F(CudaPrecision, TunedMatmulAlgorithmKeepsTheHeuristicsBits) {
     ASSERT_EQ(tuned.size(), 1u);
     EXPECT_EQ(first[0].values, tuned[0].values) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
     EXPECT_TRUE(cudaMatchesCpu(c, 1e-3)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+  }
+  // A bias form (cuBLASLt's BIAS epilogue): the tuner runs its candidates on a random bias of
+  // its own, as the step's is not written at prepare; with the pool's NaN fill every candidate
+  // wrote NaN, and a candidate that adds the bias in another order was taken (the demo's fc2 in
+  // fp32: three sets of trained weights in ten runs, bench/RESULTS.md). Five fresh tuning
+  // backends, an f32 product and a bf16 one, each bitwise the heuristic's first.
+  const std::pair<MatmulShape, bool> biased[] = {
+      {{{256, 256}, {256, 64}, false, false}, false},     // the demo's fc2, f32
+      {{{1024, 2048}, {2048, 2048}, false, true}, true},  // bf16 operands
+  };
+  for (const auto& [shape, bf16] : biased) {
+    const std::vector<int64_t> y = matmulResult(shape);
+    const plan::DType operands = bf16 ? plan::BF16 : plan::F32;
+    KernelCase c{"matmul_add",
+                 {uniform(shape.a, operands), uniform(shape.b, operands), uniform({y.back()}, plan::F32, -4, 4)},
+                 {{y, plan::F32}},
+                 {intAttr("transpose_a", shape.transA), intAttr("transpose_b", shape.transB)}};
+    if (bf16) c.attributes.push_back(stringAttr("precision", "bf16"));
+    const std::vector<HostTensor> first = runWith("off", c);
+    for (int run = 0; run < 5; ++run) {
+      const std::vector<HostTensor> tuned = runWith("auto", c);
+      ASSERT_EQ(tuned.size(), 1u);
+      EXPECT_EQ(first[0].values, tuned[0].values) << describe(c) << ", run " << run << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
+    }
+    EXPECT_TRUE(cudaMatchesCpu(c, bf16 ? 1e-3 : 1e-5)) << describe(c) << " (MEGATRAIN_TEST_SEED=" << seed_ << ")";
   }
   ScopedEnv badSetting("MEGATRAIN_MATMUL_TUNE", "sometimes");
   const std::string bad = cudaError({"matmul", {uniform({64, 32}, plan::BF16), uniform({32, 48}, plan::BF16)},
