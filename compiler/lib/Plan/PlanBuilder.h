@@ -68,6 +68,8 @@ private:
   mlir::LogicalResult addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops);
   mlir::LogicalResult emitOp(mlir::Operation *op, int64_t opStep);
   mlir::LogicalResult emitKernel(mlir::Operation *op, int64_t opStep);
+  /// The kernel's inputs: the tensors of `op`'s operands, each noted as read.
+  mlir::LogicalResult addKernelInputs(mlir::Operation *op, pb::Kernel &kernel);
   /// The kernel's parameters: `op`'s inherent attributes (docs/ops.md) and
   /// its compute precision.
   mlir::LogicalResult addKernelAttributes(mlir::Operation *op, pb::Kernel &kernel);

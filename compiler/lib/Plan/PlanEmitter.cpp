@@ -321,13 +321,8 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
     step.set_recompute(true);
   pb::Kernel *kernel = step.mutable_kernel();
   kernel->set_kernel(kernelName);
-  for (mlir::Value operand : op->getOperands()) {
-    mlir::FailureOr<uint32_t> id = tensorOf(op, operand);
-    if (mlir::failed(id))
-      return mlir::failure();
-    kernel->add_inputs(*id);
-    noteRead(*id);
-  }
+  if (mlir::failed(addKernelInputs(op, *kernel)))
+    return mlir::failure();
   for (unsigned i = 0; i < op->getNumResults(); ++i) {
     std::string name = "%" + std::to_string(planStep) + "." + std::to_string(i) +
                        ":" + kernelName;
@@ -338,6 +333,17 @@ mlir::LogicalResult PlanBuilder::emitKernel(mlir::Operation *op, int64_t opStep)
     kernel->add_outputs(*id);
   }
   return addKernelAttributes(op, *kernel);
+}
+
+mlir::LogicalResult PlanBuilder::addKernelInputs(mlir::Operation *op, pb::Kernel &kernel) {
+  for (mlir::Value operand : op->getOperands()) {
+    mlir::FailureOr<uint32_t> id = tensorOf(op, operand);
+    if (mlir::failed(id))
+      return mlir::failure();
+    kernel.add_inputs(*id);
+    noteRead(*id);
+  }
+  return mlir::success();
 }
 
 mlir::LogicalResult PlanBuilder::addKernelAttributes(mlir::Operation *op, pb::Kernel &kernelRef) {
@@ -453,13 +459,8 @@ mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::str
   // Part 0 is the product; part k >= 1 adds it to the sum so far in the
   // epilogue (fl(fl(A B) + acc), the bits of matmul then ACCUMULATE).
   kernel->set_kernel(index == 0 ? "matmul" : "matmul_add");
-  for (mlir::Value operand : op->getOperands()) {
-    mlir::FailureOr<uint32_t> id = tensorOf(op, operand);
-    if (mlir::failed(id))
-      return mlir::failure();
-    kernel->add_inputs(*id);
-    noteRead(*id);
-  }
+  if (mlir::failed(addKernelInputs(op, *kernel)))
+    return mlir::failure();
   if (index > 0)
     kernel->add_inputs(accumulator->second);
   kernel->add_outputs(accumulator->second);
