@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -139,7 +140,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, const RunReportOpt
 }
 
 void printSummary(const Options& options, const plan::Plan& plan, const PlanStats& stats,
-                  const std::string& backend, const Evaluator* evaluator) {
+                  const std::string& backend, bool recordsSteps, const Evaluator* evaluator) {
   const plan::Header& header = plan.header();
   std::printf("plan      %s (%s, from %s)\n", options.plan.c_str(),
               header.generator().empty() ? "unknown generator" : header.generator().c_str(),
@@ -158,6 +159,17 @@ void printSummary(const Options& options, const plan::Plan& plan, const PlanStat
   if (options.backend == "auto")
     std::printf(" (--backend auto: %s)",
                 backend == "cuda" ? "a GPU is present" : "no usable GPU, or no CUDA backend in this binary");
+  if (backend == "cuda") {
+    // Step graphs (docs/runtime.md): what --step-graphs made of this plan.
+    const double perStep = plan.steps_size() > 0 ? header.predicted_step_s() / plan.steps_size() : 0;
+    const char* env = std::getenv("MEGATRAIN_CUDA_GRAPHS");
+    const std::string mode = env && *env ? std::string("MEGATRAIN_CUDA_GRAPHS=") + env
+                                         : "--step-graphs " + options.report.stepGraphs;
+    std::printf("; %s (%s", recordsSteps ? "replayed as a CUDA graph from step 3" : "issued call by call",
+                mode.c_str());
+    if (perStep > 0) std::printf(", %.1f us of predicted device time a plan step", perStep * 1e6);
+    std::printf(")");
+  }
   std::printf("\n");
   if (stats.tokensPerStep)
     std::printf("tokens    %s per step\n", formatCount(stats.tokensPerStep).c_str());
@@ -279,7 +291,8 @@ int run(int argc, char** argv) {
                   (name == tokenInput || name == targetInput ? " or --data TOKENS.bin)" : ")"));
   }
 
-  if (!options.quiet) printSummary(options, *planView, stats, backendName, evaluator.get());
+  if (!options.quiet)
+    printSummary(options, *planView, stats, backendName, executor.backend().canRecordSteps(), evaluator.get());
 
   // Ctrl-C stops between steps with exit code 130 (after a checkpoint, with --save).
   const int status = training.run();
