@@ -96,6 +96,7 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : device_(devic
   };
   syncEveryKernel_ = flag("MEGATRAIN_CUDA_SYNC");
   poison_ = options.poison || flag("MEGATRAIN_POISON");
+  overlapHost_ = options.overlapHostTasks && envChoice("MEGATRAIN_CUDA_HOST_OVERLAP", {"0", "1"}) != 0;
   switch (envChoice("MEGATRAIN_CUDA_GRAPHS", {"0", "1", "auto"})) {
     case 0: stepGraphs_ = CudaOptions::StepGraphs::Off; break;
     case 1: stepGraphs_ = CudaOptions::StepGraphs::On; break;
@@ -148,6 +149,9 @@ void CudaBackend::releasePlanMemory() {
   context_.scratchBytes = 0;
   kernels_.clear();
   hostSlots_.clear();
+  slotHalf_ = 0;
+  for (auto& [step, event] : hostMarks_) cudaEventDestroy(event);
+  hostMarks_.clear();
   streams_.clear();  // the CUDA streams stay in ownStreams_ for the next plan
   plan_ = nullptr;
 }
@@ -252,6 +256,45 @@ void CudaBackend::synchronize() {
 void CudaBackend::drain() const {
   MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
   for (cudaStream_t stream : ownStreams_) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  reportFailures();
+}
+
+void CudaBackend::drainBesideHost() const {
+  auto host = streams_.find("host");
+  MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  for (cudaStream_t stream : ownStreams_)
+    if (host == streams_.end() || stream != host->second) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  reportFailures();
+}
+
+bool CudaBackend::overlapsHostTasks() const {
+  const bool disk = std::any_of(diskFiles_.begin(), diskFiles_.end(), [](const auto& file) { return file != nullptr; });
+  return overlapHost_ && plan_ && !canRecordSteps() && !poison_ && !syncEveryKernel_ && !disk &&
+         streams_.count("host") != 0;
+}
+
+void CudaBackend::markHostTask(uint32_t step) {
+  cudaEvent_t& event = hostMarks_[step];
+  if (!event) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  MT_CUDA_CHECK(cudaEventRecord(event, currentStream()));
+}
+
+void CudaBackend::waitHostTask(uint32_t step, const std::string& stream) {
+  auto it = hostMarks_.find(step);
+  if (it != hostMarks_.end()) MT_CUDA_CHECK(cudaStreamWaitEvent(streamFor(stream), it->second, 0));
+}
+
+void CudaBackend::finishStepBeforeHost(uint32_t lossStep) {
+  currentStep_ = kNoStep;
+  drainBesideHost();
+  auto loss = hostMarks_.find(lossStep);
+  if (loss == hostMarks_.end()) throw Error("cuda backend: the loss's host task (step " + std::to_string(lossStep) + ") was not marked");
+  MT_CUDA_CHECK(cudaEventSynchronize(loss->second));
+  reportFailures();
+  slotHalf_ ^= 1;  // the next step's host tasks take the other slots
+}
+
+void CudaBackend::reportFailures() const {
   if (hostFailed_.load()) {
     std::string what;
     {

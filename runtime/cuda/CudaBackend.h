@@ -29,6 +29,15 @@ struct CudaOptions {
   // or auto in the environment overrides it (megatrain-run --step-graphs).
   enum class StepGraphs { Auto, On, Off };
   StepGraphs stepGraphs = StepGraphs::Auto;
+  // End a training step issued call by call once every stream but the host's
+  // is done and the loss is read, leaving the host tasks after the loss (the
+  // AdamW of the parameters whose gradients come last) to run beside the next
+  // step; each step of the next one that touches their bytes waits for them
+  // (Backend::overlapsHostTasks, docs/runtime.md "Host updates across
+  // steps"). Off with MEGATRAIN_CUDA_HOST_OVERLAP=0 (megatrain-run
+  // --no-host-overlap). Never with a step graph, a disk tier, poisoning or
+  // MEGATRAIN_CUDA_SYNC.
+  bool overlapHostTasks = true;
 };
 
 // StepGraphs::Auto's bound: a plan predicted to take at least this much

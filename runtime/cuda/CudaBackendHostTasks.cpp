@@ -25,13 +25,15 @@ namespace megatrain::runtime::cuda {
 
 // prepare()'s step: one slot per plan step.
 void CudaBackend::prepareHostTaskSlots(const plan::Plan& plan) {
-  hostSlots_.assign(static_cast<size_t>(plan.steps_size()), HostTaskSlot{});
+  hostSlots_.assign(2 * static_cast<size_t>(plan.steps_size()), HostTaskSlot{});
+  slotHalf_ = 0;
 }
 
 HostTaskSlot& CudaBackend::hostSlot(HostTaskSlot::Kind kind) {
   if (!plan_) throw Error("cuda backend: prepare() was not called");
   // Outside a plan step (a direct call): one slot, run at once by enqueueHostTask.
-  HostTaskSlot& slot = currentStep_ < hostSlots_.size() ? hostSlots_[currentStep_] : looseSlot_;
+  const size_t steps = hostSlots_.size() / 2;
+  HostTaskSlot& slot = currentStep_ < steps ? hostSlots_[currentStep_ + slotHalf_ * steps] : looseSlot_;
   slot = HostTaskSlot{};
   slot.kind = kind;
   slot.backend = this;

@@ -99,6 +99,11 @@ class CudaBackend final : public Backend {
   void launchKernel(uint32_t step) override;
   void synchronize() override;
   void setCurrentStep(uint32_t step) override { currentStep_ = step; }
+  bool overlapsHostTasks() const override;
+  void markHostTask(uint32_t step) override;
+  void waitHostTask(uint32_t step, const std::string& stream) override;
+  void finishStepBeforeHost(uint32_t lossStep) override;
+  void writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) override;
 
   // ---- CudaBackendMemory.cpp: pools, copies, streams and events ----
   void copy(const plan::Tensor& src, const plan::Tensor& dst) override;
@@ -153,6 +158,10 @@ class CudaBackend final : public Backend {
   // Waits for every stream, then reports a host task's failure or any bad
   // data a kernel flagged.
   void drain() const;
+  // drain() but for the host stream, which may go on.
+  void drainBesideHost() const;
+  // Reports a host task's failure or bad data a kernel flagged, once.
+  void reportFailures() const;
 
   // ---- CudaBackendMemory.cpp ----
   void checkDeviceBudget(const plan::Plan& plan) const;
@@ -232,7 +241,12 @@ class CudaBackend final : public Backend {
   // One CUDA stream per plan stream; the kernels' stream is compute_.
   std::unordered_map<std::string, cudaStream_t> streams_;
   std::vector<cudaStream_t> ownStreams_;  // created here, destroyed with the backend
-  std::vector<HostTaskSlot> hostSlots_;   // [steps]
+  // [2 x steps]: the host tasks of a step that overlaps the previous one's
+  // (overlapsHostTasks) take the other half, as those may not have run yet.
+  std::vector<HostTaskSlot> hostSlots_;
+  size_t slotHalf_ = 0;                   // 0 or 1: the half this step's tasks take
+  bool overlapHost_ = true;               // CudaOptions::overlapHostTasks and the environment
+  std::unordered_map<uint32_t, cudaEvent_t> hostMarks_;  // markHostTask's events, by step
   HostTaskSlot looseSlot_;                // a host task called outside a plan step
   uint32_t currentStep_ = kNoStep;
 

@@ -248,6 +248,13 @@ void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t si
   }
 }
 
+void CudaBackend::writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) {
+  // The host stream's tasks touch host memory only: a device tensor waits for the other streams.
+  if (onDisk(tensor) || !onDevice(tensor) || size != tensor.buffer().size_bytes()) return write(tensor, bytes, size);
+  drainBesideHost();
+  stagedTransfer(address(tensor), static_cast<std::byte*>(const_cast<void*>(bytes)), size, true);
+}
+
 void CudaBackend::zero(const plan::Tensor& tensor) {
   if (onDisk(tensor)) return Backend::zero(tensor);
   drain();

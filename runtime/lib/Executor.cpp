@@ -74,6 +74,11 @@ void requireConvertible(const plan::Tensor& tensor) {
 
 }  // namespace
 
+namespace {
+// The plan stream of the host tasks (docs/plan.md, "Streams").
+const std::string kHostStreamName = "host";
+}  // namespace
+
 Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
     : plan_(std::move(plan)), backend_(std::move(backend)) {
   if (!backend_) throw Error("executor: no backend");
@@ -133,6 +138,76 @@ Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
     if (tensor.role() == plan::PARAMETER) masters.emplace(tensor.source(), tensor.id());
   for (const plan::Tensor& tensor : plan_.tensors())
     if (tensor.role() == plan::PARAMETER_COMPUTE) computeCopies_.emplace_back(masters.at(tensor.source()), tensor.id());
+  planHostOverlap();
+}
+
+void Executor::planHostOverlap() {
+  if (!backend_->overlapsHostTasks()) return;
+  for (const plan::Pool& pool : plan_.pools())
+    if (pool.tier() == plan::DISK) return;  // the disk stream's copies wait on host updates
+  struct Range {
+    uint32_t pool;
+    uint64_t begin, end;
+  };
+  auto rangeOf = [&](uint32_t id) {
+    const plan::Buffer& buffer = plan_.tensors(static_cast<int>(id)).buffer();
+    return Range{buffer.pool(), buffer.offset(), buffer.offset() + buffer.size_bytes()};
+  };
+  // The host stream's tasks, in plan order, with the bytes they touch.
+  std::vector<std::pair<uint32_t, std::vector<Range>>> hostTasks;
+  int64_t loss = -1;
+  for (const plan::Step& step : plan_.steps()) {
+    if (step.op_case() != plan::Step::kHostTask || step.stream() != kHostStreamName) continue;
+    if (step.host_task().kind() == plan::HostTask::READ_LOSS) {
+      if (loss >= 0) return;  // one loss a step
+      loss = step.index();
+    }
+    std::vector<Range> ranges;
+    for (uint32_t t : step.host_task().tensors()) ranges.push_back(rangeOf(t));
+    hostTasks.emplace_back(step.index(), std::move(ranges));
+  }
+  if (loss < 0) return;
+  const size_t steps = static_cast<size_t>(plan_.steps_size());
+  crossWait_.assign(steps, -1);
+  hostMark_.assign(steps, 0);
+  // A step of another stream that touches bytes of a host task later in plan
+  // order may run, in the next training step, while that task of this one
+  // still runs: it waits for the last such task (the host stream runs its
+  // tasks in order, so the earlier ones are done by then).
+  std::vector<Range> touched;
+  for (const plan::Step& step : plan_.steps()) {
+    if (step.stream() == kHostStreamName) continue;
+    touched.clear();
+    switch (step.op_case()) {
+      case plan::Step::kKernel:
+        for (uint32_t t : step.kernel().inputs()) touched.push_back(rangeOf(t));
+        for (uint32_t t : step.kernel().outputs()) touched.push_back(rangeOf(t));
+        break;
+      case plan::Step::kCopy:
+        touched.push_back(rangeOf(step.copy().src()));
+        touched.push_back(rangeOf(step.copy().dst()));
+        break;
+      case plan::Step::kHostTask:
+        for (uint32_t t : step.host_task().tensors()) touched.push_back(rangeOf(t));
+        break;
+      default:
+        break;
+    }
+    for (auto task = hostTasks.rbegin(); task != hostTasks.rend() && task->first > step.index(); ++task) {
+      const bool overlaps = std::any_of(touched.begin(), touched.end(), [&](const Range& a) {
+        return std::any_of(task->second.begin(), task->second.end(), [&](const Range& b) {
+          return a.pool == b.pool && a.begin < b.end && b.begin < a.end;
+        });
+      });
+      if (!overlaps) continue;
+      crossWait_[step.index()] = task->first;
+      hostMark_[task->first] = 1;
+      break;
+    }
+  }
+  hostMark_[static_cast<size_t>(loss)] = 1;
+  lossStep_ = static_cast<uint32_t>(loss);
+  overlapHost_ = true;
 }
 
 namespace {
@@ -222,7 +297,13 @@ void Executor::checkClippingIsSafe() {
   }
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  // Host tasks of the last step may still run on the backend's memory.
+  if (hostPending_) try {
+      backend_->synchronize();
+    } catch (...) {
+    }
+}
 
 const plan::Tensor& Executor::tensor(const std::string& name) const {
   auto it = byName_.find(name);
@@ -400,9 +481,19 @@ StepResult Executor::runStep(const StepOptions& options) {
                 "' was not set");
   }
   ++step_;
-  for (const StagedInput& input : inputs_)
-    backend_->write(plan_.tensors(static_cast<int>(input.tensor)), input.bytes.data(),
-                    input.bytes.size());
+  // Host tasks across steps (docs/runtime.md): not with clipping (the norm
+  // reads every gradient on the host), a trace (it times the whole step) or
+  // the kill hook.
+  const bool overlap = overlapHost_ && !clipping && !options.trace && killInStep_ == 0;
+  if (hostPending_ && !overlap) {
+    backend_->synchronize();
+    hostPending_ = false;
+  }
+  for (const StagedInput& input : inputs_) {
+    const plan::Tensor& tensor = plan_.tensors(static_cast<int>(input.tensor));
+    if (hostPending_) backend_->writeBesideHostTasks(tensor, input.bytes.data(), input.bytes.size());
+    else backend_->write(tensor, input.bytes.data(), input.bytes.size());
+  }
 
   if (options.trace) {
     if (!backend_->canTraceSteps())
@@ -442,7 +533,13 @@ StepResult Executor::runStep(const StepOptions& options) {
   }
   issueSteps(options, result);
   ++issuedSteps_;
-  backend_->synchronize();
+  if (overlap) {
+    backend_->finishStepBeforeHost(lossStep_);
+    hostPending_ = true;
+  } else {
+    backend_->synchronize();
+    hostPending_ = false;
+  }
   if (options.trace) result.trace = backend_->endStepTrace();
   return result;
 }
@@ -456,7 +553,10 @@ void Executor::issueSteps(const StepOptions& options, StepResult& result) {
                           step.host_task().kind() == plan::HostTask::ADAMW;
     try {
       backend_->setCurrentStep(step.index());
+      if (overlapHost_ && crossWait_[step.index()] >= 0)
+        backend_->waitHostTask(static_cast<uint32_t>(crossWait_[step.index()]), step.stream());
       if (!deferred) runOneStep(step, result.loss);
+      if (overlapHost_ && hostMark_[step.index()]) backend_->markHostTask(step.index());
       if (deferred && step.index() == lastAdamw) result.gradNorm = clipAndUpdate(*options.clipGradNorm);
     } catch (const Error& e) {
       throw Error(describeStep(step) + ": " + e.what());

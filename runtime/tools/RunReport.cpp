@@ -55,6 +55,11 @@ void addRunReportOptions(CLI::App& app, RunReportOptions& options) {
                  });
   addFlagOption(app, "--no-step-graphs", "the same as --step-graphs off", group,
                 [&options] { options.stepGraphs = "off"; });
+  addFlagOption(app, "--no-host-overlap",
+                "on cuda, end each step issued call by call only when the host's AdamW updates are done, "
+                "rather than once the loss is read with the updates after it running beside the next step "
+                "(also MEGATRAIN_CUDA_HOST_OVERLAP=0)",
+                group, [&options] { options.hostOverlap = false; });
   addValueOption(app, "--trace", "FILE.json",
                  "time every kernel, copy and host task of one step on the device (cuda) and write Chrome "
                  "trace events with the tracks of megatrain-inspect --trace and the predicted times in "

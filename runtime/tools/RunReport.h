@@ -19,6 +19,7 @@ struct RunReportOptions {
   std::optional<int64_t> traceStep;  // --trace-step N (default: the last step)
   bool poison = false;               // --poison (cuda; always on for cpu)
   std::string stepGraphs = "auto";   // --step-graphs auto|on|off (cuda); --no-step-graphs is off
+  bool hostOverlap = true;           // off with --no-host-overlap (cuda)
   std::string report;                // --report FILE.json
 };
 

@@ -129,6 +129,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, const RunReportOpt
 #ifdef MEGATRAIN_WITH_CUDA
   CudaOptions cuda;
   cuda.poison = report.poison;
+  cuda.overlapHostTasks = report.hostOverlap;
   cuda.stepGraphs = report.stepGraphs == "on"    ? CudaOptions::StepGraphs::On
                     : report.stepGraphs == "off" ? CudaOptions::StepGraphs::Off
                                                  : CudaOptions::StepGraphs::Auto;

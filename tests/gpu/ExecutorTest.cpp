@@ -232,6 +232,35 @@ TEST_F(CudaExecutor, StepGraphReplaysTheIssuedBits) {
   }
 }
 
+// Host tasks across steps (docs/runtime.md): a step issued call by call ends once the loss
+// is read, its host AdamW updates after the loss running beside the next step, which waits
+// for them where it touches their bytes; losses, weights and moments are bitwise those of
+// steps that wait for every update, under an lr that changes every step.
+TEST_F(CudaExecutor, HostTasksAcrossStepsKeepTheBits) {
+  for (const Model* model : {&kLinear, &kTokens, &kClassifier}) {
+    for (plan::DType dt : {plan::F32, plan::F64}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
+      CudaOptions overlapping, waiting;
+      overlapping.stepGraphs = waiting.stepGraphs = CudaOptions::StepGraphs::Off;
+      waiting.overlapHostTasks = false;
+      auto overlapped = executor(*model, dt, makeCudaBackend(0, overlapping));
+      auto waited = executor(*model, dt, makeCudaBackend(0, waiting));
+      EXPECT_TRUE(overlapped->backend().overlapsHostTasks());
+      EXPECT_FALSE(waited->backend().overlapsHostTasks());
+      for (int step = 1; step <= 8; ++step) {
+        StepOptions options;
+        options.lr = 1e-3 * (1 + step % 3) / step;
+        const double a = overlapped->runStep(options).loss, b = waited->runStep(options).loss;
+        ASSERT_TRUE(std::isfinite(a)) << "step " << step;
+        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << step << ": " << a << " vs " << b;
+      }
+      for (const std::string& name : model->parameters)
+        for (const std::string& tensor : {name, "adam_m:" + name, "adam_v:" + name})
+          EXPECT_EQ(overlapped->readBytes(tensor), waited->readBytes(tensor)) << tensor;
+    }
+  }
+}
+
 // CudaOptions::StepGraphs::Auto records a plan only while its predicted device time per
 // plan step is under kIssueBoundStepSeconds (or it has no prediction): the 1.36B's steps
 // (2,426 plan steps in 0.33 s) are issued, the demo's (a few us each) recorded.

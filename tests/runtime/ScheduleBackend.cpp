@@ -121,9 +121,44 @@ bool ScheduleBackend::ready(const Entry& entry) const {
   return it != events_.end() && it->second.done.count(entry.record) != 0;
 }
 
-void ScheduleBackend::drain() const {
+namespace {
+const std::string kHost = "host";
+std::string hostMark(uint32_t step) { return "host task " + std::to_string(step); }
+}  // namespace
+
+void ScheduleBackend::markHostTask(uint32_t step) { recordEvent(hostMark(step), currentStream()); }
+
+void ScheduleBackend::waitHostTask(uint32_t step, const std::string& stream) {
+  if (!options_.ignoreHostWaits) waitEvent(hostMark(step), stream);
+}
+
+bool ScheduleBackend::onlyHostLeft() const {
+  for (const auto& [name, queue] : queues_)
+    if (name != kHost && !queue.empty()) return false;
+  return true;
+}
+
+void ScheduleBackend::finishStepBeforeHost(uint32_t lossStep) {
+  const std::string mark = hostMark(lossStep);
+  drainUntil([&] {
+    auto it = events_.find(mark);
+    return onlyHostLeft() && it != events_.end() && it->second.done.count(it->second.latestQueued) != 0;
+  });
+  auto host = queues_.find(kHost);
+  hostLeft_ = host == queues_.end() ? 0 : host->second.size();
+}
+
+void ScheduleBackend::writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) {
+  if (plan_ && plan_->pools(static_cast<int>(tensor.buffer().pool())).tier() != plan::DEVICE)
+    return write(tensor, bytes, size);
+  drainUntil([&] { return onlyHostLeft(); });
+  inner_->write(tensor, bytes, size);
+}
+
+void ScheduleBackend::drainUntil(const std::function<bool()>& done) const {
   std::vector<size_t> candidates;
   for (;;) {
+    if (done()) return;
     candidates.clear();
     bool work = false;
     for (size_t i = 0; i < streamNames_.size(); ++i) {

@@ -40,6 +40,12 @@ struct ScheduleOptions {
   SchedulePolicy policy = SchedulePolicy::Random;
   uint64_t seed = 1;
   std::string starved;  // Starve: the plan stream run last
+  // End a training step before the host stream's tasks after the loss
+  // (Backend::overlapsHostTasks), leaving them queued beside the next step's.
+  bool overlapHost = false;
+  // With overlapHost: drop every waitHostTask (a broken executor, for the tests
+  // that must see what the waits order).
+  bool ignoreHostWaits = false;
 };
 
 class ScheduleBackend final : public Backend {
@@ -66,6 +72,13 @@ class ScheduleBackend final : public Backend {
   void readLoss(const plan::Tensor& readout, double* loss) override;
   bool poisonsDeadTensors() const override { return true; }
   void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) override;
+  bool overlapsHostTasks() const override { return options_.overlapHost; }
+  void markHostTask(uint32_t step) override;
+  void waitHostTask(uint32_t step, const std::string& stream) override;
+  void finishStepBeforeHost(uint32_t lossStep) override;
+  void writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) override;
+  // Entries left queued on the host stream when the last step ended.
+  uint64_t hostEntriesLeft() const { return hostLeft_; }
 
   // Entries run so far, and how many of them ran while an entry queued
   // earlier (in issue order) on another stream had not run yet.
@@ -91,7 +104,11 @@ class ScheduleBackend final : public Backend {
   void enqueueWork(const std::string& stream, std::function<void()> work, std::string what = "");
   std::string currentStream() const;
   bool ready(const Entry& entry) const;
-  void drain() const;
+  void drain() const { drainUntil([] { return false; }); }
+  // Runs entries as drain() does until `done` holds or every queue is empty.
+  void drainUntil(const std::function<bool()>& done) const;
+  // Whether every queue but the host stream's is empty.
+  bool onlyHostLeft() const;
 
   std::unique_ptr<Backend> inner_;
   ScheduleOptions options_;
@@ -105,6 +122,7 @@ class ScheduleBackend final : public Backend {
   mutable std::unordered_map<std::string, EventState> events_;
   mutable std::mt19937_64 rng_;
   mutable uint64_t entriesRun_ = 0, overtaking_ = 0;
+  uint64_t hostLeft_ = 0;
 };
 
 }  // namespace megatrain::runtime::testing

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "MicrobatchPlans.h"
 #include "ScheduleBackend.h"
 #include "TinyPlans.h"
 #include "megatrain/plan/Error.h"
@@ -165,6 +166,78 @@ TEST_F(ScheduleSim, FindsAMissingWait) {
   for (const ScheduleOptions& options : schedules()) {
     ScheduleBackend backend(std::make_unique<CpuBackend>(), options);
     EXPECT_EQ(stepDirectly(intact, backend), intactExpected);
+  }
+}
+
+// Host tasks across steps (Backend::overlapsHostTasks, docs/runtime.md): a step ends once
+// every stream but the host's is done and the loss is read; the host's AdamW (and, with
+// micro-batches, its ACCUMULATEs) may still be queued when the next step's copies read the
+// master and write the gradients. The executor's waits on the previous step's host tasks
+// keep the plan order's bits under every schedule, over several steps; without them a
+// schedule that starves the host stream reads a master before its update.
+class HostOverlap : public ScheduleSim {
+ protected:
+  struct Run {
+    std::vector<double> losses;
+    std::vector<std::byte> weights;
+    uint64_t hostLeft = 0;  // the most host entries a step left queued
+  };
+
+  // `accumulate`: accumulatePlan (three gradient parts through one staging tensor), else linearPlan.
+  Run train(bool accumulate, std::unique_ptr<Backend> backend) {
+    auto* scheduled = dynamic_cast<ScheduleBackend*>(backend.get());
+    const plan::Plan plan = accumulate ? accumulatePlan(plan::F64) : linearPlan(plan::F64);
+    Executor executor(plan, std::move(backend));
+    executor.loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    auto array = [&](std::vector<int64_t> shape) {
+      HostArray a = HostArray::zeros(ElementType::F64, shape);
+      for (int64_t i = 0; i < a.elements(); ++i) a.data<double>()[i] = dist(rng);
+      return a;
+    };
+    executor.setInput("x", array({4, 3}));
+    if (accumulate)
+      for (int k = 0; k < 3; ++k) executor.setInput("g" + std::to_string(k), array({3, 2}));
+    Run run;
+    for (int s = 0; s < 4; ++s) {
+      run.losses.push_back(executor.runStep());
+      if (scheduled) run.hostLeft = std::max(run.hostLeft, scheduled->hostEntriesLeft());
+    }
+    run.weights = executor.readBytes("W");
+    return run;
+  }
+};
+
+TEST_F(HostOverlap, TheNextStepWaitsForThePreviousStepsHostTasks) {
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulatePlan" : "linearPlan");
+    const Run reference = train(accumulate, std::make_unique<CpuBackend>());
+    for (double loss : reference.losses) ASSERT_TRUE(std::isfinite(loss));
+    uint64_t mostLeft = 0;
+    for (ScheduleOptions options : schedules()) {
+      options.overlapHost = true;
+      const Run run = train(accumulate, scheduled(options));
+      EXPECT_EQ(std::memcmp(run.losses.data(), reference.losses.data(), reference.losses.size() * sizeof(double)), 0)
+          << "schedule policy " << static_cast<int>(options.policy) << " seed " << options.seed << " " << options.starved;
+      EXPECT_EQ(run.weights, reference.weights)
+          << "schedule policy " << static_cast<int>(options.policy) << " seed " << options.seed << " " << options.starved;
+      mostLeft = std::max(mostLeft, run.hostLeft);
+    }
+    // Some schedule did leave host tasks running into the next step.
+    EXPECT_GT(mostLeft, 0u);
+  }
+}
+
+TEST_F(HostOverlap, WithoutTheWaitsAStarvedHostStreamIsOvertaken) {
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulatePlan" : "linearPlan");
+    const Run reference = train(accumulate, std::make_unique<CpuBackend>());
+    ScheduleOptions options{SchedulePolicy::Starve, 3, "host"};
+    options.overlapHost = true;
+    options.ignoreHostWaits = true;
+    const Run run = train(accumulate, scheduled(options));
+    EXPECT_TRUE(run.losses != reference.losses || run.weights != reference.weights);
   }
 }
 

@@ -153,6 +153,33 @@ class Backend {
   // Device memory the backend holds after prepare(); nullopt on cpu.
   virtual std::optional<DeviceMemoryReport> memoryReport() const { return std::nullopt; }
 
+  // ---- Host tasks across steps (docs/runtime.md, "Host updates across steps") ----
+  // A backend with queues may end a training step before the host stream's
+  // tasks after the loss have run (the AdamW of the parameters updated last),
+  // so that they run beside the next step's work. The executor then orders
+  // each step of the next iteration that touches bytes of such a task after
+  // it: markHostTask after issuing the task, waitHostTask before the step.
+  // Whether this backend runs steps so now (cuda without step graphs, or a
+  // test backend).
+  virtual bool overlapsHostTasks() const { return false; }
+  // After host task `step` was issued: a mark on its stream that a later
+  // waitHostTask waits for (the latest mark of `step` issued before it).
+  virtual void markHostTask(uint32_t step) {}
+  // Holds plan stream `stream` until the latest mark of host task `step`
+  // has been reached; none issued yet: no wait.
+  virtual void waitHostTask(uint32_t step, const std::string& stream) {}
+  // Ends a training step: waits for every stream but the host's, and for the
+  // host stream up to the mark of host task `lossStep` (the READ_LOSS), so
+  // the loss is read; the host tasks after it may still run. Default:
+  // synchronize().
+  virtual void finishStepBeforeHost(uint32_t lossStep) { synchronize(); }
+  // write() of an INPUT tensor while host tasks of the previous step may still
+  // run: they touch only host state, so a device tensor need not wait for
+  // them. Default: write().
+  virtual void writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) {
+    write(tensor, bytes, size);
+  }
+
   // ---- Step graphs (docs/runtime.md, "Step graphs") ----
   // A backend with queues may record the issue of one training step and
   // replay the recording in later steps. Only the AdamW step count and

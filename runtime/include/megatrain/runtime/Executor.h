@@ -128,6 +128,9 @@ class Executor {
   double clipAndUpdate(double maxNorm);
   // Sets clippingConflict_ if deferring AdamW to the last one would change what a step reads.
   void checkClippingIsSafe();
+  // Host tasks across steps (docs/runtime.md): when the backend overlaps them,
+  // which plan step waits for which host task of the previous step.
+  void planHostOverlap();
 
   plan::Plan plan_;
   std::unique_ptr<Backend> backend_;
@@ -149,6 +152,15 @@ class Executor {
   bool weightsLoaded_ = false;
   // (master PARAMETER, its PARAMETER_COMPUTE copy), by tensor id.
   std::vector<std::pair<uint32_t, uint32_t>> computeCopies_;
+  // Host tasks across steps: whether steps end before the host stream's
+  // tasks after the loss (overlapHost_), whether the last step did
+  // (hostPending_), its READ_LOSS step, per plan step the host task of the
+  // previous step it waits for (-1: none), and which host tasks are marked.
+  bool overlapHost_ = false;
+  bool hostPending_ = false;
+  uint32_t lossStep_ = 0;
+  std::vector<int64_t> crossWait_;
+  std::vector<char> hostMark_;
 };
 
 }  // namespace megatrain::runtime
