@@ -46,6 +46,9 @@
 #include "megatrain/runtime/KernelBinding.h"
 
 namespace megatrain::runtime::cuda {
+
+// The plan stream of the host tasks (docs/plan.md, "Streams").
+constexpr const char* kHostStream = "host";
 namespace {
 
 constexpr size_t kScratchAlignment = 256;
@@ -253,24 +256,18 @@ void CudaBackend::synchronize() {
   drain();
 }
 
-void CudaBackend::drain() const {
-  MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
-  for (cudaStream_t stream : ownStreams_) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  reportFailures();
-}
-
-void CudaBackend::drainBesideHost() const {
-  auto host = streams_.find("host");
+void CudaBackend::drain(bool hostStream) const {
+  auto host = streams_.find(kHostStream);
   MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
   for (cudaStream_t stream : ownStreams_)
-    if (host == streams_.end() || stream != host->second) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (hostStream || host == streams_.end() || stream != host->second) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
   reportFailures();
 }
 
+// A plan with a disk tier is refused by the executor (its disk copies wait on host updates).
 bool CudaBackend::overlapsHostTasks() const {
-  const bool disk = std::any_of(diskFiles_.begin(), diskFiles_.end(), [](const auto& file) { return file != nullptr; });
-  return overlapHost_ && plan_ && !canRecordSteps() && !poison_ && !syncEveryKernel_ && !disk &&
-         streams_.count("host") != 0;
+  return overlapHost_ && plan_ && !canRecordSteps() && !poison_ && !syncEveryKernel_ &&
+         streams_.count(kHostStream) != 0;
 }
 
 void CudaBackend::markHostTask(uint32_t step) {
@@ -286,7 +283,7 @@ void CudaBackend::waitHostTask(uint32_t step, const std::string& stream) {
 
 void CudaBackend::finishStepBeforeHost(uint32_t lossStep) {
   currentStep_ = kNoStep;
-  drainBesideHost();
+  drain(false);
   auto loss = hostMarks_.find(lossStep);
   if (loss == hostMarks_.end()) throw Error("cuda backend: the loss's host task (step " + std::to_string(lossStep) + ") was not marked");
   MT_CUDA_CHECK(cudaEventSynchronize(loss->second));

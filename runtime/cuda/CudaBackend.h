@@ -45,8 +45,8 @@ struct CudaOptions {
 // costs the host a few microseconds, so the issue of such a plan runs ahead
 // of the device, and a replay would only add the graph's launch (about 1.4
 // us a node, before its first node runs) to the step: on the H200 the
-// 1.36B's steps (136 to 173 us of device time a plan step) ran 1% to 2.6%
-// faster issued; the demo's (a few us a step) 1.3x to 2.4x faster replayed
+// 1.36B's steps (136 to 233 us of device time a plan step) ran 0.3% to 2.6%
+// faster issued; the demo's (a few us a step) 1.2x to 2.4x faster replayed
 // (bench/RESULTS.md).
 constexpr double kIssueBoundStepSeconds = 20e-6;
 

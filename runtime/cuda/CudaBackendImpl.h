@@ -155,11 +155,10 @@ class CudaBackend final : public Backend {
   void planMatmuls(const plan::Plan& plan);
   void allocateScratch(size_t largestScratch);
   void releasePlanMemory();
-  // Waits for every stream, then reports a host task's failure or any bad
+  // Waits for every stream (but the host's, which may go on, when
+  // `hostStream` is false), then reports a host task's failure or any bad
   // data a kernel flagged.
-  void drain() const;
-  // drain() but for the host stream, which may go on.
-  void drainBesideHost() const;
+  void drain(bool hostStream = true) const;
   // Reports a host task's failure or bad data a kernel flagged, once.
   void reportFailures() const;
 

@@ -251,7 +251,7 @@ void CudaBackend::write(const plan::Tensor& tensor, const void* bytes, size_t si
 void CudaBackend::writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) {
   // The host stream's tasks touch host memory only: a device tensor waits for the other streams.
   if (onDisk(tensor) || !onDevice(tensor) || size != tensor.buffer().size_bytes()) return write(tensor, bytes, size);
-  drainBesideHost();
+  drain(false);
   stagedTransfer(address(tensor), static_cast<std::byte*>(const_cast<void*>(bytes)), size, true);
 }
 

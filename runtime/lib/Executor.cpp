@@ -72,11 +72,30 @@ void requireConvertible(const plan::Tensor& tensor) {
                 ", which has no host conversion yet");
 }
 
-}  // namespace
-
-namespace {
 // The plan stream of the host tasks (docs/plan.md, "Streams").
 const std::string kHostStreamName = "host";
+
+// Calls `visit` with every tensor a step reads or writes: a kernel's inputs
+// and outputs, a copy's source and destination, a host task's tensors.
+template <typename Visit>
+void forEachTensorOf(const plan::Step& step, Visit&& visit) {
+  switch (step.op_case()) {
+    case plan::Step::kKernel:
+      for (uint32_t t : step.kernel().inputs()) visit(t);
+      for (uint32_t t : step.kernel().outputs()) visit(t);
+      break;
+    case plan::Step::kCopy:
+      visit(step.copy().src());
+      visit(step.copy().dst());
+      break;
+    case plan::Step::kHostTask:
+      for (uint32_t t : step.host_task().tensors()) visit(t);
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 Executor::Executor(plan::Plan plan, std::unique_ptr<Backend> backend)
@@ -178,21 +197,7 @@ void Executor::planHostOverlap() {
   for (const plan::Step& step : plan_.steps()) {
     if (step.stream() == kHostStreamName) continue;
     touched.clear();
-    switch (step.op_case()) {
-      case plan::Step::kKernel:
-        for (uint32_t t : step.kernel().inputs()) touched.push_back(rangeOf(t));
-        for (uint32_t t : step.kernel().outputs()) touched.push_back(rangeOf(t));
-        break;
-      case plan::Step::kCopy:
-        touched.push_back(rangeOf(step.copy().src()));
-        touched.push_back(rangeOf(step.copy().dst()));
-        break;
-      case plan::Step::kHostTask:
-        for (uint32_t t : step.host_task().tensors()) touched.push_back(rangeOf(t));
-        break;
-      default:
-        break;
-    }
+    forEachTensorOf(step, [&](uint32_t t) { touched.push_back(rangeOf(t)); });
     for (auto task = hostTasks.rbegin(); task != hostTasks.rend() && task->first > step.index(); ++task) {
       const bool overlaps = std::any_of(touched.begin(), touched.end(), [&](const Range& a) {
         return std::any_of(task->second.begin(), task->second.end(), [&](const Range& b) {
@@ -278,23 +283,7 @@ void Executor::checkClippingIsSafe() {
                           describeStep(step) + " uses '" + plan_.tensors(static_cast<int>(tensor)).name() +
                           "' after its update at step " + std::to_string(at);
   };
-  for (const plan::Step& step : plan_.steps()) {
-    switch (step.op_case()) {
-      case plan::Step::kKernel:
-        for (uint32_t t : step.kernel().inputs()) check(step, t);
-        for (uint32_t t : step.kernel().outputs()) check(step, t);
-        break;
-      case plan::Step::kCopy:
-        check(step, step.copy().src());
-        check(step, step.copy().dst());
-        break;
-      case plan::Step::kHostTask:
-        for (uint32_t t : step.host_task().tensors()) check(step, t);
-        break;
-      default:
-        break;
-    }
-  }
+  for (const plan::Step& step : plan_.steps()) forEachTensorOf(step, [&](uint32_t t) { check(step, t); });
 }
 
 Executor::~Executor() {

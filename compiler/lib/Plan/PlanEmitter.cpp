@@ -461,12 +461,12 @@ mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::str
   kernel->set_kernel(index == 0 ? "matmul" : "matmul_add");
   if (mlir::failed(addKernelInputs(op, *kernel)))
     return mlir::failure();
-  if (index > 0)
+  if (index > 0) {
     kernel->add_inputs(accumulator->second);
+    requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
+  }
   kernel->add_outputs(accumulator->second);
   valueTensors[op.getResult()] = accumulator->second;
-  if (index > 0)
-    requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
   return addKernelAttributes(op, *kernel);
 }
 
