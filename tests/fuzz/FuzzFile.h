@@ -6,21 +6,30 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 namespace megatrain::fuzz {
 
-// A directory of this process's own under $TMPDIR, made once; libFuzzer's
+// A directory of this process's own under $TMPDIR, made once and removed when the
+// process exits normally (a crash leaves it, with the input that crashed); libFuzzer's
 // -fork/-jobs workers are separate processes and so never share a file.
 inline const std::string& fuzzDir() {
-  static const std::string dir = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/megatrain-fuzz-XXXXXX";
-    if (!mkdtemp(pattern.data())) std::abort();
-    return pattern;
-  }();
-  return dir;
+  struct Dir {
+    std::string path;
+    Dir() {
+      const char* tmp = std::getenv("TMPDIR");
+      path = std::string(tmp && *tmp ? tmp : "/tmp") + "/megatrain-fuzz-XXXXXX";
+      if (!mkdtemp(path.data())) std::abort();
+    }
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 // Writes `size` bytes to `fuzzDir()/name`, replacing what was there; returns the path.

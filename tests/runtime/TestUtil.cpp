@@ -318,10 +318,36 @@ plan::Plan PlanBuilder::build() {
   return plan_;
 }
 
+namespace {
+
+// The directories makeTempDir created, removed with everything in them when the test
+// binary exits, so that a run of the suite leaves the temp dir as it found it.
+class TempDirs {
+ public:
+  ~TempDirs() {
+    for (const std::string& dir : dirs_) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  }
+  void add(std::string dir) { dirs_.push_back(std::move(dir)); }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+TempDirs& tempDirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::string makeTempDir() {
   std::string pattern =
       (std::filesystem::temp_directory_path() / "megatrain-test-XXXXXX").string();
   if (!mkdtemp(pattern.data())) throw Error("cannot create a temp dir");
+  tempDirs().add(pattern);
   return pattern;
 }
 

@@ -99,7 +99,7 @@ class PlanBuilder {
   uint64_t used_[2] = {0, 0};
 };
 
-// A fresh empty directory under the system temp dir.
+// A fresh empty directory under the system temp dir, removed when the test binary exits.
 std::string makeTempDir();
 
 }  // namespace megatrain::runtime::testing
