@@ -243,17 +243,24 @@ struct Homes : impl::HomesBase<Homes> {
       if (deviceAccumulators.contains(param.getName()))
         param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("device"));
     });
-    // The ring the gradients of the host and disk homes pass through: as
-    // many slots as it has of their largest, at most all of them once.
+    // The ring the gradients of the host and disk homes pass through: a
+    // slot for each of them where the host's room left holds it (their
+    // copies out then never wait for the host's updates, which run on into
+    // the next step where they fall behind), else as many slots as the
+    // room taken before the homes were known has of their largest.
     std::vector<ParameterState> ringed;
     for (const ParameterState &state : states) {
       auto it = homes.find(state.name);
       if (it == homes.end() || it->second != Home::Device)
         ringed.push_back(state);
     }
+    uint64_t ring = gradientStageBytes(ringed, keepGradients, microbatches);
+    const uint64_t whole = wholeGradientStageBytes(ringed, keepGradients, microbatches);
+    if (whole > ring &&
+        (rooms.unlimited[kHst] || rooms.left[kHst] >= whole - ring))
+      ring = whole;
     func->setAttr(mt::attr::kGradStageSize,
-                  builder.getI64IntegerAttr(static_cast<int64_t>(
-                      gradientStageBytes(ringed, keepGradients, microbatches))));
+                  builder.getI64IntegerAttr(static_cast<int64_t>(ring)));
     func->setAttr(mt::attr::kDeviceCapacity,
                   builder.getI64IntegerAttr(static_cast<int64_t>(deviceMemory)));
     func->setAttr(mt::attr::kHostCapacity, builder.getI64IntegerAttr(hostMemory));

@@ -64,9 +64,9 @@
 //      its copies are hidden beside those already on the links and the
 //      lifetimes place within the budget. The links' checks are local, so
 //      how many of them are kept (a prefix of that order) is chosen by the
-//      three-queue timeline (golden-section search), the parameters' copies
-//      and host work scaled to the share of the state the device will not
-//      hold. Not where the host works more than half the step, nor where
+//      three-queue timeline (golden-section search), with the share of the
+//      state the device will not hold on the host (the parameters updated
+//      first). Not where the host works more than 0.6 of the step, nor where
 //      the host cannot hold all the state. The spilled plan competes as
 //      "<plan>+spill". Off: --no-tiering-spill.
 //   6. Portfolio (TieringPolicies). The greedy also starts from two
@@ -88,7 +88,8 @@
 //      until the compute issued before a step covers the time its copy
 //      finishes (CopyHold: the copies queue on the d2h link in step order,
 //      a gradient's also waits for room in the gradient staging ring, which
-//      the host AdamW frees update after update), so the value placed there
+//      the host AdamW frees update after update, unless the host has the
+//      room for a slot for every gradient), so the value placed there
 //      next does not wait on the link. When all the holds do not fit, they
 //      are ranked by the wait each saves per byte held, and the longest
 //      prefix that places within the budget is kept (bisection).
@@ -345,6 +346,21 @@ struct Tier : impl::TierBase<Tier> {
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
     const int64_t parts = microbatchCount(func);
     const bool microbatches = parts > 1;
+    // The ring the copy holds assume (stage 7): mt-homes gives every host
+    // gradient a slot where the host's room holds that beside all of the
+    // state in its host form and the staging (docs/tiering.md, "The gradient
+    // staging ring"), else the four slots set aside before the homes.
+    auto holdRingBytes = [&](mlir::func::FuncOp plan, llvm::ArrayRef<ParameterState> all,
+                             uint64_t slots) {
+      const uint64_t whole = wholeGradientStageBytes(all, keepGradients, microbatches);
+      if (whole <= slots)
+        return slots;
+      uint64_t needed = readoutBytes(plan) + offloadBytes(plan) + whole +
+                        (diskMemory > 0 ? diskStageBytes(all) : 0);
+      for (const ParameterState &state : all)
+        needed += state.bytes[static_cast<int>(Home::Host)][static_cast<int>(Home::Host)];
+      return hostMemory < 0 || needed <= static_cast<uint64_t>(hostMemory) ? whole : slots;
+    };
     // With micro-batches, where a byte of device accumulator saves more than
     // a byte of device home, mt-homes gives the accumulators the device's
     // room first; the arena then leaves room for them as for the state
@@ -472,7 +488,7 @@ struct Tier : impl::TierBase<Tier> {
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
     choice->plan.erase();
-    if (mlir::failed(renumber(func, profile, budget, ringBytes)))
+    if (mlir::failed(renumber(func, profile, budget, holdRingBytes(func, states, ringBytes))))
       return signalPassFailure();
     mlir::Builder builder(&getContext());
     func->setAttr(mt::attr::kDeviceBudget,

@@ -158,6 +158,17 @@ uint64_t gradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGrad
   return std::min(kGradientStageSlots * largest, total);
 }
 
+uint64_t wholeGradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
+                                 bool microbatches) {
+  if (keepGradients && !microbatches)
+    return 0;
+  uint64_t total = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable)
+      total += hostPadded(state.elements * 4);
+  return total;
+}
+
 uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states) {
   uint64_t largest = 0;
   for (const ParameterState &state : states)

@@ -72,6 +72,13 @@ inline constexpr uint64_t kGradientStageSlots = 4;
 /// largest parameter's m and v, 4 KiB blocks).
 uint64_t gradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
                             bool microbatches);
+/// The gradient staging ring with a slot for every trainable gradient (none
+/// with `keepGradients` and no micro-batches): the d2h copies then never wait
+/// for the host updates, which may fall behind the backward and run on into
+/// the next step (docs/runtime.md, "Host updates across steps"). mt-homes
+/// takes it where the host has the room once the homes are placed.
+uint64_t wholeGradientStageBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
+                                 bool microbatches);
 uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states);
 
 /// Whether, with `microbatches` > 1, a byte of device accumulator saves

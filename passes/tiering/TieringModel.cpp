@@ -204,10 +204,41 @@ std::pair<int64_t, double> TieringModel::placeFetch(int64_t lo, int64_t hi, int6
   return {best, std::max(0.0, transfer - bestSlack)};
 }
 
+llvm::StringMap<double> TieringModel::hostShares(double paramShare) const {
+  // mt-homes gives the device homes to the parameters updated last first
+  // (passes/Homes.cpp): the host holds those updated first, up to the share
+  // of the state's bytes; the one at the boundary counts for its part.
+  llvm::StringMap<double> shares;
+  std::vector<std::pair<llvm::StringRef, double>> updates; // in update order
+  double total = 0;
+  for (mlir::Operation *op : order)
+    if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
+      auto type = mlir::cast<mlir::RankedTensorType>(update.getGrad().getType());
+      double elements = static_cast<double>(type.getNumElements());
+      updates.emplace_back(update.getParam(), elements);
+      total += elements;
+    }
+  double left = std::clamp(paramShare, 0.0, 1.0) * total;
+  for (const auto &[name, elements] : updates) {
+    double share = elements > 0 ? std::clamp(left / elements, 0.0, 1.0) : 1.0;
+    shares[name] = share;
+    left -= share * elements;
+  }
+  return shares;
+}
+
 double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) const {
   // Three queues in issue order plus the host optimizer.
+  const llvm::StringMap<double> shares = hostShares(paramShare);
+  auto shareOf = [&](llvm::StringRef param) {
+    auto it = shares.find(param);
+    return it == shares.end() ? paramShare : it->second;
+  };
   llvm::DenseMap<mlir::Value, double> ready;
+  llvm::StringMap<double> firstFetch; // param -> when its first fetch starts
   double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0, hostWork = 0;
+  double hostStart = -1; // when the host's first task of the step starts
+  double hostLag = 0;    // how far an update runs past its next step's fetch
   llvm::StringSet<> parted; // parameters with an earlier mt.grad_part
   for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i) {
     mlir::Operation *op = order[i];
@@ -215,11 +246,23 @@ double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) con
       auto it = ready.find(value);
       return it == ready.end() ? 0.0 : it->second;
     };
+    auto hostTask = [&](double from, double work) {
+      double start = std::max(hostFree, from);
+      if (hostStart < 0)
+        hostStart = start;
+      hostFree = start + work;
+      hostWork += work;
+    };
     if (isFetch(op)) {
       double start = std::max(clock, h2dFree);
+      double scale = 1.0;
       if (auto prefetch = mlir::dyn_cast<mt::PrefetchOp>(op))
         start = std::max(start, readyOf(prefetch.getHost()));
-      h2dFree = start + (mlir::isa<mt::ParamOp>(op) ? paramShare : 1.0) * h2d[i];
+      if (auto param = mlir::dyn_cast<mt::ParamOp>(op)) {
+        scale = shareOf(param.getName());
+        firstFetch.try_emplace(param.getName(), start);
+      }
+      h2dFree = start + scale * h2d[i];
       ready[op->getResult(0)] = h2dFree;
       continue;
     }
@@ -231,29 +274,33 @@ double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) con
     }
     if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
       mlir::Value grad = update.getGrad();
+      const double share = shareOf(update.getParam());
+      if (share <= 0)
+        continue; // a device home: its update is the device's
       double start = std::max(d2hFree, readyOf(grad));
-      d2hFree = start + paramShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      d2hFree = start + share * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
-      double hostStart = std::max(hostFree, d2hFree);
-      double work = paramShare * hostAdamWSeconds(type.getNumElements(), profile);
+      double work = share * hostAdamWSeconds(type.getNumElements(), profile);
       if (parted.contains(update.getParam())) // the last part is accumulated first
-        work += paramShare * hostAccumulateSeconds(type.getNumElements(), profile);
-      hostFree = hostStart + work;
-      hostWork += work;
+        work += share * hostAccumulateSeconds(type.getNumElements(), profile);
+      hostTask(d2hFree, work);
+      // The next step may start before this update ends (the runtime's host
+      // updates across steps, docs/runtime.md); its fetch of the parameter
+      // waits for it.
+      auto fetched = firstFetch.find(update.getParam());
+      hostLag = std::max(hostLag, hostFree - (fetched == firstFetch.end() ? 0.0 : fetched->second));
       continue;
     }
     if (auto part = mlir::dyn_cast<mt::GradPartOp>(op)) {
       // A micro-batch gradient part: d2h, then (after part 0) ACCUMULATE.
       mlir::Value grad = part.getGrad();
       parted.insert(part.getParam());
+      const double share = shareOf(part.getParam());
       double start = std::max(d2hFree, readyOf(grad));
-      d2hFree = start + paramShare * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+      d2hFree = start + share * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       if (part.getIndex() > 0) {
         auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
-        double hostStart = std::max(hostFree, d2hFree);
-        double work = paramShare * hostAccumulateSeconds(type.getNumElements(), profile);
-        hostFree = hostStart + work;
-        hostWork += work;
+        hostTask(d2hFree, share * hostAccumulateSeconds(type.getNumElements(), profile));
       }
       continue;
     }
@@ -266,7 +313,12 @@ double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) con
   }
   if (hostBusy)
     *hostBusy = hostWork;
-  return std::max({clock, d2hFree, hostFree});
+  // The step repeats once its device streams are done and, where the host
+  // runs on into the next step, once each update is done before the next
+  // step fetches its parameter and the host has finished one step's work
+  // before it starts the next one's.
+  double hostBound = hostStart < 0 ? 0.0 : std::max(hostLag, hostFree - hostStart);
+  return std::max({clock, d2hFree, hostBound});
 }
 
 } // namespace megatrain

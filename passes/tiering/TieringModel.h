@@ -114,12 +114,21 @@ public:
                                         double transfer, int64_t selfPos = -1,
                                         double selfS = 0) const;
   /// The step time the three-queue timeline (compute, h2d, d2h in issue
-  /// order, plus the host optimizer) predicts. With `paramShare` < 1 (the
-  /// share of the state expected on the host; mt-homes chooses the homes
-  /// after mt-tier), each parameter's fetch and gradient copy takes that
-  /// share of its link time and its host update and sums that share of
-  /// theirs. `hostBusy`, when given, receives the host's seconds of work.
+  /// order, plus the host optimizer) predicts, as a period of steps that
+  /// repeat: the host's updates may run on into the next step, each until
+  /// that step's fetch of its parameter (the runtime's host updates across
+  /// steps). With `paramShare` < 1 (the share of the state expected on the
+  /// host; mt-homes chooses the homes after mt-tier), the parameters updated
+  /// first are taken to be on the host up to that share of the elements
+  /// (hostShares), the rest on the device: a host parameter's fetch, gradient
+  /// copies, host update and sums count in full, a device one's not at all.
+  /// `hostBusy`, when given, receives the host's seconds of work.
   double predictStepSeconds(double paramShare = 1.0, double *hostBusy = nullptr) const;
+  /// Per trained parameter, the share of it taken to be on the host when
+  /// `paramShare` of the state is: 1 for those updated first, 0 for those
+  /// updated last (mt-homes' order for the device homes), a part for the
+  /// one in between.
+  llvm::StringMap<double> hostShares(double paramShare) const;
 
 private:
   mlir::func::FuncOp func;

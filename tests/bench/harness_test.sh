@@ -84,4 +84,34 @@ assert "pytorch-fsdp2-offload: no result" in table
 assert "DeepSpeed" not in table and "pytorch-deepspeed-offload" not in table, table
 print("bench_table.py: megatrain row and speed-up as computed here")
 PY
+# trace_gaps.py: a measured trace (no waits) and its plan's predicted trace (the waits and
+# records): the compute stream's idle 6 us before k1 is charged to the h2d copy it waited for,
+# the 3 us before k2 to the host's issue (no wait in between).
+python3 - "$tmp" <<'PY'
+import json, sys
+folder = sys.argv[1]
+meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}}
+        for t, n in ((1, "compute"), (2, "h2d"))]
+def x(name, tid, step, ts, dur):
+    return {"name": name, "cat": "kernel", "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"step": step}}
+def i(name, tid, step):
+    return {"name": name, "cat": "event", "ph": "i", "pid": 1, "tid": tid, "ts": 0, "s": "t",
+            "args": {"step": step}}
+measured = meta + [x("kernel k0", 1, 0, 100, 10), x("copy w -> dev:w", 2, 1, 100, 16),
+                   x("kernel k1", 1, 4, 116, 10), x("kernel k2", 1, 5, 129, 1)]
+planned = meta + [i("record e1", 2, 2), i("wait e1", 1, 3)]
+json.dump({"traceEvents": measured}, open(folder + "/measured.json", "w"))
+json.dump({"traceEvents": planned}, open(folder + "/planned.json", "w"))
+PY
+python3 bench/trace_gaps.py "$tmp/measured.json" --plan-trace "$tmp/planned.json" --min-us 1 > "$tmp/gaps.txt"
+python3 - "$tmp/gaps.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert re.search(r"step 0\.03 ms: compute busy 0\.02 ms, gaps of 1 us or more 0\.01 ms \(2\)", text), text
+assert re.search(r"^h2d: copy\s+1\s+0\.01$", text, re.M), text
+assert re.search(r"^issue\s+1\s+0\.00$", text, re.M), text
+assert re.search(r"^\s+6\.0\s+0\.02\s+copy w -> dev:w\s+kernel k1$", text, re.M), text
+print("trace_gaps.py: each gap charged to what it waited for")
+PY
 echo "bench harness: PASS"

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Where a stream of a measured step stands idle: megatrain-run --trace output, each gap between
+two of the stream's timed steps charged to what the later one waited for.
+
+    python3 bench/trace_gaps.py trace-measured.json[.gz] [--plan-trace predicted.json] \
+        [--stream compute] [--min-us 5] [--top 25]
+
+A gap is charged to the last wait issued on the stream before the step that ends it, named by the
+step recorded before that wait's event on its own stream (a copy, a host task, a kernel); a gap
+with no wait in between is "issue" (the host had not yet launched the step). The step's start is
+the first timed step of any stream, its end the last one's end, so the idle time before the
+stream's first step and after its last is shown too. A measured trace holds only the steps
+that were timed (no waits or records): `--plan-trace` reads them from the same plan's predicted
+trace (megatrain-inspect PLAN --trace predicted.json).
+"""
+import argparse
+import collections
+import gzip
+import json
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def kind_of(name):
+    """The copy direction, host task or kernel a step label names, for grouping."""
+    words = name.split()
+    if not words:
+        return "?"
+    if words[0] == "copy":
+        return "copy"
+    return words[0] if words[0] not in ("kernel", "host_task") or len(words) < 2 else words[1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace")
+    parser.add_argument("--plan-trace", help="the plan's predicted trace, for its waits and records")
+    parser.add_argument("--stream", default="compute", help="the track to read (default: compute)")
+    parser.add_argument("--min-us", type=float, default=5.0, help="smallest gap counted (default 5 us)")
+    parser.add_argument("--top", type=int, default=25, help="largest gaps listed (default 25)")
+    args = parser.parse_args()
+
+    events = load(args.trace)
+    tracks = {e["tid"]: e["args"]["name"] for e in events
+              if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    steps = [e for e in events if e.get("ph") in ("X", "i") and "step" in e.get("args", {})]
+    if args.plan_trace:
+        # The waits and records, from the predicted trace of the same plan, on the measured
+        # trace's tracks (matched by name); each placed at its stream's previous timed step's end.
+        planned = load(args.plan_trace)
+        plan_tracks = {e["tid"]: e["args"]["name"] for e in planned
+                       if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        tid_of = {name: tid for tid, name in tracks.items()}
+        timed = {e["args"]["step"] for e in steps}
+        for e in planned:
+            if "step" not in e.get("args", {}) or e["args"]["step"] in timed:
+                continue
+            if not e.get("name", "").startswith(("wait ", "record ")):
+                continue
+            stream = plan_tracks.get(e["tid"])
+            if stream in tid_of:
+                steps.append({"name": e["name"], "ph": "i", "tid": tid_of[stream], "ts": 0.0,
+                              "args": {"step": e["args"]["step"]}})
+    steps.sort(key=lambda e: e["args"]["step"])
+    by_index = {e["args"]["step"]: e for e in steps}
+
+    # Per stream, its steps in plan order; the step before each record, by event name.
+    per_stream = collections.defaultdict(list)
+    for e in steps:
+        per_stream[tracks.get(e["tid"], str(e["tid"]))].append(e)
+    recorded_after = {}
+    for stream, list_ in per_stream.items():
+        previous = None
+        for e in list_:
+            name = e.get("name", "")
+            if name.startswith("record "):
+                recorded_after[name.split()[1]] = (stream, previous)
+            elif e.get("ph") == "X" and not name.startswith("wait "):
+                previous = e
+    if args.stream not in per_stream:
+        raise SystemExit(f"no stream {args.stream!r} in the trace; streams: {', '.join(sorted(per_stream))}")
+
+    timed = [e for e in steps if e.get("ph") == "X"]
+    step_start = min(e["ts"] for e in timed)
+    step_end = max(e["ts"] + e["dur"] for e in timed)
+
+    gaps = []  # (gap us, cause, the step that ended it)
+    last_end = step_start
+    last_wait = None
+    busy = 0.0
+    for e in per_stream[args.stream]:
+        name = e.get("name", "")
+        if name.startswith("wait "):
+            last_wait = name.split()[1]
+            continue
+        if e.get("ph") != "X":
+            continue
+        gap = e["ts"] - last_end
+        if gap >= args.min_us:
+            awaited = ""
+            if last_wait is None:
+                cause = "issue"
+            else:
+                stream, what = recorded_after.get(last_wait, ("?", None))
+                cause = f"{stream}: {kind_of(what['name']) if what else 'start'}"
+                awaited = what["name"] if what else ""
+            gaps.append((gap, cause, e, awaited))
+        busy += e["dur"]
+        last_end = max(last_end, e["ts"] + e["dur"])
+        last_wait = None
+    tail = step_end - last_end
+
+    total = step_end - step_start
+    print(f"step {total / 1e3:.2f} ms: {args.stream} busy {busy / 1e3:.2f} ms, "
+          f"gaps of {args.min_us:g} us or more {sum(g[0] for g in gaps) / 1e3:.2f} ms "
+          f"({len(gaps)}), after its last step {tail / 1e3:.2f} ms")
+    grouped = collections.defaultdict(lambda: [0, 0.0])
+    for gap, cause, _, _ in gaps:
+        grouped[cause][0] += 1
+        grouped[cause][1] += gap
+    print(f"\n{'waited for':<34} {'gaps':>6} {'ms':>9}")
+    for cause, (count, us) in sorted(grouped.items(), key=lambda kv: -kv[1][1]):
+        print(f"{cause:<34} {count:>6} {us / 1e3:>9.2f}")
+    print(f"\n{'gap us':>8} {'at ms':>8}  {'waited for':<44} then")
+    for gap, cause, e, awaited in sorted(gaps, key=lambda g: -g[0])[: args.top]:
+        print(f"{gap:>8.1f} {(e['ts'] - step_start) / 1e3:>8.2f}  {awaited[:44] or cause:<44} {e['name'][:50]}")
+
+
+if __name__ == "__main__":
+    main()

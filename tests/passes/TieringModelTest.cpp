@@ -1,0 +1,124 @@
+// TieringModelTest.cpp - mt-tier's three-queue timeline (passes/tiering/TieringModel.h):
+// which parameters it takes to be on the host for a share of the state, and the step's
+// period when the host's updates run on into the next step.
+#include "tiering/TieringModel.h"
+
+#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/Cost/OpCost.h"
+#include "megatrain/Dialect/MtDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace megatrain {
+namespace {
+
+// Two layers; w1's gradient comes first and its update runs first, w0's last. The
+// "gradients" are matmuls of the right shape: only their timing matters here.
+constexpr const char *kStep = R"mlir(
+func.func @step() {
+  %x = mt.input {name = "x"} : tensor<64x64xf32>
+  %w0 = mt.param {name = "w0", trainable = true} : tensor<64x64xf32>
+  %a0 = mt.matmul %x, %w0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %w1 = mt.param {name = "w1", trainable = true} : tensor<64x64xf32>
+  %a1 = mt.matmul %a0, %w1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %g1 = mt.matmul %a0, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  mt.adamw %g1 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w1", weight_decay = 0.0 : f64} : tensor<64x64xf32>
+  %g0 = mt.matmul %x, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  mt.adamw %g0 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w0", weight_decay = 0.0 : f64} : tensor<64x64xf32>
+  return
+}
+)mlir";
+
+class TieringModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    context.getOrLoadDialect<mt::MtDialect>();
+    context.getOrLoadDialect<mlir::func::FuncDialect>();
+    module = mlir::parseSourceString<mlir::ModuleOp>(kStep, &context);
+    ASSERT_TRUE(module);
+    func = *module->getOps<mlir::func::FuncOp>().begin();
+    // Every kernel costs its launch (1 ms); the links are fast; the host updates 4096
+    // parameters (one layer) in 20 ms.
+    std::string error;
+    ASSERT_TRUE(parseDeviceProfile(
+        R"({"name": "test", "launch_s": 1e-3, "hbm_bytes_per_s": 1e18, "matmul_fp32_flops": 1e21,
+            "h2d_bytes_per_s": 1e15, "d2h_bytes_per_s": 1e15, "host_adamw_params_per_s": 204800})",
+        profile, error))
+        << error;
+  }
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp func;
+  DeviceProfile profile;
+};
+
+TEST_F(TieringModelTest, TheHostHoldsTheParametersUpdatedFirst) {
+  TieringModel model(func, profile);
+  model.analyze();
+  // mt-homes gives the device homes to the parameters updated last.
+  llvm::StringMap<double> half = model.hostShares(0.5);
+  EXPECT_EQ(half.lookup("w1"), 1.0);
+  EXPECT_EQ(half.lookup("w0"), 0.0);
+  llvm::StringMap<double> most = model.hostShares(0.75);
+  EXPECT_EQ(most.lookup("w1"), 1.0);
+  EXPECT_EQ(most.lookup("w0"), 0.5);
+  llvm::StringMap<double> none = model.hostShares(0.0);
+  EXPECT_EQ(none.lookup("w1"), 0.0);
+  EXPECT_EQ(none.lookup("w0"), 0.0);
+
+  const double update = hostAdamWSeconds(4096, profile);
+  double busy = -1;
+  model.predictStepSeconds(0.5, &busy);
+  EXPECT_DOUBLE_EQ(busy, update);
+  model.predictStepSeconds(0.75, &busy);
+  EXPECT_DOUBLE_EQ(busy, 1.5 * update);
+  model.predictStepSeconds(1.0, &busy);
+  EXPECT_DOUBLE_EQ(busy, 2 * update);
+  model.predictStepSeconds(0.0, &busy);
+  EXPECT_DOUBLE_EQ(busy, 0.0);
+}
+
+TEST_F(TieringModelTest, HostUpdatesRunOnUntilTheNextStepFetchesTheirParameter) {
+  TieringModel model(func, profile);
+  model.analyze();
+  mlir::Block &body = func.getBody().front();
+  auto positionOf = [&](auto predicate) {
+    return model.positionOf(&*std::find_if(body.begin(), body.end(), predicate));
+  };
+  const double kernel = model.computeAt(
+      positionOf([](mlir::Operation &op) { return mlir::isa<mt::MatMulOp>(op); }));
+  const double fetch = model.h2dAt(positionOf([](mlir::Operation &op) {
+    auto param = mlir::dyn_cast<mt::ParamOp>(op);
+    return param && param.getName() == "w1";
+  }));
+  const double copy = transferSeconds(64 * 64 * 4, Link::DeviceToHost, profile);
+  const double update = hostAdamWSeconds(64 * 64, profile);
+  ASSERT_GT(kernel, 0.0);
+  ASSERT_GT(update, 4 * (kernel + fetch + copy));  // the host bounds the step
+
+  // Only w1 (updated first) on the host; w0's fetch and update are the device's. w1 is
+  // fetched after one kernel; two kernels later its gradient is copied out and updated:
+  // the update ends at kernel + fetch + 2 kernels + copy + update. The next step fetches
+  // w1 one kernel in, so the steps repeat a kernel sooner than that: the step does not
+  // wait for the update, only the next step's fetch of w1 does.
+  const double endOfUpdate = 3 * kernel + fetch + copy + update;
+  EXPECT_NEAR(model.predictStepSeconds(0.5), endOfUpdate - kernel, 1e-9);
+
+  // Every parameter on the host: w0, updated last, is fetched first, so the next step
+  // cannot start before the host is done; w0's update waits for w1's.
+  EXPECT_NEAR(model.predictStepSeconds(1.0), 2 * fetch + 3 * kernel + copy + 2 * update, 1e-9);
+
+  // Nothing on the host: the four kernels (the fetches take none of the link).
+  EXPECT_NEAR(model.predictStepSeconds(0.0), 4 * kernel, 1e-9);
+}
+
+}  // namespace
+}  // namespace megatrain
