@@ -18,17 +18,14 @@ The traces must come from plans compiled with the profile being fitted (the same
 """
 import argparse
 import collections
-import gzip
 import json
 import sys
 
+from trace_events import load_trace
+
 
 def events_of(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
-    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    return events, tracks
+    return load_trace(path)
 
 
 def family(event):

@@ -6,14 +6,8 @@ direction / host task), measured beside predicted (the plan's cost model), per t
 """
 import argparse
 import collections
-import gzip
-import json
 
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)["traceEvents"]
+from trace_events import load_trace
 
 
 def group_of(event):
@@ -38,8 +32,7 @@ def main():
     parser.add_argument("trace")
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
-    events = load(args.trace)
-    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    events, tracks = load_trace(args.trace)
     rows = collections.defaultdict(lambda: [0, 0.0, 0.0])
     busy = collections.defaultdict(lambda: [0.0, 0.0])
     for e in events:

@@ -15,14 +15,8 @@ trace (megatrain-inspect PLAN --trace predicted.json).
 """
 import argparse
 import collections
-import gzip
-import json
 
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)["traceEvents"]
+from trace_events import load_trace
 
 
 def kind_of(name):
@@ -44,16 +38,12 @@ def main():
     parser.add_argument("--top", type=int, default=25, help="largest gaps listed (default 25)")
     args = parser.parse_args()
 
-    events = load(args.trace)
-    tracks = {e["tid"]: e["args"]["name"] for e in events
-              if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    events, tracks = load_trace(args.trace)
     steps = [e for e in events if e.get("ph") in ("X", "i") and "step" in e.get("args", {})]
     if args.plan_trace:
         # The waits and records, from the predicted trace of the same plan, on the measured
         # trace's tracks (matched by name); each placed at its stream's previous timed step's end.
-        planned = load(args.plan_trace)
-        plan_tracks = {e["tid"]: e["args"]["name"] for e in planned
-                       if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        planned, plan_tracks = load_trace(args.plan_trace)
         tid_of = {name: tid for tid, name in tracks.items()}
         timed = {e["args"]["step"] for e in steps}
         for e in planned:
