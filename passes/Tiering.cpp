@@ -66,7 +66,7 @@
 //      how many of them are kept (a prefix of that order) is chosen by the
 //      three-queue timeline (golden-section search), with the share of the
 //      state the device will not hold on the host (the parameters updated
-//      first). Not where the host works more than 0.6 of the step, nor where
+//      first). Not where the host works more than half the step, nor where
 //      the host cannot hold all the state. The spilled plan competes as
 //      "<plan>+spill". Off: --no-tiering-spill.
 //   6. Portfolio (TieringPolicies). The greedy also starts from two
