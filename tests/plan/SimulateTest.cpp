@@ -236,6 +236,67 @@ TEST(Simulate, WithoutEventsAStepWaitsForTheWritersOfItsInputs) {
   expectBreakdownSums(b.plan);
 }
 
+// A host update after the loss is read runs on beside the next step (docs/runtime.md, "Host
+// updates across steps"): the steps repeat once the device's streams are done, and the next
+// step's first touch of the update's bytes (the fetch of w, one kernel in) waits for it. The
+// same plan with the loss read after the update is one step end to end.
+TEST(Simulate, HostUpdatesAfterTheLossRunIntoTheNextStep) {
+  const DeviceProfile profile = testProfile();
+  for (bool lossFirst : {true, false}) {
+    SCOPED_TRACE(lossFirst ? "loss read before the update" : "loss read last");
+    Builder b;
+    uint32_t x = b.tensor("x", 256, pb::INPUT, kDevice, 0);
+    uint32_t a = b.tensor("a", 256, pb::ACTIVATION, kDevice, 1024);
+    uint32_t w = b.tensor("w", 4096, pb::PARAMETER, kHost, 0);
+    uint32_t dw = b.tensor("dev:w", 256, pb::PARAMETER_COPY, kDevice, 2048);
+    uint32_t g = b.tensor("g", 256, pb::ACTIVATION, kDevice, 3072);
+    uint32_t gw = b.tensor("grad:w", 4096, pb::GRADIENT, kHost, 16384);
+    uint32_t m = b.tensor("adam_m:w", 4096, pb::OPTIMIZER_STATE, kHost, 32768);
+    uint32_t v = b.tensor("adam_v:w", 4096, pb::OPTIMIZER_STATE, kHost, 49152);
+    uint32_t loss = b.tensor("loss", 1, pb::LOSS, kHost, 65536);
+    auto readLoss = [&] {
+      pb::Step &s = b.step("host");
+      s.mutable_host_task()->set_kind(pb::HostTask::READ_LOSS);
+      s.mutable_host_task()->add_tensors(loss);
+    };
+    int relu = b.kernel("relu", {x}, {a});
+    b.record("compute", "e0");
+    b.wait("h2d", "e0");
+    int fetch = b.copy("h2d", w, dw);
+    b.record("h2d", "e1");
+    b.wait("compute", "e1");
+    int mul = b.kernel("mul", {a, dw}, {g});
+    b.record("compute", "e2");
+    b.wait("d2h", "e2");
+    int out = b.copy("d2h", g, gw);
+    b.record("d2h", "e3");
+    if (lossFirst)
+      readLoss();
+    b.wait("host", "e3");
+    int update = b.adamw(w, gw, m, v);
+    if (!lossFirst)
+      readLoss();
+    simulatePlan(b.plan, profile);
+
+    const double reluS = b.end(relu) - b.start(relu);
+    const double updateS = hostAdamWSeconds(4096, profile);
+    ASSERT_DOUBLE_EQ(b.start(fetch), reluS);
+    ASSERT_DOUBLE_EQ(b.end(update) - b.start(update), updateS);
+    ASSERT_GT(updateS, b.end(out));  // the host bounds the step
+    const pb::Header &h = b.plan.header();
+    if (lossFirst) {
+      // The next step's fetch of w, a kernel in, waits for the update.
+      EXPECT_DOUBLE_EQ(h.predicted_step_s(), b.end(update) - b.start(fetch));
+      EXPECT_DOUBLE_EQ(h.predicted_breakdown().host_optimizer_s(),
+                       h.predicted_step_s() - b.end(out));
+    } else {
+      EXPECT_DOUBLE_EQ(h.predicted_step_s(), b.end(update));
+    }
+    EXPECT_DOUBLE_EQ(b.start(mul), b.end(fetch));
+    expectBreakdownSums(b.plan);
+  }
+}
+
 // Without events a write also waits for the last readers of the bytes it reuses: a fetch
 // into bytes an earlier activation occupied starts when that activation's reader ends.
 TEST(Simulate, WithoutEventsAWriteWaitsForTheReadersOfItsBytes) {

@@ -179,11 +179,24 @@ void Simulator::buildOverlaps() {
 void Simulator::run() {
   for (const pb::Pool &pool : plan.pools())
     poolTiers[pool.id()] = pool.tier();
-  bool events = false;
+  bool events = false, disk = false;
   for (const pb::Step &step : plan.steps())
     events |= step.has_record() || step.has_wait();
-  if (!events)
-    buildOverlaps();
+  for (const pb::Pool &pool : plan.pools())
+    disk |= pool.tier() == pb::DISK;
+  buildOverlaps();
+  // The host stream: the one that reads the loss. The host tasks after the
+  // READ_LOSS run on beside the next step (docs/runtime.md, "Host updates
+  // across steps"; not with a disk tier, which the runtime keeps in step).
+  std::string hostStream;
+  int readLoss = -1;
+  for (int i = 0; i < plan.steps_size(); ++i)
+    if (plan.steps(i).has_host_task() &&
+        plan.steps(i).host_task().kind() == pb::HostTask::READ_LOSS) {
+      hostStream = plan.steps(i).stream();
+      readLoss = i;
+    }
+  const bool carried = readLoss >= 0 && !disk;
 
   // The compute stream is the one named so, else the stream of the first kernel.
   std::string computeStream = kComputeStream;
@@ -202,8 +215,15 @@ void Simulator::run() {
   std::vector<std::pair<double, double>> hostTasks;
   std::vector<uint32_t> reads, writes;
   const std::vector<uint32_t> bases = aliasBases(plan);
+  // For the host tasks carried into the next step: when a step of another
+  // stream first touches each tensor, when the device's streams and the loss
+  // are done, and the host stream's span.
+  std::vector<double> firstTouch(tensors, -1);
+  double deviceEnd = 0, hostBusy = 0;
+  std::vector<std::pair<int, double>> carriedEnds; // step index, end
 
-  for (pb::Step &step : *plan.mutable_steps()) {
+  for (int index = 0; index < plan.steps_size(); ++index) {
+    pb::Step &step = *plan.mutable_steps(index);
     TimePoint &free = streamFree[step.stream()];
     TimePoint ready = free;
     double seconds = 0;
@@ -254,6 +274,20 @@ void Simulator::run() {
       exposedS += ready.time - free.time;
     step.set_predicted_start_s(start);
     step.set_predicted_end_s(end);
+    if (carried) {
+      if (step.stream() != hostStream || index == readLoss) {
+        deviceEnd = std::max(deviceEnd, step.has_record() || step.has_wait() ? start : end);
+        if (step.stream() != hostStream)
+          for (const std::vector<uint32_t> *ids : {&reads, &writes})
+            for (uint32_t id : *ids)
+              if (id < tensors && (firstTouch[id] < 0 || start < firstTouch[id]))
+                firstTouch[id] = start;
+      } else if (step.has_host_task()) {
+        hostBusy += end - start;
+        if (index > readLoss)
+          carriedEnds.emplace_back(index, end);
+      }
+    }
 
     if (step.has_record()) {
       recorded[step.record().event()] = free;
@@ -282,7 +316,37 @@ void Simulator::run() {
     }
   }
 
-  const double stepS = predictedEnd(plan);
+  double stepS = predictedEnd(plan);
+  // Host tasks carried into the next step: the steps repeat once the
+  // device's streams and the loss are done, no sooner than each carried
+  // task's end less the start of the first step of the next that touches its
+  // bytes (which waits for it), nor than the host's own work of a step.
+  double carriedTailS = -1;
+  if (carried && !carriedEnds.empty()) {
+    double period = std::max(deviceEnd, hostBusy);
+    for (auto [index, end] : carriedEnds) {
+      stepReadsWrites(plan.steps(index), reads, writes);
+      mapToBases(bases, reads);
+      mapToBases(bases, writes);
+      double first = -1;
+      auto touch = [&](uint32_t id) {
+        if (id < tensors && firstTouch[id] >= 0 && (first < 0 || firstTouch[id] < first))
+          first = firstTouch[id];
+      };
+      for (const std::vector<uint32_t> *ids : {&reads, &writes})
+        for (uint32_t id : *ids) {
+          if (id >= tensors)
+            continue;
+          touch(id);
+          for (uint32_t other : overlaps[id])
+            touch(other);
+        }
+      if (first >= 0)
+        period = std::max(period, end - first);
+    }
+    carriedTailS = std::max(0.0, period - deviceEnd);
+    stepS = std::min(stepS, period);
+  }
   const double computeEnd = streamFree.count(computeStream) ? streamFree[computeStream].time : 0;
   // Host-task (and disk copy) time after the compute stream's last step: the
   // optimizer tail.
@@ -295,6 +359,8 @@ void Simulator::run() {
       covered = end;
     }
   }
+  if (carriedTailS >= 0) // only what delays the next step
+    hostTailS = std::min(hostTailS, carriedTailS);
 
   pb::Header &header = *plan.mutable_header();
   requirePlanFormatMinor(header, kPlanMinorTiering);

@@ -30,6 +30,9 @@ namespace megatrain {
 ///    hostAccumulateSeconds(elements), READ_LOSS nothing;
 ///  - record / wait: nothing; a wait holds its stream until the latest
 ///    earlier record of its event was reached.
+/// The step time is the period of steps that repeat where the host tasks
+/// after the READ_LOSS run on beside the next step (not with a disk pool):
+/// docs/tiering.md, "Predictions and inspection".
 /// Each stream runs its steps in plan order. A plan without any record or
 /// wait step (what the emitter writes before events are inserted) is
 /// simulated with the dependencies the event pass would add: a step waits
