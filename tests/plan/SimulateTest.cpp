@@ -245,11 +245,11 @@ TEST(Simulate, HostUpdatesAfterTheLossRunIntoTheNextStep) {
   for (bool lossFirst : {true, false}) {
     SCOPED_TRACE(lossFirst ? "loss read before the update" : "loss read last");
     Builder b;
-    uint32_t x = b.tensor("x", 256, pb::INPUT, kDevice, 0);
-    uint32_t a = b.tensor("a", 256, pb::ACTIVATION, kDevice, 1024);
+    uint32_t x = b.tensor("x", 4096, pb::INPUT, kDevice, 0);
+    uint32_t a = b.tensor("a", 4096, pb::ACTIVATION, kDevice, 16384);
     uint32_t w = b.tensor("w", 4096, pb::PARAMETER, kHost, 0);
-    uint32_t dw = b.tensor("dev:w", 256, pb::PARAMETER_COPY, kDevice, 2048);
-    uint32_t g = b.tensor("g", 256, pb::ACTIVATION, kDevice, 3072);
+    uint32_t dw = b.tensor("dev:w", 4096, pb::PARAMETER_COPY, kDevice, 32768);
+    uint32_t g = b.tensor("g", 4096, pb::ACTIVATION, kDevice, 49152);
     uint32_t gw = b.tensor("grad:w", 4096, pb::GRADIENT, kHost, 16384);
     uint32_t m = b.tensor("adam_m:w", 4096, pb::OPTIMIZER_STATE, kHost, 32768);
     uint32_t v = b.tensor("adam_v:w", 4096, pb::OPTIMIZER_STATE, kHost, 49152);
