@@ -43,12 +43,10 @@
 #include "EnvSetting.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/Streams.h"
 #include "megatrain/runtime/KernelBinding.h"
 
 namespace megatrain::runtime::cuda {
-
-// The plan stream of the host tasks (docs/plan.md, "Streams").
-constexpr const char* kHostStream = "host";
 namespace {
 
 constexpr size_t kScratchAlignment = 256;
@@ -257,7 +255,7 @@ void CudaBackend::synchronize() {
 }
 
 void CudaBackend::drain(bool hostStream) const {
-  auto host = streams_.find(kHostStream);
+  auto host = streams_.find(plan::kHostStream);
   MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
   for (cudaStream_t stream : ownStreams_)
     if (hostStream || host == streams_.end() || stream != host->second) MT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -267,7 +265,7 @@ void CudaBackend::drain(bool hostStream) const {
 // A plan with a disk tier is refused by the executor (its disk copies wait on host updates).
 bool CudaBackend::overlapsHostTasks() const {
   return overlapHost_ && plan_ && !canRecordSteps() && !poison_ && !syncEveryKernel_ &&
-         streams_.count(kHostStream) != 0;
+         streams_.count(plan::kHostStream) != 0;
 }
 
 void CudaBackend::markHostTask(uint32_t step) {

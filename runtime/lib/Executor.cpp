@@ -12,6 +12,8 @@
 
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
+#include "megatrain/plan/PlanTimeline.h"
+#include "megatrain/plan/Streams.h"
 #include "megatrain/runtime/Accumulate.h"
 #include "megatrain/runtime/Finite.h"
 #include "megatrain/runtime/HostThreads.h"
@@ -72,28 +74,14 @@ void requireConvertible(const plan::Tensor& tensor) {
                 ", which has no host conversion yet");
 }
 
-// The plan stream of the host tasks (docs/plan.md, "Streams").
-const std::string kHostStreamName = "host";
-
-// Calls `visit` with every tensor a step reads or writes: a kernel's inputs
-// and outputs, a copy's source and destination, a host task's tensors.
+// Calls `visit` with every tensor a step reads or writes (stepReadsWrites;
+// a tensor both read and written is visited twice).
 template <typename Visit>
 void forEachTensorOf(const plan::Step& step, Visit&& visit) {
-  switch (step.op_case()) {
-    case plan::Step::kKernel:
-      for (uint32_t t : step.kernel().inputs()) visit(t);
-      for (uint32_t t : step.kernel().outputs()) visit(t);
-      break;
-    case plan::Step::kCopy:
-      visit(step.copy().src());
-      visit(step.copy().dst());
-      break;
-    case plan::Step::kHostTask:
-      for (uint32_t t : step.host_task().tensors()) visit(t);
-      break;
-    default:
-      break;
-  }
+  std::vector<uint32_t> reads, writes;
+  stepReadsWrites(step, reads, writes);
+  for (uint32_t t : reads) visit(t);
+  for (uint32_t t : writes) visit(t);
 }
 
 }  // namespace
@@ -176,7 +164,7 @@ void Executor::planHostOverlap() {
   std::vector<std::pair<uint32_t, std::vector<Range>>> hostTasks;
   int64_t loss = -1;
   for (const plan::Step& step : plan_.steps()) {
-    if (step.op_case() != plan::Step::kHostTask || step.stream() != kHostStreamName) continue;
+    if (step.op_case() != plan::Step::kHostTask || step.stream() != plan::kHostStream) continue;
     if (step.host_task().kind() == plan::HostTask::READ_LOSS) {
       if (loss >= 0) return;  // one loss a step
       loss = step.index();
@@ -195,7 +183,7 @@ void Executor::planHostOverlap() {
   // tasks in order, so the earlier ones are done by then).
   std::vector<Range> touched;
   for (const plan::Step& step : plan_.steps()) {
-    if (step.stream() == kHostStreamName) continue;
+    if (step.stream() == plan::kHostStream) continue;
     touched.clear();
     forEachTensorOf(step, [&](uint32_t t) { touched.push_back(rangeOf(t)); });
     for (auto task = hostTasks.rbegin(); task != hostTasks.rend() && task->first > step.index(); ++task) {

@@ -13,6 +13,7 @@
 
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Plan/PlanEmitter.h"
+#include "megatrain/plan/Streams.h"
 #include "megatrain/plan/plan.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,15 +35,15 @@ namespace pb = megatrain::plan;
 /// micro-batches.
 inline constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
 
-/// The plan's streams, in plan.streams order.
-inline constexpr const char *kCompute = "compute";
-inline constexpr const char *kHostToDevice = "h2d";
-inline constexpr const char *kDeviceToHost = "d2h";
-inline constexpr const char *kHostStream = "host";
+/// The plan's streams (megatrain/plan/Streams.h), in plan.streams order.
+inline constexpr const char *kCompute = pb::kComputeStream;
+inline constexpr const char *kHostToDevice = pb::kHostToDeviceStream;
+inline constexpr const char *kDeviceToHost = pb::kDeviceToHostStream;
+inline constexpr const char *kHostStream = pb::kHostStream;
 /// The device-resident parameters' updates, with PlanEmitOptions::optimizerStream.
-inline constexpr const char *kOptimizerStream = "optimizer";
+inline constexpr const char *kOptimizerStream = pb::kOptimizerStream;
 /// Copies between the disk tier and its host staging (plans with disk homes).
-inline constexpr const char *kDiskStream = "disk";
+inline constexpr const char *kDiskStream = pb::kDiskStream;
 
 /// What emission needs to remember about an arena tensor beyond the proto.
 struct ArenaTensor {

@@ -25,6 +25,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/FormatVersion.h"
 #include "megatrain/plan/PlanTimeline.h"
+#include "megatrain/plan/Streams.h"
 
 #include <algorithm>
 #include <map>
@@ -37,8 +38,6 @@ namespace megatrain {
 namespace pb = plan;
 
 namespace {
-
-constexpr const char *kComputeStream = "compute";
 
 /// What produced a point in time: a gap on the compute stream that ends at a
 /// point caused by a copy is transfer the schedule failed to hide.
@@ -184,7 +183,8 @@ void Simulator::run() {
     events |= step.has_record() || step.has_wait();
   for (const pb::Pool &pool : plan.pools())
     disk |= pool.tier() == pb::DISK;
-  buildOverlaps();
+  if (!events)
+    buildOverlaps();
   // The host stream: the one that reads the loss. The host tasks after the
   // READ_LOSS run on beside the next step (docs/runtime.md, "Host updates
   // across steps"; not with a disk tier, which the runtime keeps in step).
@@ -199,7 +199,7 @@ void Simulator::run() {
   const bool carried = readLoss >= 0 && !disk;
 
   // The compute stream is the one named so, else the stream of the first kernel.
-  std::string computeStream = kComputeStream;
+  std::string computeStream = pb::kComputeStream;
   if (std::find(plan.streams().begin(), plan.streams().end(), computeStream) ==
       plan.streams().end())
     for (const pb::Step &step : plan.steps())
@@ -239,7 +239,7 @@ void Simulator::run() {
       break;
     case pb::Step::kHostTask:
       seconds = hostTaskSeconds(step.host_task());
-      cause = step.stream() == kComputeStream ? Cause::Compute : Cause::Host;
+      cause = step.stream() == pb::kComputeStream ? Cause::Compute : Cause::Host;
       break;
     case pb::Step::kWait: {
       auto it = recorded.find(step.wait().event());
@@ -323,24 +323,29 @@ void Simulator::run() {
   // bytes (which waits for it), nor than the host's own work of a step.
   double carriedTailS = -1;
   if (carried && !carriedEnds.empty()) {
+    // The tensors the other streams touch, by pool: a carried task's bytes
+    // are looked up among those of its own (host) pool only.
+    std::map<uint32_t, std::vector<uint32_t>> touchedByPool;
+    for (uint32_t id = 0; id < tensors; ++id)
+      if (firstTouch[id] >= 0)
+        touchedByPool[plan.tensors(static_cast<int>(id)).buffer().pool()].push_back(id);
     double period = std::max(deviceEnd, hostBusy);
     for (auto [index, end] : carriedEnds) {
       stepReadsWrites(plan.steps(index), reads, writes);
       mapToBases(bases, reads);
-      mapToBases(bases, writes);
       double first = -1;
-      auto touch = [&](uint32_t id) {
-        if (id < tensors && firstTouch[id] >= 0 && (first < 0 || firstTouch[id] < first))
-          first = firstTouch[id];
-      };
-      for (const std::vector<uint32_t> *ids : {&reads, &writes})
-        for (uint32_t id : *ids) {
-          if (id >= tensors)
-            continue;
-          touch(id);
-          for (uint32_t other : overlaps[id])
-            touch(other);
+      for (uint32_t id : reads) { // a host task reads every tensor it has
+        if (id >= tensors)
+          continue;
+        const pb::Buffer &mine = plan.tensors(static_cast<int>(id)).buffer();
+        for (uint32_t other : touchedByPool[mine.pool()]) {
+          const pb::Buffer &theirs = plan.tensors(static_cast<int>(other)).buffer();
+          if (theirs.offset() < mine.offset() + mine.size_bytes() &&
+              mine.offset() < theirs.offset() + theirs.size_bytes() &&
+              (first < 0 || firstTouch[other] < first))
+            first = firstTouch[other];
         }
+      }
       if (first >= 0)
         period = std::max(period, end - first);
     }
