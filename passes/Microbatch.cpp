@@ -8,8 +8,8 @@
 //   body 0 (as it was, mt.input "x")      g_0 per parameter, l_0
 //   body 1 (a clone, mt.input "x@1")      g_1, l_1
 //   ...
-//   body N-1                              g_{N-1}, l_{N-1}
-//   (l_0 + ... + l_{N-1}) * 1/N -> mt.loss
+//   body N-1                              l_{N-1},
+//     (l_0 + ... + l_{N-1}) * 1/N -> mt.loss, then g_{N-1}
 //
 // Right after the definition of each micro-batch gradient g_k:
 //
@@ -206,7 +206,14 @@ struct Microbatch : megatrain::impl::MicrobatchBase<Microbatch> {
       grad.erase();
     }
 
-    builder.setInsertionPoint(terminator);
+    // The mean of the losses comes right after the last micro-batch's
+    // loss, before its backward: the step reads it there (READ_LOSS), and a
+    // host update after that read may run on into the next step
+    // (docs/runtime.md, "Host updates across steps").
+    if (Operation *last = lossValues.back().getDefiningOp())
+      builder.setInsertionPointAfter(last);
+    else
+      builder.setInsertionPoint(terminator);
     Value total = lossValues.front();
     for (Value value : llvm::drop_begin(lossValues))
       total = builder.create<mt::AddOp>(loss.getLoc(), total.getType(), total, value);

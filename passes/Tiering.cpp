@@ -415,6 +415,7 @@ struct Tier : impl::TierBase<Tier> {
       if (forcings->empty()) {
         fillOptions.deviceBytes = device;
         fillOptions.stateDeviceBytes = deviceFormBytes(states);
+        fillOptions.accumulatorBytes = accumulators;
       }
       auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
         bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;

@@ -227,12 +227,17 @@ llvm::StringMap<double> TieringModel::hostShares(double paramShare) const {
   return shares;
 }
 
-double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) const {
+double TieringModel::predictStepSeconds(HostShare share, double *hostBusy) const {
   // Three queues in issue order plus the host optimizer.
-  const llvm::StringMap<double> shares = hostShares(paramShare);
-  auto shareOf = [&](llvm::StringRef param) {
-    auto it = shares.find(param);
-    return it == shares.end() ? paramShare : it->second;
+  const llvm::StringMap<double> shares = hostShares(share.state);
+  const llvm::StringMap<double> sums = hostShares(std::min(share.sums, share.state));
+  auto lookup = [](const llvm::StringMap<double> &map, llvm::StringRef param, double otherwise) {
+    auto it = map.find(param);
+    return it == map.end() ? otherwise : it->second;
+  };
+  auto shareOf = [&](llvm::StringRef param) { return lookup(shares, param, share.state); };
+  auto sumShareOf = [&](llvm::StringRef param) {
+    return std::min(shareOf(param), lookup(sums, param, share.sums));
   };
   llvm::DenseMap<mlir::Value, double> ready;
   llvm::StringMap<double> firstFetch; // param -> when its first fetch starts
@@ -282,7 +287,8 @@ double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) con
       auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
       double work = share * hostAdamWSeconds(type.getNumElements(), profile);
       if (parted.contains(update.getParam())) // the last part is accumulated first
-        work += share * hostAccumulateSeconds(type.getNumElements(), profile);
+        work += sumShareOf(update.getParam()) *
+                hostAccumulateSeconds(type.getNumElements(), profile);
       hostTask(d2hFree, work);
       // The next step may start before this update ends (the runtime's host
       // updates across steps, docs/runtime.md); its fetch of the parameter
@@ -295,7 +301,9 @@ double TieringModel::predictStepSeconds(double paramShare, double *hostBusy) con
       // A micro-batch gradient part: d2h, then (after part 0) ACCUMULATE.
       mlir::Value grad = part.getGrad();
       parted.insert(part.getParam());
-      const double share = shareOf(part.getParam());
+      const double share = sumShareOf(part.getParam());
+      if (share <= 0)
+        continue; // summed on the device
       double start = std::max(d2hFree, readyOf(grad));
       d2hFree = start + share * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       if (part.getIndex() > 0) {

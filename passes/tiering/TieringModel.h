@@ -96,7 +96,7 @@ public:
   /// Where the last micro-batch's backward starts.
   int64_t lastBackwardStart() const { return boundaries.back(); }
   /// With micro-batches, each micro-batch's loss is a scalar forward value
-  /// that the mean at the end of the step reads: the policies leave such
+  /// that the mean after the last micro-batch's forward reads: the policies leave such
   /// tiny values alone (freeing them saves nothing, and a rebuild would keep
   /// its inputs live to the end).
   bool tinyAcrossMicrobatches(const LiveValue &value) const;
@@ -113,17 +113,31 @@ public:
   std::pair<int64_t, double> placeFetch(int64_t lo, int64_t hi, int64_t b,
                                         double transfer, int64_t selfPos = -1,
                                         double selfS = 0) const;
+  /// Which share of the parameters (by elements: mt-homes' order, those
+  /// updated first) the timeline takes to live on the host.
+  struct HostShare {
+    /// Their state: the fetches of the compute copy, the gradient's copy
+    /// out and the host AdamW.
+    double state = 1.0;
+    /// With micro-batches, their sums: each part copied out and
+    /// ACCUMULATEd on the host (the rest are summed in device accumulators,
+    /// which mt-homes gives to those updated last first). At most `state`
+    /// per parameter: a device home's sum is the device's.
+    double sums = 1.0;
+  };
   /// The step time the three-queue timeline (compute, h2d, d2h in issue
   /// order, plus the host optimizer) predicts, as a period of steps that
   /// repeat: the host's updates may run on into the next step, each until
   /// that step's fetch of its parameter (the runtime's host updates across
-  /// steps). With `paramShare` < 1 (the share of the state expected on the
-  /// host; mt-homes chooses the homes after mt-tier), the parameters updated
-  /// first are taken to be on the host up to that share of the elements
-  /// (hostShares), the rest on the device: a host parameter's fetch, gradient
-  /// copies, host update and sums count in full, a device one's not at all.
-  /// `hostBusy`, when given, receives the host's seconds of work.
-  double predictStepSeconds(double paramShare = 1.0, double *hostBusy = nullptr) const;
+  /// steps). With shares below 1 (mt-homes chooses the homes after
+  /// mt-tier), the parameters updated first are taken to be on the host up
+  /// to that share of the elements (hostShares), the rest on the device: a
+  /// host parameter's fetch, gradient copy and host update count in full
+  /// (and its parts' copies and sums where `share.sums` covers it), a device
+  /// one's not at all. `hostBusy`, when given, receives the host's seconds
+  /// of work.
+  double predictStepSeconds(HostShare share, double *hostBusy = nullptr) const;
+  double predictStepSeconds() const { return predictStepSeconds(HostShare()); }
   /// Per trained parameter, the share of it taken to be on the host when
   /// `paramShare` of the state is: 1 for those updated first, 0 for those
   /// updated last (mt-homes' order for the device homes), a part for the

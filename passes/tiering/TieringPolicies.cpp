@@ -275,14 +275,12 @@ std::string perMicrobatchNote(const std::vector<int> &counts) {
   return note + ")";
 }
 
-/// The share of the state the device will not hold beside an arena of
-/// `arena` bytes (1: all of it on the host; unknown capacities count as 1).
-double hostShareBeside(uint64_t arena, const FillOptions &fill) {
-  if (fill.deviceBytes == 0 || fill.stateDeviceBytes == 0 || fill.deviceBytes <= arena)
-    return 1.0;
-  return std::clamp(1.0 - static_cast<double>(fill.deviceBytes - arena) /
-                              static_cast<double>(fill.stateDeviceBytes),
-                    0.0, 1.0);
+/// The host share for the log: "H", or "H (sums S)" where they differ.
+std::string shareNote(TieringModel::HostShare share) {
+  std::string note = llvm::formatv("{0:F3}", share.state).str();
+  if (share.sums != share.state)
+    note += llvm::formatv(" (sums {0:F3})", share.sums).str();
+  return note;
 }
 
 /// A golden-section search for the prefix length in [0, available] that
@@ -354,14 +352,15 @@ Attempt filled(const Attempt &base, const DeviceProfile &profile, uint64_t budge
       return std::numeric_limits<double>::infinity();
     }
     double hostBusy = 0;
-    const double share = hostShareBeside(model.arenaBytes(), fill);
+    const TieringModel::HostShare share = hostShareBeside(model.arenaBytes(), fill);
     double step = model.predictStepSeconds(share, &hostBusy);
     bool taken = !searched || hostBusy <= kHostBusyLimit * step;
     if (fill.log)
       *fill.log << label << ": undoes " << count(undone.recomputes, "recompute") << " and "
                 << count(undone.prefetches, "offload") << ", arena " << model.arenaBytes()
-                << " B, host share " << llvm::formatv("{0:F3}", share) << ", step " << ms(step)
-                << " ms, host " << ms(hostBusy) << " ms"
+                << " B, host share " << shareNote(share) << ", step " << ms(step)
+                << " ms, host " << ms(hostBusy) << " ms, compute "
+                << ms(model.computeIn(0, model.size())) << " ms"
                 << (taken ? "" : " (over the host guard)") << "\n";
     if (taken && (!best.plan || step < bestStep)) {
       if (best.plan)
@@ -406,7 +405,8 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
   // host's memory, which every spilled byte crosses twice, and the timeline
   // does not model that (the 7B at 32 GiB ran 4% slower spilled,
   // bench/RESULTS.md).
-  double baseStep = 0, baseHostBusy = 0, share = 1.0;
+  double baseStep = 0, baseHostBusy = 0;
+  TieringModel::HostShare share;
   {
     TieringModel model(base.plan, profile); // read only
     model.analyze();
@@ -462,6 +462,25 @@ Attempt spilled(const Attempt &base, const DeviceProfile &profile, uint64_t budg
 }
 
 } // namespace
+
+TieringModel::HostShare hostShareBeside(uint64_t arena, const FillOptions &fill) {
+  TieringModel::HostShare share;
+  if (fill.deviceBytes == 0 || fill.stateDeviceBytes == 0 || fill.deviceBytes <= arena)
+    return share;
+  const double room = static_cast<double>(fill.deviceBytes - arena);
+  const double state = static_cast<double>(fill.stateDeviceBytes);
+  const double sums = static_cast<double>(fill.accumulatorBytes);
+  if (sums <= 0 || sums >= state) {
+    share.state = std::clamp(1.0 - room / state, 0.0, 1.0);
+    share.sums = share.state;
+    return share;
+  }
+  // The accumulators first (mt-homes, "How homes are chosen" step 5), then
+  // the homes in what they leave: a home's bytes beyond its accumulator.
+  share.sums = std::clamp(1.0 - room / sums, 0.0, 1.0);
+  share.state = std::clamp(1.0 - std::max(0.0, room - sums) / (state - sums), 0.0, 1.0);
+  return share;
+}
 
 mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringRef policy,
                                           const DeviceProfile &profile, uint64_t budget,

@@ -11,6 +11,7 @@
 
 #include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Passes/Passes.h"
+#include "tiering/TieringModel.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -44,10 +45,22 @@ struct FillOptions {
   /// state (0: unknown, every parameter's copies then count on the links).
   uint64_t deviceBytes = 0;
   uint64_t stateDeviceBytes = 0;
+  /// With micro-batches, the device accumulators of every parameter where
+  /// mt-homes gives them the device's room before the homes (0: the homes
+  /// come first, or no micro-batches): the part of the room they take
+  /// sums on the device, the rest holds homes.
+  uint64_t accumulatorBytes = 0;
   /// Where each plan considered is written, one line each (--tiering-log;
   /// null: nowhere).
   llvm::raw_ostream *log = nullptr;
 };
+
+/// The share of the state the device will not hold beside an arena of
+/// `arena` bytes (1: all of it on the host; unknown capacities count as 1),
+/// and of the micro-batch sums: where the accumulators take the room first
+/// (`fill.accumulatorBytes`), the sums of those updated last are the
+/// device's before any of them gets a home.
+TieringModel::HostShare hostShareBeside(uint64_t arena, const FillOptions &fill);
 
 /// Plans `func` under `budget` bytes (0: none) with `policy` (auto, keep,
 /// checkpoint or offload; also a portfolio entry such as checkpoint+fill).

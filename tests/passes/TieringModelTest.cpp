@@ -1,7 +1,8 @@
 // TieringModelTest.cpp - mt-tier's three-queue timeline (passes/tiering/TieringModel.h):
-// which parameters it takes to be on the host for a share of the state, and the step's
-// period when the host's updates run on into the next step.
+// which parameters it takes to be on the host for a share of the state and of the
+// micro-batch sums, and the step's period when the host's updates run on into the next step.
 #include "tiering/TieringModel.h"
+#include "tiering/TieringPolicies.h"
 
 #include "megatrain/Cost/DeviceProfile.h"
 #include "megatrain/Cost/OpCost.h"
@@ -36,12 +37,38 @@ func.func @step() {
 }
 )mlir";
 
+// The same two layers over two micro-batches (mt-microbatch's shape): micro-batch 0's
+// gradients go to mt.grad_part, micro-batch 1's to the updates, which add the last part.
+constexpr const char *kMicrobatchStep = R"mlir(
+func.func @step() {
+  %x = mt.input {name = "x"} : tensor<64x64xf32>
+  %w0 = mt.param {name = "w0", trainable = true} : tensor<64x64xf32>
+  %a0 = mt.matmul %x, %w0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %w1 = mt.param {name = "w1", trainable = true} : tensor<64x64xf32>
+  %a1 = mt.matmul %a0, %w1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %g1 = mt.matmul %a0, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  mt.grad_part %g1 {count = 2 : i64, index = 0 : i64, param = "w1"} : tensor<64x64xf32>
+  %g0 = mt.matmul %x, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  mt.grad_part %g0 {count = 2 : i64, index = 0 : i64, param = "w0"} : tensor<64x64xf32>
+  %y = mt.input {name = "x@1"} : tensor<64x64xf32>
+  %b0 = mt.matmul %y, %w0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %b1 = mt.matmul %b0, %w1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %h1 = mt.matmul %b0, %b1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  mt.adamw %h1 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w1", weight_decay = 0.0 : f64} : tensor<64x64xf32>
+  %h0 = mt.matmul %y, %b1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  mt.adamw %h0 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w0", weight_decay = 0.0 : f64} : tensor<64x64xf32>
+  return
+}
+)mlir";
+
 class TieringModelTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { load(kStep); }
+
+  void load(const char *source) {
     context.getOrLoadDialect<mt::MtDialect>();
     context.getOrLoadDialect<mlir::func::FuncDialect>();
-    module = mlir::parseSourceString<mlir::ModuleOp>(kStep, &context);
+    module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
     ASSERT_TRUE(module);
     func = *module->getOps<mlir::func::FuncOp>().begin();
     // Every kernel costs its launch (1 ms); the links are fast; the host updates 4096
@@ -76,13 +103,13 @@ TEST_F(TieringModelTest, TheHostHoldsTheParametersUpdatedFirst) {
 
   const double update = hostAdamWSeconds(4096, profile);
   double busy = -1;
-  model.predictStepSeconds(0.5, &busy);
+  model.predictStepSeconds({0.5, 0.5}, &busy);
   EXPECT_DOUBLE_EQ(busy, update);
-  model.predictStepSeconds(0.75, &busy);
+  model.predictStepSeconds({0.75, 0.75}, &busy);
   EXPECT_DOUBLE_EQ(busy, 1.5 * update);
-  model.predictStepSeconds(1.0, &busy);
+  model.predictStepSeconds({1.0, 1.0}, &busy);
   EXPECT_DOUBLE_EQ(busy, 2 * update);
-  model.predictStepSeconds(0.0, &busy);
+  model.predictStepSeconds({0.0, 0.0}, &busy);
   EXPECT_DOUBLE_EQ(busy, 0.0);
 }
 
@@ -110,14 +137,67 @@ TEST_F(TieringModelTest, HostUpdatesRunOnUntilTheNextStepFetchesTheirParameter) 
   // w1 one kernel in, so the steps repeat a kernel sooner than that: the step does not
   // wait for the update, only the next step's fetch of w1 does.
   const double endOfUpdate = 3 * kernel + fetch + copy + update;
-  EXPECT_NEAR(model.predictStepSeconds(0.5), endOfUpdate - kernel, 1e-9);
+  EXPECT_NEAR(model.predictStepSeconds({0.5, 0.5}), endOfUpdate - kernel, 1e-9);
 
   // Every parameter on the host: w0, updated last, is fetched first, so the next step
   // cannot start before the host is done; w0's update waits for w1's.
-  EXPECT_NEAR(model.predictStepSeconds(1.0), 2 * fetch + 3 * kernel + copy + 2 * update, 1e-9);
+  EXPECT_NEAR(model.predictStepSeconds({1.0, 1.0}), 2 * fetch + 3 * kernel + copy + 2 * update, 1e-9);
 
   // Nothing on the host: the four kernels (the fetches take none of the link).
-  EXPECT_NEAR(model.predictStepSeconds(0.0), 4 * kernel, 1e-9);
+  EXPECT_NEAR(model.predictStepSeconds({0.0, 0.0}), 4 * kernel, 1e-9);
+}
+
+TEST_F(TieringModelTest, MicrobatchSumsOnTheHostOnlyWhereTheirShareSaysSo) {
+  load(kMicrobatchStep);
+  TieringModel model(func, profile);
+  model.analyze();
+  const double update = hostAdamWSeconds(4096, profile);
+  const double sum = hostAccumulateSeconds(4096, profile);
+  ASSERT_GT(sum, 0.0);
+  double busy = -1;
+  // Both parameters on the host, summed there: two updates, each after the sum of its
+  // last part into the first (a part 0 is copied, not summed).
+  model.predictStepSeconds({1.0, 1.0}, &busy);
+  EXPECT_DOUBLE_EQ(busy, 2 * update + 2 * sum);
+  // Summed in device accumulators: the host only updates.
+  model.predictStepSeconds({1.0, 0.0}, &busy);
+  EXPECT_DOUBLE_EQ(busy, 2 * update);
+  // Half the sums on the host: those of w1, updated first (mt-homes gives the device
+  // accumulators to the parameters updated last).
+  model.predictStepSeconds({1.0, 0.5}, &busy);
+  EXPECT_DOUBLE_EQ(busy, 2 * update + sum);
+  // A device home's sum is the device's, whatever the sums' share says.
+  model.predictStepSeconds({0.5, 1.0}, &busy);
+  EXPECT_DOUBLE_EQ(busy, update + sum);
+  // Fewer copies out and no host sums: the step is not slower.
+  EXPECT_LE(model.predictStepSeconds({1.0, 0.0}), model.predictStepSeconds({1.0, 1.0}));
+}
+
+TEST(HostShareBeside, AccumulatorsTakeTheRoomBeforeTheHomes) {
+  FillOptions fill;
+  fill.deviceBytes = 1000;
+  fill.stateDeviceBytes = 1600;  // 16 bytes a parameter with micro-batches
+  // Homes first (no accumulators given the room): the room beside a 200-byte arena
+  // holds half the state.
+  TieringModel::HostShare homes = hostShareBeside(200, fill);
+  EXPECT_DOUBLE_EQ(homes.state, 0.5);
+  EXPECT_DOUBLE_EQ(homes.sums, 0.5);
+  // Accumulators first (4 of the 16 bytes): 400 bytes of room sum every part on the
+  // device and leave every home on the host.
+  fill.accumulatorBytes = 400;
+  TieringModel::HostShare sums = hostShareBeside(600, fill);
+  EXPECT_DOUBLE_EQ(sums.sums, 0.0);
+  EXPECT_DOUBLE_EQ(sums.state, 1.0);
+  // 200 bytes: half the sums on the device, the other half on the host.
+  sums = hostShareBeside(800, fill);
+  EXPECT_DOUBLE_EQ(sums.sums, 0.5);
+  EXPECT_DOUBLE_EQ(sums.state, 1.0);
+  // 1000 bytes: every sum, and half of the rest of the state (600 of 1200 bytes).
+  sums = hostShareBeside(0, fill);
+  EXPECT_DOUBLE_EQ(sums.sums, 0.0);
+  EXPECT_DOUBLE_EQ(sums.state, 0.5);
+  // No capacity known: everything on the host.
+  EXPECT_DOUBLE_EQ(hostShareBeside(0, FillOptions()).state, 1.0);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 // two (TWO) the backward's seed (the mt.fill mt-autodiff marks
 // mt.loss_seed) is 1/N and the parts go as they are; otherwise (THREE) each
 // part is scaled by an mt.scale. The losses are summed and scaled by 1/N
-// into the one mt.loss.
+// into the one mt.loss, right after the last micro-batch's loss (before its
+// backward: the step reads the loss there).
 
 // TWO-LABEL:  func.func @step() attributes {mt.microbatches = 2 : i64}
 // TWO:          %[[X0:.*]] = mt.input {name = "x"} : tensor<4x2xf32>
@@ -39,15 +40,15 @@
 // TWO-NEXT:     mt.add %[[H1]], %[[B1]]
 // TWO-NEXT:     %[[T1:.*]] = mt.tanh
 // TWO-NEXT:     %[[L1:.*]] = mt.reduce_sum %[[T1]]
+// TWO-NEXT:     %[[SL:.*]] = mt.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// TWO-NEXT:     %[[ML:.*]] = mt.scale %[[SL]] {alpha = 5.000000e-01 : f64} : tensor<f32>
+// TWO-NEXT:     mt.loss %[[ML]] : tensor<f32>
 // TWO-NEXT:     mt.fill {mt.loss_seed, value = 5.000000e-01 : f64} : tensor<f32>
 // TWO:          %[[DT1:.*]] = mt.tanh_grad %[[T1]]
 // TWO-NEXT:     %[[DB1:.*]] = mt.sum_to %[[DT1]]
 // TWO-NEXT:     mt.param_grad %[[DB1]] {mt.microbatch_backward = 1 : i64, param = "b"} : tensor<3xf32>
 // TWO-NEXT:     %[[DW1:.*]] = mt.matmul %[[X1]], %[[DT1]] {{{.*}}transpose_a = true}
 // TWO-NEXT:     mt.param_grad %[[DW1]] {mt.microbatch_backward = 1 : i64, param = "w"} : tensor<2x3xf32>
-// TWO-NEXT:     %[[SL:.*]] = mt.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// TWO-NEXT:     %[[ML:.*]] = mt.scale %[[SL]] {alpha = 5.000000e-01 : f64} : tensor<f32>
-// TWO-NEXT:     mt.loss %[[ML]] : tensor<f32>
 // TWO-NEXT:     return
 
 // THREE-LABEL: func.func @step() attributes {mt.microbatches = 3 : i64}
@@ -67,16 +68,17 @@
 // THREE-NOT:     mt.param_grad
 // THREE-NOT:     mt.add {{.*}} : (tensor<3xf32>, tensor<3xf32>)
 // THREE:         mt.input {name = "x@2"}
+// THREE:         %[[L2:.*]] = mt.reduce_sum
+// THREE-NEXT:    %[[S01:.*]] = mt.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// THREE-NEXT:    %[[S012:.*]] = mt.add %[[S01]], %[[L2]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// THREE-NEXT:    %[[ML:.*]] = mt.scale %[[S012]] {alpha = 0.33333333333333331 : f64} : tensor<f32>
+// THREE-NEXT:    mt.loss %[[ML]]
 // THREE:         %[[DB2:.*]] = mt.sum_to
 // THREE-NEXT:    %[[MB:.*]] = mt.scale %[[DB2]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 2 : i64}
 // THREE-NEXT:    mt.param_grad %[[MB]] {mt.microbatch_backward = 2 : i64, param = "b"}
 // THREE-NEXT:    %[[DW2:.*]] = mt.matmul {{.*}} {{{.*}}transpose_a = true}
 // THREE-NEXT:    %[[MW:.*]] = mt.scale %[[DW2]] {alpha = 0.33333333333333331 : f64, mt.microbatch_backward = 2 : i64}
 // THREE-NEXT:    mt.param_grad %[[MW]] {mt.microbatch_backward = 2 : i64, param = "w"}
-// THREE-NEXT:    %[[S01:.*]] = mt.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// THREE-NEXT:    %[[S012:.*]] = mt.add %[[S01]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// THREE-NEXT:    %[[ML:.*]] = mt.scale %[[S012]] {alpha = 0.33333333333333331 : f64} : tensor<f32>
-// THREE-NEXT:    mt.loss %[[ML]]
 // THREE-NEXT:    return
 // THREE-NOT:     mt.input {name = "x@3"}
 

@@ -8,13 +8,15 @@
 // two-layer step makes a and b by two products of one size (the same
 // compute saved per second of h2d), read again by the mul's backward; on
 // the fast-link profile of tier_spill.mlir the fill leaves them recomputed
-// in both micro-batches' backward, four trades of equal worth. The tiering
-// log counts each prefix's trades per micro-batch: the order breaks ties by
-// position, so the search's prefix of two takes both of micro-batch 0's.
-// The search keeps all four: no recompute is left.
+// in micro-batch 0's backward, and one of them in micro-batch 1's (where
+// the mean of the losses, read right after its forward, sits between the
+// products and their backward, the fill keeps b): three trades of equal
+// worth. The tiering log counts each prefix's trades per micro-batch: the
+// order breaks ties by position, so the search's prefix of two takes both
+// of micro-batch 0's. The search keeps all three: no recompute is left.
 // LOG:      fill and spill of checkpoint:
-// LOG:        spill prefix all: trades 4 recomputes (per micro-batch: 2, 2), step
-// LOG-NEXT:   spill prefix 2: trades 2 recomputes (per micro-batch: 2, 0), step
+// LOG:        spill prefix all: trades 3 recomputes (per micro-batch: 2, 1), step
+// LOG:        spill prefix 2: trades 2 recomputes (per micro-batch: 2, 0), step
 // LOG:      chosen checkpoint+fill
 
 // CHECK-LABEL: func.func @step()
@@ -29,10 +31,12 @@
 // CHECK:         %[[A1:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.live_end
 // CHECK-NEXT:    mt.offload %[[A1]]
 // CHECK:         %[[B1:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.live_end
-// CHECK-NEXT:    mt.offload %[[B1]]
-// CHECK:         mt.prefetch
-// CHECK-NOT:     mt.recompute
+// CHECK-NEXT:    mt.mul %[[A1]], %[[B1]]
 // CHECK:         mt.loss
+// CHECK:         mt.prefetch
+// CHECK-NOT:     mt.prefetch
+// CHECK-NOT:     mt.recompute
+// CHECK:         return
 func.func @step() {
   %x = mt.input {name = "x"} : tensor<16x64xf32>
   %w0 = mt.param {name = "layers.0.w", trainable = true} : tensor<64x64xf32>
