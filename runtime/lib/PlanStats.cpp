@@ -1,9 +1,65 @@
 // PlanStats.cpp - parameter counts, tokens per step and device memory over time for a plan.
 #include "megatrain/runtime/PlanStats.h"
 
+#include <algorithm>
+#include <map>
+
 #include "megatrain/plan/DType.h"
 
 namespace megatrain::runtime {
+namespace {
+
+// Each tensor's live steps [start, end] as the device's memory counts them
+// (start -1: not a DEVICE-pool base tensor, or never touched), and the step
+// that first writes it (-1: none).
+struct Lifetimes {
+  std::vector<int64_t> start, end, firstWrite;
+};
+
+Lifetimes deviceLifetimes(const plan::Plan& plan) {
+  const int64_t steps = plan.steps_size();
+  const auto count = static_cast<size_t>(plan.tensors_size());
+  Lifetimes life{std::vector<int64_t>(count, -1), std::vector<int64_t>(count, -1),
+                 std::vector<int64_t>(count, -1)};
+  // First write (or, failing that, first read) of every tensor.
+  std::vector<int64_t> firstRead(count, -1);
+  auto note = [](std::vector<int64_t>& first, uint32_t id, int64_t step) {
+    if (first[id] < 0) first[id] = step;
+  };
+  for (const plan::Step& step : plan.steps()) {
+    const auto s = static_cast<int64_t>(step.index());
+    if (step.has_kernel()) {
+      for (uint32_t id : step.kernel().outputs()) note(life.firstWrite, id, s);
+      for (uint32_t id : step.kernel().inputs()) note(firstRead, id, s);
+    } else if (step.has_copy()) {
+      note(life.firstWrite, step.copy().dst(), s);
+      note(firstRead, step.copy().src(), s);
+    } else if (step.has_host_task()) {
+      // A device AdamW or ACCUMULATE (state in DEVICE pools) touches them.
+      for (uint32_t id : step.host_task().tensors()) note(firstRead, id, s);
+    }
+  }
+  if (steps == 0) return life;
+  for (const plan::Tensor& tensor : plan.tensors()) {
+    if (plan.pools(static_cast<int>(tensor.buffer().pool())).tier() != plan::DEVICE) continue;
+    if (tensor.has_alias_of()) continue;  // a view's bytes are its base's, live as long
+    // Inputs and constants are there before the step; a tensor that never
+    // dies (training state in a DEVICE pool) holds its bytes all along.
+    int64_t start;
+    if (tensor.role() == plan::INPUT || tensor.role() == plan::CONSTANT || tensor.last_use_step() < 0) start = 0;
+    else if (life.firstWrite[tensor.id()] >= 0) start = life.firstWrite[tensor.id()];
+    else if (firstRead[tensor.id()] >= 0) start = firstRead[tensor.id()];
+    else continue;  // never touched
+    int64_t end = tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT
+                      ? tensor.last_use_step()
+                      : steps - 1;
+    life.start[tensor.id()] = start;
+    life.end[tensor.id()] = std::max(end, start);
+  }
+  return life;
+}
+
+}  // namespace
 
 PlanStats computePlanStats(const plan::Plan& plan) {
   PlanStats stats;
@@ -26,41 +82,14 @@ PlanStats computePlanStats(const plan::Plan& plan) {
                                            tensor.name() == plan.header().token_input()))
         stats.tokensPerStep = static_cast<uint64_t>(elementCount(tensor.shape()));
 
-  // First write (or, failing that, first read) of every tensor.
-  std::vector<int64_t> firstWrite(static_cast<size_t>(plan.tensors_size()), -1);
-  std::vector<int64_t> firstRead(static_cast<size_t>(plan.tensors_size()), -1);
-  auto note = [](std::vector<int64_t>& first, uint32_t id, int64_t step) {
-    if (first[id] < 0) first[id] = step;
-  };
-  for (const plan::Step& step : plan.steps()) {
-    const auto s = static_cast<int64_t>(step.index());
-    if (step.has_kernel()) {
-      for (uint32_t id : step.kernel().outputs()) note(firstWrite, id, s);
-      for (uint32_t id : step.kernel().inputs()) note(firstRead, id, s);
-    } else if (step.has_copy()) {
-      note(firstWrite, step.copy().dst(), s);
-      note(firstRead, step.copy().src(), s);
-    }
-  }
-
   // A difference array over steps: +size where a tensor becomes live, -size after it dies.
+  const Lifetimes life = deviceLifetimes(plan);
   std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
   for (const plan::Tensor& tensor : plan.tensors()) {
-    if (plan.pools(static_cast<int>(tensor.buffer().pool())).tier() != plan::DEVICE) continue;
-    if (tensor.has_alias_of()) continue;  // a view's bytes are its base's, live as long
-    int64_t start;
-    if (tensor.role() == plan::INPUT || tensor.role() == plan::CONSTANT) start = 0;
-    else if (firstWrite[tensor.id()] >= 0) start = firstWrite[tensor.id()];
-    else if (firstRead[tensor.id()] >= 0) start = firstRead[tensor.id()];
-    else continue;  // never touched
-    if (steps == 0) break;
-    int64_t end = tensor.last_use_step() >= 0 && tensor.role() != plan::CONSTANT
-                      ? tensor.last_use_step()
-                      : steps - 1;
-    if (end < start) end = start;
+    if (life.start[tensor.id()] < 0) continue;
     const auto size = static_cast<int64_t>(tensor.buffer().size_bytes());
-    delta[static_cast<size_t>(start)] += size;
-    delta[static_cast<size_t>(end) + 1] -= size;
+    delta[static_cast<size_t>(life.start[tensor.id()])] += size;
+    delta[static_cast<size_t>(life.end[tensor.id()]) + 1] -= size;
   }
   stats.deviceLiveBytes.resize(static_cast<size_t>(steps));
   int64_t live = 0;
@@ -73,6 +102,35 @@ PlanStats computePlanStats(const plan::Plan& plan) {
     }
   }
   return stats;
+}
+
+std::vector<DeviceMemoryGroup> deviceMemoryAt(const plan::Plan& plan, int64_t step) {
+  const Lifetimes life = deviceLifetimes(plan);
+  std::map<std::string, DeviceMemoryGroup> groups;
+  for (const plan::Tensor& tensor : plan.tensors()) {
+    const int64_t start = life.start[tensor.id()];
+    if (start < 0 || step < start || step > life.end[tensor.id()]) continue;
+    std::string what = plan.pools(static_cast<int>(tensor.buffer().pool())).name() + ": ";
+    const int64_t writer = life.firstWrite[tensor.id()];
+    if (tensor.role() != plan::ACTIVATION || writer < 0) {
+      what += roleName(tensor.role());
+    } else {
+      const plan::Step& written = plan.steps(static_cast<int>(writer));
+      if (written.has_kernel())
+        what += written.kernel().kernel() + " output" + (written.recompute() ? ", recomputed" : "");
+      else
+        what += "prefetched from the host";
+    }
+    DeviceMemoryGroup& group = groups[what];
+    group.what = what;
+    ++group.tensors;
+    group.bytes += tensor.buffer().size_bytes();
+  }
+  std::vector<DeviceMemoryGroup> sorted;
+  for (auto& [what, group] : groups) sorted.push_back(group);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const DeviceMemoryGroup& a, const DeviceMemoryGroup& b) { return a.bytes > b.bytes; });
+  return sorted;
 }
 
 }  // namespace megatrain::runtime

@@ -28,7 +28,7 @@ const char kUsage[] = "usage: megatrain-inspect MODEL.plan [--max-steps N] [--me
 
 const char kDescription[] =
     "Prints what a plan does: its header (provenance, optimizer), a summary (parameters, pools, "
-    "device memory peak from tensor lifetimes against the compiler's prediction, the predicted "
+    "device memory peak from tensor lifetimes against the compiler's prediction and what it holds, the predicted "
     "step time and its breakdown, bytes per link) and the schedule, one row per step: stream, what "
     "runs, the tensors it touches (for a wait: the record it waits for), the device memory live "
     "after it and, when the plan carries the compiler's predictions, when the step is predicted "
@@ -148,9 +148,27 @@ void printSummary(const plan::Plan& plan, const PlanStats& stats) {
                 pool.name().c_str(), tierName(pool.tier()), formatBytes(pool.size_bytes()).c_str(),
                 predicted.c_str());
   }
-  if (stats.devicePeakStep >= 0)
+  if (stats.devicePeakStep >= 0) {
     std::printf("  %-14s %s at step %lld (from tensor lifetimes)\n", "device peak",
                 formatBytes(stats.devicePeakBytes).c_str(), static_cast<long long>(stats.devicePeakStep));
+    // What the peak holds, by pool, role and (for activations) the kernel
+    // that wrote them: where a budget goes.
+    const std::vector<DeviceMemoryGroup> groups = deviceMemoryAt(plan, stats.devicePeakStep);
+    constexpr size_t kShownGroups = 12;
+    for (size_t i = 0; i < groups.size() && i < kShownGroups; ++i)
+      std::printf("  %-14s %9s  %5llu %s  %s\n", i == 0 ? "at the peak" : "", formatBytes(groups[i].bytes).c_str(),
+                  static_cast<unsigned long long>(groups[i].tensors), groups[i].tensors == 1 ? "tensor " : "tensors",
+                  groups[i].what.c_str());
+    if (groups.size() > kShownGroups) {
+      uint64_t rest = 0, tensors = 0;
+      for (size_t i = kShownGroups; i < groups.size(); ++i) {
+        rest += groups[i].bytes;
+        tensors += groups[i].tensors;
+      }
+      std::printf("  %-14s %9s  %5llu tensors  %zu more kinds\n", "", formatBytes(rest).c_str(),
+                  static_cast<unsigned long long>(tensors), groups.size() - kShownGroups);
+    }
+  }
   int kernels = 0, copies = 0, events = 0, hostTasks = 0;
   for (const plan::Step& step : plan.steps()) {
     kernels += step.has_kernel();

@@ -289,6 +289,10 @@ TEST_F(ToolsTest, InspectShowsHeaderSummaryAndSchedule) {
   ASSERT_NE(row, std::string::npos) << r.output;
   const std::string line = r.output.substr(row + 1, r.output.find('\n', row + 1) - row - 1);
   EXPECT_EQ(line.substr(line.size() - 5), "104 B") << line;
+  // What the device holds at its peak, by pool and role, activations by the kernel that wrote them.
+  EXPECT_NE(r.output.find("device peak    144 B at step 14"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at the peak         48 B      1 tensor   device: INPUT"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("32 B      1 tensor   device: matmul output"), std::string::npos) << r.output;
 
   const Result full = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/linear.plan");
   EXPECT_NE(full.output.find("adamw W"), std::string::npos);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "megatrain/plan/plan.pb.h"
@@ -16,8 +17,9 @@ struct PlanStats {
   // header.tokens_per_step, or batch x sequence of the token input when that is 0.
   uint64_t tokensPerStep = 0;
   // Bytes of DEVICE-pool tensors live at each step [steps]. A tensor is live
-  // from the first step that writes it (from the start for INPUT and
-  // CONSTANT) through its last_use_step (the last step if it never dies).
+  // from the first step that touches it (from the start for INPUT, CONSTANT
+  // and a tensor that never dies: training state) through its last_use_step
+  // (the last step if it never dies).
   std::vector<uint64_t> deviceLiveBytes;
   uint64_t devicePeakBytes = 0;
   int64_t devicePeakStep = -1;
@@ -25,5 +27,20 @@ struct PlanStats {
 
 // Expects a validated plan.
 PlanStats computePlanStats(const plan::Plan& plan);
+
+// One kind of what the device holds at a step (deviceMemoryAt).
+struct DeviceMemoryGroup {
+  // "<pool>: <role>", and for an ACTIVATION what wrote it: "<pool>: <kernel>
+  // output", "<pool>: <kernel> output, recomputed" (a recompute step wrote
+  // it), "<pool>: prefetched from the host" (a copy wrote it).
+  std::string what;
+  uint64_t tensors = 0;
+  uint64_t bytes = 0;
+};
+
+// The DEVICE-pool tensors live at `step` (as computePlanStats counts them; a
+// view is its base's bytes), grouped by what they are, the most bytes first.
+// Expects a validated plan.
+std::vector<DeviceMemoryGroup> deviceMemoryAt(const plan::Plan& plan, int64_t step);
 
 }  // namespace megatrain::runtime

@@ -1,0 +1,77 @@
+// PlanStatsTest.cpp - device memory over a plan's steps (runtime/lib/PlanStats.cpp): when a
+// tensor counts as live, the peak, and what the device holds at a step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "TinyPlans.h"
+#include "megatrain/runtime/PlanStats.h"
+
+namespace megatrain::runtime::testing {
+namespace {
+
+const DeviceMemoryGroup* groupNamed(const std::vector<DeviceMemoryGroup>& groups, const std::string& what) {
+  auto it = std::find_if(groups.begin(), groups.end(), [&](const DeviceMemoryGroup& g) { return g.what == what; });
+  return it == groups.end() ? nullptr : &*it;
+}
+
+TEST(PlanStats, PeakAndWhatTheDeviceHoldsThere) {
+  const plan::Plan plan = linearPlan(plan::F32);
+  const PlanStats stats = computePlanStats(plan);
+  // After the matmul (step 3): x, dev:W and y (48 + 24 + 32 bytes).
+  EXPECT_EQ(stats.deviceLiveBytes[3], 104u);
+  ASSERT_GE(stats.devicePeakStep, 0);
+  const std::vector<DeviceMemoryGroup> atPeak = deviceMemoryAt(plan, stats.devicePeakStep);
+  uint64_t bytes = 0;
+  for (const DeviceMemoryGroup& group : atPeak) bytes += group.bytes;
+  EXPECT_EQ(bytes, stats.devicePeakBytes);
+  // Biggest first; activations named by the kernel that wrote them.
+  ASSERT_FALSE(atPeak.empty());
+  EXPECT_EQ(atPeak.front().what, "device: INPUT");
+  EXPECT_EQ(atPeak.front().bytes, 48u);
+  const DeviceMemoryGroup* y = groupNamed(atPeak, "device: matmul output");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->tensors, 1u);
+  EXPECT_EQ(y->bytes, 32u);
+  // At step 3 the fetched weight is there, as its role.
+  const DeviceMemoryGroup* weight = groupNamed(deviceMemoryAt(plan, 3), "device: PARAMETER_COPY");
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(weight->bytes, 24u);
+}
+
+// Training state in a DEVICE pool (a device home's moments) never dies: it holds its bytes at
+// every step, though only the update (a host task) touches it.
+TEST(PlanStats, StateThatNeverDiesIsLiveAtEveryStep) {
+  plan::Plan plan = linearPlan(plan::F32);
+  const PlanStats before = computePlanStats(plan);
+  plan::Tensor* m = nullptr;
+  for (plan::Tensor& tensor : *plan.mutable_tensors())
+    if (tensor.name() == "adam_m:W") m = &tensor;
+  ASSERT_NE(m, nullptr);
+  plan::Pool* device = plan.mutable_pools(0);
+  m->mutable_buffer()->set_pool(0);
+  m->mutable_buffer()->set_offset(device->size_bytes());
+  device->set_size_bytes(device->size_bytes() + m->buffer().size_bytes());
+  m->set_last_use_step(-1);
+
+  const PlanStats after = computePlanStats(plan);
+  for (size_t s = 0; s < after.deviceLiveBytes.size(); ++s)
+    EXPECT_EQ(after.deviceLiveBytes[s], before.deviceLiveBytes[s] + 24) << "step " << s;
+  const DeviceMemoryGroup* state = groupNamed(deviceMemoryAt(plan, 0), "device: OPTIMIZER_STATE");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->bytes, 24u);
+}
+
+// A kernel marked as a recompute names what it wrote so.
+TEST(PlanStats, RecomputedAndPrefetchedActivationsAreNamedSo) {
+  plan::Plan plan = linearPlan(plan::F32);
+  for (plan::Step& step : *plan.mutable_steps())
+    if (step.has_kernel() && step.kernel().kernel() == "mul") step.set_recompute(true);
+  // sq (the mul's output) is live after step 4.
+  EXPECT_NE(groupNamed(deviceMemoryAt(plan, 4), "device: mul output, recomputed"), nullptr);
+  EXPECT_EQ(groupNamed(deviceMemoryAt(plan, 4), "device: mul output"), nullptr);
+}
+
+}  // namespace
+}  // namespace megatrain::runtime::testing
