@@ -146,10 +146,13 @@ errors)
   head -c 1024 corpus.bin >four.bin
   expect_error "--eval-batches 5: --eval-data holds 8 windows of 64 tokens, 4 batches of 2 (pass --eval-batches 4 or less)" \
     run train.plan --weights "$TINY" --data corpus.bin --eval-plan eval.plan --eval-data four.bin --eval-batches 5
-  # The plan says what it is, in megatrain-inspect and the compiler's summary.
-  "$BIN/megatrain-inspect" eval.plan --max-steps 1 | grep -q "^  kind           evaluation (forward and loss only" ||
+  # The plan says what it is, in megatrain-inspect and the compiler's summary. (Whole
+  # outputs to files: under pipefail, `inspect | grep -q` fails when grep stops reading early.)
+  "$BIN/megatrain-inspect" eval.plan --max-steps 1 >eval.inspect
+  "$BIN/megatrain-inspect" train.plan --max-steps 1 >train.inspect
+  grep -q "^  kind           evaluation (forward and loss only" eval.inspect ||
     fail "megatrain-inspect does not show the evaluation plan"
-  "$BIN/megatrain-inspect" train.plan --max-steps 1 | grep -q "^  kind           training" ||
+  grep -q "^  kind           training" train.inspect ||
     fail "megatrain-inspect does not show the training plan"
   echo "ok: every refusal names what is wrong"
   ;;
