@@ -22,50 +22,51 @@ namespace {
 
 // Two layers; w1's gradient comes first and its update runs first, w0's last. The
 // "gradients" are matmuls of the right shape: only their timing matters here.
-constexpr const char *kStep = R"mlir(
-func.func @step() {
-  %x = mt.input {name = "x"} : tensor<64x64xf32>
-  %w0 = mt.param {name = "w0", trainable = true} : tensor<64x64xf32>
-  %a0 = mt.matmul %x, %w0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %w1 = mt.param {name = "w1", trainable = true} : tensor<64x64xf32>
-  %a1 = mt.matmul %a0, %w1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %g1 = mt.matmul %a0, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  mt.adamw %g1 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w1", weight_decay = 0.0 : f64} : tensor<64x64xf32>
-  %g0 = mt.matmul %x, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  mt.adamw %g0 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w0", weight_decay = 0.0 : f64} : tensor<64x64xf32>
-  return
+constexpr const char *kProduct = " : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>\n";
+
+std::string product(const std::string &result, const std::string &lhs, const std::string &rhs) {
+  return "  " + result + " = mt.matmul " + lhs + ", " + rhs + kProduct;
 }
-)mlir";
+
+// Where a gradient goes: its update, or (index >= 0) a micro-batch part.
+std::string sink(const std::string &grad, const std::string &param, int index = -1) {
+  if (index >= 0)
+    return "  mt.grad_part " + grad + " {count = 2 : i64, index = " + std::to_string(index) +
+           " : i64, param = \"" + param + "\"} : tensor<64x64xf32>\n";
+  return "  mt.adamw " + grad +
+         " {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : "
+         "f64, param = \"" + param + "\", weight_decay = 0.0 : f64} : tensor<64x64xf32>\n";
+}
+
+// One micro-batch's forward and backward (values named with `tag`), each gradient to its
+// sink; the first one fetches w0 and w1 right before their first use.
+std::string layers(const std::string &tag, int partIndex) {
+  const std::string x = "%x" + tag, a0 = "%a0" + tag, a1 = "%a1" + tag, g0 = "%g0" + tag,
+                    g1 = "%g1" + tag;
+  auto fetch = [&](const char *param) {
+    return tag.empty() ? std::string("  %") + param + " = mt.param {name = \"" + param +
+                             "\", trainable = true} : tensor<64x64xf32>\n"
+                       : std::string();
+  };
+  return "  " + x + " = mt.input {name = \"" + (tag.empty() ? "x" : "x@" + tag) +
+         "\"} : tensor<64x64xf32>\n" + fetch("w0") + product(a0, x, "%w0") + fetch("w1") +
+         product(a1, a0, "%w1") + product(g1, a0, a1) + sink(g1, "w1", partIndex) +
+         product(g0, x, a1) + sink(g0, "w0", partIndex);
+}
+
+// One batch: the two layers, their updates.
+const std::string kStep = "func.func @step() {\n" + layers("", -1) + "  return\n}\n";
 
 // The same two layers over two micro-batches (mt-microbatch's shape): micro-batch 0's
 // gradients go to mt.grad_part, micro-batch 1's to the updates, which add the last part.
-constexpr const char *kMicrobatchStep = R"mlir(
-func.func @step() {
-  %x = mt.input {name = "x"} : tensor<64x64xf32>
-  %w0 = mt.param {name = "w0", trainable = true} : tensor<64x64xf32>
-  %a0 = mt.matmul %x, %w0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %w1 = mt.param {name = "w1", trainable = true} : tensor<64x64xf32>
-  %a1 = mt.matmul %a0, %w1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %g1 = mt.matmul %a0, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  mt.grad_part %g1 {count = 2 : i64, index = 0 : i64, param = "w1"} : tensor<64x64xf32>
-  %g0 = mt.matmul %x, %a1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  mt.grad_part %g0 {count = 2 : i64, index = 0 : i64, param = "w0"} : tensor<64x64xf32>
-  %y = mt.input {name = "x@1"} : tensor<64x64xf32>
-  %b0 = mt.matmul %y, %w0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %b1 = mt.matmul %b0, %w1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %h1 = mt.matmul %b0, %b1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  mt.adamw %h1 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w1", weight_decay = 0.0 : f64} : tensor<64x64xf32>
-  %h0 = mt.matmul %y, %b1 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  mt.adamw %h0 {beta1 = 9.000000e-01 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, param = "w0", weight_decay = 0.0 : f64} : tensor<64x64xf32>
-  return
-}
-)mlir";
+const std::string kMicrobatchStep =
+    "func.func @step() {\n" + layers("", 0) + layers("1", -1) + "  return\n}\n";
 
 class TieringModelTest : public ::testing::Test {
  protected:
   void SetUp() override { load(kStep); }
 
-  void load(const char *source) {
+  void load(const std::string &source) {
     context.getOrLoadDialect<mt::MtDialect>();
     context.getOrLoadDialect<mlir::func::FuncDialect>();
     module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
