@@ -229,16 +229,17 @@ llvm::StringMap<double> TieringModel::hostShares(double paramShare) const {
 
 double TieringModel::predictStepSeconds(HostShare share, double *hostBusy) const {
   // Three queues in issue order plus the host optimizer.
+  // Both are prefixes of the update order, so a parameter's share of the
+  // sums is at most its share of the state (a device home sums on the device).
+  const double sumsShare = std::min(share.sums, share.state);
   const llvm::StringMap<double> shares = hostShares(share.state);
-  const llvm::StringMap<double> sums = hostShares(std::min(share.sums, share.state));
+  const llvm::StringMap<double> sums = hostShares(sumsShare);
   auto lookup = [](const llvm::StringMap<double> &map, llvm::StringRef param, double otherwise) {
     auto it = map.find(param);
     return it == map.end() ? otherwise : it->second;
   };
   auto shareOf = [&](llvm::StringRef param) { return lookup(shares, param, share.state); };
-  auto sumShareOf = [&](llvm::StringRef param) {
-    return std::min(shareOf(param), lookup(sums, param, share.sums));
-  };
+  auto sumShareOf = [&](llvm::StringRef param) { return lookup(sums, param, sumsShare); };
   llvm::DenseMap<mlir::Value, double> ready;
   llvm::StringMap<double> firstFetch; // param -> when its first fetch starts
   double clock = 0, h2dFree = 0, d2hFree = 0, hostFree = 0, hostWork = 0;
