@@ -34,6 +34,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
+# The test scripts run in scratch folders of their own: the binaries by an absolute path.
+[[ -d $BIN ]] && BIN=$(cd "$BIN" && pwd)
 MODEL=${MODEL:-frontends/models/tiny_transformer.onnx}
 DATA=${DATA:-data/fortunes.bin}
 STEPS=${STEPS:-50}
@@ -229,7 +231,7 @@ if [[ ${DISK:-1} == 1 ]]; then
   else
     echo "== tests/gpu/disk_runs.sh"
     start=$(now)
-    bash tests/gpu/disk_runs.sh "$BIN" . 2>&1 | tee "$OUT/disk_runs.log"
+    bash tests/gpu/disk_runs.sh "$BIN" "$PWD" 2>&1 | tee "$OUT/disk_runs.log"
     if [[ ${PIPESTATUS[0]} == 0 ]]; then row "disk tier" PASS "bitwise vs all-host, resumed bitwise ($(since "$start") s)"
     else row "disk tier" FAIL "$(grep -m1 FAIL "$OUT/disk_runs.log") ($OUT/disk_runs.log)"; fi
   fi
