@@ -82,6 +82,12 @@
 //      the budget leaves room for all the state on the device when the
 //      checkpoint plan still fits in what is left (joint arena and state:
 //      jointBudget below, docs/tiering.md "The fill").
+//   6b. Lead (TieringLead), on the chosen plan: the link replayed as one
+//      queue in position order (fetches and prefetches, each starting once
+//      the compute before it is done), each parameter fetch that lands after
+//      its first use moves to the latest position from which it lands in
+//      time; the moves whose lifetimes place within the budget are kept.
+//      Off: --no-tiering-lead.
 //   7. Renumber mt.step and set mt.live_end as mt-liveness does
 //      (setLiveEnds, Liveness.h), with the copy holds that fit the budget
 //      (this file, renumber): a value copied to the host keeps its bytes
@@ -105,6 +111,7 @@
 #include "IrCost.h"
 #include "Liveness.h"
 #include "tiering/StateHomes.h"
+#include "tiering/TieringLead.h"
 #include "tiering/TieringPolicies.h"
 
 #include "megatrain/Cost/OpCost.h"
@@ -115,6 +122,7 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <memory>
@@ -376,6 +384,8 @@ struct Tier : impl::TierBase<Tier> {
     uint64_t device = deviceMemory != 0 ? deviceMemory : deviceCapacity;
     mlir::FailureOr<TieringChoice> choice = mlir::failure();
     uint64_t budget = deviceMemory;
+    // What the chosen plan was judged with: the share of the state beside it on the host.
+    FillOptions chosenFill;
     for (int attempt = 0;; ++attempt) {
       int64_t host = hostMemory < 0 ? hostMemory
                                     : std::max<int64_t>(0, hostMemory - static_cast<int64_t>(hostFixed));
@@ -455,6 +465,7 @@ struct Tier : impl::TierBase<Tier> {
         return choosePlan(func, policy, profile, budget, fillOptions, why);
       };
       choice = plan();
+      chosenFill = fillOptions;
       if (mlir::failed(choice)) {
         func.emitError("mt-tier: ") << why;
         return signalPassFailure();
@@ -489,6 +500,21 @@ struct Tier : impl::TierBase<Tier> {
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
     choice->plan.erase();
+    if (lead) {
+      // The fetches of the parameters updated last are the device homes'
+      // casts (mt-homes): by the share of the state the host takes beside
+      // this arena, as the fill and the spill judged the plan.
+      TieringModel model(func, profile);
+      model.analyze();
+      const llvm::StringMap<double> shares =
+          model.hostShares(hostShareBeside(model.arenaBytes(), chosenFill).state);
+      LeadResult moved = leadParamFetches(model, budget, shares);
+      if (logStream && moved.late > 0)
+        *logStream << "lead: " << moved.late << " parameter fetches land late ("
+                   << llvm::format("%.3f", moved.lateSeconds * 1e3) << " ms), " << moved.moved
+                   << " moved earlier within the budget ("
+                   << llvm::format("%.3f", moved.savedSeconds * 1e3) << " ms)\n";
+    }
     if (mlir::failed(renumber(func, profile, budget, holdRingBytes(func, states, ringBytes))))
       return signalPassFailure();
     mlir::Builder builder(&getContext());

@@ -145,6 +145,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.fill = options.tieringFill;
   tier.spill = options.tieringSpill;
   tier.fillSearch = options.tieringFillSearch;
+  tier.lead = options.tieringLead;
   tier.log = options.tieringLog;
   tier.deviceProfile = options.deviceProfile;
   tier.deviceCapacity = options.deviceCapacity;

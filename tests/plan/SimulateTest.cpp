@@ -158,6 +158,51 @@ TEST(Simulate, WaitDelaysTheComputeStepByTheCopyTime) {
   }
 }
 
+// The link is one per direction, whichever stream copies over it: a prefetch on h2d that
+// waits for its bytes (a relu on compute) leaves the link to a parameter's fetch on the
+// `fetch` stream issued after it, which fits in the wait and lands first; two copies
+// ready at once take it one after the other, in plan order.
+TEST(Simulate, StreamsCopyingOneWayShareTheLink) {
+  DeviceProfile profile = testProfile();
+  profile.hbmBytesPerS = 1e9; // the relu outlasts a copy
+  Builder b;
+  b.plan.add_streams("fetch");
+  uint32_t x = b.tensor("x", 65536, pb::ACTIVATION, kDevice, 0);
+  uint32_t y = b.tensor("y", 65536, pb::ACTIVATION, kDevice, 1 << 20);
+  uint32_t hp = b.tensor("offload:p", 65536, pb::OFFLOADED, kHost, 0);
+  uint32_t p = b.tensor("prefetch:p", 65536, pb::ACTIVATION, kDevice, 2 << 20);
+  uint32_t w = b.tensor("w", 65536, pb::PARAMETER, kHost, 1 << 20);
+  uint32_t dw = b.tensor("dev:w", 65536, pb::PARAMETER_COPY, kDevice, 3 << 20);
+  int relu = b.kernel("relu", {x}, {y});
+  b.record("compute", "bytes");
+  b.wait("h2d", "bytes");
+  int prefetch = b.copy("h2d", hp, p);
+  int fetch = b.copy("fetch", w, dw);
+  simulatePlan(b.plan, profile);
+  const double copyS = transferSeconds(65536 * 4, Link::HostToDevice, profile);
+  const double reluS = elementwise(profile, 65536 * 4, 65536 * 4);
+  ASSERT_GT(reluS, copyS); // the fetch fits in the prefetch's wait
+  EXPECT_DOUBLE_EQ(b.start(fetch), 0);
+  EXPECT_DOUBLE_EQ(b.end(fetch), copyS);
+  // The prefetch waits for the relu only.
+  EXPECT_DOUBLE_EQ(b.start(prefetch), b.end(relu));
+  EXPECT_DOUBLE_EQ(b.end(prefetch), b.end(relu) + copyS);
+
+  // Both ready at once on two streams: the second in plan order after the first.
+  Builder c;
+  c.plan.add_streams("fetch");
+  uint32_t hp2 = c.tensor("offload:p", 65536, pb::OFFLOADED, kHost, 0);
+  uint32_t p2 = c.tensor("prefetch:p", 65536, pb::ACTIVATION, kDevice, 0);
+  uint32_t v2 = c.tensor("v", 65536, pb::PARAMETER, kHost, 1 << 20);
+  uint32_t dv2 = c.tensor("dev:v", 65536, pb::PARAMETER_COPY, kDevice, 1 << 20);
+  int first = c.copy("h2d", hp2, p2);
+  int second = c.copy("fetch", v2, dv2);
+  simulatePlan(c.plan, profile);
+  EXPECT_DOUBLE_EQ(c.start(first), 0);
+  EXPECT_DOUBLE_EQ(c.start(second), copyS);
+  EXPECT_DOUBLE_EQ(c.end(second), 2 * copyS);
+}
+
 // A wait is released by the latest record of its event before it in plan order, not a
 // later one: two fetches behind one event name.
 TEST(Simulate, WaitUsesTheLatestEarlierRecord) {

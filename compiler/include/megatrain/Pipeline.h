@@ -41,6 +41,9 @@ struct PipelineOptions {
   // The fill's search (where the state competes for the device): off with
   // megatrain-compile --no-tiering-fill-search.
   bool tieringFillSearch = true;
+  // mt-tier's lead (parameter fetches moved ahead of the link's queue): off with
+  // megatrain-compile --no-tiering-lead.
+  bool tieringLead = true;
   // mt-tier's log of every plan it considers (megatrain-compile --tiering-log;
   // empty: none, "-": stderr).
   std::string tieringLog;

@@ -39,6 +39,8 @@ inline constexpr llvm::StringLiteral kMicrobatchesAttr = "mt.microbatches";
 inline constexpr const char *kCompute = pb::kComputeStream;
 inline constexpr const char *kHostToDevice = pb::kHostToDeviceStream;
 inline constexpr const char *kDeviceToHost = pb::kDeviceToHostStream;
+/// Host-resident parameters' fetches, with PlanEmitOptions::fetchStream.
+inline constexpr const char *kParamFetch = pb::kParamFetchStream;
 inline constexpr const char *kHostStream = pb::kHostStream;
 /// The device-resident parameters' updates, with PlanEmitOptions::optimizerStream.
 inline constexpr const char *kOptimizerStream = pb::kOptimizerStream;

@@ -588,7 +588,10 @@ mlir::LogicalResult PlanBuilder::emitOp(mlir::Operation *op, int64_t opStep) {
     }
     // A device home read after its update: a copy over HBM on the compute
     // stream, in order with the kernels (the update's snapshot).
-    pb::Step &step = addStep(device ? kCompute : kHostToDevice, op, opStep);
+    pb::Step &step = addStep(device ? kCompute
+                             : options.fetchStream ? kParamFetch
+                                                   : kHostToDevice,
+                             op, opStep);
     step.mutable_copy()->set_src(compute ? computeCopies.at(name)
                                          : parameterMasters.at(name));
     step.mutable_copy()->set_dst(*copy);
@@ -889,6 +892,9 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       return mlir::failure();
     planStepsThrough[step] = plan.steps_size();
   }
+  if (std::any_of(plan.steps().begin(), plan.steps().end(),
+                  [](const pb::Step &s) { return s.stream() == kParamFetch; }))
+    plan.add_streams(kParamFetch);
   if (!loss)
     return func.emitError("the function has no mt.loss; a plan needs a loss "
                           "to report (run mt-add-loss)");

@@ -51,6 +51,30 @@ struct TimePoint {
 /// The later of two points (the first on a tie).
 TimePoint later(TimePoint a, TimePoint b) { return b.time > a.time ? b : a; }
 
+/// One direction of the host link, which every stream copying that way
+/// shares: the intervals it is busy, and the earliest start at or after a
+/// copy's ready time where the copy fits whole. A stream's copies come in its
+/// order, so a link one stream uses is a queue; two streams (`h2d` and
+/// `fetch`) fill each other's gaps, as a copy waiting for its event does not
+/// hold the link.
+class LinkQueue {
+public:
+  double place(double ready, double seconds) {
+    double start = ready;
+    auto it = busy.upper_bound(start);
+    if (it != busy.begin() && std::prev(it)->second > start)
+      start = std::prev(it)->second;
+    for (; it != busy.end() && it->first < start + seconds; ++it)
+      start = std::max(start, it->second);
+    if (seconds > 0)
+      busy.emplace(start, start + seconds);
+    return start;
+  }
+
+private:
+  std::map<double, double> busy; // start -> end, disjoint
+};
+
 TensorShape shapeOf(const pb::Tensor &tensor) {
   TensorShape shape;
   shape.dims.assign(tensor.shape().begin(), tensor.shape().end());
@@ -210,6 +234,7 @@ void Simulator::run() {
 
   const size_t tensors = static_cast<size_t>(plan.tensors_size());
   std::map<std::string, TimePoint> streamFree, recorded;
+  LinkQueue toDevice, toHost;
   std::vector<TimePoint> lastWrite(tensors), lastAccess(tensors);
   double computeS = 0, recomputeS = 0, exposedS = 0;
   std::vector<std::pair<double, double>> hostTasks;
@@ -267,6 +292,13 @@ void Simulator::run() {
       }
     }
 
+    if (step.has_copy() && step.stream() != computeStream) {
+      const pb::Tier from = tierOf(step.copy().src()), to = tierOf(step.copy().dst());
+      if (from == pb::HOST_PINNED && to == pb::DEVICE)
+        ready.time = toDevice.place(ready.time, seconds);
+      else if (from == pb::DEVICE && to == pb::HOST_PINNED)
+        ready.time = toHost.place(ready.time, seconds);
+    }
     const double start = step.has_wait() ? free.time : ready.time;
     const double end = ready.time + seconds;
     if (step.stream() == computeStream && ready.time > free.time &&

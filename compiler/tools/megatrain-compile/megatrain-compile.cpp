@@ -104,6 +104,7 @@ struct CompileArgs {
   std::optional<std::string> lossMode;
   megatrain::PipelineOptions pipeline;
   bool optimizerStream = false;
+  bool fetchStream = true;
   bool accumulateInProducts = true;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
@@ -333,6 +334,11 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "also choosing how much to fill by the predicted step (the fill's "
                            "search)",
                            memory, [&] { args.pipeline.tieringFillSearch = false; });
+  megatrain::addFlagOption(app, "--no-tiering-lead",
+                           "leave each parameter fetch where the planner placed it, even where "
+                           "the prefetches before it on the link land it after its use (the "
+                           "lead)",
+                           memory, [&] { args.pipeline.tieringLead = false; });
   megatrain::addValueOption(app, "--tiering-log", "FILE",
            "write why mt-tier chose its plan to FILE ('-': stderr): the budgets it tried, each "
            "portfolio entry's predicted step, each step of the fill's and the spill's searches, "
@@ -375,6 +381,10 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "run the AdamW updates of device-resident parameters on a stream of "
                            "their own (`optimizer`), beside the backward's kernels",
                            memory, [&] { args.optimizerStream = true; });
+  megatrain::addFlagOption(app, "--no-fetch-stream",
+                           "fetch the host-resident parameters on the `h2d` stream, in plan "
+                           "order with the prefetches, not on a stream of their own (`fetch`)",
+                           memory, [&] { args.fetchStream = false; });
   megatrain::addFlagOption(app, "--no-product-accumulation",
                            "with micro-batches, keep each weight gradient's part its own tensor, "
                            "copied or added into the device accumulator after its product, "
@@ -649,6 +659,7 @@ int compile(int argc, char **argv) {
   megatrain::PlanEmitOptions emitOptions;
   emitOptions.generator = std::string(kTool) + " " + MEGATRAIN_VERSION;
   emitOptions.optimizerStream = args.optimizerStream;
+  emitOptions.fetchStream = args.fetchStream;
   emitOptions.accumulateInProducts = args.accumulateInProducts;
   for (int i = 1; i < argc; ++i)
     emitOptions.compileOptions.push_back(argv[i]);

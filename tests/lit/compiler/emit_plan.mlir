@@ -6,8 +6,8 @@
 // gradient kept in grad:w (--keep-gradients; emit_plan_homes.mlir checks the
 // staging ring of the default). The schedule, with
 // the events insertEvents adds (tests/lit/compiler/events.mlir checks those), is
-//   plan step  0 h2d copy w -> dev:w       13 fill (the loss is held while its
-//              1-2 event h2d -> compute        copy runs, so no event here)
+//   plan step  0 fetch copy w -> dev:w     13 fill (the loss is held while its
+//              1-2 event fetch -> compute      copy runs, so no event here)
 //              3 matmul                    14 softmax_ce_grad
 //              4 relu                      15 compute wait (the loss dies at 16:
 //              5 mul (by the constant)        its poison follows the copy)
@@ -126,9 +126,11 @@ func.func @main() {
 // CHECK-NEXT:  streams: "h2d"
 // CHECK-NEXT:  streams: "d2h"
 // CHECK-NEXT:  streams: "host"
+// The parameter's fetch runs on a stream of its own (docs/plan.md, "Streams").
+// CHECK-NEXT:  streams: "fetch"
 
 // CHECK:       steps {
-// CHECK-NEXT:    stream: "h2d"
+// CHECK-NEXT:    stream: "fetch"
 // CHECK-NEXT:    copy {
 // CHECK-NEXT:      dst: 2
 // CHECK-NEXT:    }

@@ -7,8 +7,8 @@
 // streams gets `record eN` right after the earlier step and `wait eN` right
 // before the later one, and the plan passes the verifier (megatrain-compile
 // writes nothing otherwise). The schedule below, with its events:
-//    0 h2d      copy w -> dev:w           10 host     READ_LOSS
-//    1 h2d      record e0                 11 compute  fill (its bytes are not the
+//    0 fetch    copy w -> dev:w           10 host     READ_LOSS
+//    1 fetch    record e0                 11 compute  fill (its bytes are not the
 //    2 compute  wait e0                               loss's: mt-tier holds the loss
 //    3 compute  matmul x, dev:w                       until its copy is predicted done)
 //    4 compute  softmax_ce                12 compute  softmax_ce_grad
@@ -18,7 +18,7 @@
 //    8 d2h      record e2                 15 compute  record e3
 //    9 host     wait e2                   16-18 d2h   wait e3, copy dw -> grad:w, record e4
 //                                         19 host     wait e4, 20 host ADAMW
-// The ADAMW's write of w needs no event for the h2d copy that read w: the
+// The ADAMW's write of w needs no event for the fetch that read w: the
 // host's wait for d2h already implies it (through compute's wait e0).
 func.func @main() {
   %x = mt.input {name = "x"} : tensor<4x8xf32>
@@ -41,12 +41,12 @@ func.func @main() {
 // CHECK:        last_use_step: 3
 
 // CHECK:      steps {
-// CHECK-NEXT:   stream: "h2d"
+// CHECK-NEXT:   stream: "fetch"
 // CHECK-NEXT:   copy {
 // CHECK:          dst: [[DEVW:[0-9]+]]
 // CHECK:      steps {
 // CHECK-NEXT:   index: 1
-// CHECK-NEXT:   stream: "h2d"
+// CHECK-NEXT:   stream: "fetch"
 // CHECK-NEXT:   record {
 // CHECK-NEXT:     event: "e0"
 // CHECK:      steps {
@@ -118,17 +118,14 @@ func.func @main() {
 // CHECK-NEXT:     kind: ADAMW
 // CHECK-NOT:  steps {
 
-// In the bundled mlp.onnx: its first parameter copy, the record after it (fc1's bias,
-// read by the same fused matmul_add, is copied before it), compute's wait, and the
-// first kernel reading the copy.
+// In the bundled mlp.onnx: its first parameter copy, the record after it (the
+// biases read by the first fused matmul_adds are copied before it), compute's
+// wait, and the first kernel reading the copy.
 // MLP:      steps {
-// MLP-NEXT:   stream: "h2d"
+// MLP-NEXT:   stream: "fetch"
 // MLP-NEXT:   copy {
 // MLP:          dst: [[W:[0-9]+]]
-// MLP:        stream: "h2d"
-// MLP-NEXT:   copy {
-// MLP:        stream: "h2d"
-// MLP-NEXT:   record {
+// MLP:        record {
 // MLP-NEXT:     event: "[[E:e[0-9]+]]"
 // MLP:        stream: "compute"
 // MLP-NEXT:   wait {

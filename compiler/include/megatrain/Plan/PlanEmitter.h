@@ -21,6 +21,11 @@ struct PlanEmitOptions {
   /// `optimizer`, beside the backward's kernels on `compute` (megatrain-compile
   /// --optimizer-stream); false: on `compute`, in the kernels' order.
   bool optimizerStream = false;
+  /// The fetches of host-resident parameters (their compute copies, or their
+  /// masters) on a stream of their own, `fetch`, beside the prefetches of
+  /// offloaded values on `h2d` (docs/tiering.md, "Streams and events"); false
+  /// (megatrain-compile --no-fetch-stream): on `h2d`, in plan order with them.
+  bool fetchStream = true;
   /// With micro-batches, a gradient part that a matrix product makes and the
   /// device accumulates is written by that product straight into the
   /// accumulator: part 0 as the product's output, parts k >= 1 as a

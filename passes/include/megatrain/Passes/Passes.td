@@ -467,6 +467,9 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
            "Where the state competes with the arena for the device, also "
            "choose how much the fill takes by the timeline, not only by the "
            "state's price per byte (the fill's search)">,
+    Option<"lead", "lead", "bool", "true",
+           "On the chosen plan, move the parameter fetches the link's queue "
+           "lands after their use earlier, within the budget (the lead)">,
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file (default: the H200 figures)">,
     Option<"log", "log", "std::string", "\"\"",
