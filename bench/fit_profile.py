@@ -70,9 +70,11 @@ def main():
                 row[0] += 1
                 row[1] += e.get("dur", 0.0)
                 row[2] += a.get("predicted_end_us", 0.0) - a.get("predicted_start_us", 0.0)
-            elif e.get("cat") == "copy" and track in links:
-                links[track][0] += a.get("bytes", 0)
-                links[track][1] += e.get("dur", 0.0)
+            elif e.get("cat") == "copy" and track in ("h2d", "fetch", "d2h"):
+                # The parameters' fetches (stream `fetch`) cross the h2d link too.
+                link = "d2h" if track == "d2h" else "h2d"
+                links[link][0] += a.get("bytes", 0)
+                links[link][1] += e.get("dur", 0.0)
             elif e.get("cat") == "copy" and track == "disk":
                 kind = "read" if " -> stage_" in e.get("name", "") else "write"
                 disk[kind][0] += a.get("bytes", 0)

@@ -1,6 +1,7 @@
 // megatrain-inspect.cpp - prints a plan: header, cost summary and the step-by-step schedule.
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -199,13 +200,17 @@ void printSummary(const plan::Plan& plan, const PlanStats& stats) {
     for (auto& [stream, seconds] : busy)
       if (stream == step.stream()) seconds += step.predicted_end_s() - step.predicted_start_s();
   }
-  auto busyOf = [&](const char* stream) {
+  // A link is busy with every stream that copies over it: the parameters' fetches
+  // (stream `fetch`) cross the h2d link beside h2d's prefetches.
+  auto busyOf = [&](std::initializer_list<const char*> streams) {
+    double total = 0;
     for (const auto& [name, seconds] : busy)
-      if (name == stream) return formatSeconds(seconds);
-    return formatSeconds(0);
+      for (const char* stream : streams)
+        if (name == stream) total += seconds;
+    return formatSeconds(total);
   };
   std::printf("  %-14s h2d %s (busy %s), d2h %s (busy %s)\n", "links", formatBytes(h.h2d_bytes()).c_str(),
-              busyOf("h2d").c_str(), formatBytes(h.d2h_bytes()).c_str(), busyOf("d2h").c_str());
+              busyOf({"h2d", "fetch"}).c_str(), formatBytes(h.d2h_bytes()).c_str(), busyOf({"d2h"}).c_str());
   std::string loads;
   for (const auto& [stream, seconds] : busy)
     loads += (loads.empty() ? "" : ", ") + stream + " " + formatSeconds(seconds);

@@ -365,6 +365,18 @@ TEST_F(ToolsTest, InspectDrawsPredictedMemoryAndTrace) {
   EXPECT_EQ(old.output, "megatrain-inspect: error: " + dir_ +
                             "/linear.plan: the plan has no predicted step times (format 1.0); recompile it with a "
                             "megatrain-compile that writes them (format 1.2)\n");
+
+  // The parameter's fetch on a stream of its own, `fetch`: it still loads the h2d link.
+  p.add_streams("fetch");
+  for (plan::Step& step : *p.mutable_steps())
+    if (step.stream() == "h2d") step.set_stream("fetch");  // the copy and its record
+  writePlan(dir_ + "/fetch.plan", p);
+  const Result fetched = runCommand(std::string(MEGATRAIN_INSPECT) + " " + dir_ + "/fetch.plan --max-steps 1");
+  ASSERT_EQ(fetched.status, 0) << fetched.output;
+  EXPECT_NE(fetched.output.find("links          h2d 24 B (busy 5.0 us), d2h 28 B (busy 10.0 us)"), std::string::npos)
+      << fetched.output;
+  EXPECT_NE(fetched.output.find("h2d 0.0 us"), std::string::npos) << fetched.output;
+  EXPECT_NE(fetched.output.find("fetch 5.0 us"), std::string::npos) << fetched.output;
 }
 
 }  // namespace
