@@ -285,7 +285,7 @@ protected:
   }
 
   // The first compute kernel preceded by exactly one wait, whose event is
-  // recorded right after the h2d copy of the one parameter the kernel reads.
+  // recorded right after the fetch (stream `fetch`) of the one parameter the kernel reads.
   struct Guarded {
     int copy, record, wait, kernel;
     std::string tensor;
@@ -296,7 +296,7 @@ protected:
       const pb::Step &wait = plan.steps(k - 1);
       if (!kernel.has_kernel() || !wait.has_wait() || plan.steps(k - 2).has_wait())
         continue;
-      // One input from h2d, so the failure can only name that one.
+      // One fetched input, so the failure can only name that one.
       if (std::count_if(kernel.kernel().inputs().begin(), kernel.kernel().inputs().end(),
                         [&](uint32_t id) {
                           return plan.tensors(id).role() == pb::PARAMETER_COPY;
@@ -306,7 +306,7 @@ protected:
         if (!plan.steps(r).has_record() || plan.steps(r).record().event() != wait.wait().event())
           continue;
         const pb::Step &copy = plan.steps(r - 1);
-        if (!copy.has_copy() || copy.stream() != "h2d")
+        if (!copy.has_copy() || (copy.stream() != "fetch" && copy.stream() != "h2d"))
           continue;
         for (uint32_t input : kernel.kernel().inputs())
           if (input == copy.copy().dst())
@@ -341,7 +341,7 @@ TEST_F(BrokenPlan, MissingWait) {
   const Failures failures = megatrain::verifySchedule(plan);
   ASSERT_FALSE(failures.empty());
   EXPECT_EQ(failures.front(), label(plan, g.kernel - 1) + ": reads '" + g.tensor + "' written by step " +
-                                  std::to_string(g.copy) + " (h2d) with no event ordering them");
+                                  std::to_string(g.copy) + " (" + plan.steps(g.copy).stream() + ") with no event ordering them");
 }
 
 // (b) an activation moved onto the bytes of another one live at the same time.
@@ -411,7 +411,7 @@ TEST_F(BrokenPlan, ReadBeforeItsCopyCompletes) {
   const Failures failures = megatrain::verifySchedule(plan);
   ASSERT_FALSE(failures.empty());
   EXPECT_EQ(failures.front(), label(plan, g.wait) + ": reads '" + g.tensor + "' written by step " +
-                                  std::to_string(g.copy) + " (h2d) with no event ordering them");
+                                  std::to_string(g.copy) + " (" + plan.steps(g.copy).stream() + ") with no event ordering them");
 }
 
 } // namespace

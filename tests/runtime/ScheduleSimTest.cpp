@@ -53,7 +53,8 @@ class ScheduleSim : public ::testing::Test {
     for (uint64_t seed = 1; seed <= 8; ++seed) all.push_back({SchedulePolicy::Random, seed, ""});
     all.push_back({SchedulePolicy::Behind, 0, ""});
     all.push_back({SchedulePolicy::Ahead, 0, ""});
-    for (const char* stream : {"h2d", "compute", "d2h", "host"}) all.push_back({SchedulePolicy::Starve, 3, stream});
+    for (const char* stream : {"h2d", "fetch", "compute", "d2h", "host"})
+      all.push_back({SchedulePolicy::Starve, 3, stream});
     return all;
   }
 
