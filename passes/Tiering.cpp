@@ -281,17 +281,8 @@ mlir::LogicalResult renumber(mlir::func::FuncOp func, const DeviceProfile &profi
     return placeBestFit(held);
   };
   size_t kept = holds.size();
-  if (budget != 0 && !holds.empty() && arenaWith(kept) > budget) {
-    size_t lo = 0, hi = kept - 1;
-    while (lo < hi) {
-      size_t mid = (lo + hi + 1) / 2;
-      if (arenaWith(mid) <= budget)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    kept = lo;
-  }
+  if (budget != 0 && !holds.empty() && arenaWith(kept) > budget)
+    kept = longestFittingPrefix(kept, [&](size_t prefix) { return arenaWith(prefix) <= budget; });
   llvm::DenseSet<mlir::Value> keep;
   for (size_t i = 0; i < kept; ++i)
     keep.insert(holds[i].value);

@@ -396,16 +396,9 @@ std::vector<size_t> sweepWithinBudget(LifetimeState &state, size_t count, uint64
       take(taken[i], 0);
     return state.arenaBytes() <= budget;
   };
-  size_t lo = 0, hi = taken.size() - 1;
-  while (lo < hi) {
-    size_t mid = (lo + hi + 1) / 2;
-    if (replay(mid))
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  taken.resize(lo);
-  replay(lo);
+  size_t kept = longestFittingPrefix(taken.size(), replay);
+  taken.resize(kept);
+  replay(kept);
   return taken;
 }
 

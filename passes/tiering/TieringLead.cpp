@@ -186,21 +186,11 @@ LeadResult leadParamFetches(TieringModel &model, uint64_t budget,
     return placeBestFit(slots);
   };
   size_t kept = moves.size();
-  if (budget != 0 && kept > 0 && arenaWith(kept) > budget) {
-    if (arenaWith(0) > budget) {
-      kept = 0;
-    } else {
-      size_t lo = 0, hi = kept - 1;
-      while (lo < hi) {
-        size_t mid = (lo + hi + 1) / 2;
-        if (arenaWith(mid) <= budget)
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      kept = lo;
-    }
-  }
+  if (budget != 0 && kept > 0 && arenaWith(kept) > budget)
+    kept = arenaWith(0) > budget ? 0
+                                 : longestFittingPrefix(kept, [&](size_t prefix) {
+                                     return arenaWith(prefix) <= budget;
+                                   });
   // Apply: each before its anchor, an op that does not move.
   for (size_t i = 0; i < kept; ++i) {
     fetches[moves[i].fetch].op->moveBefore(model.opAt(moves[i].to));

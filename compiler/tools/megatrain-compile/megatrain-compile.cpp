@@ -104,7 +104,8 @@ struct CompileArgs {
   std::optional<std::string> lossMode;
   megatrain::PipelineOptions pipeline;
   bool optimizerStream = false;
-  bool fetchStream = true;
+  // --fetch-stream / --no-fetch-stream; neither: only without micro-batches.
+  std::optional<bool> fetchStream;
   bool accumulateInProducts = true;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
@@ -381,6 +382,11 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "run the AdamW updates of device-resident parameters on a stream of "
                            "their own (`optimizer`), beside the backward's kernels",
                            memory, [&] { args.optimizerStream = true; });
+  megatrain::addFlagOption(app, "--fetch-stream",
+                           "fetch the host-resident parameters on a stream of their own "
+                           "(`fetch`), beside the prefetches on `h2d` (default: only without "
+                           "--microbatches)",
+                           memory, [&] { args.fetchStream = true; });
   megatrain::addFlagOption(app, "--no-fetch-stream",
                            "fetch the host-resident parameters on the `h2d` stream, in plan "
                            "order with the prefetches, not on a stream of their own (`fetch`)",
@@ -659,7 +665,9 @@ int compile(int argc, char **argv) {
   megatrain::PlanEmitOptions emitOptions;
   emitOptions.generator = std::string(kTool) + " " + MEGATRAIN_VERSION;
   emitOptions.optimizerStream = args.optimizerStream;
-  emitOptions.fetchStream = args.fetchStream;
+  // Measured on the H200 (docs/tiering.md, "Streams and events"): the fetches' own queue
+  // helps a single batch and costs a step of micro-batches, whose prefetches it delays.
+  emitOptions.fetchStream = args.fetchStream.value_or(args.pipeline.microbatches <= 1);
   emitOptions.accumulateInProducts = args.accumulateInProducts;
   for (int i = 1; i < argc; ++i)
     emitOptions.compileOptions.push_back(argv[i]);

@@ -7,6 +7,7 @@
 #ifndef MEGATRAIN_PASSES_PLACEMENT_H
 #define MEGATRAIN_PASSES_PLACEMENT_H
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -45,6 +46,22 @@ uint64_t placeBestFit(std::vector<Slot> &slots);
 
 /// Every slot in its own bytes, in input order. Returns the arena size.
 uint64_t placeStacked(std::vector<Slot> &slots);
+
+/// The longest prefix of `count` candidates, by bisection over [0, count - 1],
+/// for which `fits(prefix)` holds, where `fits` holds up to some prefix and not
+/// after it and holds for 0 (the caller has found that all `count` do not fit):
+/// a handful of placements, not one per candidate.
+template <typename Fits> size_t longestFittingPrefix(size_t count, Fits fits) {
+  size_t lo = 0, hi = count == 0 ? 0 : count - 1;
+  while (lo < hi) {
+    size_t mid = (lo + hi + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
 
 /// The first pair (i, j) of slots that live together and share a byte.
 std::optional<std::pair<size_t, size_t>> findOverlap(const std::vector<Slot> &slots);
