@@ -23,8 +23,9 @@ struct PlanEmitOptions {
   bool optimizerStream = false;
   /// The fetches of host-resident parameters (their compute copies, or their
   /// masters) on a stream of their own, `fetch`, beside the prefetches of
-  /// offloaded values on `h2d` (docs/tiering.md, "Streams and events"); false
-  /// (megatrain-compile --no-fetch-stream): on `h2d`, in plan order with them.
+  /// offloaded values on `h2d` (docs/tiering.md, "Streams and events"); false:
+  /// on `h2d`, in plan order with them. megatrain-compile sets it by default
+  /// only without micro-batches (--fetch-stream, --no-fetch-stream).
   bool fetchStream = true;
   /// With micro-batches, a gradient part that a matrix product makes and the
   /// device accumulates is written by that product straight into the
