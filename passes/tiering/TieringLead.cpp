@@ -14,7 +14,9 @@
 //    moves to the latest position from which the queue (without it, as the
 //    moves so far left it) lands it in time, or, when none within
 //    kMaxLeadWalk does, to the one that lands it soonest. Positions that
-//    hold a fetch are not anchors (that fetch may move too).
+//    hold a fetch are not anchors (that fetch may move too). A move delays
+//    the fetches it now precedes, so the late ones are looked for again
+//    (kRounds at most).
 // 3. Budget. Each move lengthens its value's life; ranked by the lateness
 //    it takes off per byte-position added, the longest prefix whose
 //    lifetimes place (placeBestFit) within the budget is kept.
