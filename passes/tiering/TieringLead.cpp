@@ -83,7 +83,6 @@ std::vector<double> landings(const TieringModel &model, const std::vector<Fetch>
 LeadResult leadParamFetches(TieringModel &model, uint64_t budget,
                             const llvm::StringMap<double> &hostShares) {
   LeadResult result;
-  model.analyze();
   const int64_t n = model.size();
   std::vector<Fetch> fetches;
   for (int64_t p = 0; p < n; ++p)
@@ -170,22 +169,11 @@ LeadResult leadParamFetches(TieringModel &model, uint64_t budget,
                    [](const Move &a, const Move &b) { return a.score > b.score; });
 
   // The arena with the first `prefix` moves: their values live from the new position.
-  const std::vector<LiveValue> &values = model.liveValues();
   auto arenaWith = [&](size_t prefix) {
     llvm::DenseMap<mlir::Value, int64_t> from;
     for (size_t i = 0; i < prefix; ++i)
       from[fetches[moves[i].fetch].op->getResult(0)] = moves[i].to;
-    std::vector<Slot> slots;
-    slots.reserve(values.size());
-    for (const LiveValue &value : values) {
-      Slot slot;
-      auto it = from.find(value.value);
-      slot.first = it == from.end() ? value.first : it->second;
-      slot.last = value.last >= n ? kLivesForever : value.last;
-      slot.size = value.size;
-      slots.push_back(slot);
-    }
-    return placeBestFit(slots);
+    return model.arenaBytes(from);
   };
   size_t kept = moves.size();
   if (budget != 0 && kept > 0 && arenaWith(kept) > budget)

@@ -27,8 +27,8 @@ struct LeadResult {
   double savedSeconds = 0; // the lateness the moves kept take off, by the queue
 };
 
-/// Moves the model's late parameter fetches (mt.param with uses) earlier,
-/// each to the latest position from which the host-to-device queue (every
+/// Moves the analyzed model's late parameter fetches (mt.param with uses)
+/// earlier, each to the latest position from which the host-to-device queue (every
 /// fetch and prefetch in position order, each starting once the compute
 /// before its position is done and the link is free) lands it before the
 /// compute before its first use is done. The moves are ranked by the

@@ -135,13 +135,14 @@ uint64_t TieringModel::peakBytes(int64_t *where) const {
   return liveBytes.empty() ? 0 : static_cast<uint64_t>(liveBytes[best]);
 }
 
-uint64_t TieringModel::arenaBytes() const {
+uint64_t TieringModel::arenaBytes(const llvm::DenseMap<mlir::Value, int64_t> &firstAt) const {
   std::vector<Slot> slots;
   slots.reserve(values.size());
   int64_t n = static_cast<int64_t>(order.size());
   for (const LiveValue &value : values) {
     Slot slot;
-    slot.first = value.first;
+    auto moved = firstAt.find(value.value);
+    slot.first = moved == firstAt.end() ? value.first : moved->second;
     slot.last = value.last >= n ? kLivesForever : value.last;
     slot.size = value.size;
     slots.push_back(slot);

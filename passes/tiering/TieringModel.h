@@ -80,8 +80,9 @@ public:
   }
   /// The most bytes live at one position, and (in `where`) that position.
   uint64_t peakBytes(int64_t *where) const;
-  /// The arena placeBestFit (mt-plan-memory's placement) makes of the values.
-  uint64_t arenaBytes() const;
+  /// The arena placeBestFit (mt-plan-memory's placement) makes of the values;
+  /// those in `firstAt` live from the position it gives instead of their def.
+  uint64_t arenaBytes(const llvm::DenseMap<mlir::Value, int64_t> &firstAt = {}) const;
 
   // --- the training step ----------------------------------------------------
   /// The backward start of the micro-batch whose forward defines a value
