@@ -28,6 +28,11 @@
 //      sums it saves, against the host AdamW, M fetches and one copy out a
 //      home saves for the rest of its bytes), every accumulator takes the
 //      device's room first (4a), and the homes get what is left.
+//   6. Accumulator visits (mt-tier's `accumulator-visits`): the ring
+//      (mt.visit_ring_size) comes out of the device's room first; the
+//      accumulators mt-tier marked "visit" take device room only after the
+//      homes, and the rest keep the mark: they live on the host and visit
+//      the device for each part.
 //
 // Not optimal for: the arena was planned first, so a large keep-everything
 // arena leaves less room for state than a joint choice would.
@@ -148,6 +153,25 @@ struct Homes : impl::HomesBase<Homes> {
     std::stable_sort(free.begin(), free.end(), [](auto *a, auto *b) {
       return a->updateIndex > b->updateIndex;
     });
+    // Accumulator visits (mt-tier marked the candidates, mt.accumulate =
+    // "visit"): the ring comes out of the device's room first; without the
+    // room, none visits.
+    llvm::StringSet<> visiting;
+    uint64_t visitRing = 0;
+    if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kVisitRingSize))
+      visitRing = static_cast<uint64_t>(std::max<int64_t>(0, ring.getInt()));
+    func.walk([&](mt::ParamOp param) {
+      if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate);
+          accumulate && accumulate.getValue() == "visit" && microbatches && !keepGradients &&
+          param.getTrainable())
+        visiting.insert(param.getName());
+    });
+    if (visiting.empty() || visitRing == 0 || visitRing > rooms.left[kDev]) {
+      visiting.clear();
+      visitRing = 0;
+    } else {
+      rooms.left[kDev] -= visitRing;
+    }
     // Accumulators go to the device, updated last first, while it has room,
     // for the parameters `wanted` accepts that have none there yet.
     llvm::StringSet<> deviceAccumulators;
@@ -173,7 +197,10 @@ struct Homes : impl::HomesBase<Homes> {
     if (microbatches && !keepGradients && accumulatorSavesMorePerByte(states, parts, profile))
       placeAccumulators([&](const ParameterState &state) {
         auto it = homes.find(state.name);
-        return it == homes.end() || it->second != Home::Device; // not forced to the device
+        // Not forced to the device; a visiting one only where room is left
+        // once the homes are placed (below).
+        return (it == homes.end() || it->second != Home::Device) &&
+               !visiting.contains(state.name);
       });
     std::vector<const ParameterState *> below;
     for (const ParameterState *state : free) {
@@ -229,20 +256,45 @@ struct Homes : impl::HomesBase<Homes> {
     // host's accumulator). Kept gradients (clipping) stay on the host. A
     // forced home (--state-home) is a home, not where its sum is kept: its
     // accumulator goes to the device like any other.
+    auto belowDevice = [&](const ParameterState &state) {
+      auto it = homes.find(state.name);
+      return it != homes.end() && it->second != Home::Device &&
+             !(allVisit && visiting.contains(state.name));
+    };
     if (!keepGradients)
-      placeAccumulators([&](const ParameterState &state) {
-        auto it = homes.find(state.name);
-        return it != homes.end() && it->second != Home::Device;
-      });
+      placeAccumulators(belowDevice);
+    // Where every visitor found room for its sum whole, the ring is not
+    // needed: its room goes to the accumulators still summed on the host.
+    if (visitRing > 0 && llvm::none_of(visiting.keys(), [&](llvm::StringRef name) {
+          auto it = homes.find(name);
+          return it != homes.end() && it->second != Home::Device &&
+                 !deviceAccumulators.contains(name);
+        })) {
+      rooms.left[kDev] += visitRing;
+      visitRing = 0;
+      visiting.clear();
+      placeAccumulators(belowDevice);
+    }
 
     mlir::Builder builder(&getContext());
+    bool anyVisit = false;
     func.walk([&](mt::ParamOp param) {
       auto it = homes.find(param.getName());
       Home home = it == homes.end() ? Home::Host : it->second;
       param->setAttr(mt::attr::kHome, builder.getStringAttr(homeName(home)));
-      if (deviceAccumulators.contains(param.getName()))
+      param->removeAttr(mt::attr::kAccumulate);
+      if (deviceAccumulators.contains(param.getName())) {
         param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("device"));
+      } else if (visiting.contains(param.getName()) && home != Home::Device) {
+        param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("visit"));
+        anyVisit = true;
+      }
     });
+    if (anyVisit)
+      func->setAttr(mt::attr::kVisitRingSize,
+                    builder.getI64IntegerAttr(static_cast<int64_t>(visitRing)));
+    else
+      func->removeAttr(mt::attr::kVisitRingSize);
     // The ring the gradients of the host and disk homes pass through: a
     // slot for each of them where the host's room left holds it (their
     // copies out then never wait for the host's updates, which run on into

@@ -121,6 +121,7 @@
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -364,10 +365,36 @@ struct Tier : impl::TierBase<Tier> {
     // a byte of device home, mt-homes gives the accumulators the device's
     // room first; the arena then leaves room for them as for the state
     // (jointly: without forced homes).
+    // With accumulator visits, the sums up to a slot's size take the ring's
+    // room instead of their own: their parameters are marked for mt-homes
+    // and for the timeline, which prices their parts' trips over the links.
+    AccumulatorVisits visits;
+    if (accumulatorVisits && microbatches && !keepGradients) {
+      if (visitSlots < 3) {
+        func.emitError("mt-tier: visit-slots must be at least 3, got ") << visitSlots;
+        return signalPassFailure();
+      }
+      visits = planAccumulatorVisits(states, visitSlots);
+    }
+    {
+      llvm::StringSet<> visiting;
+      for (const ParameterState &state : states)
+        if (visits.visits(state))
+          visiting.insert(state.name);
+      mlir::Builder builder(&getContext());
+      func.walk([&](mt::ParamOp param) {
+        if (visiting.contains(param.getName()))
+          param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("visit"));
+      });
+      if (visits.ringBytes > 0)
+        func->setAttr(mt::attr::kVisitRingSize,
+                      builder.getI64IntegerAttr(static_cast<int64_t>(visits.ringBytes)));
+    }
     uint64_t accumulators = 0;
     if (microbatches && !keepGradients && accumulatorSavesMorePerByte(states, parts, profile))
       for (const ParameterState &state : states)
-        accumulators += state.accumulatorBytes;
+        accumulators += visits.visits(state) ? 0 : state.accumulatorBytes;
+    accumulators += visits.ringBytes;
     const uint64_t ringBytes = gradientStageBytes(states, keepGradients, microbatches);
     const uint64_t stateStaging = ringBytes +
                                   (diskMemory > 0 ? diskStageBytes(states) : 0);

@@ -153,6 +153,8 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   tier.diskMemory = options.diskCapacity;
   tier.stateHome = options.stateHomes;
   tier.keepGradients = options.keepGradients;
+  tier.accumulatorVisits = options.accumulatorVisits;
+  tier.visitSlots = options.visitSlots;
   pm.addNestedPass<mlir::func::FuncOp>(createTier(tier));
   // Reshapes as views of their operands' bytes, on the tiered step.
   if (options.viewAliases)
@@ -167,6 +169,7 @@ void buildPlanningPipeline(mlir::OpPassManager &pm, const PipelineOptions &optio
   homes.stateHome = options.stateHomes;
   homes.keepGradients = options.keepGradients;
   homes.deviceProfile = options.deviceProfile;
+  homes.allVisit = options.allAccumulatorsVisit;
   pm.addNestedPass<mlir::func::FuncOp>(createHomes(homes));
 }
 

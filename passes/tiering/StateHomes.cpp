@@ -169,6 +169,35 @@ uint64_t wholeGradientStageBytes(llvm::ArrayRef<ParameterState> states, bool kee
   return total;
 }
 
+AccumulatorVisits planAccumulatorVisits(llvm::ArrayRef<ParameterState> states,
+                                        uint64_t slots) {
+  std::vector<uint64_t> sizes;
+  uint64_t whole = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable && state.accumulatorBytes > 0) {
+      sizes.push_back(state.accumulatorBytes);
+      whole += state.accumulatorBytes;
+    }
+  std::sort(sizes.begin(), sizes.end());
+  AccumulatorVisits best;
+  uint64_t bestBytes = whole; // none visits: every accumulator whole
+  if (slots == 0)
+    return best;
+  uint64_t below = 0; // bytes of the accumulators up to sizes[i]
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    below += sizes[i];
+    if (i + 1 < sizes.size() && sizes[i + 1] == sizes[i])
+      continue;
+    const uint64_t bytes = slots * sizes[i] + (whole - below);
+    if (bytes < bestBytes) {
+      bestBytes = bytes;
+      best.slotBytes = sizes[i];
+      best.ringBytes = slots * sizes[i];
+    }
+  }
+  return best;
+}
+
 uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states) {
   uint64_t largest = 0;
   for (const ParameterState &state : states)

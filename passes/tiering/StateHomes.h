@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -87,6 +88,24 @@ uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states);
 /// first, and mt-tier leaves room for them beside the arena.
 bool accumulatorSavesMorePerByte(llvm::ArrayRef<ParameterState> states, int64_t microbatches,
                                  const DeviceProfile &profile);
+
+/// Accumulator visits (docs/tiering.md, "Accumulator visits"): with
+/// micro-batches, the accumulators of at most `slotBytes` live on the host
+/// and visit the device for each part, through a ring of `ringBytes`; the
+/// larger ones stay whole on the device (or are summed on the host).
+struct AccumulatorVisits {
+  uint64_t slotBytes = 0; // 0: none visits
+  uint64_t ringBytes = 0;
+  bool visits(const ParameterState &state) const {
+    return slotBytes > 0 && state.trainable && state.accumulatorBytes > 0 &&
+           state.accumulatorBytes <= slotBytes;
+  }
+};
+/// The slot size that takes the least device memory for the sums: `slots`
+/// slots of it, plus every accumulator larger than it whole; none visits
+/// where keeping every accumulator whole takes no more.
+AccumulatorVisits planAccumulatorVisits(llvm::ArrayRef<ParameterState> states,
+                                        uint64_t slots);
 
 /// `--state-home TIER[:REGEX]`, in order; the first that matches wins.
 struct HomeForcing {

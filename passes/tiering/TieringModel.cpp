@@ -42,7 +42,13 @@ void TieringModel::analyze() {
   values.clear();
   valueIndex.clear();
   updatePosition.clear();
+  visiting.clear();
   mlir::Block &block = func.getBody().front();
+  func.walk([&](mt::ParamOp param) {
+    if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate);
+        accumulate && accumulate.getValue() == "visit")
+      visiting.insert(param.getName());
+  });
   for (mlir::Operation &op : block.without_terminator()) {
     position[&op] = static_cast<int64_t>(order.size());
     order.push_back(&op);
@@ -279,16 +285,27 @@ double TieringModel::predictStepSeconds(HostShare share, double *hostBusy) const
       ready[offload.getResult()] = d2hFree;
       continue;
     }
+    // An accumulator's visit to the device for part k >= 1: fetched from
+    // the host over h2d, issued ahead of the part (the compute does not
+    // wait for it here; the plan simulator holds the emitted plan to it).
+    auto visitIn = [&](mlir::Value grad, double share) {
+      h2dFree = std::max(h2dFree, clock) +
+                share * transferSeconds(valueBytes(grad), Link::HostToDevice, profile);
+    };
     if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
       mlir::Value grad = update.getGrad();
       const double share = shareOf(update.getParam());
       if (share <= 0)
         continue; // a device home: its update is the device's
+      const bool visit = parted.contains(update.getParam()) &&
+                         visiting.contains(update.getParam());
+      if (visit)
+        visitIn(grad, share);
       double start = std::max(d2hFree, readyOf(grad));
       d2hFree = start + share * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
       auto type = mlir::cast<mlir::RankedTensorType>(grad.getType());
       double work = share * hostAdamWSeconds(type.getNumElements(), profile);
-      if (parted.contains(update.getParam())) // the last part is accumulated first
+      if (parted.contains(update.getParam()) && !visit) // the last part is accumulated first
         work += sumShareOf(update.getParam()) *
                 hostAccumulateSeconds(type.getNumElements(), profile);
       hostTask(d2hFree, work);
@@ -303,6 +320,18 @@ double TieringModel::predictStepSeconds(HostShare share, double *hostBusy) const
       // A micro-batch gradient part: d2h, then (after part 0) ACCUMULATE.
       mlir::Value grad = part.getGrad();
       parted.insert(part.getParam());
+      if (visiting.contains(part.getParam())) {
+        // A visit: in (after part 0) and back out, no host sum; a device
+        // home's sum is the device's.
+        const double share = shareOf(part.getParam());
+        if (share <= 0)
+          continue;
+        if (part.getIndex() > 0)
+          visitIn(grad, share);
+        double start = std::max(d2hFree, readyOf(grad));
+        d2hFree = start + share * transferSeconds(valueBytes(grad), Link::DeviceToHost, profile);
+        continue;
+      }
       const double share = sumShareOf(part.getParam());
       if (share <= 0)
         continue; // summed on the device

@@ -16,6 +16,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <string>
 #include <utility>
@@ -157,6 +158,9 @@ private:
   llvm::DenseMap<mlir::Value, size_t> valueIndex;
   std::vector<int64_t> liveBytes;
   llvm::StringMap<int64_t> updatePosition; // param name -> its mt.adamw
+  /// Parameters whose accumulator visits the device for each part
+  /// (mt.accumulate = "visit", mt-tier's accumulator visits).
+  llvm::StringSet<> visiting;
   int64_t backwardStart = 0;               // first position after the loss
   // Where backward starts, per micro-batch, ascending: the first op marked
   // mt.microbatch_backward = k for each k, or {backwardStart} without marks.

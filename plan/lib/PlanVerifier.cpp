@@ -397,12 +397,13 @@ class ScheduleVerifier {
   }
 
   // Device-resident training state (minor 7: PARAMETER, GRADIENT,
-  // OPTIMIZER_STATE, PARAMETER_COMPUTE in a DEVICE pool) sits beside the
-  // arena: the budget is the arena's, the capacity the device's.
+  // OPTIMIZER_STATE, PARAMETER_COMPUTE in a DEVICE pool) and its staging
+  // (minor 10: STATE_STAGE, the accumulators' visits) sit beside the arena:
+  // the budget is the arena's, the capacity the device's.
   static bool isState(const plan::Tensor& tensor) {
     const plan::Role role = tensor.role();
     return role == plan::PARAMETER || role == plan::GRADIENT || role == plan::OPTIMIZER_STATE ||
-           role == plan::PARAMETER_COMPUTE;
+           role == plan::PARAMETER_COMPUTE || role == plan::STATE_STAGE;
   }
 
   void checkCapacities() {

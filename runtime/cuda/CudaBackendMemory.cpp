@@ -21,12 +21,13 @@ namespace megatrain::runtime::cuda {
 // The device arena must fit the budget the plan was compiled for.
 void CudaBackend::checkDeviceBudget(const plan::Plan& plan) const {
   // The budget is the arena's: a pool of device-resident training state only
-  // (docs/tiering.md "State homes") sits beside it.
+  // (docs/tiering.md "State homes"), or of its staging (the accumulators'
+  // visits), sits beside it.
   std::vector<bool> arenaPool(static_cast<size_t>(plan.pools_size()), false);
   for (const plan::Tensor& tensor : plan.tensors()) {
     const plan::Role role = tensor.role();
     const bool state = role == plan::PARAMETER || role == plan::GRADIENT || role == plan::OPTIMIZER_STATE ||
-                       role == plan::PARAMETER_COMPUTE;
+                       role == plan::PARAMETER_COMPUTE || role == plan::STATE_STAGE;
     if (!state && tensor.buffer().pool() < arenaPool.size()) arenaPool[tensor.buffer().pool()] = true;
   }
   uint64_t arena = 0;

@@ -189,9 +189,15 @@ class PlanValidator {
     // The disk tier (minor 7) holds optimizer state only, staged through host memory.
     if (pool.tier() == plan::DISK && tensor.role() != plan::OPTIMIZER_STATE)
       fail(name + ": " + roleName(tensor.role()) + " is in a DISK pool, which holds OPTIMIZER_STATE only");
-    if (tensor.role() == plan::STATE_STAGE && pool.tier() != plan::HOST_PINNED)
+    // Staging lives in pinned host memory; since minor 10 an accumulator's
+    // visit to the device (pool acc_visit) stages it in a DEVICE pool.
+    if (tensor.role() == plan::STATE_STAGE && pool.tier() != plan::HOST_PINNED &&
+        !(pool.tier() == plan::DEVICE && plan_.header().format_minor() >= kPlanMinorVisits))
       fail(name + ": STATE_STAGE is in a " + std::string(plan::Tier_Name(pool.tier())) +
-           " pool, staging lives in pinned host memory");
+           " pool, staging lives in pinned host memory" +
+           (pool.tier() == plan::DEVICE ? " (a DEVICE one needs format minor " +
+                                              std::to_string(kPlanMinorVisits) + ")"
+                                        : std::string()));
     if (tensor.role() == plan::OFFLOADED && pool.tier() == plan::DEVICE)
       fail(name + ": OFFLOADED is in a DEVICE pool, offloaded copies live in host memory");
     if (tensor.role() == plan::PARAMETER_COMPUTE) {
@@ -304,7 +310,10 @@ class PlanValidator {
     if (!device) return checkHostOperand(index, id, role);
     checkTensorId(index, id, "device task");
     const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
-    if (tensor.role() != role && !(gradient && tensor.role() == plan::ACTIVATION))
+    // The gradient read may be the arena's; an accumulator may be visiting
+    // the device (a STATE_STAGE in pool acc_visit, minor 10).
+    if (tensor.role() != role && !(gradient && tensor.role() == plan::ACTIVATION) &&
+        !(role == plan::GRADIENT && tensor.role() == plan::STATE_STAGE))
       fail(stepLabel(index) + ": " + tensorLabel(id) + " has role " + roleName(tensor.role()) +
            ", expected " + roleName(role));
     if (tierOf(tensor) != plan::DEVICE)

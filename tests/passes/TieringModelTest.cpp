@@ -174,6 +174,44 @@ TEST_F(TieringModelTest, MicrobatchSumsOnTheHostOnlyWhereTheirShareSaysSo) {
   EXPECT_LE(model.predictStepSeconds({1.0, 0.0}), model.predictStepSeconds({1.0, 1.0}));
 }
 
+TEST_F(TieringModelTest, VisitingSumsCrossTheLinksInsteadOfTheHost) {
+  load(kMicrobatchStep);
+  // w1's accumulator lives on the host and visits the device (mt.accumulate = "visit").
+  func.walk([&](mt::ParamOp param) {
+    if (param.getName() == "w1")
+      param->setAttr(mt::attr::kAccumulate, mlir::StringAttr::get(&context, "visit"));
+  });
+  TieringModel model(func, profile);
+  model.analyze();
+  const double update = hostAdamWSeconds(4096, profile);
+  const double sum = hostAccumulateSeconds(4096, profile);
+  double busy = -1;
+  // Every sum share on the host: w0's is summed there, w1's visits (no host sum).
+  model.predictStepSeconds({1.0, 1.0}, &busy);
+  EXPECT_DOUBLE_EQ(busy, 2 * update + sum);
+  // w1 on the host (updated first), w0 a device home: the host only updates w1.
+  model.predictStepSeconds({0.5, 1.0}, &busy);
+  EXPECT_DOUBLE_EQ(busy, update);
+  // Over slow links (a part's copy 10 ms each way) a visit's trips show in the step: part 0
+  // out, the last part in and out again, where a whole device sum copies out once.
+  std::string error;
+  ASSERT_TRUE(parseDeviceProfile(
+      R"({"name": "slow links", "launch_s": 1e-3, "hbm_bytes_per_s": 1e18,
+          "matmul_fp32_flops": 1e21, "h2d_bytes_per_s": 1638400, "d2h_bytes_per_s": 1638400,
+          "host_adamw_params_per_s": 204800})",
+      profile, error))
+      << error;
+  TieringModel slowWhole(func, profile), slowVisit(func, profile);
+  func.walk([&](mt::ParamOp param) { param->removeAttr(mt::attr::kAccumulate); });
+  slowWhole.analyze();
+  func.walk([&](mt::ParamOp param) {
+    if (param.getName() == "w1")
+      param->setAttr(mt::attr::kAccumulate, mlir::StringAttr::get(&context, "visit"));
+  });
+  slowVisit.analyze();
+  EXPECT_GT(slowVisit.predictStepSeconds({1.0, 0.0}), slowWhole.predictStepSeconds({1.0, 0.0}));
+}
+
 TEST(HostShareBeside, AccumulatorsTakeTheRoomBeforeTheHomes) {
   FillOptions fill;
   fill.deviceBytes = 1000;

@@ -59,6 +59,11 @@ struct PipelineOptions {
   // A persistent fp32 gradient per host and disk home (gradient clipping);
   // otherwise the update consumes it from the staging ring in the same step.
   bool keepGradients = false;
+  // With micro-batches, the accumulators up to a slot's size live on the host
+  // and visit the device for each part (docs/tiering.md, "Accumulator visits").
+  bool accumulatorVisits = false;
+  uint64_t visitSlots = 8;            // the ring's slots of the largest visitor
+  bool allAccumulatorsVisit = false;  // even where the device has room (tests)
   // mt-plan-memory
   bool noMemoryReuse = false;
   // The fusion passes (mt-fuse-*): off with megatrain-compile --no-fusion.

@@ -333,6 +333,20 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
                                                 int64_t opStep) {
+  if (visits(param)) {
+    // Into the accumulator's visit on the compute stream, then back
+    // (VisitEmitter.cpp).
+    mlir::FailureOr<uint32_t> visit = visitTensorOf(op);
+    if (mlir::failed(visit))
+      return mlir::failure();
+    pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
+    noteRead(gradient);
+    task->set_kind(pb::HostTask::ACCUMULATE);
+    task->add_tensors(*visit);
+    task->add_tensors(gradient);
+    emitVisitReturn(op, param, *visit, opStep);
+    return mlir::success();
+  }
   if (accumulatesOnDevice(param)) {
     // On the device: the arena gradient is added straight into the
     // accumulator, on the compute stream.

@@ -128,6 +128,26 @@ private:
   void noteRead(uint32_t id);
   mlir::FailureOr<uint32_t> tensorOf(mlir::Operation *user, mlir::Value value);
 
+  // ---- Accumulator visits (VisitEmitter.cpp) ----
+  /// Whether `param`'s accumulator lives on the host and visits the device
+  /// for each part (mt.accumulate = "visit").
+  bool visits(const std::string &param) const;
+  /// Plans the visits in plan order (after findProductParts): visitList,
+  /// visitOf, and where each part k >= 1 is fetched (visitFetchesBefore).
+  void findVisits(llvm::ArrayRef<mlir::Operation *> ops);
+  /// A STATE_STAGE `acc_visit:<param>` of `type` at the next bytes of the
+  /// ring of accumulator visits (pool acc_visit), wrapping to its start.
+  mlir::FailureOr<uint32_t> addVisitStage(mlir::Operation *op, const std::string &param,
+                                          mlir::Type type);
+  /// The `copy` h2d of each visit fetched before `op`'s steps.
+  mlir::LogicalResult emitVisitFetches(mlir::Operation *op, int64_t opStep);
+  /// The visit tensor of the part `op` adds: the fetched one, or for part 0
+  /// of a product a new one (and the host accumulator grad:<param>).
+  mlir::FailureOr<uint32_t> visitTensorOf(mlir::Operation *op);
+  /// `copy` d2h of visit tensor `visit` back into `param`'s host accumulator.
+  void emitVisitReturn(mlir::Operation *op, const std::string &param, uint32_t visit,
+                       int64_t opStep);
+
   // ---- Host tasks (HostTaskEmitter.cpp) ----
   mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
   mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
@@ -200,6 +220,26 @@ private:
   // grad_part and adamw ops whose copy or ACCUMULATE that product made.
   llvm::DenseMap<mlir::Operation *, std::pair<std::string, int64_t>> productParts;
   llvm::DenseSet<mlir::Operation *> fusedSinks;
+  // Accumulator visits (mt.accumulate = "visit", mt.visit_ring_size): the
+  // parameters, the ring's pool id, size, next offset and extent, the
+  // slots it has of the largest visiting accumulator, and per visit in plan
+  // order the parameter, the part, the op that adds it and its tensor.
+  llvm::StringSet<> visitingAccumulators;
+  uint32_t visitPool = 0;
+  uint64_t visitRingSize = 0;
+  uint64_t visitRingTop = 0;
+  uint64_t visitRingExtent = 0;
+  uint64_t visitSlots = 2;
+  struct Visit {
+    std::string param;
+    int64_t index;
+    mlir::Operation *op;
+    mlir::Type type;
+    uint32_t tensor = UINT32_MAX;
+  };
+  std::vector<Visit> visitList;
+  llvm::DenseMap<mlir::Operation *, size_t> visitOf;
+  llvm::DenseMap<mlir::Operation *, std::vector<size_t>> visitFetchesBefore;
 };
 
 } // namespace megatrain::emission

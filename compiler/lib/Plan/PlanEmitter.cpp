@@ -253,11 +253,18 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
       return param.emitError("mt.param '")
              << name << "' is frozen but has mt.home = \"disk\"; only optimizer state goes to disk";
     if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate)) {
-      if (accumulate.getValue() != "device" || home == "device" || !param.getTrainable())
+      const bool visit = accumulate.getValue() == "visit";
+      if ((accumulate.getValue() != "device" && !visit) || home == "device" ||
+          !param.getTrainable())
         return param.emitError("mt.param '")
                << name << "' has mt.accumulate = \"" << accumulate.getValue()
-               << "\"; only a trainable host or disk home accumulates on the \"device\"";
-      deviceAccumulators.insert(name);
+               << "\"; only a trainable host or disk home accumulates on the \"device\" or "
+                  "visits it (\"visit\")";
+      if (visit && visitRingSize == 0)
+        return param.emitError("mt.param '")
+               << name << "' has mt.accumulate = \"visit\" but the function has no "
+                          "mt.visit_ring_size";
+      (visit ? visitingAccumulators : deviceAccumulators).insert(name);
     }
     auto [previousHome, firstHome] = homes.emplace(name, home);
     if (!firstHome && previousHome->second != home)
@@ -431,7 +438,7 @@ void PlanBuilder::findProductParts(llvm::ArrayRef<mlir::Operation *> ops) {
     // type (gradientOf checks it against the master), and run once: a
     // recomputed product would add its part twice.
     auto product = grad.getDefiningOp<mt::MatMulOp>();
-    if (!product || !accumulatesOnDevice(param) || !grad.hasOneUse() ||
+    if (!product || !(accumulatesOnDevice(param) || visits(param)) || !grad.hasOneUse() ||
         product->hasAttr(mt::attr::kRecompute) || product->hasAttr(mt::attr::kAlias) ||
         !mlir::getElementTypeOrSelf(grad.getType()).isF32())
       continue;
@@ -442,6 +449,24 @@ void PlanBuilder::findProductParts(llvm::ArrayRef<mlir::Operation *> ops) {
 
 mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::string &param,
                                                  int64_t index, int64_t opStep) {
+  if (visits(param)) {
+    // Into the accumulator's visit to the device, then back (VisitEmitter.cpp).
+    mlir::FailureOr<uint32_t> visit = visitTensorOf(op);
+    if (mlir::failed(visit))
+      return mlir::failure();
+    pb::Kernel *kernel = addStep(kCompute, op, opStep).mutable_kernel();
+    kernel->set_kernel(index == 0 ? "matmul" : "matmul_add");
+    if (mlir::failed(addKernelInputs(op, *kernel)))
+      return mlir::failure();
+    if (index > 0)
+      kernel->add_inputs(*visit);
+    kernel->add_outputs(*visit);
+    valueTensors[op.getResult()] = *visit;
+    if (mlir::failed(addKernelAttributes(op, *kernel)))
+      return mlir::failure();
+    emitVisitReturn(op, param, *visit, opStep);
+    return mlir::success();
+  }
   if (index == 0) {
     mlir::FailureOr<uint32_t> accumulator =
         addTensor(op, "grad:" + param, op.getResult().getType(), pb::GRADIENT);
@@ -808,7 +833,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       anyDevice |= home.getValue() == "device";
       anyDisk |= home.getValue() == "disk";
     }
-    anyDevice |= param->hasAttr(mt::attr::kAccumulate);
+    if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate))
+      anyDevice |= accumulate.getValue() == "device";
   });
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kGradStageSize))
     gradStageSize = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
@@ -817,6 +843,9 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   diskPool = anyDisk ? nextPool++ : 0;
   diskStagePool = anyDisk ? nextPool++ : 0;
   gradStagePool = gradStageSize > 0 ? nextPool++ : 0;
+  if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kVisitRingSize))
+    visitRingSize = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
+  visitPool = visitRingSize > 0 ? nextPool++ : 0;
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -879,6 +908,7 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   if (mlir::failed(addParameterMasters(ops)) || mlir::failed(addDiskState(ops)))
     return mlir::failure();
   findProductParts(ops);
+  findVisits(ops);
   // The first disk update's state is read back first of all (HostTaskEmitter.cpp).
   if (!diskStates.empty())
     for (auto &[step, op] : ordered)
@@ -888,7 +918,7 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
         break;
       }
   for (auto &[step, op] : ordered) {
-    if (mlir::failed(emitOp(op, step)))
+    if (mlir::failed(emitVisitFetches(op, step)) || mlir::failed(emitOp(op, step)))
       return mlir::failure();
     planStepsThrough[step] = plan.steps_size();
   }
@@ -970,6 +1000,19 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     ring->set_name("grad_stage");
     ring->set_tier(pb::HOST_PINNED);
     ring->set_size_bytes(gradStageExtent);
+  }
+  if (visitRingExtent > 0) {
+    // The ring the visiting accumulators pass through on the device, as far
+    // as its tensors reach; its id follows the pools above.
+    const uint32_t id = static_cast<uint32_t>(plan.pools_size());
+    for (pb::Tensor &tensor : *plan.mutable_tensors())
+      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == visitPool)
+        tensor.mutable_buffer()->set_pool(id);
+    pb::Pool *ring = plan.add_pools();
+    ring->set_id(id);
+    ring->set_name("acc_visit");
+    ring->set_tier(pb::DEVICE);
+    ring->set_size_bytes(visitRingExtent);
   }
 
   out = std::move(plan);

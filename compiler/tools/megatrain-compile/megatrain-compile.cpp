@@ -391,6 +391,29 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "fetch the host-resident parameters on the `h2d` stream, in plan "
                            "order with the prefetches, not on a stream of their own (`fetch`)",
                            memory, [&] { args.fetchStream = false; });
+  megatrain::addFlagOption(app, "--accumulator-visits",
+                           "with --microbatches, keep the gradient accumulators up to a ring "
+                           "slot's size on the host, each visiting the device for its parts "
+                           "through a ring of 8 slots, so the arena gets the room their sums "
+                           "would take (docs/tiering.md, \"Accumulator visits\")",
+                           memory, [&] { args.pipeline.accumulatorVisits = true; });
+  megatrain::addValueOption(app, "--visit-slots", "N",
+                            "with --accumulator-visits, the ring's slots of the largest visiting "
+                            "accumulator (default 8, at least 3)",
+                            memory, [&](const std::string &v) {
+                              const int64_t slots = parseInt("visit-slots", v);
+                              if (slots < 3)
+                                fail("--visit-slots expects N >= 3, got " + v);
+                              args.pipeline.visitSlots = static_cast<uint64_t>(slots);
+                            });
+  megatrain::addFlagOption(app, "--all-accumulators-visit",
+                           "with --accumulator-visits, every accumulator a slot holds visits, even "
+                           "where the device has room left for it whole (tests)",
+                           memory, [&] { args.pipeline.allAccumulatorsVisit = true; });
+  megatrain::addFlagOption(app, "--no-accumulator-visits",
+                           "keep every gradient accumulator whole, on the device where it has "
+                           "room, else summed on the host",
+                           memory, [&] { args.pipeline.accumulatorVisits = false; });
   megatrain::addFlagOption(app, "--no-product-accumulation",
                            "with micro-batches, keep each weight gradient's part its own tensor, "
                            "copied or added into the device accumulator after its product, "

@@ -97,8 +97,14 @@ inline constexpr llvm::StringLiteral kAlias = "mt.alias";
 inline constexpr llvm::StringLiteral kGradStageSize = "mt.grad_stage_size";
 /// string on the mt.param ops of a host- or disk-home parameter, set by
 /// mt-homes with micro-batches: "device" when its gradient accumulator lives
-/// on the device (absent: with the rest of its state).
+/// on the device, "visit" when it lives on the host and visits the device
+/// for each part (mt-tier marks the candidates, mt-homes keeps the mark where
+/// the device has no room for the accumulator); absent: with the rest of its
+/// state.
 inline constexpr llvm::StringLiteral kAccumulate = "mt.accumulate";
+/// i64 on the function, set by mt-tier with `accumulator-visits`: bytes of
+/// the device ring (pool `acc_visit`) the visiting accumulators pass through.
+inline constexpr llvm::StringLiteral kVisitRingSize = "mt.visit_ring_size";
 } // namespace attr
 
 /// The value whose bytes `value` is: through ops marked mt.alias, the first

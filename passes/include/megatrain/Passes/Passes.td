@@ -487,6 +487,14 @@ def Tier : Pass<"mt-tier", "mlir::func::FuncOp"> {
                "Forced homes: TIER or TIER:REGEX (device, host, disk)">,
     Option<"keepGradients", "keep-gradients", "bool", "false",
            "Keep a persistent fp32 gradient per host and disk home (gradient clipping)">,
+    Option<"accumulatorVisits", "accumulator-visits", "bool", "false",
+           "With micro-batches, keep the gradient accumulators up to a slot's "
+           "size on the host and let each visit the device for its parts, "
+           "through a ring of `visit-slots` slots (mt.accumulate = visit, "
+           "mt.visit_ring_size): the arena gets the room the rest of the sums "
+           "would take">,
+    Option<"visitSlots", "visit-slots", "uint64_t", "8",
+           "Slots in the ring of accumulator visits (at least 3)">,
   ];
 }
 
@@ -562,6 +570,9 @@ def Homes : Pass<"mt-homes", "mlir::func::FuncOp"> {
     Option<"deviceProfile", "device-profile", "std::string", "\"\"",
            "JSON device profile file that prices a byte of device accumulator "
            "against a byte of device home (default: the H200 figures)">,
+    Option<"allVisit", "all-visit", "bool", "false",
+           "Every accumulator mt-tier marked to visit keeps visiting, even where "
+           "the device has room left for it whole (tests)">,
   ];
 }
 

@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 9;
+inline constexpr uint32_t kPlanFormatMinor = 10;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -49,12 +49,17 @@ inline constexpr uint32_t kPlanMinorAliases = 8;
 // `grad_stage:<param>` tensors (sharing bytes by lifetime), read as the
 // gradient of a host ADAMW and as the addend of a host ACCUMULATE.
 inline constexpr uint32_t kPlanMinorGradientStage = 9;
+// Minor 10: accumulator visits: device pool `acc_visit` of STATE_STAGE
+// `acc_visit:<param>` tensors (sharing bytes by lifetime), a micro-batch sum
+// fetched from its host accumulator, added to on the device (the product's
+// matmul_add, or ACCUMULATE on compute) and copied back.
+inline constexpr uint32_t kPlanMinorVisits = 10;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
                   kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor &&
                   kPlanMinorTargets <= kPlanFormatMinor && kPlanMinorEvaluation <= kPlanFormatMinor &&
                   kPlanMinorHomes <= kPlanFormatMinor && kPlanMinorAliases <= kPlanFormatMinor &&
-                  kPlanMinorGradientStage <= kPlanFormatMinor,
+                  kPlanMinorGradientStage <= kPlanFormatMinor && kPlanMinorVisits <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# visits_runs.sh - accumulator visits on the GPU (docs/tiering.md, "Accumulator visits"): the
+# llama_opt test LLM with its state on the host, compiled with its accumulators whole on the
+# device and visiting it through a ring of 3 slots (--accumulator-visits --visit-slots 3
+# --all-accumulators-visit), with 2 micro-batches (the products writing into the visits) and
+# with 3 and --no-product-accumulation (ACCUMULATE into the visits on compute), trains 20 steps
+# on cuda: each visiting plan's losses and weights are bitwise those of its whole plan.
+# The GPU machine has no megatrain-compile (it links MLIR), so the plans are compiled first:
+#   visits_runs.sh compile BIN SRC DIR   (on the CPU machine: DIR/{whole,visit}_{p2,a3}.plan)
+#   visits_runs.sh run BIN SRC DIR       (on the GPU machine; absolute paths)
+set -euo pipefail
+MODE=$1 BIN=$2 SRC=$3 DIR=$4
+ONNX=$SRC/tests/models/llm/llama_opt.onnx
+fail() { echo "FAIL: $*"; exit 1; }
+export MEGATRAIN_ATTENTION_DETERMINISTIC=1
+CASES=("p2:--microbatches 2" "a3:--microbatches 3 --no-product-accumulation")
+if [[ $MODE == compile ]]; then
+  mkdir -p "$DIR"
+  for case in "${CASES[@]}"; do
+    name=${case%%:*}
+    read -ra flags <<< "${case#*:}"
+    "$BIN/megatrain-compile" "$ONNX" -o "$DIR/whole_$name.plan" --precision bf16 --state-home host \
+      "${flags[@]}" > "$DIR/compile.log" 2>&1 || { cat "$DIR/compile.log"; fail "whole_$name: compile"; }
+    "$BIN/megatrain-compile" "$ONNX" -o "$DIR/visit_$name.plan" --precision bf16 --state-home host \
+      "${flags[@]}" --accumulator-visits --visit-slots 3 --all-accumulators-visit > "$DIR/compile.log" 2>&1 ||
+      { cat "$DIR/compile.log"; fail "visit_$name: compile"; }
+  done
+  rm -f "$DIR/compile.log"
+  echo "compiled: $(cd "$DIR" && echo *.plan)"
+  exit 0
+fi
+[[ $MODE == run ]] || fail "usage: visits_runs.sh compile|run BIN SRC DIR"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for case in "${CASES[@]}"; do
+  name=${case%%:*}
+  for kind in whole visit; do
+    "$BIN/megatrain-run" "$DIR/${kind}_$name.plan" --weights "$ONNX" --backend cuda \
+      --input "input_ids=$SRC/tests/models/llm/input_ids.npy" --steps 20 --quiet \
+      --metrics "$TMP/${kind}_$name.jsonl" --export-safetensors "$TMP/${kind}_$name.safetensors" \
+      > "$TMP/${kind}_$name.log" 2>&1 || { cat "$TMP/${kind}_$name.log"; fail "${kind}_$name: cuda run"; }
+  done
+  python3 - "$TMP/whole_$name.jsonl" "$TMP/visit_$name.jsonl" <<'PY' || fail "$name: losses differ"
+import json, sys
+a, b = ([json.loads(l)['loss'] for l in open(p)] for p in sys.argv[1:])
+assert len(a) == 20 and a == b, list(zip(a, b))
+print(f"losses bitwise over 20 steps, first {a[0]!r}, last {a[-1]!r}")
+PY
+  cmp -s "$TMP/whole_$name.safetensors" "$TMP/visit_$name.safetensors" || fail "$name: trained weights differ"
+  echo "PASS: $name (cuda): visiting accumulators train bitwise as whole ones"
+done
