@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fits a device profile's kernel_efficiency (and, with --disk, its disk rates) to traced steps.
 
-    python3 bench/fit_profile.py bench/profiles/h200.json TRACE-measured.json.gz... [--skip a,b] [--no-kernels] [--disk] [--links] [--write]
+    python3 bench/fit_profile.py bench/profiles/h200.json TRACE-measured.json.gz... [--skip a,b] [--no-kernels] [--disk] [--links] [--host] [--write]
 
 Each trace is megatrain-run --trace output (bench/llama1b3.sh writes OUT/<setting>/trace-measured.json.gz);
 its events carry the measured time and the time the plan predicted with the profile it was compiled
@@ -13,7 +13,10 @@ tiny kernels fits its launches too). Families whose predicted total is under --m
 disk_read_bytes_per_s and disk_write_bytes_per_s to the bytes over the time of the disk track's
 copies (reads fill `stage_` tensors); --links sets h2d_bytes_per_s and d2h_bytes_per_s to what the
 h2d and d2h tracks' copies reached in the steps (both directions and the host at work, below what
-megatrain-profile measures one direction at a time). Prints old and new figures; --write updates the profile.
+megatrain-profile measures one direction at a time). --host scales host_adamw_params_per_s by the
+host AdamW tasks' predicted time over their measured time (the host at work in a training step,
+beside the links' copies, below what megatrain-profile measures on an idle host). Prints old and
+new figures; --write updates the profile.
 The traces must come from plans compiled with the profile being fitted (the same efficiencies).
 """
 import argparse
@@ -49,6 +52,7 @@ def main():
     parser.add_argument("--min-ms", type=float, default=2.0, help="fit a family only above this predicted total")
     parser.add_argument("--disk", action="store_true", help="fit the disk rates too")
     parser.add_argument("--links", action="store_true", help="fit the h2d and d2h rates too")
+    parser.add_argument("--host", action="store_true", help="fit the host AdamW rate too")
     parser.add_argument("--no-kernels", action="store_true", help="leave every kernel efficiency as it is")
     parser.add_argument("--write", action="store_true", help="write the fitted profile back")
     args = parser.parse_args()
@@ -58,6 +62,7 @@ def main():
     kernels = collections.defaultdict(lambda: [0, 0.0, 0.0])  # count, measured us, predicted us
     disk = {"read": [0, 0.0], "write": [0, 0.0]}  # bytes, measured us
     links = {"h2d": [0, 0.0], "d2h": [0, 0.0]}
+    host = [0, 0.0, 0.0]  # AdamW tasks, measured us, predicted us
     for path in args.traces:
         events, tracks = events_of(path)
         for e in events:
@@ -75,6 +80,10 @@ def main():
                 link = "d2h" if track == "d2h" else "h2d"
                 links[link][0] += a.get("bytes", 0)
                 links[link][1] += e.get("dur", 0.0)
+            elif e.get("cat") == "host_task" and track == "host" and e.get("name", "").startswith("adamw"):
+                host[0] += 1
+                host[1] += e.get("dur", 0.0)
+                host[2] += a.get("predicted_end_us", 0.0) - a.get("predicted_start_us", 0.0)
             elif e.get("cat") == "copy" and track == "disk":
                 kind = "read" if " -> stage_" in e.get("name", "") else "write"
                 disk[kind][0] += a.get("bytes", 0)
@@ -110,6 +119,17 @@ def main():
                 profile[key] = rate
             else:
                 print(f"{track}: under 1 GB copied in the traces; {key} stays")
+    if args.host:
+        count, measured, predicted = host
+        key = "host_adamw_params_per_s"
+        # Below 10 ms of updates the tasks' launch dominates: too little to fit a rate.
+        if measured >= 1e4 and predicted > 0:
+            rate = profile.get(key, 0) * predicted / measured
+            print(f"host adamw: {count} tasks, {measured / 1e3:.2f} ms measured, {predicted / 1e3:.2f} ms "
+                  f"predicted: {rate / 1e9:.2f} G params/s (profile had {profile.get(key, 0) / 1e9:.2f})")
+            profile[key] = rate
+        else:
+            print(f"host adamw: under 10 ms of updates in the traces; {key} stays")
     if args.write:
         with open(args.profile, "w") as f:
             json.dump(profile, f, indent=2)

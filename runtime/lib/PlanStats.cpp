@@ -22,9 +22,10 @@ Lifetimes deviceLifetimes(const plan::Plan& plan) {
   Lifetimes life{std::vector<int64_t>(count, -1), std::vector<int64_t>(count, -1),
                  std::vector<int64_t>(count, -1)};
   // First write (or, failing that, first read) of every tensor.
-  std::vector<int64_t> firstRead(count, -1);
-  auto note = [](std::vector<int64_t>& first, uint32_t id, int64_t step) {
+  std::vector<int64_t> firstRead(count, -1), lastAccess(count, -1);
+  auto note = [&](std::vector<int64_t>& first, uint32_t id, int64_t step) {
     if (first[id] < 0) first[id] = step;
+    lastAccess[id] = step;
   };
   for (const plan::Step& step : plan.steps()) {
     const auto s = static_cast<int64_t>(step.index());
@@ -46,6 +47,16 @@ Lifetimes deviceLifetimes(const plan::Plan& plan) {
     // Inputs and constants are there before the step; a tensor that never
     // dies (training state in a DEVICE pool) holds its bytes all along.
     int64_t start;
+    if (tensor.role() == plan::STATE_STAGE) {
+      // Staging in a DEVICE pool (an accumulator's visit): its bytes hold it
+      // from its first access to its last; the ring's later tensors reuse them.
+      const int64_t write = life.firstWrite[tensor.id()], read = firstRead[tensor.id()];
+      const int64_t first = write < 0 ? read : read < 0 ? write : std::min(write, read);
+      if (first < 0) continue;  // never touched
+      life.start[tensor.id()] = first;
+      life.end[tensor.id()] = lastAccess[tensor.id()];
+      continue;
+    }
     if (tensor.role() == plan::INPUT || tensor.role() == plan::CONSTANT || tensor.last_use_step() < 0) start = 0;
     else if (life.firstWrite[tensor.id()] >= 0) start = life.firstWrite[tensor.id()];
     else if (firstRead[tensor.id()] >= 0) start = firstRead[tensor.id()];

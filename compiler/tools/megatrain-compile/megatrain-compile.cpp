@@ -395,7 +395,7 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "with --microbatches, keep the gradient accumulators up to a ring "
                            "slot's size on the host, each visiting the device for its parts "
                            "through a ring of 8 slots, so the arena gets the room their sums "
-                           "would take (docs/tiering.md, \"Accumulator visits\")",
+                           "would take (the default; docs/tiering.md, \"Accumulator visits\")",
                            memory, [&] { args.pipeline.accumulatorVisits = true; });
   megatrain::addValueOption(app, "--visit-slots", "N",
                             "with --accumulator-visits, the ring's slots of the largest visiting "
@@ -411,8 +411,8 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "where the device has room left for it whole (tests)",
                            memory, [&] { args.pipeline.allAccumulatorsVisit = true; });
   megatrain::addFlagOption(app, "--no-accumulator-visits",
-                           "keep every gradient accumulator whole, on the device where it has "
-                           "room, else summed on the host",
+                           "with --microbatches, keep every gradient accumulator whole, on the "
+                           "device where it has room, else summed on the host",
                            memory, [&] { args.pipeline.accumulatorVisits = false; });
   megatrain::addFlagOption(app, "--no-product-accumulation",
                            "with micro-batches, keep each weight gradient's part its own tensor, "
