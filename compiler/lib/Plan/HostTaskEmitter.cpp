@@ -167,17 +167,10 @@ mlir::FailureOr<uint32_t> PlanBuilder::addGradientStage(mlir::Operation *op,
   if (mlir::failed(id))
     return mlir::failure();
   pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
-  const uint64_t padded = std::max<uint64_t>((buffer->size_bytes() + 255) / 256 * 256, 256);
-  if (padded > gradStageSize)
+  if (!gradStage.place(*buffer))
     return op->emitError("the gradient of '")
            << param << "' (" << buffer->size_bytes() << " bytes) does not fit the "
-           << gradStageSize << "-byte gradient staging ring (mt.grad_stage_size)";
-  if (gradStageTop + padded > gradStageSize)
-    gradStageTop = 0;
-  buffer->set_pool(gradStagePool);
-  buffer->set_offset(gradStageTop);
-  gradStageTop += padded;
-  gradStageExtent = std::max(gradStageExtent, gradStageTop);
+           << gradStage.size << "-byte gradient staging ring (mt.grad_stage_size)";
   requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorGradientStage);
   return id;
 }
@@ -242,7 +235,7 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
   // the ring.
   const bool device = onDevice(param);
   const bool copiedOut = accumulated && !device && accumulatesOnDevice(param);
-  const bool staged = (!accumulated && !device && gradStageSize > 0) || copiedOut;
+  const bool staged = (!accumulated && !device && gradStage.size > 0) || copiedOut;
   mlir::FailureOr<uint32_t> hostGrad =
       staged      ? addGradientStage(op, param, type)
       : accumulated ? mlir::FailureOr<uint32_t>(hostGradients.at(param))
@@ -359,7 +352,7 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
     return mlir::success();
   }
   auto stage = partStages.find(param);
-  if (gradStageSize > 0) {
+  if (gradStage.size > 0) {
     // Each part k >= 1 takes the ring's next bytes.
     mlir::FailureOr<uint32_t> id = addGradientStage(op, param, type);
     if (mlir::failed(id))

@@ -21,6 +21,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -57,6 +58,29 @@ struct ArenaTensor {
   bool constant = false;
   std::vector<int64_t> reads; // plan steps reading it, ascending
   std::optional<uint32_t> viewOf; // a view (mt.alias): its base's tensor id
+};
+
+/// A ring pool (the gradient staging ring, the accumulator visits' ring):
+/// each tensor takes the next bytes, 256-byte aligned, wrapping to the start
+/// where it does not fit before the end; insertEvents orders the reuse.
+struct RingPool {
+  uint32_t pool = 0;
+  uint64_t size = 0;   // 0: no ring
+  uint64_t top = 0;    // the offset of the next tensor
+  uint64_t extent = 0; // the end of the furthest one (the pool's size)
+  /// Places `buffer` at the ring's next bytes; false when it is larger than the ring.
+  bool place(pb::Buffer &buffer) {
+    const uint64_t padded = std::max<uint64_t>((buffer.size_bytes() + 255) / 256 * 256, 256);
+    if (padded > size)
+      return false;
+    if (top + padded > size)
+      top = 0;
+    buffer.set_pool(pool);
+    buffer.set_offset(top);
+    top += padded;
+    extent = std::max(extent, top);
+    return true;
+  }
 };
 
 class PlanBuilder {
@@ -185,13 +209,9 @@ private:
   };
   std::vector<DiskState> diskStates;
   std::map<std::string, size_t> diskIndex;
-  // The gradient staging ring (mt.grad_stage_size; 0: persistent host
-  // gradients): its pool id, size, the offset of its next tensor and the
-  // end of the furthest one (the pool's size).
-  uint32_t gradStagePool = 0;
-  uint64_t gradStageSize = 0;
-  uint64_t gradStageTop = 0;
-  uint64_t gradStageExtent = 0;
+  // The gradient staging ring (mt.grad_stage_size; size 0: persistent host
+  // gradients).
+  RingPool gradStage;
   llvm::StringSet<> names;
   llvm::DenseMap<mlir::Value, uint32_t> valueTensors;
   std::map<std::string, uint32_t> parameterMasters;
@@ -221,15 +241,12 @@ private:
   llvm::DenseMap<mlir::Operation *, std::pair<std::string, int64_t>> productParts;
   llvm::DenseSet<mlir::Operation *> fusedSinks;
   // Accumulator visits (mt.accumulate = "visit", mt.visit_ring_size): the
-  // parameters, the ring's pool id, size, next offset and extent, the
-  // slots it has of the largest visiting accumulator, and per visit in plan
-  // order the parameter, the part, the op that adds it and its tensor.
+  // parameters, the ring (pool acc_visit), the slots it has of the largest
+  // visiting accumulator, and per visit in plan order the parameter, the
+  // part, the op that adds it and its tensor.
   llvm::StringSet<> visitingAccumulators;
-  uint32_t visitPool = 0;
-  uint64_t visitRingSize = 0;
-  uint64_t visitRingTop = 0;
-  uint64_t visitRingExtent = 0;
-  uint64_t visitSlots = 2;
+  RingPool visitRing;
+  uint64_t visitSlots = 3;
   struct Visit {
     std::string param;
     int64_t index;

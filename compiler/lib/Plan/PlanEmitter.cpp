@@ -260,7 +260,7 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
                << name << "' has mt.accumulate = \"" << accumulate.getValue()
                << "\"; only a trainable host or disk home accumulates on the \"device\" or "
                   "visits it (\"visit\")";
-      if (visit && visitRingSize == 0)
+      if (visit && visitRing.size == 0)
         return param.emitError("mt.param '")
                << name << "' has mt.accumulate = \"visit\" but the function has no "
                           "mt.visit_ring_size";
@@ -837,15 +837,15 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       anyDevice |= accumulate.getValue() == "device";
   });
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kGradStageSize))
-    gradStageSize = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
+    gradStage.size = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
   uint32_t nextPool = stageSize > 0 ? kHostStagePool + 1 : kHostStagePool;
   statePool = anyDevice ? nextPool++ : 0;
   diskPool = anyDisk ? nextPool++ : 0;
   diskStagePool = anyDisk ? nextPool++ : 0;
-  gradStagePool = gradStageSize > 0 ? nextPool++ : 0;
+  gradStage.pool = gradStage.size > 0 ? nextPool++ : 0;
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kVisitRingSize))
-    visitRingSize = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
-  visitPool = visitRingSize > 0 ? nextPool++ : 0;
+    visitRing.size = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
+  visitRing.pool = visitRing.size > 0 ? nextPool++ : 0;
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -992,27 +992,27 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     stage->set_size_bytes(4 * diskSlotBytes);
     requirePlanFormatMinor(*header, kPlanMinorHomes);
   }
-  if (gradStageExtent > 0) {
+  if (gradStage.extent > 0) {
     // The ring every host update's gradient passes through (mt-homes sized
     // it), as far as its tensors reach; a plan without host updates has none.
     pb::Pool *ring = plan.add_pools();
-    ring->set_id(gradStagePool);
+    ring->set_id(gradStage.pool);
     ring->set_name("grad_stage");
     ring->set_tier(pb::HOST_PINNED);
-    ring->set_size_bytes(gradStageExtent);
+    ring->set_size_bytes(gradStage.extent);
   }
-  if (visitRingExtent > 0) {
+  if (visitRing.extent > 0) {
     // The ring the visiting accumulators pass through on the device, as far
     // as its tensors reach; its id follows the pools above.
     const uint32_t id = static_cast<uint32_t>(plan.pools_size());
     for (pb::Tensor &tensor : *plan.mutable_tensors())
-      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == visitPool)
+      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == visitRing.pool)
         tensor.mutable_buffer()->set_pool(id);
     pb::Pool *ring = plan.add_pools();
     ring->set_id(id);
     ring->set_name("acc_visit");
     ring->set_tier(pb::DEVICE);
-    ring->set_size_bytes(visitRingExtent);
+    ring->set_size_bytes(visitRing.extent);
   }
 
   out = std::move(plan);

@@ -95,7 +95,7 @@ void PlanBuilder::findVisits(llvm::ArrayRef<mlir::Operation *> ops) {
   // visits are the last lead + 1 placed, which with the bytes a wrap leaves
   // unused at the ring's end take at most lead + 2 slots; the slots beyond
   // give the copies back time before a fetch reuses their bytes.
-  visitSlots = std::max<uint64_t>(3, visitRingSize / largest);
+  visitSlots = std::max<uint64_t>(3, visitRing.size / largest);
   const size_t lead = static_cast<size_t>(visitSlots / 2);
   for (size_t n = 0; n < visitList.size(); ++n) {
     if (visitList[n].index == 0)
@@ -111,17 +111,10 @@ mlir::FailureOr<uint32_t> PlanBuilder::addVisitStage(mlir::Operation *op, const 
   if (mlir::failed(id))
     return mlir::failure();
   pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
-  const uint64_t padded = std::max<uint64_t>((buffer->size_bytes() + 255) / 256 * 256, 256);
-  if (padded > visitRingSize)
+  if (!visitRing.place(*buffer))
     return op->emitError("the accumulator of '")
            << param << "' (" << buffer->size_bytes() << " bytes) does not fit the "
-           << visitRingSize << "-byte ring of accumulator visits (mt.visit_ring_size)";
-  if (visitRingTop + padded > visitRingSize)
-    visitRingTop = 0;
-  buffer->set_pool(visitPool);
-  buffer->set_offset(visitRingTop);
-  visitRingTop += padded;
-  visitRingExtent = std::max(visitRingExtent, visitRingTop);
+           << visitRing.size << "-byte ring of accumulator visits (mt.visit_ring_size)";
   requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorVisits);
   return id;
 }
