@@ -149,6 +149,9 @@ expect_error "infinite predicted time (inspect --memory-plot)" \
 expect_error "--microbatches past 2^32" "--microbatches expects 1 <= N <= 1024, got '4294967297'$" \
   "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --shape input_ids=2x64 --loss next-token-ce \
   --microbatches 4294967297
+expect_error "--visit-slots below 3" "--visit-slots expects N >= 3, got '2'$" \
+  "$BIN/megatrain-compile" "$TINY" -o "$TMP/a.plan" --shape input_ids=2x64 --loss next-token-ce \
+  --microbatches 2 --visit-slots 2
 # External data leaving the model's folder: `..`, and a symlink to a file outside.
 # external NAME LOCATION: the tiny model with its first float initializer stored at LOCATION.
 external() {

@@ -58,6 +58,26 @@ TEST(Accumulate, ValidatorRejectsBadOperands) {
             "t.plan: step 16 (host_task ACCUMULATE): ACCUMULATE adds tensor 1 'grad:W' to itself");
 }
 
+// Staging in a DEVICE pool (an accumulator's visit to the device) is format minor 10's; an
+// older plan keeps its staging in pinned host memory.
+TEST(Accumulate, ValidatorTakesDeviceStagingFromMinor10) {
+  auto deviceStaging = [](uint32_t minor) {
+    return validationError([minor](plan::Plan& p) {
+      plan::Tensor& part = tensorNamed(p, "grad_part:W");
+      part.set_role(plan::STATE_STAGE);
+      part.mutable_buffer()->set_pool(0);
+      p.mutable_header()->set_format_minor(minor);
+    });
+  };
+  EXPECT_EQ(deviceStaging(9),
+            "t.plan: tensor 2 'grad_part:W': STATE_STAGE is in a DEVICE pool, staging lives in pinned host "
+            "memory (a DEVICE one needs format minor 10)");
+  // From minor 10 the pool is allowed; the host ACCUMULATE then finds its addend on the device.
+  const std::string error = deviceStaging(10);
+  EXPECT_EQ(error.find("STATE_STAGE is in"), std::string::npos) << error;
+  EXPECT_NE(error.find("host tasks need host memory"), std::string::npos) << error;
+}
+
 TEST(Accumulate, VerifierNeedsTheStagingTensorFreeBeforeTheNextPart) {
   plan::Plan plan = accumulatePlan(plan::F32, /*warWait=*/false);
   CpuBackend backend;

@@ -63,6 +63,32 @@ TEST(PlanStats, StateThatNeverDiesIsLiveAtEveryStep) {
   EXPECT_EQ(state->bytes, 24u);
 }
 
+// Staging in a DEVICE pool (an accumulator's visit to the device, minor 10) holds its bytes
+// from its first access to its last, not all step: later tensors of its ring reuse them.
+TEST(PlanStats, DeviceStagingLivesFromItsFirstAccessToItsLast) {
+  plan::Plan plan = linearPlan(plan::F32);
+  const PlanStats before = computePlanStats(plan);
+  plan::Tensor* grad = nullptr;
+  for (plan::Tensor& tensor : *plan.mutable_tensors())
+    if (tensor.name() == "grad:W") grad = &tensor;
+  ASSERT_NE(grad, nullptr);
+  plan::Pool* device = plan.mutable_pools(0);
+  grad->set_role(plan::STATE_STAGE);
+  grad->mutable_buffer()->set_pool(0);
+  grad->mutable_buffer()->set_offset(device->size_bytes());
+  device->set_size_bytes(device->size_bytes() + grad->buffer().size_bytes());
+  grad->set_last_use_step(-1);
+  // Written by the d2h copy (step 20), read by the update (step 23).
+  const PlanStats after = computePlanStats(plan);
+  for (size_t s = 0; s < after.deviceLiveBytes.size(); ++s)
+    EXPECT_EQ(after.deviceLiveBytes[s], before.deviceLiveBytes[s] + (s >= 20 && s <= 23 ? 24 : 0))
+        << "step " << s;
+  const DeviceMemoryGroup* staged = groupNamed(deviceMemoryAt(plan, 21), "device: STATE_STAGE");
+  ASSERT_NE(staged, nullptr);
+  EXPECT_EQ(staged->bytes, 24u);
+  EXPECT_EQ(groupNamed(deviceMemoryAt(plan, 19), "device: STATE_STAGE"), nullptr);
+}
+
 // A kernel marked as a recompute names what it wrote so.
 TEST(PlanStats, RecomputedAndPrefetchedActivationsAreNamedSo) {
   plan::Plan plan = linearPlan(plan::F32);

@@ -403,7 +403,7 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                             memory, [&](const std::string &v) {
                               const int64_t slots = parseInt("visit-slots", v);
                               if (slots < 3)
-                                fail("--visit-slots expects N >= 3, got " + v);
+                                fail("--visit-slots expects N >= 3, got '" + v + "'");
                               args.pipeline.visitSlots = static_cast<uint64_t>(slots);
                             });
   megatrain::addFlagOption(app, "--all-accumulators-visit",
