@@ -22,6 +22,9 @@
 #   TIERED  directory of tiered plans made here (tiny Llama and GPT-2 exports,
 #          no budget and the smallest budget; see docs/cuda.md): each pair
 #          trains 20 steps on cuda and must give bitwise-equal losses and weights
+#   VISITS  directory of accumulator-visit plans made here (`bash tests/gpu/visits_runs.sh
+#          compile build/bin $PWD DIR`): each visiting plan trains 20 steps on cuda and must give
+#          its whole-accumulator plan's losses and weights bit for bit
 #   LLM    1 (default) trains the tiny LLM exports on cuda at fp32, tf32 and bf16
 #          against PyTorch's loss trajectories (tests/gpu/llm_vs_pytorch.sh;
 #          needs megatrain-compile in BIN); 0 skips it
@@ -209,6 +212,15 @@ EOF
   done
 }
 tiered
+
+# ---- 3b. accumulator visits never change the math on cuda either ----
+if [[ -n ${VISITS:-} && -d ${VISITS:-} ]]; then
+  echo "== tests/gpu/visits_runs.sh"
+  start=$(now)
+  bash tests/gpu/visits_runs.sh run "$BIN" "$PWD" "$(cd "$VISITS" && pwd)" 2>&1 | tee "$OUT/visits_runs.log"
+  if [[ ${PIPESTATUS[0]} == 0 ]]; then row "accumulator visits" PASS "bitwise vs whole sums, $(grep -c PASS "$OUT/visits_runs.log") plans ($(since "$start") s)"
+  else row "accumulator visits" FAIL "$(grep -m1 FAIL "$OUT/visits_runs.log") ($OUT/visits_runs.log)"; fi
+fi
 
 # ---- 4. the tiny LLM exports on cuda against PyTorch's loss trajectory, per precision ----
 if [[ ${LLM:-1} == 1 ]]; then
