@@ -394,8 +394,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::addFlagOption(app, "--accumulator-visits",
                            "with --microbatches, keep the gradient accumulators up to a ring "
                            "slot's size on the host, each visiting the device for its parts "
-                           "through a ring of 8 slots, so the arena gets the room their sums "
-                           "would take (the default; docs/tiering.md, \"Accumulator visits\")",
+                           "through a ring of --visit-slots slots, so the arena gets the room "
+                           "their sums would take (the default; docs/tiering.md, \"Accumulator "
+                           "visits\")",
                            memory, [&] { args.pipeline.accumulatorVisits = true; });
   megatrain::addValueOption(app, "--visit-slots", "N",
                             "with --accumulator-visits, the ring's slots of the largest visiting "
