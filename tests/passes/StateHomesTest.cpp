@@ -1,0 +1,62 @@
+// StateHomesTest.cpp - the slot of the accumulator visits' ring (passes/tiering/StateHomes.h,
+// planAccumulatorVisits; docs/tiering.md "Accumulator visits"): the size that needs the least
+// device memory for the sums, the ring's slots of it plus every larger sum whole.
+#include "tiering/StateHomes.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace megatrain {
+namespace {
+
+// `count` trainable parameters whose accumulators take `bytes` each.
+void add(std::vector<ParameterState> &states, int count, uint64_t bytes, bool trainable = true) {
+  for (int i = 0; i < count; ++i) {
+    ParameterState state;
+    state.name = "p" + std::to_string(states.size());
+    state.trainable = trainable;
+    state.accumulatorBytes = trainable ? bytes : 0;
+    states.push_back(state);
+  }
+}
+
+TEST(AccumulatorVisits, TheSlotThatLeavesTheLeastOnTheDevice) {
+  // The 1.36B's shape: norms, the attention's four products, the MLP's three, the embedding
+  // and lm_head. Eight slots of an MLP weight's 46 MB and the two 262 MB sums whole take
+  // 0.89 GB, where the MLP's slot size beats both larger (2.1 GB of ring) and smaller (the
+  // MLP's 3.3 GB whole) ones.
+  std::vector<ParameterState> states;
+  add(states, 49, 8192);
+  add(states, 96, 16777216);
+  add(states, 72, 46137344);
+  add(states, 2, 262144000);
+  add(states, 3, 1 << 20, /*trainable=*/false); // frozen: no sum
+  const AccumulatorVisits visits = planAccumulatorVisits(states, 8);
+  EXPECT_EQ(visits.slotBytes, 46137344u);
+  EXPECT_EQ(visits.ringBytes, 8u * 46137344u);
+  EXPECT_TRUE(visits.visits(states[0]));
+  EXPECT_TRUE(visits.visits(states[49 + 96]));
+  EXPECT_FALSE(visits.visits(states[49 + 96 + 72])); // the embedding stays whole
+  EXPECT_FALSE(visits.visits(states.back()));        // a frozen one has nothing to sum
+}
+
+TEST(AccumulatorVisits, NoneWhereTheRingWouldTakeAsMuchAsTheSums) {
+  // Three sums of one size: 3 slots take what the sums take, so none visits (a tie keeps
+  // them whole: no trips over the links for nothing); with four sums the ring saves one.
+  std::vector<ParameterState> states;
+  add(states, 3, 4096);
+  EXPECT_EQ(planAccumulatorVisits(states, 3).slotBytes, 0u);
+  EXPECT_EQ(planAccumulatorVisits(states, 3).ringBytes, 0u);
+  add(states, 1, 4096);
+  EXPECT_EQ(planAccumulatorVisits(states, 3).slotBytes, 4096u);
+  EXPECT_EQ(planAccumulatorVisits(states, 3).ringBytes, 3u * 4096u);
+  // Without micro-batches (no sums) nothing visits.
+  std::vector<ParameterState> none;
+  add(none, 4, 0);
+  EXPECT_EQ(planAccumulatorVisits(none, 3).slotBytes, 0u);
+}
+
+} // namespace
+} // namespace megatrain
