@@ -55,9 +55,6 @@ namespace megatrain {
 namespace {
 
 constexpr int kFragmentationRounds = 4;
-// How far back from its use the spill looks for a prefetch's position (as
-// TieringModel::placeFetch does).
-constexpr int64_t kMaxPrefetchWalk = 2048;
 // The part of a hidden copy's transfer counted as saved when it is undone.
 constexpr double kHiddenCopyWeight = 1e-3;
 
@@ -223,11 +220,11 @@ public:
   void loadD2h(int64_t at, double seconds) { d2hS[at] += seconds; }
   /// The latest position k in [lo, b] whose window [k, b) has the compute to
   /// hide `transfer` beside the h2d copies issued there, and the part left
-  /// exposed (the best window within kMaxLeadWalk positions when none does).
+  /// exposed (the best window within kMaxFetchWalk positions when none does).
   std::pair<int64_t, double> placePrefetch(int64_t lo, int64_t b, double transfer) const {
     double slack = 0, bestSlack = -1;
     int64_t best = -1;
-    int64_t stop = std::max<int64_t>(lo, b - kMaxPrefetchWalk);
+    int64_t stop = std::max<int64_t>(lo, b - kMaxFetchWalk);
     for (int64_t k = b - 1; k >= stop; --k) {
       slack += computeS[k] - h2dS[k];
       if (slack >= transfer)

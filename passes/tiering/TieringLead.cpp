@@ -13,7 +13,7 @@
 //    the compute before its first use is done would stall that use. It
 //    moves to the latest position from which the queue (without it, as the
 //    moves so far left it) lands it in time, or, when none within
-//    kMaxLeadWalk does, to the one that lands it soonest. Positions that
+//    kMaxFetchWalk does, to the one that lands it soonest. Positions that
 //    hold a fetch are not anchors (that fetch may move too). A move delays
 //    the fetches it now precedes, so the late ones are looked for again
 //    (kRounds at most).
@@ -33,8 +33,6 @@ namespace megatrain {
 
 namespace {
 
-/// How far back from its position a fetch may move.
-constexpr int64_t kMaxLeadWalk = 2048;
 /// How many times the late fetches are looked for again (a move delays the
 /// fetches issued after its new place, which may then land late).
 constexpr int kRounds = 4;
@@ -131,7 +129,7 @@ LeadResult leadParamFetches(TieringModel &model, uint64_t budget,
       }
       int64_t best = -1;
       double bestLanding = now;
-      int64_t stop = std::max<int64_t>(0, fetch.position - kMaxLeadWalk);
+      int64_t stop = std::max<int64_t>(0, fetch.position - kMaxFetchWalk);
       for (int64_t k = at - 1; k >= stop; --k) {
         if (isFetch(model.opAt(k)))
           continue;

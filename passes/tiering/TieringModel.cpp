@@ -18,13 +18,6 @@
 
 namespace megatrain {
 
-namespace {
-
-// How far back from its use placeFetch looks for a spot for a transfer.
-constexpr int64_t kMaxLeadWalk = 2048;
-
-} // namespace
-
 bool isFetch(mlir::Operation *op) { return mlir::isa<mt::ParamOp, mt::PrefetchOp>(op); }
 
 bool LiveValue::gapBefore(int64_t from, int64_t &a, int64_t &b) const {
@@ -44,14 +37,13 @@ void TieringModel::analyze() {
   updatePosition.clear();
   visiting.clear();
   mlir::Block &block = func.getBody().front();
-  func.walk([&](mt::ParamOp param) {
-    if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate);
-        accumulate && accumulate.getValue() == "visit")
-      visiting.insert(param.getName());
-  });
   for (mlir::Operation &op : block.without_terminator()) {
     position[&op] = static_cast<int64_t>(order.size());
     order.push_back(&op);
+    if (auto param = mlir::dyn_cast<mt::ParamOp>(op))
+      if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate);
+          accumulate && accumulate.getValue() == "visit")
+        visiting.insert(param.getName());
   }
   int64_t n = static_cast<int64_t>(order.size());
   compute.assign(n, 0);
@@ -196,7 +188,7 @@ std::pair<int64_t, double> TieringModel::placeFetch(int64_t lo, int64_t hi, int6
     return {hi, 0.0};
   int64_t best = hi;
   double bestSlack = slack;
-  int64_t stop = std::max(lo, hi - kMaxLeadWalk);
+  int64_t stop = std::max(lo, hi - kMaxFetchWalk);
   for (int64_t k = hi - 1; k >= stop; --k) {
     slack += compute[k] - h2d[k];
     if (k == selfPos)
@@ -253,6 +245,13 @@ double TieringModel::predictStepSeconds(HostShare share, double *hostBusy) const
   double hostStart = -1; // when the host's first task of the step starts
   double hostLag = 0;    // how far an update runs past its next step's fetch
   llvm::StringSet<> parted; // parameters with an earlier mt.grad_part
+  // An accumulator's visit to the device for part k >= 1: fetched from the
+  // host over h2d, issued ahead of the part (the compute does not wait for
+  // it here; the plan simulator holds the emitted plan to it).
+  auto visitIn = [&](mlir::Value grad, double share) {
+    h2dFree = std::max(h2dFree, clock) +
+              share * transferSeconds(valueBytes(grad), Link::HostToDevice, profile);
+  };
   for (int64_t i = 0; i < static_cast<int64_t>(order.size()); ++i) {
     mlir::Operation *op = order[i];
     auto readyOf = [&](mlir::Value value) {
@@ -285,13 +284,6 @@ double TieringModel::predictStepSeconds(HostShare share, double *hostBusy) const
       ready[offload.getResult()] = d2hFree;
       continue;
     }
-    // An accumulator's visit to the device for part k >= 1: fetched from
-    // the host over h2d, issued ahead of the part (the compute does not
-    // wait for it here; the plan simulator holds the emitted plan to it).
-    auto visitIn = [&](mlir::Value grad, double share) {
-      h2dFree = std::max(h2dFree, clock) +
-                share * transferSeconds(valueBytes(grad), Link::HostToDevice, profile);
-    };
     if (auto update = mlir::dyn_cast<mt::AdamWOp>(op)) {
       mlir::Value grad = update.getGrad();
       const double share = shareOf(update.getParam());

@@ -40,6 +40,10 @@ struct LiveValue {
   bool gapBefore(int64_t from, int64_t &a, int64_t &b) const;
 };
 
+/// How far back from its use (in positions) a transfer's issue point is
+/// looked for: placeFetch, the spill's prefetches and the lead walk this far.
+inline constexpr int64_t kMaxFetchWalk = 2048;
+
 class TieringModel {
 public:
   TieringModel(mlir::func::FuncOp func, const DeviceProfile &profile)

@@ -69,17 +69,6 @@
 
 namespace megatrain::emission {
 
-namespace {
-
-/// Bytes of a statically shaped tensor type (bits rounded up to bytes).
-uint64_t valueBytesOf(mlir::Type type) {
-  auto tensor = mlir::cast<mlir::RankedTensorType>(type);
-  uint64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
-  return static_cast<uint64_t>(tensor.getNumElements()) * ((bits + 7) / 8);
-}
-
-} // namespace
-
 mlir::LogicalResult PlanBuilder::emitLoss(mt::LossOp op, int64_t opStep) {
   if (loss)
     return op.emitError("a plan has one loss; another mt.loss is at ")
@@ -120,7 +109,7 @@ mlir::LogicalResult PlanBuilder::addDiskState(llvm::ArrayRef<mlir::Operation *> 
     if (auto update = mlir::dyn_cast<mt::AdamWOp>(op); update && onDisk(update.getParam().str()))
       updates.push_back(update);
   for (mt::AdamWOp update : updates)
-    diskSlotBytes = std::max(diskSlotBytes, aligned(valueBytesOf(update.getGrad().getType())));
+    diskSlotBytes = std::max(diskSlotBytes, aligned(tensorTypeBytes(update.getGrad().getType())));
   for (mt::AdamWOp update : updates) {
     std::string param = update.getParam().str();
     mlir::Type type = update.getGrad().getType();
@@ -160,19 +149,28 @@ void PlanBuilder::emitDiskReadBack(size_t index, mlir::Operation *op, int64_t op
   }
 }
 
-mlir::FailureOr<uint32_t> PlanBuilder::addGradientStage(mlir::Operation *op,
-                                                         const std::string &param,
-                                                         mlir::Type type) {
-  mlir::FailureOr<uint32_t> id = addTensor(op, "grad_stage:" + param, type, pb::STATE_STAGE);
+mlir::FailureOr<uint32_t> PlanBuilder::addRingStage(RingPool &ring, mlir::Operation *op,
+                                                     llvm::StringRef prefix,
+                                                     const std::string &param, mlir::Type type,
+                                                     llvm::StringRef holder,
+                                                     llvm::StringRef ringName, uint32_t minor) {
+  mlir::FailureOr<uint32_t> id = addTensor(op, (prefix + param).str(), type, pb::STATE_STAGE);
   if (mlir::failed(id))
     return mlir::failure();
   pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
-  if (!gradStage.place(*buffer))
-    return op->emitError("the gradient of '")
-           << param << "' (" << buffer->size_bytes() << " bytes) does not fit the "
-           << gradStage.size << "-byte gradient staging ring (mt.grad_stage_size)";
-  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorGradientStage);
+  if (!ring.place(*buffer))
+    return op->emitError("the ")
+           << holder << " of '" << param << "' (" << buffer->size_bytes()
+           << " bytes) does not fit the " << ring.size << "-byte " << ringName;
+  requirePlanFormatMinor(*plan.mutable_header(), minor);
   return id;
+}
+
+mlir::FailureOr<uint32_t> PlanBuilder::addGradientStage(mlir::Operation *op,
+                                                         const std::string &param,
+                                                         mlir::Type type) {
+  return addRingStage(gradStage, op, "grad_stage:", param, type, "gradient",
+                      "gradient staging ring (mt.grad_stage_size)", kPlanMinorGradientStage);
 }
 
 mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
@@ -326,29 +324,28 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
                                                 int64_t opStep) {
-  if (visits(param)) {
-    // Into the accumulator's visit on the compute stream, then back
-    // (VisitEmitter.cpp).
-    mlir::FailureOr<uint32_t> visit = visitTensorOf(op);
-    if (mlir::failed(visit))
-      return mlir::failure();
-    pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
-    noteRead(gradient);
-    task->set_kind(pb::HostTask::ACCUMULATE);
-    task->add_tensors(*visit);
-    task->add_tensors(gradient);
-    emitVisitReturn(op, param, *visit, opStep);
-    return mlir::success();
-  }
-  if (accumulatesOnDevice(param)) {
+  const bool visit = visits(param);
+  if (visit || accumulatesOnDevice(param)) {
     // On the device: the arena gradient is added straight into the
-    // accumulator, on the compute stream.
+    // accumulator, or into its visit to the device (VisitEmitter.cpp), on
+    // the compute stream; a visit then goes back to its host accumulator.
+    uint32_t accumulator;
+    if (visit) {
+      mlir::FailureOr<uint32_t> tensor = visitTensorOf(op);
+      if (mlir::failed(tensor))
+        return mlir::failure();
+      accumulator = *tensor;
+    } else {
+      accumulator = hostGradients.at(param);
+    }
     pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
     noteRead(gradient);
     task->set_kind(pb::HostTask::ACCUMULATE);
-    task->add_tensors(hostGradients.at(param));
+    task->add_tensors(accumulator);
     task->add_tensors(gradient);
     requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
+    if (visit)
+      emitVisitReturn(op, param, accumulator, opStep);
     return mlir::success();
   }
   auto stage = partStages.find(param);

@@ -68,9 +68,11 @@ struct RingPool {
   uint64_t size = 0;   // 0: no ring
   uint64_t top = 0;    // the offset of the next tensor
   uint64_t extent = 0; // the end of the furthest one (the pool's size)
+  /// The bytes a tensor of `bytes` takes in a ring.
+  static uint64_t padded(uint64_t bytes) { return std::max<uint64_t>((bytes + 255) / 256 * 256, 256); }
   /// Places `buffer` at the ring's next bytes; false when it is larger than the ring.
   bool place(pb::Buffer &buffer) {
-    const uint64_t padded = std::max<uint64_t>((buffer.size_bytes() + 255) / 256 * 256, 256);
+    const uint64_t padded = RingPool::padded(buffer.size_bytes());
     if (padded > size)
       return false;
     if (top + padded > size)
@@ -82,6 +84,13 @@ struct RingPool {
     return true;
   }
 };
+
+/// Bytes of a statically shaped tensor type (bits rounded up to bytes).
+inline uint64_t tensorTypeBytes(mlir::Type type) {
+  auto tensor = mlir::cast<mlir::RankedTensorType>(type);
+  uint64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return static_cast<uint64_t>(tensor.getNumElements()) * ((bits + 7) / 8);
+}
 
 class PlanBuilder {
 public:
@@ -139,6 +148,13 @@ private:
   mlir::LogicalResult addDiskState(llvm::ArrayRef<mlir::Operation *> ops);
   /// `copy` on disk of disk parameter `index`'s m, v into their staging.
   void emitDiskReadBack(size_t index, mlir::Operation *op, int64_t opStep);
+  /// A STATE_STAGE `<prefix><param>` of `type` at the next bytes of `ring`
+  /// (format minor `minor`); `holder` and `ringName` word the error when it
+  /// does not fit.
+  mlir::FailureOr<uint32_t> addRingStage(RingPool &ring, mlir::Operation *op,
+                                         llvm::StringRef prefix, const std::string &param,
+                                         mlir::Type type, llvm::StringRef holder,
+                                         llvm::StringRef ringName, uint32_t minor);
   /// A STATE_STAGE `grad_stage:<param>` of `type` at the next bytes of the
   /// gradient staging ring (pool grad_stage), wrapping to its start.
   mlir::FailureOr<uint32_t> addGradientStage(mlir::Operation *op, const std::string &param,

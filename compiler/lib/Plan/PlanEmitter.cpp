@@ -449,36 +449,30 @@ void PlanBuilder::findProductParts(llvm::ArrayRef<mlir::Operation *> ops) {
 
 mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::string &param,
                                                  int64_t index, int64_t opStep) {
-  if (visits(param)) {
-    // Into the accumulator's visit to the device, then back (VisitEmitter.cpp).
-    mlir::FailureOr<uint32_t> visit = visitTensorOf(op);
-    if (mlir::failed(visit))
+  // The sum the product writes into: the accumulator's visit to the device
+  // (VisitEmitter.cpp), or the device accumulator, made by part 0.
+  const bool visit = visits(param);
+  uint32_t accumulator;
+  if (visit) {
+    mlir::FailureOr<uint32_t> tensor = visitTensorOf(op);
+    if (mlir::failed(tensor))
       return mlir::failure();
-    pb::Kernel *kernel = addStep(kCompute, op, opStep).mutable_kernel();
-    kernel->set_kernel(index == 0 ? "matmul" : "matmul_add");
-    if (mlir::failed(addKernelInputs(op, *kernel)))
-      return mlir::failure();
-    if (index > 0)
-      kernel->add_inputs(*visit);
-    kernel->add_outputs(*visit);
-    valueTensors[op.getResult()] = *visit;
-    if (mlir::failed(addKernelAttributes(op, *kernel)))
-      return mlir::failure();
-    emitVisitReturn(op, param, *visit, opStep);
-    return mlir::success();
+    accumulator = *tensor;
+  } else {
+    if (index == 0) {
+      mlir::FailureOr<uint32_t> tensor =
+          addTensor(op, "grad:" + param, op.getResult().getType(), pb::GRADIENT);
+      if (mlir::failed(tensor))
+        return mlir::failure();
+      placeOnDeviceState(*tensor);
+      hostGradients[param] = *tensor;
+    }
+    auto found = hostGradients.find(param);
+    if (found == hostGradients.end())
+      return op.emitError("gradient part ")
+             << index << " of '" << param << "' comes before its part 0";
+    accumulator = found->second;
   }
-  if (index == 0) {
-    mlir::FailureOr<uint32_t> accumulator =
-        addTensor(op, "grad:" + param, op.getResult().getType(), pb::GRADIENT);
-    if (mlir::failed(accumulator))
-      return mlir::failure();
-    placeOnDeviceState(*accumulator);
-    hostGradients[param] = *accumulator;
-  }
-  auto accumulator = hostGradients.find(param);
-  if (accumulator == hostGradients.end())
-    return op.emitError("gradient part ")
-           << index << " of '" << param << "' comes before its part 0";
   pb::Step &step = addStep(kCompute, op, opStep);
   pb::Kernel *kernel = step.mutable_kernel();
   // Part 0 is the product; part k >= 1 adds it to the sum so far in the
@@ -487,12 +481,17 @@ mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::str
   if (mlir::failed(addKernelInputs(op, *kernel)))
     return mlir::failure();
   if (index > 0) {
-    kernel->add_inputs(accumulator->second);
+    kernel->add_inputs(accumulator);
     requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
   }
-  kernel->add_outputs(accumulator->second);
-  valueTensors[op.getResult()] = accumulator->second;
-  return addKernelAttributes(op, *kernel);
+  kernel->add_outputs(accumulator);
+  valueTensors[op.getResult()] = accumulator;
+  if (mlir::failed(addKernelAttributes(op, *kernel)))
+    return mlir::failure();
+  // A visit goes back to its host accumulator.
+  if (visit)
+    emitVisitReturn(op, param, accumulator, opStep);
+  return mlir::success();
 }
 
 

@@ -84,13 +84,9 @@ void PlanBuilder::findVisits(llvm::ArrayRef<mlir::Operation *> ops) {
   // The ring's slots of the largest visiting accumulator (mt-tier sized it
   // so), and part k >= 1 fetched `lead` visits ahead: before the op of
   // visit n - lead, but after this parameter's previous visit.
-  uint64_t largest = 256;
-  for (const Visit &visit : visitList) {
-    auto tensor = mlir::cast<mlir::RankedTensorType>(visit.type);
-    uint64_t bytes = static_cast<uint64_t>(tensor.getNumElements()) *
-                     ((tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8);
-    largest = std::max(largest, (bytes + 255) / 256 * 256);
-  }
+  uint64_t largest = RingPool::padded(0);
+  for (const Visit &visit : visitList)
+    largest = std::max(largest, RingPool::padded(tensorTypeBytes(visit.type)));
   // Half the slots ahead (mt-tier gives the ring at least 3): the live
   // visits are the last lead + 1 placed, which with the bytes a wrap leaves
   // unused at the ring's end take at most lead + 2 slots; the slots beyond
@@ -107,16 +103,8 @@ void PlanBuilder::findVisits(llvm::ArrayRef<mlir::Operation *> ops) {
 
 mlir::FailureOr<uint32_t> PlanBuilder::addVisitStage(mlir::Operation *op, const std::string &param,
                                                       mlir::Type type) {
-  mlir::FailureOr<uint32_t> id = addTensor(op, "acc_visit:" + param, type, pb::STATE_STAGE);
-  if (mlir::failed(id))
-    return mlir::failure();
-  pb::Buffer *buffer = plan.mutable_tensors(*id)->mutable_buffer();
-  if (!visitRing.place(*buffer))
-    return op->emitError("the accumulator of '")
-           << param << "' (" << buffer->size_bytes() << " bytes) does not fit the "
-           << visitRing.size << "-byte ring of accumulator visits (mt.visit_ring_size)";
-  requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorVisits);
-  return id;
+  return addRingStage(visitRing, op, "acc_visit:", param, type, "accumulator",
+                      "ring of accumulator visits (mt.visit_ring_size)", kPlanMinorVisits);
 }
 
 mlir::LogicalResult PlanBuilder::emitVisitFetches(mlir::Operation *op, int64_t opStep) {
