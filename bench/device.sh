@@ -166,7 +166,9 @@ demo() {
   # default precision is bf16). A plan whose precision cannot be read gets the fp32 bar.
   local verdict precision
   precision=$("$BIN/megatrain-inspect" "$PLAN" --max-steps 1 2>/dev/null | awk '$1 == "precision" && !p { print $2; p = 1 }')
-  verdict=$(python3 - "$OUT/demo-cpu.jsonl" "$OUT/demo-cuda.jsonl" "${precision:-fp32}" <<'EOF'
+  # Said so in the row: the bar of an unread precision is fp32's.
+  [[ -n $precision ]] || precision="fp32 (precision unread: no $BIN/megatrain-inspect)"
+  verdict=$(python3 - "$OUT/demo-cpu.jsonl" "$OUT/demo-cuda.jsonl" "$precision" <<'EOF'
 import json, sys
 cpu, cuda = ([json.loads(line) for line in open(path)] for path in sys.argv[1:3])
 precision = sys.argv[3]
