@@ -3,11 +3,14 @@
 #include <cstdio>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "InspectOutputs.h"
 #include "StepLabels.h"
+#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/Plan/Simulate.h"
 #include "megatrain/plan/Aliases.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/DType.h"
@@ -25,7 +28,9 @@
 namespace megatrain::runtime::tools {
 namespace {
 
-const char kUsage[] = "usage: megatrain-inspect MODEL.plan [--max-steps N] [--memory-plot FILE.svg] [--trace FILE.json]\n";
+const char kUsage[] =
+    "usage: megatrain-inspect MODEL.plan [--max-steps N] [--memory-plot FILE.svg] [--trace FILE.json]\n"
+    "                         [--device-profile FILE.json]\n";
 
 const char kDescription[] =
     "Prints what a plan does: its header (provenance, optimizer), a summary (parameters, pools, "
@@ -36,11 +41,18 @@ const char kDescription[] =
     "to start.";
 
 const char kFooter[] = R"(--memory-plot and --trace need a plan with predictions (format 1.2, written
-by megatrain-compile's plan simulator).
+by megatrain-compile's plan simulator), or --device-profile.
+
+--device-profile runs megatrain-compile's plan simulator again on the plan as
+written, with another machine's figures: megatrain-profile's output, or a
+profile whose host rate bench/fit_profile.py --host fitted to a traced step.
+The schedule is the one the plan holds (planned for the compiler's profile);
+only its predicted times change.
 
 Examples:
   megatrain-inspect tiny.plan --max-steps 40
   megatrain-inspect tiny.plan --memory-plot memory.svg --trace trace.json
+  megatrain-inspect tiny.plan --max-steps 20 --device-profile measured.json
 )";
 
 // "12.345 ms" style, in the unit that suits the value.
@@ -57,7 +69,14 @@ std::string formatSeconds(double seconds) {
 
 bool hasPredictions(const plan::Plan& plan) { return plan.header().predicted_step_s() > 0; }
 
-void printHeader(const plan::Plan& plan) {
+// The plan's own prediction when --device-profile predicted it again.
+struct CompiledPrediction {
+  std::string profileFile;  // --device-profile
+  std::string profileName;  // the compiler's profile
+  double stepS = 0;         // the compiler's predicted step; 0: the plan had none
+};
+
+void printHeader(const plan::Plan& plan, const std::optional<CompiledPrediction>& compiled) {
   const plan::Header& h = plan.header();
   auto row = [](const char* key, const std::string& value) {
     if (!value.empty()) std::printf("  %-14s %s\n", key, value.c_str());
@@ -72,6 +91,12 @@ void printHeader(const plan::Plan& plan) {
   row("options", options);
   // The profile's name; the whole text when it is not a JSON object with a string "name".
   row("device", profileName(h.device_profile()).value_or(h.device_profile()));
+  if (compiled)
+    row("predicted on", compiled->profileFile + " (the plan's schedule predicted again; the compiler's " +
+                            (compiled->stepS > 0 ? formatSeconds(compiled->stepS) + " step on " +
+                                                       compiled->profileName
+                                                 : std::string("plan had no predictions")) +
+                            ")");
   // An evaluation plan (format 1.6, --forward-only) has no optimizer to show.
   row("kind", h.evaluation() ? "evaluation (forward and loss only; megatrain-run --eval-plan)" : "training");
   const plan::AdamW& o = h.optimizer();
@@ -299,22 +324,40 @@ int inspect(int argc, char** argv) {
                  "write the predicted schedule as Chrome trace events, one track per stream (open in "
                  "Perfetto or chrome://tracing)",
                  group, [&](const std::string& v) { tracePath = v; });
+  std::string profilePath;
+  addValueOption(app, "--device-profile", "FILE.json",
+                 "predict the plan's step again on this device profile (megatrain-profile's JSON): every "
+                 "predicted time printed, plotted and traced is then this profile's; the header keeps "
+                 "the compiler's step beside it",
+                 group, [&](const std::string& v) { profilePath = v; });
   if (parseToolCommandLine(app, argc, argv)) return 0;  // --help or --version
   if (positional.empty()) throw Error("missing MODEL.plan (see --help)");
   if (positional.size() > 1) throw Error("unexpected argument '" + positional[1] + "' (one plan file only)");
   const std::string path = positional[0];
 
-  const plan::Plan plan = loadPlan(path);
+  plan::Plan plan = loadPlan(path);
   // The CPU backend knows every kernel of docs/ops.md; it allocates nothing here.
   CpuBackend kernels;
   validatePlan(plan, kernels, path);
+  std::optional<CompiledPrediction> compiled;
+  if (!profilePath.empty()) {
+    DeviceProfile profile;
+    std::string error;
+    if (!loadDeviceProfile(profilePath, profile, error)) throw Error(error);
+    compiled = CompiledPrediction{profilePath,
+                                  profileName(plan.header().device_profile()).value_or("its profile"),
+                                  plan.header().predicted_step_s()};
+    // As megatrain-compile does: each matmul and attention step at the rate its
+    // `precision` attribute names, exact fp32 otherwise.
+    simulatePlan(plan, profile, Precision::FP32);
+  }
   if ((!memoryPlot.empty() || !tracePath.empty()) && !hasPredictions(plan))
     throw Error(path + ": the plan has no predicted step times (format " +
                 std::to_string(plan.header().format_major()) + "." +
                 std::to_string(plan.header().format_minor()) +
                 "); recompile it with a megatrain-compile that writes them (format 1.2)");
   const PlanStats stats = computePlanStats(plan);
-  printHeader(plan);
+  printHeader(plan, compiled);
   printSummary(plan, stats);
   printStateHomes(plan);
   printSchedule(plan, stats, maxSteps);

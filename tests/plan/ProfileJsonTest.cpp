@@ -1,8 +1,8 @@
 // ProfileJsonTest.cpp - megatrain-profile's JSON writer against the compiler's device profile reader.
 #include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/Json.h"
 #include "megatrain/plan/ProfileJson.h"
 
-#include "llvm/Support/JSON.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -20,10 +21,18 @@ namespace megatrain {
 namespace {
 
 // The compiler's JSON of a profile, as key -> value (every field, from its kFields).
-llvm::json::Object compilerFields(const DeviceProfile &profile) {
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(deviceProfileToJson(profile));
-  EXPECT_TRUE(static_cast<bool>(parsed));
-  return *parsed->getAsObject();
+nlohmann::json compilerFields(const DeviceProfile &profile) {
+  nlohmann::json parsed = parseJson(deviceProfileToJson(profile), "the compiler's profile JSON");
+  EXPECT_TRUE(parsed.is_object());
+  return parsed;
+}
+
+// A number field of `object`, or nullopt.
+std::optional<double> numberField(const nlohmann::json &object, const char *key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number())
+    return std::nullopt;
+  return it->get<double>();
 }
 
 // A profile with every field set to a distinct value no default has, with
@@ -42,8 +51,9 @@ MeasuredProfile everyField() {
 
 TEST(ProfileJson, WritesTheSameFieldsTheCompilerKnows) {
   std::set<std::string> compiler, writer = {"name", "device_memory_bytes", "host_memory_bytes"};
-  for (const auto &entry : compilerFields(DeviceProfile()))
-    compiler.insert(entry.first.str());
+  const nlohmann::json fields = compilerFields(DeviceProfile());
+  for (const auto &entry : fields.items())
+    compiler.insert(entry.key());
   for (const ProfileField &field : profileFields())
     writer.insert(field.key);
   EXPECT_EQ(writer, compiler);
@@ -53,9 +63,9 @@ TEST(ProfileJson, WritesTheSameFieldsTheCompilerKnows) {
 TEST(ProfileJson, CeilingsAreTheCompilerDefaults) {
   // The table megatrain-profile prints compares with the figures the compiler
   // assumes when a field is absent (docs/hardware.md's H200).
-  const llvm::json::Object defaults = compilerFields(DeviceProfile());
+  const nlohmann::json defaults = compilerFields(DeviceProfile());
   for (const ProfileField &field : profileFields()) {
-    std::optional<double> value = defaults.getNumber(field.key);
+    std::optional<double> value = numberField(defaults, field.key);
     ASSERT_TRUE(value) << field.key;
     EXPECT_DOUBLE_EQ(field.ceiling, *value) << field.key;
   }
@@ -68,9 +78,9 @@ TEST(ProfileJson, EveryFieldRoundTripsThroughTheCompilersReader) {
   ASSERT_TRUE(parseDeviceProfile(profileJson(measured), profile, error)) << error;
   EXPECT_EQ(profile.name, measured.name);
   EXPECT_EQ(profile.deviceMemoryBytes, measured.deviceMemoryBytes);
-  const llvm::json::Object read = compilerFields(profile);
+  const nlohmann::json read = compilerFields(profile);
   for (const ProfileField &field : profileFields()) {
-    std::optional<double> value = read.getNumber(field.key);
+    std::optional<double> value = numberField(read, field.key);
     ASSERT_TRUE(value) << field.key;
     EXPECT_EQ(*value, *measured.get(field.key)) << field.key << " must read back exactly";
   }

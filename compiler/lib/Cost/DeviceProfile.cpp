@@ -4,11 +4,12 @@
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Json.h"
 
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
-
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace megatrain {
 
@@ -122,12 +123,15 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
 
 bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
                        std::string &error) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
-    error = path + ": cannot read: " + buffer.getError().message();
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in)
+    text << in.rdbuf();
+  if (!in || in.bad()) {
+    error = path + ": cannot read: " + std::strerror(errno);
     return false;
   }
-  if (!parseDeviceProfile((*buffer)->getBuffer().str(), profile, error)) {
+  if (!parseDeviceProfile(text.str(), profile, error)) {
     error = path + ": " + error;
     return false;
   }
@@ -135,22 +139,21 @@ bool loadDeviceProfile(const std::string &path, DeviceProfile &profile,
 }
 
 std::string deviceProfileToJson(const DeviceProfile &profile) {
-  llvm::json::Object object;
+  // nlohmann's object keeps its keys sorted; doubles are printed so that they
+  // read back exactly.
+  nlohmann::json object = nlohmann::json::object();
   object["name"] = profile.name;
   object["device_memory_bytes"] = static_cast<double>(profile.deviceMemoryBytes);
   object["host_memory_bytes"] = static_cast<double>(profile.hostMemoryBytes);
   for (const Field &field : kFields)
     object[field.key] = profile.*(field.member);
   if (!profile.kernelEfficiency.empty()) {
-    llvm::json::Object efficiency;
+    nlohmann::json efficiency = nlohmann::json::object();
     for (const auto &[kernel, fraction] : profile.kernelEfficiency)
       efficiency[kernel] = fraction;
     object["kernel_efficiency"] = std::move(efficiency);
   }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(std::move(object));
-  return os.str();
+  return object.dump();
 }
 
 } // namespace megatrain
