@@ -11,7 +11,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <thread>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -261,6 +264,45 @@ DeviceFigures measureDevice(const DeviceMeasureOptions& options) {
   measureCopies(options, stream.stream, figures);
   PROFILE_CHECK(cudaStreamSynchronize(stream.stream));
   return figures;
+}
+
+double whileLinksCopy(size_t bytes, const std::function<void()>& work) {
+  if (bytes < 4096) throw std::runtime_error("link load: bytes >= 4096");
+  PROFILE_CHECK(cudaSetDevice(0));
+  PinnedBuffer hostIn(bytes), hostOut(bytes);
+  DeviceBuffer deviceIn(bytes), deviceOut(bytes);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> moved{0};
+  std::exception_ptr copyError;
+  std::thread copier([&] {
+    try {
+      PROFILE_CHECK(cudaSetDevice(0));
+      Stream up, down;
+      while (!stop.load(std::memory_order_relaxed)) {
+        PROFILE_CHECK(cudaMemcpyAsync(deviceIn.data, hostIn.data, bytes, cudaMemcpyHostToDevice, up.stream));
+        PROFILE_CHECK(cudaMemcpyAsync(hostOut.data, deviceOut.data, bytes, cudaMemcpyDeviceToHost, down.stream));
+        PROFILE_CHECK(cudaStreamSynchronize(up.stream));
+        PROFILE_CHECK(cudaStreamSynchronize(down.stream));
+        moved.fetch_add(2 * uint64_t(bytes), std::memory_order_relaxed);
+      }
+    } catch (...) {
+      copyError = std::current_exception();
+    }
+  });
+  std::exception_ptr workError;
+  const auto begin = std::chrono::steady_clock::now();
+  try {
+    work();
+  } catch (...) {
+    workError = std::current_exception();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  const uint64_t during = moved.load();
+  stop = true;
+  copier.join();
+  if (copyError) std::rethrow_exception(copyError);
+  if (workError) std::rethrow_exception(workError);
+  return seconds > 0 ? double(during) / seconds : 0.0;
 }
 
 }  // namespace megatrain::runtime::cuda

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace megatrain::runtime::cuda {
@@ -33,5 +34,13 @@ struct DeviceFigures {
 
 // Throws std::runtime_error when there is no device ("no CUDA device: ...").
 DeviceFigures measureDevice(const DeviceMeasureOptions& options);
+
+// Runs `work` on the calling thread while both host links copy without a
+// break (`bytes` from pinned host memory to the device and as many back, each
+// direction on a stream of its own, from a second thread), as a training
+// step's copies run beside the host's AdamW; returns the bytes the links
+// moved per second over work's time, both directions counted. The copies'
+// errors, and work's exceptions, are thrown once the copies have stopped.
+double whileLinksCopy(size_t bytes, const std::function<void()>& work);
 
 }  // namespace megatrain::runtime::cuda

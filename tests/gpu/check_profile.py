@@ -7,7 +7,8 @@ The GPU machine has no megatrain-compile to read the profile with, so this
 checks what the compiler's reader would (compiler/lib/Cost/DeviceProfile.cpp):
 no unknown fields, every number positive and finite; and what a measurement
 must give: every field present (the disk ones only with --disk, as the tool
-writes them only when asked). tests/plan/ProfileJsonTest.cpp runs this on a
+writes them only when asked; host_memory_bytes where the machine reports its
+pages). tests/plan/ProfileJsonTest.cpp runs this on a
 profile written by the C++ writer, so the field list below cannot go stale.
 Prints one line; exit 0 when the profile passes. --rows: then one line per
 group of figures, "label<TAB>figures (docs/hardware.md's H200)", for bench/device.sh's table.
@@ -32,7 +33,7 @@ def problems(profile, disk):
         if key == "name":
             if not isinstance(value, str) or not value:
                 found.append("field 'name' must be a non-empty string")
-        elif key in ["device_memory_bytes"] + RATES + DISK:
+        elif key in ["device_memory_bytes", "host_memory_bytes"] + RATES + DISK:
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or value <= 0:
                 found.append(f"field '{key}' must be a positive number, got {value!r}")
@@ -51,7 +52,7 @@ def rows(profile):
                            f" GB/s (90.8), card {g('device_memory_bytes', 1e9, 1)} GB"),
         ("profile links", f"GB/s h2d {g('h2d_bytes_per_s', 1e9, 1)} / d2h {g('d2h_bytes_per_s', 1e9, 1)}"
                           f" / duplex {g('duplex_bytes_per_s', 1e9, 1)} (54.2 / 55.0 / 83.4)"),
-        ("profile host adamw", f"{g('host_adamw_params_per_s', 1e9, 2)} G params/s, the runtime's 1 thread"
+        ("profile host adamw", f"{g('host_adamw_params_per_s', 1e9, 2)} G params/s, every host thread, both links copying"
                                f" (torch fused, 16 threads: 3.5)"),
         ("profile launch", f"{g('launch_s', 1e-6, 2)} us per empty kernel (4)"),
     ]

@@ -140,6 +140,10 @@ TEST(ProfileJson, TheGpuMachinesCheckerAcceptsItAndCatchesAMissingField) {
   };
   MeasuredProfile full = everyField();
   EXPECT_EQ(check(full, "--disk"), 0);
+  // megatrain-profile writes the machine's memory where it reads its pages.
+  MeasuredProfile withHost = full;
+  withHost.hostMemoryBytes = 134'217'728'000ull;
+  EXPECT_EQ(check(withHost, "--disk"), 0) << "checker refused host_memory_bytes";
   for (const ProfileField &field : profileFields()) {
     MeasuredProfile missing;
     missing.name = full.name;
