@@ -38,7 +38,7 @@ def family(event):
         return None
     kernel = words[1] if words[0] == "kernel" and len(words) > 1 else words[0]
     # A matmul_add into a gradient accumulator (its output grad:<param>) is priced as the matmul
-    # family (compiler/lib/Plan/Simulate.cpp), so it is fitted with it.
+    # family (plan/lib/Simulate.cpp), so it is fitted with it.
     if kernel == "matmul_add" and name.partition(" -> ")[2].startswith("grad:"):
         return "matmul"
     return kernel

@@ -1,7 +1,7 @@
 //===- IrCost.cpp - the device profile's prices of mt ops and values ------===//
 #include "IrCost.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Passes/Placement.h"
 

@@ -8,7 +8,7 @@
 #ifndef MEGATRAIN_PASSES_IRCOST_H
 #define MEGATRAIN_PASSES_IRCOST_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"

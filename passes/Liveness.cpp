@@ -26,7 +26,7 @@
 
 #include "IrCost.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -8,7 +8,7 @@
 #ifndef MEGATRAIN_PASSES_LIVENESS_H
 #define MEGATRAIN_PASSES_LIVENESS_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/Passes/Placement.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

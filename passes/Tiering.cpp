@@ -114,7 +114,7 @@
 #include "tiering/TieringLead.h"
 #include "tiering/TieringPolicies.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 #include "megatrain/plan/Format.h"
 

@@ -1,7 +1,7 @@
 //===- StateHomes.cpp - bytes of each parameter's training state per home -===//
 #include "tiering/StateHomes.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Dialect/MtDialect.h"
 
 #include "llvm/ADT/StringMap.h"

@@ -12,7 +12,7 @@
 #ifndef MEGATRAIN_PASSES_TIERING_STATEHOMES_H
 #define MEGATRAIN_PASSES_TIERING_STATEHOMES_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ArrayRef.h"

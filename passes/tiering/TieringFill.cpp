@@ -41,7 +41,7 @@
 //===----------------------------------------------------------------------===//
 #include "tiering/TieringFill.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 #include "megatrain/plan/Format.h"
 

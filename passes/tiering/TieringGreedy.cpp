@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "tiering/TieringGreedy.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 #include "megatrain/plan/Format.h"
 

@@ -8,7 +8,7 @@
 
 #include "IrCost.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Passes/Placement.h"
 
 #include "llvm/ADT/StringSet.h"

@@ -10,7 +10,7 @@
 #ifndef MEGATRAIN_PASSES_TIERING_TIERINGMODEL_H
 #define MEGATRAIN_PASSES_TIERING_TIERINGMODEL_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/Passes/Passes.h"
 
 #include "llvm/ADT/DenseMap.h"

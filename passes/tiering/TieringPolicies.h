@@ -9,7 +9,7 @@
 #ifndef MEGATRAIN_PASSES_TIERING_TIERINGPOLICIES_H
 #define MEGATRAIN_PASSES_TIERING_TIERINGPOLICIES_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/Passes/Passes.h"
 #include "tiering/TieringModel.h"
 

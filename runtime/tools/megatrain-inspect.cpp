@@ -9,8 +9,8 @@
 
 #include "InspectOutputs.h"
 #include "StepLabels.h"
-#include "megatrain/Cost/DeviceProfile.h"
-#include "megatrain/Plan/Simulate.h"
+#include "megatrain/plan/DeviceProfile.h"
+#include "megatrain/plan/Simulate.h"
 #include "megatrain/plan/Aliases.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/DType.h"

@@ -4,7 +4,7 @@
 usage: check_profile.py FILE [--disk] [--rows]
 
 The GPU machine has no megatrain-compile to read the profile with, so this
-checks what the compiler's reader would (compiler/lib/Cost/DeviceProfile.cpp):
+checks what the compiler's reader would (plan/lib/DeviceProfile.cpp):
 no unknown fields, every number positive and finite; and what a measurement
 must give: every field present (the disk ones only with --disk, as the tool
 writes them only when asked; host_memory_bytes where the machine reports its

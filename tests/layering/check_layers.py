@@ -38,8 +38,8 @@ RULES = [
     ('compiler libraries', ['compiler/lib'], [r'^megatrain/Frontend/', r'^megatrain/(runtime|kernels)/'],
      'the dialect, cost model and plan emission share only the plan library with the runtime; '
      'only the driver (compiler/tools) knows the frontend'),
-    ('dialect and cost model', ['compiler/lib/Dialect', 'compiler/lib/Cost'], [r'^megatrain/(Passes|Plan)/'],
-     'the dialect and the cost model sit below the passes and plan emission'),
+    ('dialect', ['compiler/lib/Dialect'], [r'^megatrain/(Passes|Plan)/'],
+     'the dialect sits below the passes and plan emission'),
     ('entry point', ['driver'], [MLIR, COMPILER, CUDA, r'^megatrain/(runtime|kernels)/'],
      'megatrain runs the tools as child processes; of the project it links only the plan library'),
 ]

@@ -3,7 +3,7 @@
 // only for the parameters the host holds.
 #include "tiering/TieringLead.h"
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/Dialect/MtDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -4,8 +4,8 @@
 #include "tiering/TieringModel.h"
 #include "tiering/TieringPolicies.h"
 
-#include "megatrain/Cost/DeviceProfile.h"
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/DeviceProfile.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/Dialect/MtDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,5 +1,5 @@
 // DeviceProfileTest.cpp - device profile JSON (fields, defaults, errors) and byte sizes.
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // ProfileJsonTest.cpp - megatrain-profile's JSON writer against the compiler's device profile reader.
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/plan/Json.h"
 #include "megatrain/plan/ProfileJson.h"
 

@@ -1,7 +1,7 @@
 // SimulateTest.cpp - the plan simulator on hand-built plans: streams and events, the
 // dependencies it assumes without events, the step-time breakdown and the memory peaks.
-#include "megatrain/Cost/OpCost.h"
-#include "megatrain/Plan/Simulate.h"
+#include "megatrain/plan/OpCost.h"
+#include "megatrain/plan/Simulate.h"
 
 #include <gtest/gtest.h>
 

@@ -5,13 +5,13 @@
 // line on stderr starting "megatrain-compile: error:" and exit status 1.
 //
 //===----------------------------------------------------------------------===//
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/Dialect/MtDialect.h"
 #include "megatrain/Frontend/OnnxImporter.h"
 #include "megatrain/Passes/Passes.h"
 #include "megatrain/Pipeline.h"
 #include "megatrain/Plan/PlanEmitter.h"
-#include "megatrain/Plan/Simulate.h"
+#include "megatrain/plan/Simulate.h"
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"

@@ -1,7 +1,7 @@
 // PlanTimeline.h - a plan's predicted schedule in time: what each step reads and writes,
 // when each tensor is live, and the bytes live in each pool over time.
 //
-// Shared by the compiler's plan simulator (compiler/lib/Plan/Simulate.cpp), which fills
+// Shared by the compiler's plan simulator (plan/lib/Simulate.cpp), which fills
 // Step.predicted_start_s / predicted_end_s and then takes the pool peaks from here, and by
 // megatrain-inspect, which draws the same curve: one definition of "live" for both.
 #pragma once

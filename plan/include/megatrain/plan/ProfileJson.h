@@ -1,8 +1,10 @@
 // ProfileJson.h - the device profile a measurement writes, as the JSON megatrain-compile --device-profile reads.
 //
-// megatrain-profile cannot use the compiler's DeviceProfile (it parses with
-// LLVM's JSON), so this is a second writer of the same fields, without LLVM.
-// The field names are those of compiler/lib/Cost/DeviceProfile.cpp (kFields);
+// A DeviceProfile (DeviceProfile.h) has every field, the H200's figure where
+// none was given; a measurement writes only what it measured (no disk figures
+// without --disk), with each field's ceiling beside it for its table, so this
+// is a second writer of the same fields. The field names are those of
+// plan/lib/DeviceProfile.cpp (kFields);
 // tests/plan/ProfileJsonTest.cpp checks that every one written here parses
 // there and that the two lists name the same fields.
 #pragma once

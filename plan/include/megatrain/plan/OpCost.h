@@ -11,7 +11,7 @@
 #ifndef MEGATRAIN_COST_OPCOST_H
 #define MEGATRAIN_COST_OPCOST_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 
 #include <cstdint>
 #include <map>

@@ -1,5 +1,5 @@
 //===- DeviceProfile.cpp - device profile JSON ----------------------------===//
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Json.h"
@@ -143,8 +143,8 @@ std::string deviceProfileToJson(const DeviceProfile &profile) {
   // read back exactly.
   nlohmann::json object = nlohmann::json::object();
   object["name"] = profile.name;
-  object["device_memory_bytes"] = static_cast<double>(profile.deviceMemoryBytes);
-  object["host_memory_bytes"] = static_cast<double>(profile.hostMemoryBytes);
+  object["device_memory_bytes"] = profile.deviceMemoryBytes;
+  object["host_memory_bytes"] = profile.hostMemoryBytes;
   for (const Field &field : kFields)
     object[field.key] = profile.*(field.member);
   if (!profile.kernelEfficiency.empty()) {

@@ -1,5 +1,5 @@
 //===- OpCost.cpp - the roofline cost of kernels, copies and host tasks ---===//
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 //===- Simulate.h - predict a plan's step times on a device profile -------===//
 //
 // The plan simulator: replays a plan's steps on the cost model
-// (megatrain/Cost/OpCost.h) with the stream and event semantics of
+// (megatrain/plan/OpCost.h) with the stream and event semantics of
 // docs/tiering.md and writes its predictions into the plan. docs/tiering.md
 // ("Predictions and inspection") describes what each number means.
 //
@@ -9,7 +9,7 @@
 #ifndef MEGATRAIN_PLAN_SIMULATE_H
 #define MEGATRAIN_PLAN_SIMULATE_H
 
-#include "megatrain/Cost/DeviceProfile.h"
+#include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/plan/plan.pb.h"
 
 namespace megatrain {

@@ -18,9 +18,9 @@
 //    same definition of live bytes megatrain-inspect draws).
 //
 //===----------------------------------------------------------------------===//
-#include "megatrain/Plan/Simulate.h"
+#include "megatrain/plan/Simulate.h"
 
-#include "megatrain/Cost/OpCost.h"
+#include "megatrain/plan/OpCost.h"
 #include "megatrain/plan/Aliases.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/FormatVersion.h"
