@@ -570,6 +570,20 @@ mlir::FailureOr<TieringChoice> choosePlan(mlir::func::FuncOp func, llvm::StringR
     why = firstWhy;
     return mlir::failure();
   }
+  // With the capacities known, the entries compete by the measure the fill's
+  // search and the spill chose by: the timeline with the share of the state
+  // the device will not hold beside each plan's arena on the host
+  // (hostShareBeside). The timeline's default sends every parameter over the
+  // links and through the host AdamW, which on a slow host bounds every
+  // entry alike and hides the compute a spill saves behind its copies (the
+  // 1.36B at 16k within 16 GiB with a 3.37 G/s host AdamW kept 13 ms more
+  // recompute for it: docs/tiering.md, "The passes", mt-tier step 6).
+  if (fill.deviceBytes != 0 && fill.stateDeviceBytes != 0)
+    for (auto &[name, entry] : fitting) {
+      TieringModel model(entry.plan, profile);
+      model.analyze();
+      entry.predicted = model.predictStepSeconds(hostShareBeside(model.arenaBytes(), fill));
+    }
   // Fastest first; within a millionth (a step the host optimizer or a link
   // bounds, where the timeline cannot see compute saved), the least compute.
   size_t best = 0;
