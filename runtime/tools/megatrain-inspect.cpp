@@ -16,6 +16,7 @@
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/Json.h"
 #include "megatrain/plan/PlanTimeline.h"
 #include "megatrain/plan/ProfileJson.h"
 #include "megatrain/plan/ToolCli.h"
@@ -30,7 +31,7 @@ namespace {
 
 const char kUsage[] =
     "usage: megatrain-inspect MODEL.plan [--max-steps N] [--memory-plot FILE.svg] [--trace FILE.json]\n"
-    "                         [--device-profile FILE.json]\n";
+    "                         [--device-profile FILE.json] [--set FIELD=VALUE]...\n";
 
 const char kDescription[] =
     "Prints what a plan does: its header (provenance, optimizer), a summary (parameters, pools, "
@@ -46,13 +47,17 @@ by megatrain-compile's plan simulator), or --device-profile.
 --device-profile runs megatrain-compile's plan simulator again on the plan as
 written, with another machine's figures: megatrain-profile's output, or a
 profile whose host rate bench/fit_profile.py --host fitted to a traced step.
-The schedule is the one the plan holds (planned for the compiler's profile);
-only its predicted times change.
+--set replaces one figure of that profile, or of the compiler's own (recorded
+in the plan) without --device-profile: the host AdamW rate megatrain-profile
+measured on this machine, with its kernel efficiencies kept. The schedule is
+the one the plan holds (planned for the compiler's profile); only its
+predicted times change.
 
 Examples:
   megatrain-inspect tiny.plan --max-steps 40
   megatrain-inspect tiny.plan --memory-plot memory.svg --trace trace.json
   megatrain-inspect tiny.plan --max-steps 20 --device-profile measured.json
+  megatrain-inspect tiny.plan --max-steps 20 --set host_adamw_params_per_s=3.4e9
 )";
 
 // "12.345 ms" style, in the unit that suits the value.
@@ -305,6 +310,42 @@ void writePictures(const plan::Plan& plan, const std::string& path, const std::s
   }
 }
 
+// The profile --device-profile and --set name: FILE's (or, without it, the one the
+// compiler recorded in the plan's header), each FIELD=VALUE of --set replacing a field.
+DeviceProfile predictionProfile(const plan::Plan& plan, const std::string& path, const std::string& file,
+                                const std::vector<std::string>& overrides) {
+  DeviceProfile profile;
+  std::string error, label = file;
+  if (!file.empty()) {
+    if (!loadDeviceProfile(file, profile, error)) throw Error(error);
+  } else {
+    label = path + ": the plan's device profile";
+    if (plan.header().device_profile().empty())
+      throw Error(path + ": the plan records no device profile to --set a figure of; give --device-profile FILE");
+    if (!parseDeviceProfile(plan.header().device_profile(), profile, error)) throw Error(label + ": " + error);
+  }
+  if (overrides.empty()) return profile;
+  nlohmann::json fields = parseJson(deviceProfileToJson(profile), label);
+  for (const std::string& change : overrides) {
+    const size_t equals = change.find('=');
+    if (equals == std::string::npos || equals == 0)
+      throw Error("--set '" + change + "': expected FIELD=VALUE, such as host_adamw_params_per_s=3.4e9");
+    const std::string value = change.substr(equals + 1);
+    size_t used = 0;
+    double number = 0;
+    try {
+      number = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value.size())
+      throw Error("--set '" + change + "': '" + value + "' is not a number");
+    fields[change.substr(0, equals)] = number;
+  }
+  if (!parseDeviceProfile(fields.dump(), profile, error)) throw Error("--set: " + error);
+  return profile;
+}
+
 int inspect(int argc, char** argv) {
   std::vector<std::string> positional;
   int64_t maxSteps = 0;
@@ -330,6 +371,12 @@ int inspect(int argc, char** argv) {
                  "predicted time printed, plotted and traced is then this profile's; the header keeps "
                  "the compiler's step beside it",
                  group, [&](const std::string& v) { profilePath = v; });
+  std::vector<std::string> overrides;
+  repeatable(addValueOption(
+      app, "--set", "FIELD=VALUE",
+      "predict the plan's step again with one figure of its profile (the plan's own, or "
+      "--device-profile's) replaced, such as host_adamw_params_per_s=3.4e9 (repeatable)",
+      group, [&](const std::string& v) { overrides.push_back(v); }));
   if (parseToolCommandLine(app, argc, argv)) return 0;  // --help or --version
   if (positional.empty()) throw Error("missing MODEL.plan (see --help)");
   if (positional.size() > 1) throw Error("unexpected argument '" + positional[1] + "' (one plan file only)");
@@ -340,16 +387,14 @@ int inspect(int argc, char** argv) {
   CpuBackend kernels;
   validatePlan(plan, kernels, path);
   std::optional<CompiledPrediction> compiled;
-  if (!profilePath.empty()) {
-    DeviceProfile profile;
-    std::string error;
-    if (!loadDeviceProfile(profilePath, profile, error)) throw Error(error);
-    compiled = CompiledPrediction{profilePath,
+  if (!profilePath.empty() || !overrides.empty()) {
+    compiled = CompiledPrediction{profilePath.empty() ? "the plan's profile" : profilePath,
                                   profileName(plan.header().device_profile()).value_or("its profile"),
                                   plan.header().predicted_step_s()};
+    for (const std::string& change : overrides) compiled->profileFile += " with " + change;
     // As megatrain-compile does: each matmul and attention step at the rate its
     // `precision` attribute names, exact fp32 otherwise.
-    simulatePlan(plan, profile, Precision::FP32);
+    simulatePlan(plan, predictionProfile(plan, path, profilePath, overrides), Precision::FP32);
   }
   if ((!memoryPlot.empty() || !tracePath.empty()) && !hasPredictions(plan))
     throw Error(path + ": the plan has no predicted step times (format " +

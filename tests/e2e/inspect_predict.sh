@@ -3,7 +3,9 @@
 # profile the plan was compiled with it prints the compiler's own figures; on a profile whose
 # host AdamW is 20 times slower the same schedule (state on the host) predicts a longer step
 # with the host optimizer exposed, in the summary, the trace and the header's "predicted on"
-# row; a profile that is missing, not JSON or has a bad field is one error line, status 1.
+# row; --set replaces a figure of the plan's own profile (the same prediction as the slow file);
+# a profile that is missing, not JSON or has a bad field, and a bad --set, is one error line,
+# status 1.
 set -euo pipefail
 BIN=$1
 SRC=$2
@@ -64,6 +66,24 @@ end = max(e["ts"] + e["dur"] for e in events if e.get("ph") == "X")
 print(f"slow host: step {slow[0]*1e3:.3f} ms against {plain[0]*1e3:.3f}, host optimizer {slow[2]*1e3:.3f} ms, "
       f"{len(host)} host AdamW spans, trace ends at {end:.1f} us")
 PY
+
+# --set on the plan's own profile (recorded in its header) is the slow file's prediction.
+slow_rate=$(python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))['host_adamw_params_per_s']))" "$TMP/slow.json")
+"$BIN/megatrain-inspect" "$TMP/tiny.plan" --max-steps 1 --set "host_adamw_params_per_s=$slow_rate" >"$TMP/set.txt"
+[[ $(step_of "$TMP/set.txt") == "$(step_of "$TMP/slow.txt")" ]] ||
+  { echo "--set predicts $(step_of "$TMP/set.txt"), the slow profile $(step_of "$TMP/slow.txt")"; exit 1; }
+grep -q "^  predicted on *the plan's profile with host_adamw_params_per_s=$slow_rate " "$TMP/set.txt" ||
+  { echo "no 'predicted on' row for --set"; exit 1; }
+for bad in "host_adamw_params_per_s:expected FIELD=VALUE" "host_adamw_params_per_s=fast:'fast' is not a number" \
+    "hots_adamw_params_per_s=1e9:unknown field 'hots_adamw_params_per_s'" \
+    "host_adamw_params_per_s=0:must be a positive number"; do
+  change=${bad%%:*} want=${bad#*:}
+  if "$BIN/megatrain-inspect" "$TMP/tiny.plan" --set "$change" >"$TMP/out.txt" 2>"$TMP/err.txt"; then
+    echo "accepted --set $change"; exit 1
+  fi
+  [[ $(wc -l <"$TMP/err.txt") == 1 ]] && grep -q "^megatrain-inspect: error: --set.*$want" "$TMP/err.txt" ||
+    { echo "unexpected error for --set $change:"; cat "$TMP/err.txt"; exit 1; }
+done
 
 # Bad profiles: one line naming the file, status 1, nothing printed to stdout.
 echo '{"host_adamw_params_per_s": -1}' >"$TMP/negative.json"
