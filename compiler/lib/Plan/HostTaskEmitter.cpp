@@ -329,15 +329,10 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
     // On the device: the arena gradient is added straight into the
     // accumulator, or into its visit to the device (VisitEmitter.cpp), on
     // the compute stream; a visit then goes back to its host accumulator.
-    uint32_t accumulator;
-    if (visit) {
-      mlir::FailureOr<uint32_t> tensor = visitTensorOf(op);
-      if (mlir::failed(tensor))
-        return mlir::failure();
-      accumulator = *tensor;
-    } else {
-      accumulator = hostGradients.at(param);
-    }
+    mlir::FailureOr<uint32_t> sum = deviceSumOf(op, param);
+    if (mlir::failed(sum))
+      return mlir::failure();
+    const uint32_t accumulator = *sum;
     pb::HostTask *task = addStep(kCompute, op, opStep).mutable_host_task();
     noteRead(gradient);
     task->set_kind(pb::HostTask::ACCUMULATE);

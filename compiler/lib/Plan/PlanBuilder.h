@@ -184,6 +184,10 @@ private:
   /// The visit tensor of the part `op` adds: the fetched one, or for part 0
   /// of a product a new one (and the host accumulator grad:<param>).
   mlir::FailureOr<uint32_t> visitTensorOf(mlir::Operation *op);
+  /// The sum on the device that a micro-batch part `op` of `param` adds into:
+  /// its visit (visitTensorOf) or the device accumulator part 0 made (an
+  /// error when there is none yet).
+  mlir::FailureOr<uint32_t> deviceSumOf(mlir::Operation *op, const std::string &param);
   /// `copy` d2h of visit tensor `visit` back into `param`'s host accumulator.
   void emitVisitReturn(mlir::Operation *op, const std::string &param, uint32_t visit,
                        int64_t opStep);

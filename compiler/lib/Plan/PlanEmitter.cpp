@@ -452,27 +452,18 @@ mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::str
   // The sum the product writes into: the accumulator's visit to the device
   // (VisitEmitter.cpp), or the device accumulator, made by part 0.
   const bool visit = visits(param);
-  uint32_t accumulator;
-  if (visit) {
-    mlir::FailureOr<uint32_t> tensor = visitTensorOf(op);
+  if (!visit && index == 0) {
+    mlir::FailureOr<uint32_t> tensor =
+        addTensor(op, "grad:" + param, op.getResult().getType(), pb::GRADIENT);
     if (mlir::failed(tensor))
       return mlir::failure();
-    accumulator = *tensor;
-  } else {
-    if (index == 0) {
-      mlir::FailureOr<uint32_t> tensor =
-          addTensor(op, "grad:" + param, op.getResult().getType(), pb::GRADIENT);
-      if (mlir::failed(tensor))
-        return mlir::failure();
-      placeOnDeviceState(*tensor);
-      hostGradients[param] = *tensor;
-    }
-    auto found = hostGradients.find(param);
-    if (found == hostGradients.end())
-      return op.emitError("gradient part ")
-             << index << " of '" << param << "' comes before its part 0";
-    accumulator = found->second;
+    placeOnDeviceState(*tensor);
+    hostGradients[param] = *tensor;
   }
+  mlir::FailureOr<uint32_t> sum = deviceSumOf(op, param);
+  if (mlir::failed(sum))
+    return mlir::failure();
+  const uint32_t accumulator = *sum;
   pb::Step &step = addStep(kCompute, op, opStep);
   pb::Kernel *kernel = step.mutable_kernel();
   // Part 0 is the product; part k >= 1 adds it to the sum so far in the

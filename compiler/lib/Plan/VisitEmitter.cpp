@@ -128,6 +128,15 @@ mlir::LogicalResult PlanBuilder::emitVisitFetches(mlir::Operation *op, int64_t o
   return mlir::success();
 }
 
+mlir::FailureOr<uint32_t> PlanBuilder::deviceSumOf(mlir::Operation *op, const std::string &param) {
+  if (visits(param))
+    return visitTensorOf(op);
+  auto found = hostGradients.find(param);
+  if (found == hostGradients.end())
+    return op->emitError("a gradient part of '") << param << "' comes before its part 0";
+  return found->second;
+}
+
 mlir::FailureOr<uint32_t> PlanBuilder::visitTensorOf(mlir::Operation *op) {
   auto n = visitOf.find(op);
   if (n == visitOf.end())
