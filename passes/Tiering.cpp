@@ -126,6 +126,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace megatrain {
@@ -346,21 +347,6 @@ struct Tier : impl::TierBase<Tier> {
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
     const int64_t parts = microbatchCount(func);
     const bool microbatches = parts > 1;
-    // The ring the copy holds assume (stage 7): mt-homes gives every host
-    // gradient a slot where the host's room holds that beside all of the
-    // state in its host form and the staging (docs/tiering.md, "The gradient
-    // staging ring"), else the four slots set aside before the homes.
-    auto holdRingBytes = [&](mlir::func::FuncOp plan, llvm::ArrayRef<ParameterState> all,
-                             uint64_t slots) {
-      const uint64_t whole = wholeGradientStageBytes(all, keepGradients, microbatches);
-      if (whole <= slots)
-        return slots;
-      uint64_t needed = readoutBytes(plan) + offloadBytes(plan) + whole +
-                        (diskMemory > 0 ? diskStageBytes(all) : 0);
-      for (const ParameterState &state : all)
-        needed += state.bytes[static_cast<int>(Home::Host)][static_cast<int>(Home::Host)];
-      return hostMemory < 0 || needed <= static_cast<uint64_t>(hostMemory) ? whole : slots;
-    };
     // With micro-batches, where a byte of device accumulator saves more than
     // a byte of device home, mt-homes gives the accumulators the device's
     // room first; the arena then leaves room for them as for the state
@@ -533,7 +519,21 @@ struct Tier : impl::TierBase<Tier> {
                    << " moved earlier within the budget ("
                    << llvm::format("%.3f", moved.savedSeconds * 1e3) << " ms)\n";
     }
-    if (mlir::failed(renumber(func, profile, budget, holdRingBytes(func, states, ringBytes))))
+    // The copy holds assume the ring mt-homes will give the host homes
+    // (holdRingBytes): the share of the state the host keeps beside the
+    // chosen arena, as the fill and the spill judged the plan (1 where the
+    // capacities are unknown, and with a disk tier).
+    double hostShare = 1.0;
+    if (chosenFill.deviceBytes != 0 && chosenFill.stateDeviceBytes != 0) {
+      TieringModel model(func, profile);
+      model.analyze();
+      hostShare = hostShareBeside(model.arenaBytes(), chosenFill).state;
+    }
+    if (mlir::failed(renumber(func, profile, budget,
+                              holdRingBytes(states, keepGradients, microbatches, ringBytes,
+                                            readoutBytes(func) + offloadBytes(func) +
+                                                (diskMemory > 0 ? diskStageBytes(states) : 0),
+                                            hostMemory, diskMemory > 0 ? 1.0 : hostShare))))
       return signalPassFailure();
     mlir::Builder builder(&getContext());
     func->setAttr(mt::attr::kDeviceBudget,

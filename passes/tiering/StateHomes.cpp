@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace megatrain {
 
@@ -167,6 +168,21 @@ uint64_t wholeGradientStageBytes(llvm::ArrayRef<ParameterState> states, bool kee
     if (state.trainable)
       total += hostPadded(state.elements * 4);
   return total;
+}
+
+uint64_t holdRingBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
+                       bool microbatches, uint64_t slots, uint64_t otherHostBytes,
+                       int64_t hostMemory, double hostShare) {
+  const uint64_t whole = wholeGradientStageBytes(states, keepGradients, microbatches);
+  if (whole <= slots || hostMemory < 0)
+    return std::max(whole, slots);
+  uint64_t hostForm = whole;
+  for (const ParameterState &state : states)
+    hostForm += state.bytes[static_cast<int>(Home::Host)][static_cast<int>(Home::Host)];
+  const double share = std::clamp(hostShare, 0.0, 1.0);
+  const uint64_t needed =
+      otherHostBytes + static_cast<uint64_t>(std::ceil(share * static_cast<double>(hostForm)));
+  return needed <= static_cast<uint64_t>(hostMemory) ? whole : slots;
 }
 
 AccumulatorVisits planAccumulatorVisits(llvm::ArrayRef<ParameterState> states,

@@ -82,6 +82,17 @@ uint64_t wholeGradientStageBytes(llvm::ArrayRef<ParameterState> states, bool kee
                                  bool microbatches);
 uint64_t diskStageBytes(llvm::ArrayRef<ParameterState> states);
 
+/// The gradient staging ring mt-tier's copy holds assume (docs/tiering.md,
+/// "The copy hold"), before mt-homes sizes it: a slot for every gradient
+/// (wholeGradientStageBytes) where the host's `hostMemory` (< 0: unlimited)
+/// holds that ring and the state beside `otherHostBytes` (readouts, offload
+/// and disk staging), else `slots`. The host keeps `hostShare` of the state
+/// and of the gradients, its host forms and its slots (mt-homes gives the
+/// rest device homes, whose gradients never pass through the ring).
+uint64_t holdRingBytes(llvm::ArrayRef<ParameterState> states, bool keepGradients,
+                       bool microbatches, uint64_t slots, uint64_t otherHostBytes,
+                       int64_t hostMemory, double hostShare);
+
 /// Whether, with `microbatches` > 1, a byte of device accumulator saves
 /// more per step than a byte of device home (master and moments), by the
 /// cost model: then mt-homes gives the accumulators the device's room

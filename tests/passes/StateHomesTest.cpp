@@ -1,6 +1,7 @@
-// StateHomesTest.cpp - the slot of the accumulator visits' ring (passes/tiering/StateHomes.h,
-// planAccumulatorVisits; docs/tiering.md "Accumulator visits"): the size that needs the least
-// device memory for the sums, the ring's slots of it plus every larger sum whole.
+// StateHomesTest.cpp - passes/tiering/StateHomes.h: the slot of the accumulator visits' ring
+// (planAccumulatorVisits; docs/tiering.md "Accumulator visits"): the size that needs the least
+// device memory for the sums, the ring's slots of it plus every larger sum whole; and the
+// gradient staging ring the copy holds assume (holdRingBytes; "The copy hold").
 #include "tiering/StateHomes.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +57,42 @@ TEST(AccumulatorVisits, NoneWhereTheRingWouldTakeAsMuchAsTheSums) {
   std::vector<ParameterState> none;
   add(none, 4, 0);
   EXPECT_EQ(planAccumulatorVisits(none, 3).slotBytes, 0u);
+}
+
+// `count` trainable parameters of `elements` f32 elements each, every home's bytes set as
+// collectParameterState sets a host home's: 16 bytes an element (master, m, v, bf16 copy
+// and its padding are not the point here).
+void addState(std::vector<ParameterState> &states, int count, uint64_t elements) {
+  for (int i = 0; i < count; ++i) {
+    ParameterState state;
+    state.name = "s" + std::to_string(states.size());
+    state.trainable = true;
+    state.elements = elements;
+    state.bytes[1][1] = 16 * elements;
+    states.push_back(state);
+  }
+}
+
+TEST(HoldRing, WholeWhereTheHostHoldsItBesideTheStateItKeeps) {
+  // Ten parameters of 1 MiB elements: 4 MiB gradients, 40 MiB for the whole ring, 160 MiB
+  // of host forms. A host of 150 MiB cannot hold all of it with the ring (200 MiB), so with
+  // every parameter on the host the copies are taken to wait on four slots; with half the
+  // state on the device (100 MiB) the whole ring fits, as mt-homes will give it.
+  std::vector<ParameterState> states;
+  addState(states, 10, 1 << 20);
+  const uint64_t slots = gradientStageBytes(states, false, false);
+  const uint64_t whole = wholeGradientStageBytes(states, false, false);
+  ASSERT_EQ(slots, 4u * (4u << 20));
+  ASSERT_EQ(whole, 10u * (4u << 20));
+  const int64_t host = 150ll << 20;
+  EXPECT_EQ(holdRingBytes(states, false, false, slots, 0, host, 1.0), slots);
+  EXPECT_EQ(holdRingBytes(states, false, false, slots, 0, host, 0.5), whole);
+  // What else the host holds counts: 60 MiB of offload staging leave no room for it.
+  EXPECT_EQ(holdRingBytes(states, false, false, slots, 60ull << 20, host, 0.5), slots);
+  // An unlimited host always has it.
+  EXPECT_EQ(holdRingBytes(states, false, false, slots, 0, -1, 1.0), whole);
+  // With kept gradients and no micro-batches there is no ring at all.
+  EXPECT_EQ(holdRingBytes(states, true, false, 0, 0, host, 1.0), 0u);
 }
 
 } // namespace
