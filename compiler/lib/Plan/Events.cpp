@@ -38,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "megatrain/Plan/Events.h"
+#include "megatrain/Plan/StepAccess.h"
 
 #include "megatrain/plan/Aliases.h"
 
@@ -51,19 +52,6 @@
 namespace megatrain {
 
 namespace pb = megatrain::plan;
-
-namespace {
-
-using Clock = std::vector<uint32_t>;
-
-void join(Clock &into, const Clock &other) {
-  for (size_t i = 0; i < into.size(); ++i)
-    into[i] = std::max(into[i], other[i]);
-}
-
-struct StepAccess {
-  std::vector<uint32_t> reads, writes;
-};
 
 StepAccess accessOf(const pb::Step &step) {
   StepAccess access;
@@ -105,8 +93,7 @@ StepAccess accessOf(const pb::Step &step) {
   return access;
 }
 
-/// For every tensor, itself and the tensors whose bytes overlap it.
-std::vector<std::vector<uint32_t>> overlaps(const pb::Plan &plan) {
+std::vector<std::vector<uint32_t>> overlappingTensors(const pb::Plan &plan) {
   const uint32_t count = static_cast<uint32_t>(plan.tensors_size());
   std::vector<std::vector<uint32_t>> result(count);
   std::vector<uint32_t> order;
@@ -135,6 +122,15 @@ std::vector<std::vector<uint32_t>> overlaps(const pb::Plan &plan) {
     }
   }
   return result;
+}
+
+namespace {
+
+using Clock = std::vector<uint32_t>;
+
+void join(Clock &into, const Clock &other) {
+  for (size_t i = 0; i < into.size(); ++i)
+    into[i] = std::max(into[i], other[i]);
 }
 
 } // namespace
@@ -166,7 +162,7 @@ std::size_t insertEvents(pb::Plan &plan) {
     return name;
   };
 
-  const std::vector<std::vector<uint32_t>> overlapping = overlaps(plan);
+  const std::vector<std::vector<uint32_t>> overlapping = overlappingTensors(plan);
   // lastRead/lastWrite[tensor * streams + stream]: clock value of that
   // stream's latest step reading/writing the tensor (0: none).
   std::vector<uint32_t> lastRead(static_cast<size_t>(tensorCount) * streams, 0);

@@ -1062,6 +1062,13 @@ mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
   plan::Plan plan;
   if (mlir::failed(emission::PlanBuilder(main, options).build(plan)))
     return mlir::failure();
+  // The host updates that run on into the next step, in the order that
+  // lets the next step start soonest (docs/tiering.md, "The host update order").
+  if (options.hostOrderProfile) {
+    HostOrderResult ordered = orderHostUpdates(plan, *options.hostOrderProfile);
+    if (options.hostOrder)
+      *options.hostOrder = ordered;
+  }
   // Last: orders the streams (docs/tiering.md, "Streams and events").
   insertEvents(plan);
   return plan;

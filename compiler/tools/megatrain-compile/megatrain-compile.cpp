@@ -107,6 +107,7 @@ struct CompileArgs {
   // --fetch-stream / --no-fetch-stream; neither: only without micro-batches.
   std::optional<bool> fetchStream;
   bool accumulateInProducts = true;
+  bool hostUpdateOrder = true;
   megatrain::OnnxImportOptions import;
   bool lossFlags = false; // any of --loss-output/--loss/--logits/--tokens
   megatrain::DeviceProfile profile;
@@ -420,6 +421,11 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
                            "copied or added into the device accumulator after its product, "
                            "rather than written into it by the product",
                            memory, [&] { args.accumulateInProducts = false; });
+  megatrain::addFlagOption(app, "--no-host-update-order",
+                           "run the host updates that go on into the next step in the order "
+                           "their gradients come, not earliest deadline first (docs/tiering.md, "
+                           "\"The host update order\")",
+                           memory, [&] { args.hostUpdateOrder = false; });
   megatrain::addFlagOption(app, "--no-fold-norm-casts",
                            "keep the bf16 cast after an RMS norm its own kernel, the norm "
                            "writing f32 (no mt-fold-norm-casts)",
@@ -543,7 +549,8 @@ std::string bytesWithCount(uint64_t bytes) {
   return bytes < 1024 ? text : text + " (" + std::to_string(bytes) + " bytes)";
 }
 
-void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
+void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan,
+                  const megatrain::HostOrderResult &hostOrder) {
   uint64_t params = 0, paramElements = 0, trainable = 0, trainableElements = 0;
   for (const auto &tensor : plan.tensors()) {
     if (tensor.role() != megatrain::plan::PARAMETER)
@@ -581,6 +588,12 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan) {
      << ms(b.host_optimizer_s()) << ", idle " << ms(b.idle_s()) << ")\n"
      << "  link bytes     h2d " << bytesWithCount(header.h2d_bytes()) << ", d2h "
      << bytesWithCount(header.d2h_bytes()) << "\n";
+  if (hostOrder.applied)
+    os << "  host order     " << hostOrder.moved << " of the " << hostOrder.tasks
+       << " host tasks after the loss moved, earliest deadline first (" << ms(hostOrder.before)
+       << " ms in plan order)\n";
+  else if (hostOrder.tasks >= 2)
+    os << "  host order     plan order kept: " << hostOrder.why << "\n";
 }
 
 /// Adds the model's path and hash to the module for the plan header.
@@ -693,6 +706,11 @@ int compile(int argc, char **argv) {
   // helps a single batch and costs a step of micro-batches, whose prefetches it delays.
   emitOptions.fetchStream = args.fetchStream.value_or(args.pipeline.microbatches <= 1);
   emitOptions.accumulateInProducts = args.accumulateInProducts;
+  megatrain::HostOrderResult hostOrder;
+  if (args.hostUpdateOrder) {
+    emitOptions.hostOrderProfile = &args.profile;
+    emitOptions.hostOrder = &hostOrder;
+  }
   for (int i = 1; i < argc; ++i)
     emitOptions.compileOptions.push_back(argv[i]);
   mlir::FailureOr<megatrain::plan::Plan> plan =
@@ -735,7 +753,7 @@ int compile(int argc, char **argv) {
   }
   llvm::outs() << kTool << ": wrote " << args.output << " (" << bytes.size()
                << " bytes)\n";
-  printSummary(llvm::outs(), *plan);
+  printSummary(llvm::outs(), *plan, hostOrder);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #ifndef MEGATRAIN_PLAN_PLANEMITTER_H
 #define MEGATRAIN_PLAN_PLANEMITTER_H
 
+#include "megatrain/Plan/HostOrder.h"
 #include "megatrain/plan/plan.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -35,6 +36,11 @@ struct PlanEmitOptions {
   /// false (megatrain-compile --no-product-accumulation): every part is its
   /// own arena tensor, copied or added after it.
   bool accumulateInProducts = true;
+  /// Where set, the host updates after the loss are ordered on this device
+  /// profile (HostOrder.h, orderHostUpdates) before the events are inserted,
+  /// and what that did is written to `hostOrder` (when set too).
+  const DeviceProfile *hostOrderProfile = nullptr;
+  HostOrderResult *hostOrder = nullptr;
 };
 
 /// Translates a module whose function has been through mt-schedule,
