@@ -504,30 +504,22 @@ struct Tier : impl::TierBase<Tier> {
     // The winner's body replaces the function's; the copy goes.
     func.getBody().takeBody(choice->plan.getBody());
     choice->plan.erase();
+    // The share of the state the host keeps beside the chosen arena, as the
+    // fill and the spill judged the plan (all of it where the capacities are
+    // unknown): the lead's fetches of the parameters updated last are the
+    // device homes' casts (mt-homes), and the copy holds assume the ring
+    // mt-homes will give the host homes (holdRingBytes; with a disk tier,
+    // all of the state on the host).
+    TieringModel model(func, profile);
+    model.analyze();
+    const double hostShare = hostShareBeside(model.arenaBytes(), chosenFill).state;
     if (lead) {
-      // The fetches of the parameters updated last are the device homes'
-      // casts (mt-homes): by the share of the state the host takes beside
-      // this arena, as the fill and the spill judged the plan.
-      TieringModel model(func, profile);
-      model.analyze();
-      const llvm::StringMap<double> shares =
-          model.hostShares(hostShareBeside(model.arenaBytes(), chosenFill).state);
-      LeadResult moved = leadParamFetches(model, budget, shares);
+      LeadResult moved = leadParamFetches(model, budget, model.hostShares(hostShare));
       if (logStream && moved.late > 0)
         *logStream << "lead: " << moved.late << " parameter fetches land late ("
                    << llvm::format("%.3f", moved.lateSeconds * 1e3) << " ms), " << moved.moved
                    << " moved earlier within the budget ("
                    << llvm::format("%.3f", moved.savedSeconds * 1e3) << " ms)\n";
-    }
-    // The copy holds assume the ring mt-homes will give the host homes
-    // (holdRingBytes): the share of the state the host keeps beside the
-    // chosen arena, as the fill and the spill judged the plan (1 where the
-    // capacities are unknown, and with a disk tier).
-    double hostShare = 1.0;
-    if (chosenFill.deviceBytes != 0 && chosenFill.stateDeviceBytes != 0) {
-      TieringModel model(func, profile);
-      model.analyze();
-      hostShare = hostShareBeside(model.arenaBytes(), chosenFill).state;
     }
     if (mlir::failed(renumber(func, profile, budget,
                               holdRingBytes(states, keepGradients, microbatches, ringBytes,

@@ -65,13 +65,14 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
       profile.name = value.get<std::string>();
       continue;
     }
-    if (key == "device_memory_bytes") {
+    if (key == "device_memory_bytes" || key == "host_memory_bytes") {
       // Below 2^63, so that the conversion to bytes is defined.
       if (!positive(value) || value.get<double>() >= 9.2e18) {
-        error = "field 'device_memory_bytes' must be a positive number of bytes below 2^63";
+        error = "field '" + key + "' must be a positive number of bytes below 2^63";
         return false;
       }
-      profile.deviceMemoryBytes = static_cast<uint64_t>(value.get<double>());
+      (key == "device_memory_bytes" ? profile.deviceMemoryBytes : profile.hostMemoryBytes) =
+          static_cast<uint64_t>(value.get<double>());
       continue;
     }
     if (key == "kernel_efficiency") {
@@ -90,14 +91,6 @@ bool parseDeviceProfile(const std::string &json, DeviceProfile &profile,
         }
         profile.kernelEfficiency[kernel] = fraction.get<double>();
       }
-      continue;
-    }
-    if (key == "host_memory_bytes") {
-      if (!positive(value) || value.get<double>() >= 9.2e18) {
-        error = "field 'host_memory_bytes' must be a positive number of bytes below 2^63";
-        return false;
-      }
-      profile.hostMemoryBytes = static_cast<uint64_t>(value.get<double>());
       continue;
     }
     const Field *field = nullptr;

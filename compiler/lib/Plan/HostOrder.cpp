@@ -128,8 +128,6 @@ HostOrderResult orderHostUpdates(pb::Plan &plan, const DeviceProfile &profile) {
   // between the units.
   for (int i = 0; i < steps; ++i) {
     const pb::Step &step = plan.steps(i);
-    if (step.op_case() == pb::Step::kRecord || step.op_case() == pb::Step::kWait)
-      continue;
     const StepAccess access = accessAt(i);
     const int self = unitAt[i];
     // The units this step conflicts with: it writes what they read or
@@ -267,9 +265,8 @@ HostOrderResult orderHostUpdates(pb::Plan &plan, const DeviceProfile &profile) {
       }
   }
 
-  pb::Plan check = reordered;
-  simulatePlan(check, profile, Precision::FP32);
-  result.after = check.header().predicted_step_s();
+  simulatePlan(reordered, profile, Precision::FP32);
+  result.after = reordered.header().predicted_step_s();
   // A tie takes the new order: the same step on this profile, and a host
   // slower than the profile's (bench/RESULTS.md: 0.7 to 1.0 of its rate in
   // the step) then waits less.
