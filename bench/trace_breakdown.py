@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Where a measured step's time goes: megatrain-run --trace output grouped by kernel (or copy
-direction / host task), measured beside predicted (the plan's cost model), per track.
+direction / host task), measured beside predicted (the plan's cost model), per track. A
+window of several steps (megatrain-run --trace-steps) is summed per step: its mean.
 
     python3 bench/trace_breakdown.py trace-measured.json[.gz] [--top N]
 """
@@ -35,6 +36,7 @@ def main():
     events, tracks = load_trace(args.trace)
     rows = collections.defaultdict(lambda: [0, 0.0, 0.0])
     busy = collections.defaultdict(lambda: [0.0, 0.0])
+    steps = len({e.get("args", {}).get("train_step", 0) for e in events if e.get("ph") == "X"}) or 1
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -46,15 +48,17 @@ def main():
         if what.startswith("host ") and track != "host":
             what = "device " + what[len("host "):]  # the task's kernel on a device stream (device-resident state)
         key = (track, what)
-        rows[key][0] += 1
-        rows[key][1] += measured
-        rows[key][2] += predicted
-        busy[track][0] += measured
-        busy[track][1] += predicted
+        rows[key][0] += 1 / steps
+        rows[key][1] += measured / steps
+        rows[key][2] += predicted / steps
+        busy[track][0] += measured / steps
+        busy[track][1] += predicted / steps
+    if steps > 1:
+        print(f"a step's mean over the {steps} steps of the trace")
     print(f"{'track':<8} {'what':<34} {'count':>6} {'measured ms':>12} {'predicted ms':>13} {'ratio':>6}")
     for (track, what), (count, m, p) in sorted(rows.items(), key=lambda kv: -kv[1][1])[: args.top]:
         ratio = f"{m / p:.2f}" if p > 0 else "-"
-        print(f"{track:<8} {what:<34} {count:>6} {m:>12.2f} {p:>13.2f} {ratio:>6}")
+        print(f"{track:<8} {what:<34} {count:>6g} {m:>12.2f} {p:>13.2f} {ratio:>6}")
     print()
     for track, (m, p) in sorted(busy.items()):
         print(f"busy {track:<8} measured {m:9.2f} ms, predicted {p:9.2f} ms")

@@ -11,7 +11,9 @@ with no wait in between is "issue" (the host had not yet launched the step). The
 the first timed step of any stream, its end the last one's end, so the idle time before the
 stream's first step and after its last is shown too. A measured trace holds only the steps
 that were timed (no waits or records): `--plan-trace` reads them from the same plan's predicted
-trace (megatrain-inspect PLAN --trace predicted.json).
+trace (megatrain-inspect PLAN --trace predicted.json). A window of several steps on one clock
+(megatrain-run --trace-steps) is read one step at a time: `--train-step W` (from 0; default the
+last), whose gaps then include those behind the previous step's host tasks.
 """
 import argparse
 import collections
@@ -36,10 +38,16 @@ def main():
     parser.add_argument("--stream", default="compute", help="the track to read (default: compute)")
     parser.add_argument("--min-us", type=float, default=5.0, help="smallest gap counted (default 5 us)")
     parser.add_argument("--top", type=int, default=25, help="largest gaps listed (default 25)")
+    parser.add_argument("--train-step", type=int, help="of a window of steps, the one to read (default: the last)")
     args = parser.parse_args()
 
     events, tracks = load_trace(args.trace)
     steps = [e for e in events if e.get("ph") in ("X", "i") and "step" in e.get("args", {})]
+    window = sorted({e["args"].get("train_step", 0) for e in steps})
+    chosen = window[-1] if args.train_step is None else args.train_step
+    if window and chosen not in window:
+        parser.error(f"--train-step {chosen}: the trace holds steps {window[0]} to {window[-1]}")
+    steps = [e for e in steps if e["args"].get("train_step", 0) == chosen]
     if args.plan_trace:
         # The waits and records, from the predicted trace of the same plan, on the measured
         # trace's tracks (matched by name); each placed at its stream's previous timed step's end.

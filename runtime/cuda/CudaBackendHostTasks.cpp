@@ -39,6 +39,7 @@ HostTaskSlot& CudaBackend::hostSlot(HostTaskSlot::Kind kind) {
   slot.backend = this;
   slot.step = currentStep_;
   slot.traced = tracing_;
+  slot.traceAt = traceBase_ + currentStep_;
   return slot;
 }
 
@@ -84,7 +85,8 @@ void CUDART_CB CudaBackend::runHostTask(void* opaque) {
   } catch (...) {
     self.hostFailed(slot.step, "unknown exception");
   }
-  if (slot.traced && slot.step < self.spans_.size()) self.spans_[slot.step] = StepSpan{start, self.hostSeconds()};
+  // The window's spans_ keep their size until endStepTrace, which first waits for every host task.
+  if (slot.traced && slot.traceAt < self.spans_.size()) self.spans_[slot.traceAt] = StepSpan{start, self.hostSeconds()};
 }
 
 void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,

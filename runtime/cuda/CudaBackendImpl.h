@@ -85,6 +85,7 @@ struct HostTaskSlot {
   int64_t t = 0;
   double* loss = nullptr;
   bool traced = false;
+  size_t traceAt = 0;  // traced: its span's index in the window (CudaBackend::spans_)
 };
 
 class CudaBackend final : public Backend {
@@ -140,7 +141,8 @@ class CudaBackend final : public Backend {
 
   // ---- CudaBackendReports.cpp: the step trace and the memory report ----
   bool canTraceSteps() const override { return true; }
-  void beginStepTrace() override;
+  void beginStepTrace(uint32_t steps) override;
+  void nextTracedStep() override;
   std::vector<StepSpan> endStepTrace() override;
   std::optional<DeviceMemory> deviceMemory() const override;
   std::optional<DeviceMemoryReport> memoryReport() const override;
@@ -254,12 +256,15 @@ class CudaBackend final : public Backend {
   mutable std::string hostError_;
   mutable std::atomic<bool> hostFailed_{false};
 
-  // Tracing (only while a traced step runs; no timing event exists otherwise).
+  // Tracing (only while a traced window runs; no timing event exists otherwise).
+  // Indexed by the window's step w and the plan step s at w * steps + s;
+  // traceBase_ is the current training step's w * steps.
   bool tracing_ = false;
+  size_t traceBase_ = 0, traceWindow_ = 0;
   cudaEvent_t traceOrigin_ = nullptr;
-  std::vector<cudaEvent_t> traceStart_, traceEnd_;  // [steps], created on the first trace
-  std::vector<StepSpan> spans_;                      // [steps]; host tasks write theirs
-  std::vector<bool> timed_;                          // [steps]: device events recorded this trace
+  std::vector<cudaEvent_t> traceStart_, traceEnd_;  // created as the largest window needs them
+  std::vector<StepSpan> spans_;                      // host tasks write theirs
+  std::vector<bool> timed_;                          // device events recorded this window
   std::chrono::steady_clock::time_point hostOrigin_;
 
   // The disk tier: a file per DISK pool under diskDir_, an event and a flag

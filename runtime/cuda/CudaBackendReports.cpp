@@ -1,9 +1,11 @@
 // CudaBackendReports.cpp - what the CUDA backend measures for the user: the step trace (--trace) and the device memory report.
 //
-// Trace: for the traced step only, a timing event before and after every
-// kernel and copy on its stream, and host clock readings inside host tasks,
-// aligned through an event recorded on the idle device at the step's start.
-// The timing events are made on the first traced step; without tracing none
+// Trace: for the traced window's steps only, a timing event before and after
+// every kernel and copy on its stream, and host clock readings inside host
+// tasks, aligned through an event recorded on the idle device at the window's
+// start. The later steps of a window start beside the previous step's host
+// tasks, which keep their own spans (HostTaskSlot::traceAt). The timing events
+// are made as the first window that needs them starts; without tracing none
 // exist. Memory: cudaMemGetInfo when the backend starts (the constructor,
 // CudaBackend.cpp), before and after prepare(), with the arena, scratch and
 // workspaces prepare() allocated.
@@ -58,24 +60,27 @@ std::optional<DeviceMemoryReport> CudaBackend::memoryReport() const {
 // ---- the step trace ----
 
 void CudaBackend::traceBegin(cudaStream_t stream) {
-  if (!tracing_ || currentStep_ >= timed_.size()) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceStart_[currentStep_], stream));
+  if (!tracing_ || !plan_ || currentStep_ >= static_cast<size_t>(plan_->steps_size())) return;
+  MT_CUDA_CHECK(cudaEventRecord(traceStart_[traceBase_ + currentStep_], stream));
 }
 
 void CudaBackend::traceEnd(cudaStream_t stream) {
-  if (!tracing_ || currentStep_ >= timed_.size()) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[currentStep_], stream));
-  timed_[currentStep_] = true;
+  if (!tracing_ || !plan_ || currentStep_ >= static_cast<size_t>(plan_->steps_size())) return;
+  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[traceBase_ + currentStep_], stream));
+  timed_[traceBase_ + currentStep_] = true;
 }
 
 double CudaBackend::hostSeconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - hostOrigin_).count();
 }
 
-void CudaBackend::beginStepTrace() {
+void CudaBackend::beginStepTrace(uint32_t window) {
   if (!plan_) throw Error("cuda backend: prepare() was not called");
+  if (window == 0) throw Error("cuda backend: a traced window of no steps");
   drain();
-  const size_t steps = static_cast<size_t>(plan_->steps_size());
+  traceWindow_ = window;
+  traceBase_ = 0;
+  const size_t steps = static_cast<size_t>(plan_->steps_size()) * window;
   if (!traceOrigin_) MT_CUDA_CHECK(cudaEventCreate(&traceOrigin_));
   while (traceStart_.size() < steps) {
     cudaEvent_t start = nullptr, end = nullptr;
@@ -95,10 +100,19 @@ void CudaBackend::beginStepTrace() {
   tracing_ = true;
 }
 
+void CudaBackend::nextTracedStep() {
+  if (!tracing_) throw Error("cuda backend: nextTracedStep without beginStepTrace");
+  const size_t steps = static_cast<size_t>(plan_->steps_size());
+  if (traceBase_ + steps >= steps * traceWindow_)
+    throw Error("cuda backend: a traced window of " + std::to_string(traceWindow_) + " steps has no more");
+  traceBase_ += steps;
+}
+
 std::vector<StepSpan> CudaBackend::endStepTrace() {
   if (!tracing_) return {};
+  drain();  // every host task of the window has written its span
   tracing_ = false;
-  drain();
+  traceBase_ = 0;
   for (size_t s = 0; s < timed_.size(); ++s) {
     if (!timed_[s]) continue;
     float startMs = 0, endMs = 0;

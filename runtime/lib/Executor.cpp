@@ -457,12 +457,30 @@ StepResult Executor::runStep(const StepOptions& options) {
     throw Error("input '" + (tensor.source().empty() ? tensor.name() : tensor.source()) +
                 "' was not set");
   }
+  // A traced window (StepOptions::traceSteps): its steps in order, none untraced among them.
+  if (options.trace) {
+    if (options.traceSteps == 0 || options.traceIndex >= options.traceSteps)
+      throw Error("traced step " + std::to_string(options.traceIndex) + " of a window of " +
+                  std::to_string(options.traceSteps) + " steps");
+    if (options.traceIndex != traceNext_)
+      throw Error("traced step " + std::to_string(options.traceIndex) + " of a window of " +
+                  std::to_string(options.traceSteps) + " comes where step " + std::to_string(traceNext_) +
+                  " was due");
+    if (!backend_->canTraceSteps())
+      throw Error("the " + backend_->name() + " backend cannot time a step (tracing needs cuda)");
+  } else if (traceNext_ != 0) {
+    throw Error("an untraced step inside a traced window (step " + std::to_string(traceNext_) + " was due)");
+  }
+  const bool traceFirst = options.trace && options.traceIndex == 0;
+  const bool traceLast = options.trace && options.traceIndex + 1 == options.traceSteps;
   ++step_;
   // Host tasks across steps (docs/runtime.md): not with clipping (the norm
-  // reads every gradient on the host), a trace (it times the whole step) or
-  // the kill hook.
-  const bool overlap = overlapHost_ && !clipping && !options.trace && killInStep_ == 0;
-  if (hostPending_ && !overlap) {
+  // reads every gradient on the host) or the kill hook. A traced window starts
+  // on an idle device (its clock's origin) and waits for its last step's host
+  // tasks (they are timed too); its other steps carry them as untraced steps do.
+  const bool overlap = overlapHost_ && !clipping && killInStep_ == 0;
+  const bool carryIn = overlap && !traceFirst, carryOut = overlap && !traceLast;
+  if (hostPending_ && !carryIn) {
     backend_->synchronize();
     hostPending_ = false;
   }
@@ -472,11 +490,9 @@ StepResult Executor::runStep(const StepOptions& options) {
     else backend_->write(tensor, input.bytes.data(), input.bytes.size());
   }
 
-  if (options.trace) {
-    if (!backend_->canTraceSteps())
-      throw Error("the " + backend_->name() + " backend cannot time a step (tracing needs cuda)");
-    backend_->beginStepTrace();
-  }
+  if (traceFirst) backend_->beginStepTrace(options.traceSteps);
+  else if (options.trace) backend_->nextTracedStep();
+  traceNext_ = options.trace && !traceLast ? options.traceIndex + 1 : 0;
   hyper_.set_lr(options.lr ? *options.lr : plan_.header().optimizer().lr());
   StepResult result;
   result.loss = std::numeric_limits<double>::quiet_NaN();
@@ -510,14 +526,14 @@ StepResult Executor::runStep(const StepOptions& options) {
   }
   issueSteps(options, result);
   ++issuedSteps_;
-  if (overlap) {
+  if (carryOut) {
     backend_->finishStepBeforeHost(lossStep_);
     hostPending_ = true;
   } else {
     backend_->synchronize();
     hostPending_ = false;
   }
-  if (options.trace) result.trace = backend_->endStepTrace();
+  if (traceLast) result.trace = backend_->endStepTrace();
   return result;
 }
 

@@ -239,7 +239,13 @@ std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& 
     events.push_back(R"({"name":"thread_sort_index","ph":"M","pid":1,"tid":)" +
                      std::to_string(tid) + R"(,"args":{"sort_index":)" + std::to_string(tid) + "}}");
   }
-  for (int s = 0; s < plan.steps_size(); ++s) {
+  // A measured window of several training steps (megatrain-run --trace-steps):
+  // every plan step once per training step, on the window's clock.
+  const size_t planSteps = static_cast<size_t>(plan.steps_size());
+  const size_t windows = measured && planSteps ? std::max<size_t>(1, measured->size() / planSteps) : 1;
+  for (size_t at = 0; at < windows * planSteps; ++at) {
+    const size_t w = at / planSteps;
+    const int s = static_cast<int>(at % planSteps);
     const plan::Step& step = plan.steps(s);
     uint64_t bytes = 0;
     const char* category = "event";
@@ -263,8 +269,8 @@ std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& 
     double start = step.predicted_start_s(), end = step.predicted_end_s();
     if (measured) {
       // Measured: only the steps that were timed, at their measured times.
-      if (static_cast<size_t>(s) >= measured->size()) continue;
-      const StepSpan& span = (*measured)[static_cast<size_t>(s)];
+      if (at >= measured->size()) continue;
+      const StepSpan& span = (*measured)[at];
       if (!std::isfinite(span.start) || !std::isfinite(span.end)) continue;
       start = span.start;
       end = span.end;
@@ -281,9 +287,13 @@ std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& 
     event += ",\"args\":{\"step\":" + std::to_string(s) + ",\"bytes\":" + std::to_string(bytes);
     if (!step.source_op().empty()) event += ",\"source_op\":" + jsonString(step.source_op());
     if (step.recompute()) event += ",\"recompute\":true";
-    if (measured)
-      event += ",\"predicted_start_us\":" + us(step.predicted_start_s()) +
-               ",\"predicted_end_us\":" + us(step.predicted_end_s());
+    if (measured) {
+      // The prediction repeats with the predicted step time.
+      const double offset = static_cast<double>(w) * plan.header().predicted_step_s();
+      event += ",\"predicted_start_us\":" + us(offset + step.predicted_start_s()) +
+               ",\"predicted_end_us\":" + us(offset + step.predicted_end_s());
+      if (windows > 1) event += ",\"train_step\":" + std::to_string(w);
+    }
     events.push_back(event + "}}");
   }
   if (deviceMemory)

@@ -30,7 +30,10 @@ std::string memoryPlotText(const PoolTimeline& memory, double stepSeconds, uint6
 // a step not timed: megatrain-run --trace), the same tracks and names hold the
 // measured schedule instead: an event per timed step at its measured time,
 // with the plan's predicted start and end in args (predicted_start_us,
-// predicted_end_us), so measured and predicted traces open side by side.
+// predicted_end_us), so measured and predicted traces open side by side. A
+// window of K training steps timed on one clock (K x steps spans, step w's
+// plan step s at w * steps + s) gives each plan step K events, with
+// `train_step` w in args and the prediction shifted by w predicted steps.
 std::string chromeTrace(const plan::Plan& plan, const std::vector<std::string>& names,
                         const PoolTimeline* deviceMemory, const std::vector<StepSpan>* measured = nullptr);
 

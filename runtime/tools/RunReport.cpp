@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "InspectOutputs.h"
@@ -13,6 +14,7 @@
 #include "megatrain/plan/AtomicFile.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/Streams.h"
 
 namespace megatrain::runtime::tools {
 namespace {
@@ -67,16 +69,32 @@ void addRunReportOptions(CLI::App& app, RunReportOptions& options) {
                  group, [&options](const std::string& v) { options.trace = v; });
   addValueOption(app, "--trace-step", "N", "the step --trace times (default: the last)", group,
                  [&options](const std::string& v) { options.traceStep = parsePositive(v, "--trace-step"); });
+  addValueOption(app, "--trace-steps", "K",
+                 "time K consecutive steps, ending at --trace-step, on one clock: the first starts on an idle "
+                 "device, the later ones beside the previous step's host updates as untraced steps do, so the "
+                 "trace shows the updates running into the next step (default 1)",
+                 group, [&options](const std::string& v) {
+                   const int64_t k = parsePositive(v, "--trace-steps");
+                   if (k > 64) throw Error("--trace-steps: at most 64, got " + v);
+                   options.traceSteps = static_cast<uint32_t>(k);
+                 });
   addValueOption(app, "--report", "FILE.json",
                  "after the run, write the median step time (after the first), the plan's predicted step "
                  "time and the device memory report",
                  group, [&options](const std::string& v) { options.report = v; });
 }
 
+void checkRunReportFlags(const RunReportOptions& options) {
+  if (options.trace.empty() && (options.traceSteps != 1 || options.traceStep))
+    throw Error(std::string(options.traceStep ? "--trace-step" : "--trace-steps") + " needs --trace FILE.json");
+}
+
 TraceSummary summarizeTrace(const plan::Plan& plan, const std::vector<StepSpan>& spans,
                             const std::vector<std::string>& names) {
   TraceSummary summary;
   summary.predictedStepS = plan.header().predicted_step_s();
+  const size_t planSteps = static_cast<size_t>(plan.steps_size());
+  const size_t windows = planSteps ? std::max<size_t>(1, spans.size() / planSteps) : 1;
   std::map<std::string, size_t> streamAt;
   auto stream = [&](const std::string& name) -> TraceSummary::Stream& {
     auto [it, added] = streamAt.emplace(name, summary.streams.size());
@@ -84,21 +102,36 @@ TraceSummary summarizeTrace(const plan::Plan& plan, const std::vector<StepSpan>&
     return summary.streams[it->second];
   };
   for (const std::string& name : plan.streams()) stream(name);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<TraceSummary::WindowStep> window(windows, {nan, nan, nan});
+  auto earliest = [](double& at, double t) { at = std::isnan(at) ? t : std::min(at, t); };
+  auto latest = [](double& at, double t) { at = std::isnan(at) ? t : std::max(at, t); };
   std::vector<TraceSummary::Step> timed;
-  for (int s = 0; s < plan.steps_size(); ++s) {
-    const plan::Step& step = plan.steps(s);
-    TraceSummary::Stream& track = stream(step.stream());
-    if (!busyKind(step)) continue;
-    const double predicted = std::max(0.0, step.predicted_end_s() - step.predicted_start_s());
-    track.predictedBusyS += predicted;
-    if (static_cast<size_t>(s) >= spans.size()) continue;
-    const StepSpan& span = spans[static_cast<size_t>(s)];
-    if (!std::isfinite(span.start) || !std::isfinite(span.end)) continue;
-    const double measured = std::max(0.0, span.end - span.start);
-    track.measuredBusyS += measured;
-    summary.measuredStepS = std::max(summary.measuredStepS, span.end);
-    timed.push_back({static_cast<uint32_t>(s), static_cast<size_t>(s) < names.size() ? names[static_cast<size_t>(s)] : "",
-                     measured, predicted});
+  double lastEnd = 0;
+  for (size_t w = 0; w < windows; ++w)
+    for (size_t s = 0; s < planSteps; ++s) {
+      const plan::Step& step = plan.steps(static_cast<int>(s));
+      TraceSummary::Stream& track = stream(step.stream());
+      if (!busyKind(step)) continue;
+      const double predicted = std::max(0.0, step.predicted_end_s() - step.predicted_start_s());
+      if (w == 0) track.predictedBusyS += predicted;
+      const size_t at = w * planSteps + s;
+      if (at >= spans.size()) continue;
+      const StepSpan& span = spans[at];
+      if (!std::isfinite(span.start) || !std::isfinite(span.end)) continue;
+      const double measured = std::max(0.0, span.end - span.start);
+      track.measuredBusyS += measured / static_cast<double>(windows);
+      lastEnd = std::max(lastEnd, span.end);
+      earliest(window[w].startS, span.start);
+      latest(step.stream() == plan::kHostStream ? window[w].hostEndS : window[w].deviceEndS, span.end);
+      timed.push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(w), s < names.size() ? names[s] : "",
+                       measured, predicted});
+    }
+  summary.measuredStepS = lastEnd;
+  if (windows > 1) {
+    summary.window = window;
+    if (std::isfinite(window.front().startS) && std::isfinite(window.back().startS))
+      summary.measuredStepS = (window.back().startS - window.front().startS) / static_cast<double>(windows - 1);
   }
   std::stable_sort(timed.begin(), timed.end(), [](const TraceSummary::Step& a, const TraceSummary::Step& b) {
     return a.measuredS - a.predictedS > b.measuredS - b.predictedS;
@@ -109,15 +142,33 @@ TraceSummary summarizeTrace(const plan::Plan& plan, const std::vector<StepSpan>&
 }
 
 std::string formatTraceSummary(const TraceSummary& summary) {
-  std::string text = "trace     step " + ms(summary.measuredStepS) + " measured, " + ms(summary.predictedStepS) +
-                     " predicted\n";
+  const bool window = summary.window.size() > 1;
+  std::string text;
+  if (!window) {
+    text = "trace     step " + ms(summary.measuredStepS) + " measured, " + ms(summary.predictedStepS) + " predicted\n";
+  } else {
+    text = "trace     " + std::to_string(summary.window.size()) + " steps on one clock, " +
+           ms(summary.measuredStepS) + " from one step's start to the next's (mean), " +
+           ms(summary.predictedStepS) + " predicted\n";
+    for (size_t w = 0; w < summary.window.size(); ++w) {
+      const TraceSummary::WindowStep& step = summary.window[w];
+      text += "  step " + std::to_string(w + 1) + "  starts " + ms(step.startS) + ", device done " +
+              ms(step.deviceEndS);
+      if (std::isfinite(step.hostEndS)) {
+        text += ", host done " + ms(step.hostEndS);
+        if (w + 1 < summary.window.size() && std::isfinite(summary.window[w + 1].startS))
+          text += " (" + ms(step.hostEndS - summary.window[w + 1].startS) + " into the next step)";
+      }
+      text += "\n";
+    }
+  }
   for (const TraceSummary::Stream& stream : summary.streams)
-    text += "  busy    " + stream.name + ": " + ms(stream.measuredBusyS) + " measured, " + ms(stream.predictedBusyS) +
-            " predicted\n";
+    text += "  busy    " + stream.name + ": " + ms(stream.measuredBusyS) + " measured" +
+            (window ? " (a step's mean)" : "") + ", " + ms(stream.predictedBusyS) + " predicted\n";
   if (!summary.slowest.empty()) text += "  over the prediction most:\n";
   for (const TraceSummary::Step& step : summary.slowest)
-    text += "    step " + std::to_string(step.index) + " " + step.name + ": " + ms(step.measuredS) + " vs " +
-            ms(step.predictedS) + "\n";
+    text += "    step " + std::to_string(step.index) + (window ? " of step " + std::to_string(step.trainStep + 1) : "") +
+            " " + step.name + ": " + ms(step.measuredS) + " vs " + ms(step.predictedS) + "\n";
   return text;
 }
 
@@ -161,12 +212,17 @@ RunReport::RunReport(const plan::Plan& plan, Backend& backend, const RunReportOp
     : plan_(plan), backend_(backend), options_(options), firstStep_(firstStep) {
   traceStep_ = options.traceStep ? *options.traceStep : lastStep;
   if (!options.trace.empty()) {
-    if (!backend.canTraceSteps())
-      throw Error("--trace needs --backend cuda (the " + backend.name() + " backend cannot time a step)");
     if (traceStep_ < firstStep || traceStep_ > lastStep)
       throw Error("--trace-step " + std::to_string(traceStep_) + " is not run (this run trains steps " +
                   std::to_string(firstStep) + " to " + std::to_string(lastStep) + ")");
+    if (traceStep_ - options.traceSteps + 1 < firstStep)
+      throw Error("--trace-steps " + std::to_string(options.traceSteps) + " ending at step " +
+                  std::to_string(traceStep_) + " would start before step " + std::to_string(firstStep) +
+                  ", the first this run trains");
+    if (!backend.canTraceSteps())
+      throw Error("--trace needs --backend cuda (the " + backend.name() + " backend cannot time a step)");
   }
+  checkRunReportFlags(options);
 }
 
 void RunReport::afterStep(int64_t step, double seconds, const std::vector<StepSpan>& trace) {
@@ -174,7 +230,7 @@ void RunReport::afterStep(int64_t step, double seconds, const std::vector<StepSp
   if (step == firstStep_) {
     if (const std::optional<DeviceMemory> memory = backend_.deviceMemory()) peakUsed_ = memory->total - memory->free;
   }
-  if (traceThisStep(step)) {
+  if (traceThisStep(step) && traceIndex(step) + 1 == options_.traceSteps) {
     trace_ = trace;
     traced_ = true;
   }
@@ -194,8 +250,12 @@ void RunReport::finish(bool quiet) {
     const TraceSummary summary = summarizeTrace(plan_, trace_, names);
     text += formatTraceSummary(summary);
     writeFileAtomically(options_.trace, chromeTrace(plan_, names, nullptr, &trace_));
-    text += "  trace of step " + std::to_string(traceStep_) + " in " + options_.trace + "\n";
+    text += options_.traceSteps == 1
+                ? "  trace of step " + std::to_string(traceStep_) + " in " + options_.trace + "\n"
+                : "  trace of steps " + std::to_string(traceStep_ - options_.traceSteps + 1) + " to " +
+                      std::to_string(traceStep_) + " in " + options_.trace + "\n";
     traceJson = ", \"trace_step\": " + std::to_string(traceStep_) +
+                ", \"trace_steps\": " + std::to_string(options_.traceSteps) +
                 ", \"trace_step_s\": " + jsonNumber(summary.measuredStepS);
   }
   (void)quiet;  // the measurements are part of the final summary, printed even with --quiet

@@ -424,6 +424,8 @@ int TrainingSession::run() {
     }
     stepOptions.lr = s.schedule.at(step);
     stepOptions.trace = measurements.traceThisStep(step);
+    stepOptions.traceSteps = measurements.traceSteps();
+    stepOptions.traceIndex = stepOptions.trace ? measurements.traceIndex(step) : 0;
     const StepResult result = s.executor.runStep(stepOptions);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!graphNoted && !s.executor.backend().stepRecordingFailure().empty()) {

@@ -112,6 +112,7 @@ std::optional<Options> parseOptions(int argc, char** argv) {
     throw Error("missing --weights (MODEL.onnx, MODEL.safetensors or a Hugging Face model directory) or --init "
                 "normal:STD");
   checkEvaluationFlags(options.training);
+  checkRunReportFlags(options.report);
   return options;
 }
 

@@ -114,4 +114,45 @@ assert re.search(r"^issue\s+1\s+0\.00$", text, re.M), text
 assert re.search(r"^\s+6\.0\s+0\.02\s+copy w -> dev:w\s+kernel k1$", text, re.M), text
 print("trace_gaps.py: each gap charged to what it waited for")
 PY
+# A window of two steps on one clock (megatrain-run --trace-steps 2): the same events again,
+# 200 us later, `train_step` 1. trace_gaps.py reads the last step unless told, and finds the
+# one-step gaps in each; trace_breakdown.py gives a step's mean.
+python3 - "$tmp" <<'PY'
+import json, sys
+folder = sys.argv[1]
+events = json.load(open(folder + "/measured.json"))["traceEvents"]
+window = []
+for w in (0, 1):
+    for e in events:
+        e = json.loads(json.dumps(e))
+        if e.get("ph") == "X":
+            e["ts"] += 200 * w
+            e["args"]["train_step"] = w
+            e["args"]["predicted_start_us"] = 0
+            e["args"]["predicted_end_us"] = 5
+        if e.get("ph") == "X" or w == 0:
+            window.append(e)
+json.dump({"traceEvents": window}, open(folder + "/window.json", "w"))
+PY
+for w in "" "--train-step 0"; do
+  python3 bench/trace_gaps.py "$tmp/window.json" --plan-trace "$tmp/planned.json" --min-us 1 $w > "$tmp/gaps.txt"
+  python3 - "$tmp/gaps.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert re.search(r"step 0\.03 ms: compute busy 0\.02 ms, gaps of 1 us or more 0\.01 ms \(2\)", text), text
+assert re.search(r"^\s+6\.0\s+0\.(02|22)\s+copy w -> dev:w\s+kernel k1$", text, re.M), text
+PY
+done
+if python3 bench/trace_gaps.py "$tmp/window.json" --train-step 2 > "$tmp/gaps.txt" 2>&1; then
+  echo "trace_gaps.py accepted a step the window lacks"; exit 1
+fi
+grep -q -- "--train-step 2: the trace holds steps 0 to 1" "$tmp/gaps.txt"
+python3 bench/trace_breakdown.py "$tmp/window.json" > "$tmp/breakdown.txt"
+python3 - "$tmp/breakdown.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert "a step's mean over the 2 steps of the trace" in text, text
+assert re.search(r"^compute\s+k1\s+1\s+0\.01\s+0\.01\s+2\.00$", text, re.M), text
+print("trace_gaps.py and trace_breakdown.py: a window read one step at a time, and per step")
+PY
 echo "bench harness: PASS"

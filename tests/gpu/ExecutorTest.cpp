@@ -294,6 +294,70 @@ TEST_F(CudaExecutor, TracedStepsAreIssuedBetweenReplays) {
   EXPECT_TRUE(std::isfinite(cuda->runStep()));
 }
 
+// A traced window of two steps (StepOptions::traceSteps): the host AdamW after the loss
+// runs on beside the next step, whose matmuls do not wait for it, and the window's one clock
+// shows it: the first step's update ends after the second step's first kernel starts. Each
+// step's spans sit in its own part of the window's, the second step's update timed too.
+TEST_F(CudaExecutor, ATracedWindowShowsTheHostUpdateRunningIntoTheNextStep) {
+  PlanBuilder b;
+  constexpr int64_t n = 2048, params = int64_t{1} << 24;
+  const uint32_t w = b.tensor("W", {params}, plan::F32, plan::PARAMETER);
+  const uint32_t g = b.tensor("grad:W", {params}, plan::F32, plan::GRADIENT);
+  const uint32_t m = b.tensor("adam_m:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
+  const uint32_t v = b.tensor("adam_v:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
+  const uint32_t x = b.tensor("x", {n, n}, plan::F32, plan::INPUT);
+  const uint32_t readout = b.tensor("loss_readout", {}, plan::F32, plan::LOSS_READOUT);
+  uint32_t y = x;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t next = b.tensor("y" + std::to_string(i), {n, n}, plan::F32, plan::ACTIVATION);
+    b.kernel("matmul", {y, x}, {next});
+    y = next;
+  }
+  const uint32_t loss = b.tensor("loss", {}, plan::F32, plan::LOSS);
+  b.kernel("reduce_mean", {y}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});
+  b.readLossThroughD2h(loss, readout);
+  b.adamw(w, g, m, v);  // after the loss: carried into the next step, which never touches W
+  CudaOptions options;
+  options.stepGraphs = CudaOptions::StepGraphs::Off;
+  Executor cuda(b.build(), makeCudaBackend(0, options));
+  ASSERT_TRUE(cuda.backend().overlapsHostTasks());
+  std::mt19937 rng(seed_);
+  writeModel(dir_ + "/big.onnx", {{"W", randomTensor({params}, plan::F32, rng)}});
+  cuda.loadWeights(OnnxWeights(dir_ + "/big.onnx"));
+  cuda.setInput("x", toArray(randomTensor({n, n}, plan::F32, rng, -0.02, 0.02)));
+  std::vector<float> grad(static_cast<size_t>(params));
+  for (float& value : grad) value = std::uniform_real_distribution<float>(-1, 1)(rng);
+  cuda.writeBytes("grad:W", grad.data(), grad.size() * sizeof(float));
+  cuda.runStep();  // warm-up: cuBLAS, the host threads
+  StepOptions first;
+  first.trace = true;
+  first.traceSteps = 2;
+  EXPECT_TRUE(cuda.runStep(first).trace.empty());
+  StepOptions second = first;
+  second.traceIndex = 1;
+  const StepResult result = cuda.runStep(second);
+  const plan::Plan& plan = cuda.plan();
+  const size_t steps = static_cast<size_t>(plan.steps_size());
+  ASSERT_EQ(result.trace.size(), 2 * steps);
+  StepSpan adamw[2] = {{NAN, NAN}, {NAN, NAN}};
+  double firstKernel[2] = {1e30, 1e30};
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t s = 0; s < steps; ++s) {
+      const plan::Step& step = plan.steps(static_cast<int>(s));
+      const StepSpan& span = result.trace[k * steps + s];
+      if (step.has_host_task() && step.host_task().kind() == plan::HostTask::ADAMW) adamw[k] = span;
+      if (step.has_kernel()) firstKernel[k] = std::min(firstKernel[k], span.start);
+    }
+  for (size_t k = 0; k < 2; ++k) {
+    ASSERT_TRUE(std::isfinite(adamw[k].start) && adamw[k].end > adamw[k].start) << "step " << k;
+    ASSERT_LT(firstKernel[k], 1e30) << "step " << k;
+  }
+  EXPECT_GT(firstKernel[1], firstKernel[0]);
+  EXPECT_GT(adamw[0].end, firstKernel[1]) << "the first step's update [" << adamw[0].start << ", " << adamw[0].end
+                                          << "] s, the second step's first kernel at " << firstKernel[1] << " s";
+  EXPECT_GT(adamw[1].start, adamw[0].end - 1e-4);  // one host stream: in order
+}
+
 // Every DEVICE tensor whose last_use_step has passed reads as NaN, host tensors persist.
 TEST_F(CudaExecutor, DeadTensorsArePoisoned) {
   auto cuda = executor(kClassifier, plan::F32, makeCudaBackend(0, poisoning()));

@@ -33,6 +33,9 @@ std::string ScheduleBackend::currentStream() const {
 void ScheduleBackend::enqueue(const std::string& stream, Entry entry) {
   entry.issued = nextIssue_++;
   entry.step = currentStep_;
+  if (tracing_ && entry.kind == Entry::Kind::Work && plan_ &&
+      currentStep_ < static_cast<uint32_t>(plan_->steps_size()))
+    entry.traceAt = traceBase_ + currentStep_;
   auto it = queues_.find(stream);
   if (it == queues_.end()) {
     streamNames_.push_back(stream);
@@ -221,6 +224,8 @@ void ScheduleBackend::drainUntil(const std::function<bool()>& done) const {
         } catch (const Error& e) {
           throw Error("schedule backend: step " + std::to_string(entry.step) + ": " + e.what());
         }
+        if (entry.traceAt < spans_.size())
+          spans_[entry.traceAt] = StepSpan{double(entriesRun_), double(entriesRun_ + 1)};
         break;
       case Entry::Kind::Record:
         events_[entry.event].done.insert(entry.record);
@@ -229,6 +234,36 @@ void ScheduleBackend::drainUntil(const std::function<bool()>& done) const {
         break;
     }
   }
+}
+
+uint64_t ScheduleBackend::hostQueued() const {
+  auto host = queues_.find(kHost);
+  return host == queues_.end() ? 0 : host->second.size();
+}
+
+void ScheduleBackend::beginStepTrace(uint32_t steps) {
+  if (!plan_) throw Error("schedule backend: prepare() was not called");
+  drain();  // as the CUDA backend: the window starts on an idle device
+  traceBase_ = 0;
+  traceSize_ = static_cast<size_t>(plan_->steps_size()) * steps;
+  spans_.assign(traceSize_, StepSpan{std::numeric_limits<double>::quiet_NaN(),
+                                     std::numeric_limits<double>::quiet_NaN()});
+  hostAtStarts_.assign(1, hostQueued());
+  tracing_ = true;
+}
+
+void ScheduleBackend::nextTracedStep() {
+  if (!tracing_) throw Error("schedule backend: nextTracedStep without beginStepTrace");
+  traceBase_ += static_cast<size_t>(plan_->steps_size());
+  if (traceBase_ >= traceSize_) throw Error("schedule backend: the traced window has no more steps");
+  hostAtStarts_.push_back(hostQueued());
+}
+
+std::vector<StepSpan> ScheduleBackend::endStepTrace() {
+  if (!tracing_) return {};
+  drain();
+  tracing_ = false;
+  return std::move(spans_);
 }
 
 }  // namespace megatrain::runtime::testing

@@ -13,6 +13,11 @@
 //
 // If the plan's events order every conflicting access (what the schedule
 // verifier claims), every interleaving gives the bits the plan order gives.
+//
+// With ScheduleOptions::trace it times steps as the CUDA backend does
+// (Backend::beginStepTrace), on a clock that counts the entries run: a work
+// entry of a traced window's step w, plan step s that runs as the n-th entry
+// gets the span [n, n + 1) at w * steps + s.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +51,8 @@ struct ScheduleOptions {
   // With overlapHost: drop every waitHostTask (a broken executor, for the tests
   // that must see what the waits order).
   bool ignoreHostWaits = false;
+  // Time traced steps on the entries-run clock (canTraceSteps).
+  bool trace = false;
 };
 
 class ScheduleBackend final : public Backend {
@@ -77,6 +84,12 @@ class ScheduleBackend final : public Backend {
   void waitHostTask(uint32_t step, const std::string& stream) override;
   void finishStepBeforeHost(uint32_t lossStep) override;
   void writeBesideHostTasks(const plan::Tensor& tensor, const void* bytes, size_t size) override;
+  bool canTraceSteps() const override { return options_.trace; }
+  void beginStepTrace(uint32_t steps) override;
+  void nextTracedStep() override;
+  std::vector<StepSpan> endStepTrace() override;
+  // Host entries still queued when each step of the last traced window began.
+  const std::vector<uint64_t>& hostQueuedAtTracedStarts() const { return hostAtStarts_; }
   // Entries left queued on the host stream when the last step ended.
   uint64_t hostEntriesLeft() const { return hostLeft_; }
 
@@ -94,6 +107,7 @@ class ScheduleBackend final : public Backend {
     uint64_t record = 0;   // Record: its number; Wait: the record it waits for (0: none)
     std::function<void()> work;
     std::string what;  // for messages
+    size_t traceAt = SIZE_MAX;  // Work of a traced step: its span's index
   };
   struct EventState {
     uint64_t latestQueued = 0;
@@ -123,6 +137,12 @@ class ScheduleBackend final : public Backend {
   mutable std::mt19937_64 rng_;
   mutable uint64_t entriesRun_ = 0, overtaking_ = 0;
   uint64_t hostLeft_ = 0;
+  // Tracing: the window's spans (mutable: entries run in const drains) and the current step's base.
+  bool tracing_ = false;
+  size_t traceBase_ = 0, traceSize_ = 0;
+  mutable std::vector<StepSpan> spans_;
+  std::vector<uint64_t> hostAtStarts_;
+  uint64_t hostQueued() const;
 };
 
 }  // namespace megatrain::runtime::testing

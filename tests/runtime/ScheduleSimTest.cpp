@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <random>
 
@@ -182,10 +183,14 @@ class HostOverlap : public ScheduleSim {
     std::vector<double> losses;
     std::vector<std::byte> weights;
     uint64_t hostLeft = 0;  // the most host entries a step left queued
+    std::vector<uint64_t> hostAtTracedStarts;  // ScheduleBackend::hostQueuedAtTracedStarts
   };
 
   // `accumulate`: accumulatePlan (three gradient parts through one staging tensor), else linearPlan.
-  Run train(bool accumulate, std::unique_ptr<Backend> backend) {
+  // `options(s)`: the StepOptions of step s (from 0); `traces`: each step's StepResult::trace.
+  Run train(bool accumulate, std::unique_ptr<Backend> backend,
+            const std::function<StepOptions(int)>& options = nullptr,
+            std::vector<std::vector<StepSpan>>* traces = nullptr) {
     auto* scheduled = dynamic_cast<ScheduleBackend*>(backend.get());
     const plan::Plan plan = accumulate ? accumulatePlan(plan::F64) : linearPlan(plan::F64);
     Executor executor(plan, std::move(backend));
@@ -202,10 +207,13 @@ class HostOverlap : public ScheduleSim {
       for (int k = 0; k < 3; ++k) executor.setInput("g" + std::to_string(k), array({3, 2}));
     Run run;
     for (int s = 0; s < 4; ++s) {
-      run.losses.push_back(executor.runStep());
+      const StepResult result = executor.runStep(options ? options(s) : StepOptions{});
+      run.losses.push_back(result.loss);
+      if (traces) traces->push_back(result.trace);
       if (scheduled) run.hostLeft = std::max(run.hostLeft, scheduled->hostEntriesLeft());
     }
     run.weights = executor.readBytes("W");
+    if (scheduled) run.hostAtTracedStarts = scheduled->hostQueuedAtTracedStarts();
     return run;
   }
 };
@@ -240,6 +248,97 @@ TEST_F(HostOverlap, WithoutTheWaitsAStarvedHostStreamIsOvertaken) {
     const Run run = train(accumulate, scheduled(options));
     EXPECT_TRUE(run.losses != reference.losses || run.weights != reference.weights);
   }
+}
+
+// A traced window of steps 2 to 4 (StepOptions::traceSteps): its first step starts with
+// nothing queued, the later ones beside the previous step's host tasks (a starved host
+// stream leaves them queued); only the last step returns the spans, three steps' worth,
+// each step's host tasks timed in its own part, ending after its device work and before
+// the next step's (they ran during it); the bits are those of untraced steps.
+TEST_F(HostOverlap, ATracedWindowKeepsTheHostTasksRunningIntoTheNextStep) {
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulatePlan" : "linearPlan");
+    const Run reference = train(accumulate, std::make_unique<CpuBackend>());
+    ScheduleOptions options{SchedulePolicy::Starve, 5, "host"};
+    options.overlapHost = true;
+    options.trace = true;
+    std::vector<std::vector<StepSpan>> traces;
+    const Run run = train(accumulate, scheduled(options), [](int s) {
+      StepOptions step;
+      step.trace = s >= 1;
+      step.traceSteps = 3;
+      step.traceIndex = s >= 1 ? static_cast<uint32_t>(s - 1) : 0;
+      return step;
+    }, &traces);
+    EXPECT_EQ(run.losses, reference.losses);
+    EXPECT_EQ(run.weights, reference.weights);
+    ASSERT_EQ(traces.size(), 4u);
+    EXPECT_TRUE(traces[0].empty() && traces[1].empty() && traces[2].empty());
+    const plan::Plan plan = accumulate ? accumulatePlan(plan::F64) : linearPlan(plan::F64);
+    const size_t steps = static_cast<size_t>(plan.steps_size());
+    ASSERT_EQ(traces[3].size(), 3 * steps);
+    ASSERT_EQ(run.hostAtTracedStarts.size(), 3u);
+    EXPECT_EQ(run.hostAtTracedStarts[0], 0u);
+    EXPECT_GT(run.hostAtTracedStarts[1], 0u);
+    EXPECT_GT(run.hostAtTracedStarts[2], 0u);
+    int hostTasks = 0;
+    for (const plan::Step& step : plan.steps()) hostTasks += step.has_host_task() ? 1 : 0;
+    ASSERT_GT(hostTasks, 0);
+    std::vector<double> deviceEnd(3, -1), hostEnd(3, -1);
+    for (size_t w = 0; w < 3; ++w) {
+      int hostTimed = 0;
+      for (size_t s = 0; s < steps; ++s) {
+        const StepSpan& span = traces[3][w * steps + s];
+        const plan::Step& step = plan.steps(static_cast<int>(s));
+        if (!std::isfinite(span.end)) continue;
+        if (step.stream() == "host") {
+          hostTimed += step.has_host_task() ? 1 : 0;
+          hostEnd[w] = std::max(hostEnd[w], span.end);
+        } else {
+          deviceEnd[w] = std::max(deviceEnd[w], span.end);
+        }
+      }
+      EXPECT_EQ(hostTimed, hostTasks) << "window step " << w;
+      EXPECT_GT(hostEnd[w], deviceEnd[w]) << "window step " << w;
+    }
+    EXPECT_LT(hostEnd[0], deviceEnd[1]);
+    EXPECT_LT(hostEnd[1], deviceEnd[2]);
+  }
+}
+
+// A window's steps come in order, with no untraced step among them.
+TEST_F(HostOverlap, ATracedWindowRefusesItsStepsOutOfOrder) {
+  ScheduleOptions options{SchedulePolicy::Behind, 1, ""};
+  options.trace = true;
+  options.overlapHost = true;
+  auto plan = linearPlan(plan::F64);
+  Executor executor(plan, scheduled(options));
+  executor.loadWeights(OnnxWeights(dir_ + "/linear.onnx"));
+  HostArray x = HostArray::zeros(ElementType::F64, {4, 3});
+  for (int64_t i = 0; i < x.elements(); ++i) x.data<double>()[i] = 0.25 * static_cast<double>(i % 5) - 0.5;
+  executor.setInput("x", x);
+  StepOptions first;
+  first.trace = true;
+  first.traceSteps = 2;
+  first.traceIndex = 1;
+  try {
+    executor.runStep(first);
+    FAIL() << "step 1 of a window ran first";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("comes where step 0 was due"), std::string::npos) << e.what();
+  }
+  first.traceIndex = 0;
+  EXPECT_TRUE(executor.runStep(first).trace.empty());
+  try {
+    executor.runStep(StepOptions{});
+    FAIL() << "an untraced step ran inside the window";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("untraced step inside a traced window"), std::string::npos) << e.what();
+  }
+  StepOptions second = first;
+  second.traceIndex = 1;
+  EXPECT_EQ(executor.runStep(second).trace.size(), 2 * static_cast<size_t>(plan.steps_size()));
+  EXPECT_TRUE(std::isfinite(executor.runStep(StepOptions{}).loss));
 }
 
 // A wait that is queued before the record it means waits for nothing

@@ -137,6 +137,25 @@ TEST_F(ToolsTest, RunErrorsAreOneLine) {
   r = runCommand(run(dir_ + "/linear.plan --weights " + dir_ + "/linear.onnx"));
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "megatrain-run: error: graph input 'x' is not fed (give --input x=FILE.npy)\n");
+  // --trace's window: checked before the backend is asked whether it can time steps.
+  r = runCommand(run(base + " --steps 2 --trace-steps 2"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: --trace-steps needs --trace FILE.json\n");
+  // Where the run's steps are known (after a --resume's checkpoint is read): the window, then the backend.
+  auto endsWith = [](const std::string& text, const std::string& end) {
+    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+  };
+  r = runCommand(run(base + " --steps 2 --trace " + dir_ + "/t.json --trace-steps 3"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(endsWith(r.output, "\nmegatrain-run: error: --trace-steps 3 ending at step 2 would start before step "
+                                 "1, the first this run trains\n")) << r.output;
+  r = runCommand(run(base + " --steps 3 --trace " + dir_ + "/t.json --trace-steps 2 --backend cpu"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(endsWith(r.output, "\nmegatrain-run: error: --trace needs --backend cuda (the cpu backend cannot time "
+                                 "a step)\n")) << r.output;
+  r = runCommand(run(base + " --trace " + dir_ + "/t.json --trace-steps 65"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "megatrain-run: error: --trace-steps: at most 64, got 65\n");
   r = runCommand(run(base + " --steps zero"));
   EXPECT_EQ(r.output, "megatrain-run: error: --steps needs a positive integer, got 'zero'\n");
   r = runCommand(run(dir_ + "/x.npy --weights " + dir_ + "/linear.onnx"));

@@ -131,6 +131,72 @@ TEST(TraceWriter, SummaryComparesMeasuredAndPredicted) {
   for (const std::string& stream : plan.streams()) EXPECT_NE(text.find("  busy    " + stream + ": "), std::string::npos);
 }
 
+// A window of three steps on one clock (megatrain-run --trace-steps 3): step w's spans are
+// the one-step spans shifted by w x 10 ms, its host tasks by 3 ms more (they run on into
+// the next step). Each plan step then has three events, `train_step` w in args and its
+// prediction shifted by w predicted steps; the summary's step is the mean start-to-start
+// time, its busy times a step's mean, and it says how far the host tasks ran into the next.
+TEST(TraceWriter, AWindowOfStepsOnOneClock) {
+  const plan::Plan plan = predictedPlan();
+  const std::vector<StepSpan> one = measuredSpans(plan);
+  const size_t steps = one.size();
+  std::vector<StepSpan> spans;
+  for (int w = 0; w < 3; ++w)
+    for (size_t s = 0; s < steps; ++s) {
+      const double shift = w * 10e-3 + (plan.steps(static_cast<int>(s)).stream() == "host" ? 3e-3 : 0);
+      spans.push_back({one[s].start + shift, one[s].end + shift});
+    }
+  const std::vector<std::string> names = tools::traceStepNames(plan);
+  const std::string trace = tools::chromeTrace(plan, names, nullptr, &spans);
+  nlohmann::json parsed;
+  ASSERT_NO_THROW(parsed = parseJson(trace, "trace")) << trace;
+  size_t timed = 0;
+  for (const StepSpan& span : one) timed += std::isfinite(span.start) ? 1 : 0;
+  EXPECT_EQ(count(trace, "\"predicted_start_us\""), 3 * timed);
+  for (int w = 0; w < 3; ++w) EXPECT_EQ(count(trace, "\"train_step\":" + std::to_string(w) + "}"), timed) << w;
+  // The first kernel's third event: 20 ms later than its first, and so is its prediction.
+  int kernel = 0;
+  while (!plan.steps(kernel).has_kernel()) ++kernel;
+  const std::string key = "\"args\":{\"step\":" + std::to_string(kernel) + ",";
+  size_t at = trace.find(key);
+  for (int w = 1; w < 3; ++w) at = trace.find(key, at + 1);
+  ASSERT_NE(at, std::string::npos);
+  const std::string event = trace.substr(trace.rfind("{\"name\":", at), trace.find('\n', at) - trace.rfind("{\"name\":", at));
+  char ts[64], pstart[64];
+  std::snprintf(ts, sizeof ts, "\"ts\":%.3f", (one[static_cast<size_t>(kernel)].start + 20e-3) * 1e6);
+  std::snprintf(pstart, sizeof pstart, "\"predicted_start_us\":%.3f", (kernel + 2.0 * plan.steps_size()) * 1e3);
+  EXPECT_NE(event.find(ts), std::string::npos) << event << " lacks " << ts;
+  EXPECT_NE(event.find(pstart), std::string::npos) << event << " lacks " << pstart;
+
+  const tools::TraceSummary summary = tools::summarizeTrace(plan, spans, names);
+  const tools::TraceSummary single = tools::summarizeTrace(plan, one, names);
+  ASSERT_EQ(summary.window.size(), 3u);
+  EXPECT_TRUE(single.window.empty());
+  EXPECT_NEAR(summary.measuredStepS, 10e-3, 1e-12);
+  for (size_t k = 0; k < summary.streams.size(); ++k) {
+    EXPECT_NEAR(summary.streams[k].measuredBusyS, single.streams[k].measuredBusyS, 1e-12) << summary.streams[k].name;
+    EXPECT_NEAR(summary.streams[k].predictedBusyS, single.streams[k].predictedBusyS, 1e-12);
+  }
+  double hostEnd = 0, deviceEnd = 0, start = 1;
+  for (size_t s = 0; s < steps; ++s) {
+    if (!std::isfinite(one[s].end)) continue;
+    start = std::min(start, one[s].start);
+    (plan.steps(static_cast<int>(s)).stream() == "host" ? hostEnd : deviceEnd) =
+        std::max(plan.steps(static_cast<int>(s)).stream() == "host" ? hostEnd : deviceEnd, one[s].end);
+  }
+  for (int w = 0; w < 3; ++w) {
+    EXPECT_NEAR(summary.window[w].deviceEndS, deviceEnd + w * 10e-3, 1e-12);
+    EXPECT_NEAR(summary.window[w].hostEndS, hostEnd + 3e-3 + w * 10e-3, 1e-12);
+  }
+  const std::string text = tools::formatTraceSummary(summary);
+  EXPECT_NE(text.find("trace     3 steps on one clock, 10.000 ms from one step's start to the next's"), std::string::npos)
+      << text;
+  char into[64];
+  std::snprintf(into, sizeof into, "(%.3f ms into the next step)", (hostEnd + 3e-3 - 10e-3 - start) * 1e3);
+  EXPECT_EQ(count(text, into), 2u) << text << " lacks " << into;
+  EXPECT_NE(text.find("(a step's mean)"), std::string::npos);
+}
+
 TEST(TraceWriter, MedianStepTimeLeavesOutTheFirstStep) {
   EXPECT_EQ(tools::medianStepTime({}), 0);
   EXPECT_EQ(tools::medianStepTime({5.0}), 5.0);

@@ -24,8 +24,8 @@ struct DeviceMemory {
 // ---- Measured schedule and device memory (docs/runtime.md, "Trace and memory report") ----
 
 // When one plan step ran, in seconds from the start of the traced training
-// step (after its inputs were written); NaN for a step that was not timed
-// (records, waits).
+// step (after its inputs were written; of a window's first step, for every step
+// of the window); NaN for a step that was not timed (records, waits).
 struct StepSpan {
   double start = 0;
   double end = 0;
@@ -143,11 +143,16 @@ class Backend {
   // stream `stream`. Default: poison(tensor).
   virtual void poisonOnStream(const plan::Tensor& tensor, const std::string& stream) { poison(tensor); }
 
-  // Measured timing of one training step: whether this backend can, then
-  // beginStepTrace() once the step's inputs are written and endStepTrace()
-  // after its final synchronize(), which returns one span per plan step.
+  // Measured timing of a window of `steps` consecutive training steps on one
+  // clock: whether this backend can, then beginStepTrace(steps) once the
+  // first step's inputs are written (the device idle), nextTracedStep() before
+  // each later step of the window is issued (the previous step's host tasks
+  // may still run: "Host updates across steps"), and endStepTrace() after the
+  // last step's final synchronize(), which returns steps x (plan steps) spans:
+  // the window's step w, plan step s at w * plan steps + s.
   virtual bool canTraceSteps() const { return false; }
-  virtual void beginStepTrace() {}
+  virtual void beginStepTrace(uint32_t steps) { (void)steps; }
+  virtual void nextTracedStep() {}
   virtual std::vector<StepSpan> endStepTrace() { return {}; }
 
   // Device memory the backend holds after prepare(); nullopt on cpu.

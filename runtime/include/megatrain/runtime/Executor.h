@@ -30,13 +30,23 @@ struct StepOptions {
   // Time every step of this training step on the device (Backend::beginStepTrace);
   // the spans come back in StepResult::trace.
   bool trace = false;
+  // With trace: this training step is number traceIndex (from 0) of a window of
+  // traceSteps consecutive traced steps timed on one clock. The window's first
+  // step starts on an idle device; the later ones start as untraced steps do,
+  // beside the previous step's host updates, so the trace shows them across
+  // the steps' boundaries. The spans of the whole window come back in the last
+  // step's StepResult::trace. The executor refuses a window's steps out of order.
+  uint32_t traceSteps = 1;
+  uint32_t traceIndex = 0;
 };
 
 struct StepResult {
   double loss = 0;
   double lr = 0;        // the AdamW lr the step used
   double gradNorm = 0;  // the global gradient norm before clipping; NaN without clipping
-  // With StepOptions::trace: one measured span per plan step (Backend::endStepTrace).
+  // After a traced window's last step: traceSteps x (plan steps) measured
+  // spans, the window's step w, plan step s at w * plan steps + s
+  // (Backend::endStepTrace); empty for the window's other steps.
   std::vector<StepSpan> trace;
 };
 
@@ -161,6 +171,8 @@ class Executor {
   uint32_t lossStep_ = 0;
   std::vector<int64_t> crossWait_;
   std::vector<char> hostMark_;
+  // A traced window in progress: the index its next step must have (0: none open).
+  uint32_t traceNext_ = 0;
 };
 
 }  // namespace megatrain::runtime

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench/overlap_round.sh - the host's updates across steps on the GPU machine, traced over a
+# window of steps on one clock (megatrain-run --trace-steps, docs/runtime.md).
+#
+#   BIN=DIR PLAN_DIR=DIR PLANS="n7b n64" OUT=DIR bash bench/overlap_round.sh
+#
+# BIN holds megatrain-run, megatrain-inspect and gpu_executor_tests built with CUDA;
+# PLAN_DIR holds NAME.plan for each NAME in PLANS. For each plan, in turn: an untraced run
+# (the median step), the same with --no-host-overlap (each step waits for its updates), then
+# a traced window of the last three steps of a run: its summary (the time from one step's
+# start to the next's, how far each step's host updates ran into the next), the trace, and
+# bench/trace_breakdown.py and bench/trace_gaps.py of its last step (whose gaps include the
+# waits on the previous step's updates). The window test of gpu_executor_tests runs first.
+# Prints a table last.
+set -uo pipefail
+BIN=${BIN:?BIN=DIR with megatrain-run, megatrain-inspect, gpu_executor_tests}
+PLAN_DIR=${PLAN_DIR:?PLAN_DIR=DIR with NAME.plan}
+PLANS=${PLANS:-n7b n64}
+OUT=${OUT:-/tmp/overlap-round}
+STEPS=${STEPS:-8}
+mkdir -p "$OUT"
+tokens=$OUT/tokens.bin
+python3 bench/make_tokens.py --vocab 32000 --tokens 4194304 --out "$tokens" > /dev/null
+
+tests="not run"
+if [[ -x $BIN/gpu_executor_tests ]]; then
+  if "$BIN/gpu_executor_tests" --gtest_filter='CudaExecutor.*Trace*:CudaExecutor.HostTasks*' \
+      > "$OUT/gpu_executor_tests.log" 2>&1; then tests="PASS"; else tests="FAIL"; fi
+  tests="$tests ($(grep -c '^\[       OK \]' "$OUT/gpu_executor_tests.log") passed)"
+fi
+
+run() { # name log [flags...]
+  local name=$1 log=$2; shift 2
+  timeout 400 "$BIN/megatrain-run" "$PLAN_DIR/$name.plan" --init normal:0.02 --data "$tokens" \
+    --steps "$STEPS" --backend cuda "$@" > "$log" 2>&1 || echo "$name ($*): failed, $(tail -1 "$log")"
+}
+median() { grep -ho "median step [0-9.]* ms" "$1" | grep -o "[0-9.]* ms" || echo "-"; }
+
+rows=()
+for name in $PLANS; do
+  run "$name" "$OUT/$name.log"
+  run "$name" "$OUT/$name.no-overlap.log" --no-host-overlap
+  run "$name" "$OUT/$name.window.log" --trace "$OUT/$name.window.json" --trace-steps 3
+  "$BIN/megatrain-inspect" "$PLAN_DIR/$name.plan" --max-steps 1 --trace "$OUT/$name.predicted.json" > /dev/null
+  python3 bench/trace_breakdown.py "$OUT/$name.window.json" > "$OUT/$name.breakdown.txt" 2>&1
+  python3 bench/trace_gaps.py "$OUT/$name.window.json" --plan-trace "$OUT/$name.predicted.json" \
+    > "$OUT/$name.gaps.txt" 2>&1
+  gzip -f "$OUT/$name.window.json" "$OUT/$name.predicted.json"
+  period=$(grep -o "on one clock, [0-9.]* ms" "$OUT/$name.window.log" | grep -o "[0-9.]* ms" || echo "-")
+  into=$(grep -o "([0-9.-]* ms into the next step)" "$OUT/$name.window.log" | tr '\n' ' ')
+  predicted=$(grep -o "predicted [0-9.]* ms" "$OUT/$name.log" | head -1 | grep -o "[0-9.]* ms")
+  rows+=("| $name | $(median "$OUT/$name.log") | $(median "$OUT/$name.no-overlap.log") | $period | ${into:--} | ${predicted:--} |")
+done
+
+echo "gpu_executor_tests (trace, host tasks): $tests"
+echo "| plan | median step | --no-host-overlap | traced window, start to start | updates into the next step | predicted |"
+echo "| --- | --- | --- | --- | --- | --- |"
+printf '%s\n' "${rows[@]}"
