@@ -155,6 +155,43 @@ class CudaExecutor : public ::testing::Test {
     return result;
   }
 
+  // A host AdamW of `params` f32 parameters beside `matmuls` [2048, 2048] products on the
+  // compute stream, the update first on the host queue (nothing before it) or, `afterLoss`,
+  // after the loss's READ_LOSS (carried into the next step, which never touches W); its
+  // weights, input and gradient loaded and one warm-up step run (cuBLAS, the host threads).
+  std::unique_ptr<Executor> adamwBesideMatmuls(int64_t params, int matmuls, bool afterLoss,
+                                               std::unique_ptr<Backend> backend) {
+    constexpr int64_t n = 2048;
+    PlanBuilder b;
+    const uint32_t w = b.tensor("W", {params}, plan::F32, plan::PARAMETER);
+    const uint32_t g = b.tensor("grad:W", {params}, plan::F32, plan::GRADIENT);
+    const uint32_t m = b.tensor("adam_m:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
+    const uint32_t v = b.tensor("adam_v:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
+    const uint32_t x = b.tensor("x", {n, n}, plan::F32, plan::INPUT);
+    const uint32_t readout = b.tensor("loss_readout", {}, plan::F32, plan::LOSS_READOUT);
+    if (!afterLoss) b.adamw(w, g, m, v);
+    uint32_t y = x;
+    for (int i = 0; i < matmuls; ++i) {
+      const uint32_t next = b.tensor("y" + std::to_string(i), {n, n}, plan::F32, plan::ACTIVATION);
+      b.kernel("matmul", {y, x}, {next});
+      y = next;
+    }
+    const uint32_t loss = b.tensor("loss", {}, plan::F32, plan::LOSS);
+    b.kernel("reduce_mean", {y}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});
+    b.readLossThroughD2h(loss, readout);
+    if (afterLoss) b.adamw(w, g, m, v);
+    auto cuda = std::make_unique<Executor>(b.build(), std::move(backend));
+    std::mt19937 rng(seed_);
+    writeModel(dir_ + "/big.onnx", {{"W", randomTensor({params}, plan::F32, rng)}});
+    cuda->loadWeights(OnnxWeights(dir_ + "/big.onnx"));
+    cuda->setInput("x", toArray(randomTensor({n, n}, plan::F32, rng, -0.02, 0.02)));
+    std::vector<float> grad(static_cast<size_t>(params));
+    for (float& value : grad) value = std::uniform_real_distribution<float>(-1, 1)(rng);
+    cuda->writeBytes("grad:W", grad.data(), grad.size() * sizeof(float));
+    cuda->runStep();
+    return cuda;
+  }
+
   // Ten steps on each backend: every loss within tol relative, then every parameter.
   void compare(const Model& model, plan::DType dt, double tol) {
     SCOPED_TRACE(std::string(dtypeName(dt)) + ", MEGATRAIN_TEST_SEED=" + std::to_string(seed_));
@@ -299,36 +336,11 @@ TEST_F(CudaExecutor, TracedStepsAreIssuedBetweenReplays) {
 // shows it: the first step's update ends after the second step's first kernel starts. Each
 // step's spans sit in its own part of the window's, the second step's update timed too.
 TEST_F(CudaExecutor, ATracedWindowShowsTheHostUpdateRunningIntoTheNextStep) {
-  PlanBuilder b;
-  constexpr int64_t n = 2048, params = int64_t{1} << 24;
-  const uint32_t w = b.tensor("W", {params}, plan::F32, plan::PARAMETER);
-  const uint32_t g = b.tensor("grad:W", {params}, plan::F32, plan::GRADIENT);
-  const uint32_t m = b.tensor("adam_m:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
-  const uint32_t v = b.tensor("adam_v:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
-  const uint32_t x = b.tensor("x", {n, n}, plan::F32, plan::INPUT);
-  const uint32_t readout = b.tensor("loss_readout", {}, plan::F32, plan::LOSS_READOUT);
-  uint32_t y = x;
-  for (int i = 0; i < 8; ++i) {
-    const uint32_t next = b.tensor("y" + std::to_string(i), {n, n}, plan::F32, plan::ACTIVATION);
-    b.kernel("matmul", {y, x}, {next});
-    y = next;
-  }
-  const uint32_t loss = b.tensor("loss", {}, plan::F32, plan::LOSS);
-  b.kernel("reduce_mean", {y}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});
-  b.readLossThroughD2h(loss, readout);
-  b.adamw(w, g, m, v);  // after the loss: carried into the next step, which never touches W
   CudaOptions options;
   options.stepGraphs = CudaOptions::StepGraphs::Off;
-  Executor cuda(b.build(), makeCudaBackend(0, options));
+  const auto owned = adamwBesideMatmuls(int64_t{1} << 24, 8, true, makeCudaBackend(0, options));
+  Executor& cuda = *owned;
   ASSERT_TRUE(cuda.backend().overlapsHostTasks());
-  std::mt19937 rng(seed_);
-  writeModel(dir_ + "/big.onnx", {{"W", randomTensor({params}, plan::F32, rng)}});
-  cuda.loadWeights(OnnxWeights(dir_ + "/big.onnx"));
-  cuda.setInput("x", toArray(randomTensor({n, n}, plan::F32, rng, -0.02, 0.02)));
-  std::vector<float> grad(static_cast<size_t>(params));
-  for (float& value : grad) value = std::uniform_real_distribution<float>(-1, 1)(rng);
-  cuda.writeBytes("grad:W", grad.data(), grad.size() * sizeof(float));
-  cuda.runStep();  // warm-up: cuBLAS, the host threads
   StepOptions first;
   first.trace = true;
   first.traceSteps = 2;
@@ -445,33 +457,8 @@ TEST_F(CudaExecutor, TraceTimesEveryKernelCopyAndHostTask) {
 // The host queue runs AdamW while the compute stream multiplies: nothing orders them,
 // so their measured spans overlap.
 TEST_F(CudaExecutor, HostTasksOverlapCompute) {
-  PlanBuilder b;
-  constexpr int64_t n = 2048, params = int64_t{1} << 23;
-  const uint32_t w = b.tensor("W", {params}, plan::F32, plan::PARAMETER);
-  const uint32_t g = b.tensor("grad:W", {params}, plan::F32, plan::GRADIENT);
-  const uint32_t m = b.tensor("adam_m:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
-  const uint32_t v = b.tensor("adam_v:W", {params}, plan::F32, plan::OPTIMIZER_STATE);
-  const uint32_t x = b.tensor("x", {n, n}, plan::F32, plan::INPUT);
-  const uint32_t readout = b.tensor("loss_readout", {}, plan::F32, plan::LOSS_READOUT);
-  b.adamw(w, g, m, v);  // on the host queue, first: nothing before it
-  uint32_t y = x;
-  for (int i = 0; i < 24; ++i) {
-    const uint32_t next = b.tensor("y" + std::to_string(i), {n, n}, plan::F32, plan::ACTIVATION);
-    b.kernel("matmul", {y, x}, {next});
-    y = next;
-  }
-  const uint32_t loss = b.tensor("loss", {}, plan::F32, plan::LOSS);
-  b.kernel("reduce_mean", {y}, {loss}, {intsAttr("axes", {0, 1}), intAttr("keepdims", 0)});
-  b.readLossThroughD2h(loss, readout);
-  Executor cuda(b.build(), cudaBackend(false, false));
-  std::mt19937 rng(seed_);
-  writeModel(dir_ + "/big.onnx", {{"W", randomTensor({params}, plan::F32, rng)}});
-  cuda.loadWeights(OnnxWeights(dir_ + "/big.onnx"));
-  cuda.setInput("x", toArray(randomTensor({n, n}, plan::F32, rng, -0.02, 0.02)));
-  std::vector<float> grad(static_cast<size_t>(params));
-  for (float& value : grad) value = std::uniform_real_distribution<float>(-1, 1)(rng);
-  cuda.writeBytes("grad:W", grad.data(), grad.size() * sizeof(float));
-  cuda.runStep();  // warm-up: cuBLAS, the host threads
+  const auto owned = adamwBesideMatmuls(int64_t{1} << 23, 24, false, cudaBackend(false, false));
+  Executor& cuda = *owned;
   StepOptions options;
   options.trace = true;
   const StepResult result = cuda.runStep(options);
