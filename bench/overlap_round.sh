@@ -9,8 +9,9 @@
 # (the median step), the same with --no-host-overlap (each step waits for its updates), then
 # a traced window of the last three steps of a run: its summary (the time from one step's
 # start to the next's, how far each step's host updates ran into the next), the trace, and
-# bench/trace_breakdown.py and bench/trace_gaps.py of its last step (whose gaps include the
-# waits on the previous step's updates). The window test of gpu_executor_tests runs first.
+# bench/trace_breakdown.py, bench/trace_gaps.py of its last step (whose gaps include the
+# waits on the previous step's updates) and bench/host_rates.py (the host AdamW's rate in the
+# backward, beside the next step and alone). The window test of gpu_executor_tests runs first.
 # Prints a table last.
 set -uo pipefail
 BIN=${BIN:?BIN=DIR with megatrain-run, megatrain-inspect, gpu_executor_tests}
@@ -19,7 +20,7 @@ PLANS=${PLANS:-n7b n64}
 OUT=${OUT:-/tmp/overlap-round}
 STEPS=${STEPS:-8}
 mkdir -p "$OUT"
-tokens=$OUT/tokens.bin
+tokens=${TOKENS:-/tmp/overlap-round-tokens.bin}  # not under OUT: 8 MiB that need not come back
 python3 bench/make_tokens.py --vocab 32000 --tokens 4194304 --out "$tokens" > /dev/null
 
 tests="not run"
@@ -45,9 +46,12 @@ for name in $PLANS; do
   python3 bench/trace_breakdown.py "$OUT/$name.window.json" > "$OUT/$name.breakdown.txt" 2>&1
   python3 bench/trace_gaps.py "$OUT/$name.window.json" --plan-trace "$OUT/$name.predicted.json" \
     > "$OUT/$name.gaps.txt" 2>&1
+  rate=$(python3 bench/plan_header.py "$PLAN_DIR/$name.plan" | python3 -c \
+    "import json,sys; print(json.loads(json.load(sys.stdin)['device_profile'])['host_adamw_params_per_s'] / 1e9)")
+  python3 bench/host_rates.py "$OUT/$name.window.json" --rate "$rate" > "$OUT/$name.host_rates.txt" 2>&1
   gzip -f "$OUT/$name.window.json" "$OUT/$name.predicted.json"
   period=$(grep -o "on one clock, [0-9.]* ms" "$OUT/$name.window.log" | grep -o "[0-9.]* ms" || echo "-")
-  into=$(grep -o "([0-9.-]* ms into the next step)" "$OUT/$name.window.log" | tr '\n' ' ')
+  into=$(grep -o "[0-9.-]* ms into the next step" "$OUT/$name.window.log" | sed 's/ into the next step//' | paste -sd, -)
   predicted=$(grep -o "predicted [0-9.]* ms" "$OUT/$name.log" | head -1 | grep -o "[0-9.]* ms")
   rows+=("| $name | $(median "$OUT/$name.log") | $(median "$OUT/$name.no-overlap.log") | $period | ${into:--} | ${predicted:--} |")
 done
@@ -56,3 +60,4 @@ echo "gpu_executor_tests (trace, host tasks): $tests"
 echo "| plan | median step | --no-host-overlap | traced window, start to start | updates into the next step | predicted |"
 echo "| --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
+for name in $PLANS; do echo "$name:"; cat "$OUT/$name.host_rates.txt"; done

@@ -1,5 +1,5 @@
 """The Chrome trace events megatrain-run --trace and megatrain-inspect --trace write, for the
-bench/ scripts that read them (trace_breakdown.py, trace_gaps.py, fit_profile.py)."""
+bench/ scripts that read them (trace_breakdown.py, trace_gaps.py, host_rates.py, fit_profile.py)."""
 import gzip
 import json
 

@@ -155,4 +155,33 @@ assert "a step's mean over the 2 steps of the trace" in text, text
 assert re.search(r"^compute\s+k1\s+1\s+0\.01\s+0\.01\s+2\.00$", text, re.M), text
 print("trace_gaps.py and trace_breakdown.py: a window read one step at a time, and per step")
 PY
+# host_rates.py: a window of two steps. Step 0's device work ends at 100 us; its update u0
+# runs in its backward (90-100, h2d copying all of it), u1 after it while step 1 runs
+# (110-130, d2h copying half); step 1's update u2 runs alone at its end (250-260). Each
+# predicted 8 us: ratios 10/8, 20/8 and 10/8.
+python3 - "$tmp" <<'PY'
+import json, sys
+folder = sys.argv[1]
+meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}}
+        for t, n in ((1, "compute"), (2, "h2d"), (3, "d2h"), (4, "host"))]
+def x(name, cat, tid, w, step, ts, dur):
+    return {"name": name, "cat": cat, "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"step": step, "predicted_start_us": 0, "predicted_end_us": 8, "train_step": w}}
+events = meta + [
+    x("kernel k0", "kernel", 1, 0, 0, 0, 100), x("copy a -> dev:a", "copy", 2, 0, 1, 85, 15),
+    x("adamw u0", "host_task", 4, 0, 2, 90, 10), x("adamw u1", "host_task", 4, 0, 3, 110, 20),
+    x("kernel k0", "kernel", 1, 1, 0, 105, 140), x("copy g -> host:g", "copy", 3, 1, 4, 120, 10),
+    x("adamw u2", "host_task", 4, 1, 3, 250, 10)]
+json.dump({"traceEvents": events}, open(folder + "/rates.json", "w"))
+PY
+python3 bench/host_rates.py "$tmp/rates.json" --rate 4 > "$tmp/rates.txt"
+python3 - "$tmp/rates.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert "3 host updates over 2 traced steps" in text, text
+assert re.search(r"^backward\s+1\s+0\.01\s+0\.01\s+1\.25\s+1\.00\s+0\.00\s+3\.20$", text, re.M), text
+assert re.search(r"^next step\s+1\s+0\.02\s+0\.01\s+2\.50\s+0\.00\s+0\.50\s+1\.60$", text, re.M), text
+assert re.search(r"^alone\s+1\s+0\.01\s+0\.01\s+1\.25\s+0\.00\s+0\.00\s+3\.20$", text, re.M), text
+print("host_rates.py: each update by where it ran and the links beside it")
+PY
 echo "bench harness: PASS"
