@@ -28,6 +28,7 @@
 #include "megatrain/plan/Streams.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -423,6 +424,41 @@ void Simulator::run() {
 
 void simulatePlan(pb::Plan &plan, const DeviceProfile &profile, Precision precision) {
   Simulator(plan, profile, precision).run();
+}
+
+double hostRateFloor(const pb::Plan &plan, const DeviceProfile &profile, Precision precision,
+                     double tolerance) {
+  std::map<uint32_t, pb::Tier> tiers;
+  for (const pb::Pool &pool : plan.pools())
+    tiers[pool.id()] = pool.tier();
+  const bool hostUpdates = std::any_of(plan.steps().begin(), plan.steps().end(), [&](const pb::Step &step) {
+    if (!step.has_host_task() || step.host_task().kind() != pb::HostTask::ADAMW ||
+        step.host_task().tensors_size() == 0)
+      return false;
+    const uint32_t id = step.host_task().tensors(0);
+    if (id >= static_cast<uint32_t>(plan.tensors_size()))
+      return false;
+    auto tier = tiers.find(plan.tensors(static_cast<int>(id)).buffer().pool());
+    return tier != tiers.end() && tier->second != pb::DEVICE;
+  });
+  if (!hostUpdates)
+    return 0;
+  pb::Plan copy = plan;
+  auto stepAt = [&](double rate) {
+    DeviceProfile slower = profile;
+    slower.hostAdamWParamsPerS = rate;
+    simulatePlan(copy, slower, precision);
+    return copy.header().predicted_step_s();
+  };
+  const double bound = stepAt(profile.hostAdamWParamsPerS) * (1 + tolerance);
+  double fast = profile.hostAdamWParamsPerS, slow = fast / 64;
+  if (stepAt(slow) <= bound)
+    return slow;
+  while (fast > slow * 1.01) { // the step grows as the rate falls: bisect on its log
+    const double mid = std::sqrt(fast * slow);
+    (stepAt(mid) <= bound ? fast : slow) = mid;
+  }
+  return fast;
 }
 
 } // namespace megatrain

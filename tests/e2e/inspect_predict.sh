@@ -85,6 +85,27 @@ for bad in "host_adamw_params_per_s:expected FIELD=VALUE" "host_adamw_params_per
     { echo "unexpected error for --set $change:"; cat "$TMP/err.txt"; exit 1; }
 done
 
+# The host rate floor: set to the floor the summary prints, the step stays within 1% of the
+# plan's; 5% below it, it grows more; the slow profile's host bounds its step.
+floor=$(sed -n 's/^  host rate .* down to a host AdamW of \([0-9.]*\) G params\/s (the profile.s 4.42)$/\1/p' "$TMP/plain.txt")
+[[ -n $floor ]] || { echo "no host rate line:"; grep "host rate" "$TMP/plain.txt"; exit 1; }
+"$BIN/megatrain-inspect" "$TMP/tiny.plan" --max-steps 1 --set "host_adamw_params_per_s=${floor}e9" >"$TMP/at_floor.txt"
+"$BIN/megatrain-inspect" "$TMP/tiny.plan" --max-steps 1 --set "host_adamw_params_per_s=$(python3 -c "print($floor * 0.95e9)")" \
+  >"$TMP/below_floor.txt"
+python3 - "$TMP/plain.txt" "$TMP/at_floor.txt" "$TMP/below_floor.txt" <<'PY'
+import re, sys
+def step(path):
+    line = next(l for l in open(path) if l.startswith("  predicted step"))
+    value, unit = re.match(r"  predicted step +([\d.]+) (\w+):", line).groups()
+    return float(value) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
+plain, at, below = (step(p) for p in sys.argv[1:])
+assert at <= plain * 1.01, (plain, at)  # the floor is printed rounded up to 0.01 G/s
+assert below > plain * 1.01, (plain, below)
+print(f"host rate floor: {plain*1e3:.3f} ms at the profile's rate, {at*1e3:.3f} at the floor, {below*1e3:.3f} 5% below")
+PY
+grep -q "^  host rate .*; the host's updates bound the step)$" "$TMP/slow.txt" ||
+  { echo "the slow host does not bound its step:"; grep "host rate" "$TMP/slow.txt"; exit 1; }
+
 # Bad profiles: one line naming the file, status 1, nothing printed to stdout.
 echo '{"host_adamw_params_per_s": -1}' >"$TMP/negative.json"
 echo '{"host_adamw_params_per_s": ' >"$TMP/broken.json"

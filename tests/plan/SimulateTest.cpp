@@ -342,6 +342,62 @@ TEST(Simulate, HostUpdatesAfterTheLossRunIntoTheNextStep) {
   }
 }
 
+// hostRateFloor: the slowest host AdamW rate whose step stays within 1% of the profile's.
+// Nothing updated in host memory: 0. An update beside a long kernel: the rate at which it
+// would end 1% after that kernel (checked by simulating just above and below it). An update
+// that ends the step: just under the profile's own rate. The plan is left as it was.
+TEST(Simulate, HostRateFloor) {
+  DeviceProfile profile = testProfile();
+  auto build = [](bool longKernel, bool hostUpdate) {
+    Builder b;
+    for (pb::Pool &pool : *b.plan.mutable_pools())
+      pool.set_size_bytes(uint64_t{1} << 30);
+    uint32_t x = b.tensor("x", 4096, pb::INPUT, kDevice, 0);
+    uint32_t a = b.tensor("a", 4096, pb::ACTIVATION, kDevice, 16384);
+    uint32_t big = b.tensor("big", 1 << 24, pb::ACTIVATION, kDevice, 1 << 20);
+    uint32_t out = b.tensor("out", 1 << 24, pb::ACTIVATION, kDevice, 1 << 27);
+    uint32_t w = b.tensor("w", 4096, pb::PARAMETER, kHost, 0);
+    uint32_t gw = b.tensor("grad:w", 4096, pb::GRADIENT, kHost, 16384);
+    uint32_t m = b.tensor("adam_m:w", 4096, pb::OPTIMIZER_STATE, kHost, 32768);
+    uint32_t v = b.tensor("adam_v:w", 4096, pb::OPTIMIZER_STATE, kHost, 49152);
+    b.kernel("relu", {x}, {a});
+    b.record("compute", "e0");
+    b.wait("d2h", "e0");
+    b.copy("d2h", a, gw);
+    b.record("d2h", "e1");
+    b.wait("host", "e1");
+    if (hostUpdate)
+      b.adamw(w, gw, m, v);
+    if (longKernel)
+      b.kernel("relu", {big}, {out});
+    return b.plan;
+  };
+  EXPECT_EQ(hostRateFloor(build(true, false), profile), 0);
+
+  pb::Plan beside = build(true, true);
+  simulatePlan(beside, profile);
+  const pb::Plan before = beside;
+  const double floor = hostRateFloor(beside, profile);
+  EXPECT_EQ(beside.SerializeAsString(), before.SerializeAsString());
+  ASSERT_GT(floor, profile.hostAdamWParamsPerS / 64);
+  ASSERT_LT(floor, profile.hostAdamWParamsPerS / 2);  // the kernel is far longer than the update
+  const double step = beside.header().predicted_step_s();
+  auto stepAt = [&](double rate) {
+    DeviceProfile slower = profile;
+    slower.hostAdamWParamsPerS = rate;
+    pb::Plan copy = beside;
+    simulatePlan(copy, slower);
+    return copy.header().predicted_step_s();
+  };
+  EXPECT_LE(stepAt(floor), step * 1.01);
+  EXPECT_GT(stepAt(floor / 1.02), step * 1.01);
+
+  const pb::Plan last = build(false, true);  // the update ends the step
+  const double bound = hostRateFloor(last, profile);
+  EXPECT_LT(bound, profile.hostAdamWParamsPerS);
+  EXPECT_GT(bound, profile.hostAdamWParamsPerS / 1.01 / 1.01);
+}
+
 // Without events a write also waits for the last readers of the bytes it reuses: a fetch
 // into bytes an earlier activation occupied starts when that activation's reader ends.
 TEST(Simulate, WithoutEventsAWriteWaitsForTheReadersOfItsBytes) {

@@ -42,6 +42,16 @@ namespace megatrain {
 void simulatePlan(plan::Plan &plan, const DeviceProfile &profile,
                   Precision precision = Precision::FP32);
 
+/// How slow a host the plan's prediction holds for: the slowest host AdamW
+/// rate (parameters per second) at which the predicted step stays within
+/// `tolerance` (a fraction) of its step on `profile`, found by simulating the
+/// plan again at rates between the profile's and a 64th of it, to within 1%
+/// of the rate. 0 when the plan updates nothing in host memory (no rate moves
+/// it); a 64th of the profile's rate when even that keeps the step. `plan` is
+/// left as it was.
+double hostRateFloor(const plan::Plan &plan, const DeviceProfile &profile,
+                     Precision precision = Precision::FP32, double tolerance = 0.01);
+
 } // namespace megatrain
 
 #endif // MEGATRAIN_PLAN_SIMULATE_H
