@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
@@ -459,6 +460,25 @@ double hostRateFloor(const pb::Plan &plan, const DeviceProfile &profile, Precisi
     (stepAt(mid) <= bound ? fast : slow) = mid;
   }
   return fast;
+}
+
+std::string describeHostRateFloor(const pb::Plan &plan) {
+  DeviceProfile profile;
+  std::string error;
+  if (plan.header().device_profile().empty() ||
+      !parseDeviceProfile(plan.header().device_profile(), profile, error))
+    return "";
+  const double floor = hostRateFloor(plan, profile, Precision::FP32);
+  if (floor <= 0)
+    return "";
+  const double rate = profile.hostAdamWParamsPerS;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the step stays within 1%% of its prediction down to a host AdamW of %.2f G "
+                "params/s (the profile's %.2f%s)",
+                std::ceil(floor * 1e-7) * 1e-2, rate * 1e-9,
+                floor > 0.97 * rate ? "; the host's updates bound the step" : "");
+  return text;
 }
 
 } // namespace megatrain

@@ -248,16 +248,8 @@ void printSummary(const plan::Plan& plan, const PlanStats& stats) {
   std::printf("  %-14s %s\n", "busy", loads.c_str());
   // How slow a host the prediction holds for: a machine whose host AdamW runs
   // slower than the floor (megatrain-profile measures it) gets a longer step.
-  DeviceProfile profile;
-  std::string error;
-  if (h.device_profile().empty() || !parseDeviceProfile(h.device_profile(), profile, error)) return;
-  const double floor = hostRateFloor(plan, profile, Precision::FP32);
-  if (floor <= 0) return;
-  const double rate = profile.hostAdamWParamsPerS;
-  const double shown = std::ceil(floor * 1e-7) * 1e-2;  // G params/s, rounded up: the step holds at it
-  std::printf("  %-14s the step stays within 1%% of its prediction down to a host AdamW of %.2f G params/s "
-              "(the profile's %.2f%s)\n",
-              "host rate", shown, rate * 1e-9, floor > 0.97 * rate ? "; the host's updates bound the step" : "");
+  const std::string hostRate = describeHostRateFloor(plan);
+  if (!hostRate.empty()) std::printf("  %-14s %s\n", "host rate", hostRate.c_str());
 }
 
 void printSchedule(const plan::Plan& plan, const PlanStats& stats, int64_t maxSteps) {

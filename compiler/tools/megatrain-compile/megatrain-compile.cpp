@@ -594,6 +594,9 @@ void printSummary(llvm::raw_ostream &os, const megatrain::plan::Plan &plan,
        << " ms in plan order)\n";
   else if (hostOrder.tasks >= 2)
     os << "  host order     plan order kept: " << hostOrder.why << "\n";
+  const std::string hostRate = megatrain::describeHostRateFloor(plan);
+  if (!hostRate.empty())
+    os << "  host rate      " << hostRate << "\n";
 }
 
 /// Adds the model's path and hash to the module for the plan header.

@@ -12,6 +12,8 @@
 #include "megatrain/plan/DeviceProfile.h"
 #include "megatrain/plan/plan.pb.h"
 
+#include <string>
+
 namespace megatrain {
 
 /// Replays `plan` on `profile` and writes: every Step's predicted_start_s and
@@ -51,6 +53,16 @@ void simulatePlan(plan::Plan &plan, const DeviceProfile &profile,
 /// left as it was.
 double hostRateFloor(const plan::Plan &plan, const DeviceProfile &profile,
                      Precision precision = Precision::FP32, double tolerance = 0.01);
+
+/// The summaries' `host rate` line (megatrain-compile, megatrain-inspect):
+/// hostRateFloor at 1% on the profile the plan's header records (the one its
+/// predictions were made with), as "the step stays within 1% of its prediction
+/// down to a host AdamW of 3.50 G params/s (the profile's 4.42)", the floor
+/// rounded up to 0.01 G/s (the step holds at the figure shown), with "; the
+/// host's updates bound the step" inside the parentheses where the floor is
+/// within 3% of the profile's rate. Empty without a recorded profile or
+/// where nothing is updated in host memory.
+std::string describeHostRateFloor(const plan::Plan &plan);
 
 } // namespace megatrain
 
