@@ -6,7 +6,9 @@
 #
 # BIN holds megatrain-run, megatrain-inspect and gpu_executor_tests built with CUDA;
 # PLAN_DIR holds NAME.plan for each NAME in PLANS. For each plan, in turn: an untraced run
-# (the median step), the same with --no-host-overlap (each step waits for its updates), then
+# (the median step), the same with --no-host-overlap (each step waits for its updates), the
+# same with one host thread fewer for the AdamW (MEGATRAIN_HOST_THREADS: a core left to the
+# thread that issues the next step while the updates run), then
 # a traced window of the last three steps of a run: its summary (the time from one step's
 # start to the next's, how far each step's host updates ran into the next), the trace, and
 # bench/trace_breakdown.py, bench/trace_gaps.py of its last step (whose gaps include the
@@ -41,6 +43,8 @@ rows=()
 for name in $PLANS; do
   run "$name" "$OUT/$name.log"
   run "$name" "$OUT/$name.no-overlap.log" --no-host-overlap
+  threads=$(( $(nproc) - 1 ))
+  MEGATRAIN_HOST_THREADS=$threads run "$name" "$OUT/$name.threads.log"
   run "$name" "$OUT/$name.window.log" --trace "$OUT/$name.window.json" --trace-steps 3
   "$BIN/megatrain-inspect" "$PLAN_DIR/$name.plan" --max-steps 1 --trace "$OUT/$name.predicted.json" > /dev/null
   python3 bench/trace_breakdown.py "$OUT/$name.window.json" > "$OUT/$name.breakdown.txt" 2>&1
@@ -53,11 +57,11 @@ for name in $PLANS; do
   period=$(grep -o "on one clock, [0-9.]* ms" "$OUT/$name.window.log" | grep -o "[0-9.]* ms" || echo "-")
   into=$(grep -o "[0-9.-]* ms into the next step" "$OUT/$name.window.log" | sed 's/ into the next step//' | paste -sd, -)
   predicted=$(grep -o "predicted [0-9.]* ms" "$OUT/$name.log" | head -1 | grep -o "[0-9.]* ms")
-  rows+=("| $name | $(median "$OUT/$name.log") | $(median "$OUT/$name.no-overlap.log") | $period | ${into:--} | ${predicted:--} |")
+  rows+=("| $name | $(median "$OUT/$name.log") | $(median "$OUT/$name.no-overlap.log") | $(median "$OUT/$name.threads.log") | $period | ${into:--} | ${predicted:--} |")
 done
 
 echo "gpu_executor_tests (trace, host tasks): $tests"
-echo "| plan | median step | --no-host-overlap | traced window, start to start | updates into the next step | predicted |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| plan | median step | --no-host-overlap | $(( $(nproc) - 1 )) host threads | traced window, start to start | updates into the next step | predicted |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 for name in $PLANS; do echo "$name:"; cat "$OUT/$name.host_rates.txt"; done
