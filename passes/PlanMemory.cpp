@@ -33,8 +33,11 @@
 //      share a byte. A failure is a bug in stage 3, reported as an error.
 //      (3b) mt-tier fitted its budget (mt.device_budget) placing every view
 //      as a copy; best fit is not monotone, so should the placement with
-//      views exceed that budget, the views become copies again (mt.alias
-//      removed) and stages 1 to 4 run once more.
+//      views exceed that budget, as many views as fit are kept: ordered by
+//      how far each lengthens its base's life (least first), the longest
+//      prefix that places within the budget is found by bisection (stages 1
+//      to 4 again per try; none kept is mt-tier's placement) and the rest
+//      become copies again (mt.alias removed).
 //   5. Write `mt.offset` on each op (one entry per result, an offset in the
 //      value's arena; a view's is its base's), `mt.arena_size` and
 //      `mt.host_stage_size` on the function.
@@ -72,6 +75,7 @@ struct ArenaValue {
   unsigned arena;
   Slot slot;
   size_t base = 0;
+  int64_t ownLast = 0; // slot.last before any view lengthened it
 };
 
 /// Bytes of a statically shaped tensor, or failure with a diagnostic on `op`.
@@ -101,17 +105,52 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
       return signalPassFailure();
     // Stage 3b. mt-tier fitted the budget with every view a copy, and best
     // fit is not monotone: should the views' placement come out bigger than
-    // the budget, the step is placed as mt-tier saw it, views as copies.
+    // the budget, keep the views that still place within it.
     auto budget = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kDeviceBudget);
-    bool views = llvm::any_of(values, [](const ArenaValue &v) { return v.arena == kViewOfBase; });
-    if (views && budget && budget.getInt() > 0 &&
-        sizes[kDeviceArena] > static_cast<uint64_t>(budget.getInt())) {
-      func.walk([](mlir::Operation *op) { op->removeAttr(mt::attr::kAlias); });
+    if (budget && budget.getInt() > 0 &&
+        sizes[kDeviceArena] > static_cast<uint64_t>(budget.getInt()) &&
+        mlir::failed(keepViewsThatFit(func, values, sizes, static_cast<uint64_t>(budget.getInt()))))
+      return signalPassFailure();
+    annotate(func, values, sizes);
+  }
+
+  /// Stage 3b: the views ordered by how far each lengthens its base's life
+  /// (least first, then in program order), the longest prefix of them whose
+  /// placement fits `budget` (bisection: none kept fits, as mt-tier placed
+  /// it; all kept does not), the rest made copies. `values` and `sizes` are
+  /// left as that placement's.
+  mlir::LogicalResult keepViewsThatFit(mlir::func::FuncOp func, std::vector<ArenaValue> &values,
+                                       uint64_t (&sizes)[kArenaCount], uint64_t budget) {
+    std::vector<std::pair<int64_t, mlir::Operation *>> views;
+    for (const ArenaValue &value : values)
+      if (value.arena == kViewOfBase)
+        views.emplace_back(std::max<int64_t>(0, value.slot.last - values[value.base].ownLast), value.op);
+    if (views.empty())
+      return mlir::success();
+    std::stable_sort(views.begin(), views.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    mlir::UnitAttr alias = mlir::UnitAttr::get(&getContext());
+    auto keep = [&](size_t count) -> mlir::FailureOr<bool> {
+      for (size_t i = 0; i < views.size(); ++i) {
+        if (i < count)
+          views[i].second->setAttr(mt::attr::kAlias, alias);
+        else
+          views[i].second->removeAttr(mt::attr::kAlias);
+      }
       values.clear();
       if (mlir::failed(place(func, values, sizes)))
-        return signalPassFailure();
+        return mlir::failure();
+      return sizes[kDeviceArena] <= budget;
+    };
+    size_t fits = 0, over = views.size();
+    while (over - fits > 1) {
+      const size_t mid = fits + (over - fits) / 2;
+      mlir::FailureOr<bool> ok = keep(mid);
+      if (mlir::failed(ok))
+        return mlir::failure();
+      (*ok ? fits : over) = mid;
     }
-    annotate(func, values, sizes);
+    return mlir::success(mlir::succeeded(keep(fits)));
   }
 
   /// Stages 1 to 4.
@@ -189,7 +228,7 @@ struct PlanMemory : impl::PlanMemoryBase<PlanMemory> {
           arena = kViewOfBase;
         }
         entryOf[result] = values.size();
-        values.push_back({op, static_cast<unsigned>(index), arena, slot, base});
+        values.push_back({op, static_cast<unsigned>(index), arena, slot, base, slot.last});
       }
       return mlir::WalkResult::advance();
     });

@@ -50,3 +50,28 @@ func.func @view_of_argument(%a: tensor<4x8xf32>) -> tensor<32xf32> {
   %v = mt.reshape %a {mt.alias, mt.step = 0 : i64, mt.live_end = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<32xf32>
   return {mt.step = 1 : i64} %v : tensor<32xf32>
 }
+
+// -----
+
+// Best fit is not monotone: with both views of %a kept, the step needs 1280
+// bytes, though mt-tier fitted its 1024-byte budget with every view a copy.
+// Stage 3b keeps the views that fit, those that lengthen their base's life
+// least first: %v1 (ends with %a) stays a view, %v3 (one step past it) becomes
+// a copy again, and the arena is 1024 bytes.
+// CHECK-LABEL: func.func @views_that_fit
+// CHECK-SAME:    mt.arena_size = 1024
+func.func @views_that_fit() attributes {mt.device_budget = 1024 : i64} {
+  // CHECK: mt.fill {{.*}}mt.offset = array<i64: [[A:[0-9]+]]>{{.*}}tensor<64xf32>
+  %a = mt.fill {value = 0.0 : f64, mt.step = 0 : i64, mt.live_end = array<i64: 3>} : tensor<64xf32>
+  // CHECK: mt.reshape {{.*}}mt.alias{{.*}}mt.offset = array<i64: [[A]]>
+  %v1 = mt.reshape %a {mt.alias, mt.step = 1 : i64, mt.live_end = array<i64: 3>} : (tensor<64xf32>) -> tensor<8x8xf32>
+  %b = mt.fill {value = 0.0 : f64, mt.step = 2 : i64, mt.live_end = array<i64: 5>} : tensor<64xf32>
+  // CHECK: mt.reshape
+  // CHECK-NOT: mt.alias
+  // CHECK-SAME: mt.step = 3
+  %v3 = mt.reshape %a {mt.alias, mt.step = 3 : i64, mt.live_end = array<i64: 4>} : (tensor<64xf32>) -> tensor<8x8xf32>
+  %c = mt.fill {value = 0.0 : f64, mt.step = 4 : i64, mt.live_end = array<i64: 4>} : tensor<128xf32>
+  %d = mt.fill {value = 0.0 : f64, mt.step = 5 : i64, mt.live_end = array<i64: 6>} : tensor<64xf32>
+  %e = mt.fill {value = 0.0 : f64, mt.step = 6 : i64, mt.live_end = array<i64: 7>} : tensor<192xf32>
+  return {mt.step = 7 : i64}
+}
