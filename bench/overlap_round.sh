@@ -4,6 +4,9 @@
 #
 #   BIN=DIR PLAN_DIR=DIR PLANS="n7b n64" OUT=DIR bash bench/overlap_round.sh
 #
+# Every log, trace and reading goes to WORK (default /tmp/overlap-round) and, packed, to
+# OUT/overlap-round.tar.gz beside OUT/table.md (the GPU machine returns at most 8 files).
+#
 # BIN holds megatrain-run, megatrain-inspect and gpu_executor_tests built with CUDA;
 # PLAN_DIR holds NAME.plan for each NAME in PLANS. For each plan, in turn: an untraced run
 # (the median step), the same with --no-host-overlap (each step waits for its updates), the
@@ -19,17 +22,18 @@ set -uo pipefail
 BIN=${BIN:?BIN=DIR with megatrain-run, megatrain-inspect, gpu_executor_tests}
 PLAN_DIR=${PLAN_DIR:?PLAN_DIR=DIR with NAME.plan}
 PLANS=${PLANS:-n7b n64}
-OUT=${OUT:-/tmp/overlap-round}
+OUT=${OUT:-/tmp/overlap-round-out}
+WORK=${WORK:-/tmp/overlap-round}
 STEPS=${STEPS:-8}
-mkdir -p "$OUT"
-tokens=${TOKENS:-/tmp/overlap-round-tokens.bin}  # not under OUT: 8 MiB that need not come back
+mkdir -p "$OUT" "$WORK"
+tokens=${TOKENS:-/tmp/overlap-round-tokens.bin}  # outside WORK: 8 MiB that need not come back
 python3 bench/make_tokens.py --vocab 32000 --tokens 4194304 --out "$tokens" > /dev/null
 
 tests="not run"
 if [[ -x $BIN/gpu_executor_tests ]]; then
   if "$BIN/gpu_executor_tests" --gtest_filter='CudaExecutor.*Trace*:CudaExecutor.HostTasks*' \
-      > "$OUT/gpu_executor_tests.log" 2>&1; then tests="PASS"; else tests="FAIL"; fi
-  tests="$tests ($(grep -c '^\[       OK \]' "$OUT/gpu_executor_tests.log") passed)"
+      > "$WORK/gpu_executor_tests.log" 2>&1; then tests="PASS"; else tests="FAIL"; fi
+  tests="$tests ($(grep -c '^\[       OK \]' "$WORK/gpu_executor_tests.log") passed)"
 fi
 
 run() { # name log [flags...]
@@ -41,27 +45,30 @@ median() { grep -ho "median step [0-9.]* ms" "$1" | grep -o "[0-9.]* ms" || echo
 
 rows=()
 for name in $PLANS; do
-  run "$name" "$OUT/$name.log"
-  run "$name" "$OUT/$name.no-overlap.log" --no-host-overlap
+  run "$name" "$WORK/$name.log"
+  run "$name" "$WORK/$name.no-overlap.log" --no-host-overlap
   threads=$(( $(nproc) - 1 ))
-  MEGATRAIN_HOST_THREADS=$threads run "$name" "$OUT/$name.threads.log"
-  run "$name" "$OUT/$name.window.log" --trace "$OUT/$name.window.json" --trace-steps 3
-  "$BIN/megatrain-inspect" "$PLAN_DIR/$name.plan" --max-steps 1 --trace "$OUT/$name.predicted.json" > /dev/null
-  python3 bench/trace_breakdown.py "$OUT/$name.window.json" > "$OUT/$name.breakdown.txt" 2>&1
-  python3 bench/trace_gaps.py "$OUT/$name.window.json" --plan-trace "$OUT/$name.predicted.json" \
-    > "$OUT/$name.gaps.txt" 2>&1
+  MEGATRAIN_HOST_THREADS=$threads run "$name" "$WORK/$name.threads.log"
+  run "$name" "$WORK/$name.window.log" --trace "$WORK/$name.window.json" --trace-steps 3
+  "$BIN/megatrain-inspect" "$PLAN_DIR/$name.plan" --max-steps 1 --trace "$WORK/$name.predicted.json" > /dev/null
+  python3 bench/trace_breakdown.py "$WORK/$name.window.json" > "$WORK/$name.breakdown.txt" 2>&1
+  python3 bench/trace_gaps.py "$WORK/$name.window.json" --plan-trace "$WORK/$name.predicted.json" \
+    > "$WORK/$name.gaps.txt" 2>&1
   rate=$(python3 bench/plan_header.py "$PLAN_DIR/$name.plan" | python3 -c \
     "import json,sys; print(json.loads(json.load(sys.stdin)['device_profile'])['host_adamw_params_per_s'] / 1e9)")
-  python3 bench/host_rates.py "$OUT/$name.window.json" --rate "$rate" > "$OUT/$name.host_rates.txt" 2>&1
-  gzip -f "$OUT/$name.window.json" "$OUT/$name.predicted.json"
-  period=$(grep -o "on one clock, [0-9.]* ms" "$OUT/$name.window.log" | grep -o "[0-9.]* ms" || echo "-")
-  into=$(grep -o "[0-9.-]* ms into the next step" "$OUT/$name.window.log" | sed 's/ into the next step//' | paste -sd, -)
-  predicted=$(grep -o "predicted [0-9.]* ms" "$OUT/$name.log" | head -1 | grep -o "[0-9.]* ms")
-  rows+=("| $name | $(median "$OUT/$name.log") | $(median "$OUT/$name.no-overlap.log") | $(median "$OUT/$name.threads.log") | $period | ${into:--} | ${predicted:--} |")
+  python3 bench/host_rates.py "$WORK/$name.window.json" --rate "$rate" > "$WORK/$name.host_rates.txt" 2>&1
+  gzip -f "$WORK/$name.window.json" "$WORK/$name.predicted.json"
+  period=$(grep -o "on one clock, [0-9.]* ms" "$WORK/$name.window.log" | grep -o "[0-9.]* ms" || echo "-")
+  into=$(grep -o "[0-9.-]* ms into the next step" "$WORK/$name.window.log" | sed 's/ into the next step//' | paste -sd, -)
+  predicted=$(grep -o "predicted [0-9.]* ms" "$WORK/$name.log" | head -1 | grep -o "[0-9.]* ms")
+  rows+=("| $name | $(median "$WORK/$name.log") | $(median "$WORK/$name.no-overlap.log") | $(median "$WORK/$name.threads.log") | $period | ${into:--} | ${predicted:--} |")
 done
 
+{
 echo "gpu_executor_tests (trace, host tasks): $tests"
 echo "| plan | median step | --no-host-overlap | $(( $(nproc) - 1 )) host threads | traced window, start to start | updates into the next step | predicted |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
-for name in $PLANS; do echo "$name:"; cat "$OUT/$name.host_rates.txt"; done
+for name in $PLANS; do echo "$name:"; cat "$WORK/$name.host_rates.txt"; done
+} | tee "$OUT/table.md"
+tar czf "$OUT/overlap-round.tar.gz" -C "$WORK" --exclude '*.bin' --exclude '*.bin.json' .
