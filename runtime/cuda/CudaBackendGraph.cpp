@@ -121,7 +121,7 @@ void CudaBackend::replayStep(const plan::AdamW& hyper, int64_t t, double* loss) 
   // The previous step ended with a synchronize: no host node reads a slot now.
   for (uint32_t step : graphHostTasks_) {
     HostTaskSlot& slot = hostSlots_[step];
-    slot.traced = false;
+    slot.traceAt = HostTaskSlot::kUntraced;
     if (slot.kind == HostTaskSlot::Kind::AdamW) {
       slot.hyper = hyper;
       slot.t = t;

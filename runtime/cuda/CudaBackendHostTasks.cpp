@@ -38,8 +38,7 @@ HostTaskSlot& CudaBackend::hostSlot(HostTaskSlot::Kind kind) {
   slot.kind = kind;
   slot.backend = this;
   slot.step = currentStep_;
-  slot.traced = tracing_;
-  slot.traceAt = traceBase_ + currentStep_;
+  slot.traceAt = traceIndex();
   return slot;
 }
 
@@ -67,7 +66,8 @@ void CUDART_CB CudaBackend::runHostTask(void* opaque) {
   CudaBackend& self = *slot.backend;
   // After a failure the host state is suspect: skip until it is reported.
   if (self.hostFailed_.load()) return;
-  const double start = slot.traced ? self.hostSeconds() : 0;
+  const bool traced = slot.traceAt != HostTaskSlot::kUntraced;
+  const double start = traced ? self.hostSeconds() : 0;
   try {
     switch (slot.kind) {
       case HostTaskSlot::Kind::AdamW:
@@ -86,7 +86,7 @@ void CUDART_CB CudaBackend::runHostTask(void* opaque) {
     self.hostFailed(slot.step, "unknown exception");
   }
   // The window's spans_ keep their size until endStepTrace, which first waits for every host task.
-  if (slot.traced && slot.traceAt < self.spans_.size()) self.spans_[slot.traceAt] = StepSpan{start, self.hostSeconds()};
+  if (traced && slot.traceAt < self.spans_.size()) self.spans_[slot.traceAt] = StepSpan{start, self.hostSeconds()};
 }
 
 void CudaBackend::runAdamW(const plan::Tensor& param, const plan::Tensor& grad, const plan::Tensor& m,

@@ -84,8 +84,9 @@ struct HostTaskSlot {
   plan::AdamW hyper;
   int64_t t = 0;
   double* loss = nullptr;
-  bool traced = false;
-  size_t traceAt = 0;  // traced: its span's index in the window (CudaBackend::spans_)
+  // Traced: its span's index in the window (CudaBackend::spans_); kUntraced otherwise.
+  static constexpr size_t kUntraced = SIZE_MAX;
+  size_t traceAt = kUntraced;
 };
 
 class CudaBackend final : public Backend {
@@ -216,6 +217,9 @@ class CudaBackend final : public Backend {
   // ---- CudaBackendReports.cpp ----
   void recordMemoryBeforePrepare();
   uint64_t deviceUsedBytes() const;
+  // The current plan step's index in the traced window's events and spans;
+  // HostTaskSlot::kUntraced while nothing is traced or outside a plan step.
+  size_t traceIndex() const;
   // Timing events around a kernel or copy step when tracing.
   void traceBegin(cudaStream_t stream);
   void traceEnd(cudaStream_t stream);

@@ -59,15 +59,21 @@ std::optional<DeviceMemoryReport> CudaBackend::memoryReport() const {
 
 // ---- the step trace ----
 
+size_t CudaBackend::traceIndex() const {
+  if (!tracing_ || !plan_ || currentStep_ >= static_cast<size_t>(plan_->steps_size())) return HostTaskSlot::kUntraced;
+  return traceBase_ + currentStep_;
+}
+
 void CudaBackend::traceBegin(cudaStream_t stream) {
-  if (!tracing_ || !plan_ || currentStep_ >= static_cast<size_t>(plan_->steps_size())) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceStart_[traceBase_ + currentStep_], stream));
+  const size_t at = traceIndex();
+  if (at != HostTaskSlot::kUntraced) MT_CUDA_CHECK(cudaEventRecord(traceStart_[at], stream));
 }
 
 void CudaBackend::traceEnd(cudaStream_t stream) {
-  if (!tracing_ || !plan_ || currentStep_ >= static_cast<size_t>(plan_->steps_size())) return;
-  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[traceBase_ + currentStep_], stream));
-  timed_[traceBase_ + currentStep_] = true;
+  const size_t at = traceIndex();
+  if (at == HostTaskSlot::kUntraced) return;
+  MT_CUDA_CHECK(cudaEventRecord(traceEnd_[at], stream));
+  timed_[at] = true;
 }
 
 double CudaBackend::hostSeconds() const {

@@ -222,7 +222,6 @@ RunReport::RunReport(const plan::Plan& plan, Backend& backend, const RunReportOp
     if (!backend.canTraceSteps())
       throw Error("--trace needs --backend cuda (the " + backend.name() + " backend cannot time a step)");
   }
-  checkRunReportFlags(options);
 }
 
 void RunReport::afterStep(int64_t step, double seconds, const std::vector<StepSpan>& trace) {

@@ -1,6 +1,5 @@
 // megatrain-inspect.cpp - prints a plan: header, cost summary and the step-by-step schedule.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <initializer_list>
 #include <map>
