@@ -28,7 +28,10 @@
 //      sums it saves, against the host AdamW, M fetches and one copy out a
 //      home saves for the rest of its bytes), every accumulator takes the
 //      device's room first (4a), and the homes get what is left.
-//   6. Accumulator visits (mt-tier's `accumulator-visits`): the ring
+//   6. Update visits (`state-home visit[:REGEX]`): host homes whose update
+//      runs on the device (mt.update = "visit"); their ring
+//      (mt.update_ring_size) comes out of the device's room before any home.
+//   7. Accumulator visits (mt-tier's `accumulator-visits`): the ring
 //      (mt.visit_ring_size) comes out of the device's room first; the
 //      accumulators mt-tier marked "visit" take device room only after the
 //      homes, and the rest keep the mark: they live on the host and visit
@@ -125,6 +128,24 @@ struct Homes : impl::HomesBase<Homes> {
              (diskMemory > 0 ? diskStageBytes(states) : 0);
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     const Rooms initial = rooms;
+
+    // Update visits (`state-home visit[:REGEX]`): the ring comes out of the
+    // device's room before any home.
+    const uint64_t updateRing = updateVisitRingBytes(states, *forcings, microbatches);
+    if (updateRing > rooms.left[kDev]) {
+      func.emitError("mt-homes: the ring of update visits (")
+          << formatBytes(updateRing) << ", " << kUpdateVisitSlots
+          << " slots of the largest visiting parameter's master, moments and compute copy) "
+             "finds no room on the device: "
+          << describe(initial, rooms, arena, stage)
+          << "; raise --device-memory or let fewer parameters visit (--state-home visit:REGEX)";
+      return signalPassFailure();
+    }
+    rooms.left[kDev] -= updateRing;
+    llvm::StringSet<> updateVisitors;
+    for (const ParameterState &state : states)
+      if (state.trainable && forcedVisit(*forcings, state.name))
+        updateVisitors.insert(state.name);
 
     llvm::StringMap<Home> homes;
     std::vector<const ParameterState *> free;
@@ -290,6 +311,16 @@ struct Homes : impl::HomesBase<Homes> {
         anyVisit = true;
       }
     });
+    func.walk([&](mt::ParamOp param) {
+      param->removeAttr(mt::attr::kUpdate);
+      if (updateVisitors.contains(param.getName()))
+        param->setAttr(mt::attr::kUpdate, builder.getStringAttr("visit"));
+    });
+    if (updateRing > 0)
+      func->setAttr(mt::attr::kUpdateRingSize,
+                    builder.getI64IntegerAttr(static_cast<int64_t>(updateRing)));
+    else
+      func->removeAttr(mt::attr::kUpdateRingSize);
     if (anyVisit)
       func->setAttr(mt::attr::kVisitRingSize,
                     builder.getI64IntegerAttr(static_cast<int64_t>(visitRing)));
@@ -303,7 +334,9 @@ struct Homes : impl::HomesBase<Homes> {
     std::vector<ParameterState> ringed;
     for (const ParameterState &state : states) {
       auto it = homes.find(state.name);
-      if (it == homes.end() || it->second != Home::Device)
+      // A visiting update reads its gradient on the device.
+      if ((it == homes.end() || it->second != Home::Device) &&
+          !updateVisitors.contains(state.name))
         ringed.push_back(state);
     }
     uint64_t ring = gradientStageBytes(ringed, keepGradients, microbatches);

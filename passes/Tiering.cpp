@@ -345,6 +345,14 @@ struct Tier : impl::TierBase<Tier> {
     // room the state needed), the readouts, the gradient staging ring and,
     // with a disk, its staging.
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    // Update visits (`state-home visit:REGEX` alone) leave the other homes to
+    // the joint choice below; their state lives on the host whatever the
+    // arena, so it never competes for the device's room.
+    const bool onlyVisits = llvm::all_of(*forcings, [](const HomeForcing &f) { return f.visit; });
+    std::vector<ParameterState> jointStates;
+    for (const ParameterState &state : states)
+      if (!(state.trainable && forcedVisit(*forcings, state.name)))
+        jointStates.push_back(state);
     const int64_t parts = microbatchCount(func);
     const bool microbatches = parts > 1;
     // With micro-batches, where a byte of device accumulator saves more than
@@ -397,21 +405,23 @@ struct Tier : impl::TierBase<Tier> {
       // size, so the parameters it leaves below need not pack as these did.
       uint64_t reserve = deviceStateReserve(states, *forcings, host, diskMemory);
       reserve += reserve / 16;
+      // The ring the updates forced to visit the device pass through.
+      const uint64_t updateRing = updateVisitRingBytes(states, *forcings, microbatches);
       budget = deviceMemory;
-      if (reserve > 0 && device != 0) {
+      if (reserve + updateRing > 0 && device != 0) {
         // (Without a device capacity, megatrain-opt's default, the arena keeps no budget.)
-        if (device <= reserve) {
+        if (device <= reserve + updateRing) {
           func.emitError("mt-tier: ")
-              << formatBytes(reserve) << " of training state must live on the device "
-              << "(what --host-memory and --disk-memory cannot hold, and --state-home "
-                 "device), leaving no arena in --device-memory "
+              << formatBytes(reserve + updateRing) << " of training state must live on the device "
+              << "(what --host-memory and --disk-memory cannot hold, --state-home "
+                 "device, and the ring of --state-home visit), leaving no arena in --device-memory "
               << formatBytes(device)
               << " (the host keeps " << formatBytes(hostFixed)
               << " of readouts and staging); raise --device-memory, --host-memory or "
                  "--disk-memory";
           return signalPassFailure();
         }
-        budget = device - reserve;
+        budget = device - reserve - updateRing;
       }
       if (mlir::succeeded(choice))
         choice->plan.erase();
@@ -426,13 +436,15 @@ struct Tier : impl::TierBase<Tier> {
       fillOptions.spill = spill && reserve == 0;
       fillOptions.search = fillSearch;
       fillOptions.log = logStream;
-      if (forcings->empty()) {
-        fillOptions.deviceBytes = device;
-        fillOptions.stateDeviceBytes = deviceFormBytes(states);
+      // The device less the update visits' ring.
+      const uint64_t stateDevice = device > updateRing ? device - updateRing : 0;
+      if (onlyVisits) {
+        fillOptions.deviceBytes = stateDevice;
+        fillOptions.stateDeviceBytes = deviceFormBytes(jointStates);
         fillOptions.accumulatorBytes = accumulators;
       }
       auto plan = [&]() -> mlir::FailureOr<TieringChoice> {
-        bool joint = fill && policy == "auto" && forcings->empty() && budget != 0 && device != 0;
+        bool joint = fill && policy == "auto" && onlyVisits && budget != 0 && device != 0;
         fillOptions.minSecondsPerByte = 0;
         // The room left beside the arena, tried in order while the
         // checkpoint plan fits: all the state, then the accumulators alone
@@ -452,11 +464,11 @@ struct Tier : impl::TierBase<Tier> {
             budget = roomy;
           return roomyChoice;
         };
-        if (uint64_t roomy = joint ? jointBudget(states, device, budget) : 0)
+        if (uint64_t roomy = joint ? jointBudget(jointStates, stateDevice, budget) : 0)
           if (mlir::FailureOr<TieringChoice> choice = roomFor(roomy, 0, "all the state");
               mlir::succeeded(choice))
             return choice;
-        const double floor = joint ? stateSecondsPerByte(states, profile) : 0;
+        const double floor = joint ? stateSecondsPerByte(jointStates, profile) : 0;
         if (joint && accumulators > 0 && accumulators < budget)
           if (mlir::FailureOr<TieringChoice> choice =
                   roomFor(budget - accumulators, floor, "the accumulators");
@@ -481,7 +493,7 @@ struct Tier : impl::TierBase<Tier> {
       // explicit --device-memory of the default capacity.
       if (budget == 0 && device != 0) {
         mlir::func::FuncOp probe = choice->plan.clone();
-        uint64_t state = forcings->empty() ? deviceFormBytes(states) : 0;
+        uint64_t state = onlyVisits ? deviceFormBytes(jointStates) : 0;
         bool over = mlir::succeeded(renumber(probe, profile, 0, ringBytes)) &&
                     deviceArenaBytes(probe) + state > device;
         probe.erase();

@@ -228,13 +228,14 @@ parseHomeForcings(llvm::ArrayRef<std::string> entries, std::string &why) {
   for (const std::string &entry : entries) {
     llvm::StringRef text(entry);
     auto [tier, pattern] = text.split(':');
-    std::optional<Home> home = parseHome(tier);
+    const bool visit = tier == "visit";
+    std::optional<Home> home = visit ? std::optional<Home>(Home::Host) : parseHome(tier);
     if (!home) {
       why = "--state-home '" + entry + "': the tier is '" + tier.str() +
-            "', expected device, host or disk (TIER or TIER:REGEX)";
+            "', expected device, host, disk or visit (TIER or TIER:REGEX)";
       return std::nullopt;
     }
-    HomeForcing forcing{*home, pattern.str(), nullptr};
+    HomeForcing forcing{*home, pattern.str(), nullptr, visit};
     if (!pattern.empty()) {
       forcing.regex = std::make_shared<llvm::Regex>(pattern);
       std::string error;
@@ -254,6 +255,29 @@ std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
     if (!forcing.regex || forcing.regex->match(parameter))
       return forcing.home;
   return std::nullopt;
+}
+
+bool forcedVisit(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter) {
+  for (const HomeForcing &forcing : forcings)
+    if (!forcing.regex || forcing.regex->match(parameter))
+      return forcing.visit;
+  return false;
+}
+
+uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches) {
+  auto padded = [](uint64_t bytes) { return std::max<uint64_t>((bytes + 255) / 256 * 256, 256); };
+  const uint64_t f32 = padded(state.elements * 4);
+  return 3 * f32 + (state.computeCopy ? padded(state.elements * 2) : 0) +
+         (microbatches ? f32 : 0);
+}
+
+uint64_t updateVisitRingBytes(llvm::ArrayRef<ParameterState> states,
+                              llvm::ArrayRef<HomeForcing> forcings, bool microbatches) {
+  uint64_t largest = 0;
+  for (const ParameterState &state : states)
+    if (state.trainable && forcedVisit(forcings, state.name))
+      largest = std::max(largest, updateVisitSlotBytes(state, microbatches));
+  return kUpdateVisitSlots * largest;
 }
 
 uint64_t deviceStateReserve(llvm::ArrayRef<ParameterState> states,

@@ -119,10 +119,13 @@ AccumulatorVisits planAccumulatorVisits(llvm::ArrayRef<ParameterState> states,
                                         uint64_t slots);
 
 /// `--state-home TIER[:REGEX]`, in order; the first that matches wins.
+/// TIER `visit` is a host home whose update visits the device (`visit`
+/// true): "Update visits" in docs/tiering.md.
 struct HomeForcing {
   Home home;
   std::string pattern;                 // empty: every parameter
   std::shared_ptr<llvm::Regex> regex;  // null when pattern is empty
+  bool visit = false;
 };
 
 /// Parses the option's entries; on a bad one returns nullopt and sets `why`.
@@ -131,6 +134,21 @@ parseHomeForcings(llvm::ArrayRef<std::string> entries, std::string &why);
 
 std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
                                llvm::StringRef parameter);
+
+/// Update visits (docs/tiering.md, "Update visits"): a host home whose
+/// master, moments and compute copy visit the device for its update, through
+/// a ring of `kUpdateVisitSlots` slots in the DEVICE pool `update_visit`.
+inline constexpr uint64_t kUpdateVisitSlots = 4;
+/// Whether `--state-home visit[:REGEX]` is the forcing that matches.
+bool forcedVisit(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter);
+/// The ring bytes one visit of `state` takes: its master, m and v (f32), its
+/// compute copy (bf16, where it has one) and, with micro-batches, room for
+/// its sum where that is kept on the host; each tensor 256-byte aligned.
+uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches);
+/// The ring for the trainable parameters forced to visit: kUpdateVisitSlots
+/// slots of the largest one's (0: none visits).
+uint64_t updateVisitRingBytes(llvm::ArrayRef<ParameterState> states,
+                              llvm::ArrayRef<HomeForcing> forcings, bool microbatches);
 
 /// Bytes of state that must live on the device: those forced there, plus
 /// what the host (`hostCapacity`, -1: unlimited) and disk cannot hold when

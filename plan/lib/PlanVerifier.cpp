@@ -31,7 +31,9 @@
 //    happens after it (it counts as an access of the tensor there).
 // 7. Optimizer: every trainable PARAMETER is the parameter of exactly one
 //    ADAMW task per step (of none in an evaluation plan, header.evaluation),
-//    and every ADAMW updates a trainable PARAMETER. A plan that drops a
+//    and every ADAMW updates a trainable PARAMETER, or its visit to the
+//    device (minor 11: a STATE_STAGE copied from the PARAMETER before the
+//    update and back into it after). A plan that drops a
 //    parameter's update, or updates one twice, trains to other numbers while
 //    every access above stays well ordered.
 // 8. Views (Tensor.alias_of, minor 8): an access of a view is an access of
@@ -200,8 +202,8 @@ class ScheduleVerifier {
         const plan::HostTask& task = step.host_task();
         const int n = task.tensors_size();
         switch (task.kind()) {
-          case plan::HostTask::ADAMW:  // param, grad, m, v [, compute copy]
-            for (int i = 0; i < n; ++i) read(task.tensors(i));
+          case plan::HostTask::ADAMW:  // param, grad, m, v [, compute copy, written only]
+            for (int i = 0; i < std::min(n, 4); ++i) read(task.tensors(i));
             for (int i = 0; i < n; ++i)
               if (i != 1) write(task.tensors(i));
             break;
@@ -473,8 +475,20 @@ class ScheduleVerifier {
       if (step.op_case() != plan::Step::kHostTask || step.host_task().kind() != plan::HostTask::ADAMW ||
           step.host_task().tensors_size() == 0)
         continue;
-      const uint32_t param = step.host_task().tensors(0);
+      uint32_t param = step.host_task().tensors(0);
       if (param >= static_cast<uint32_t>(tensors_)) continue;  // the validator names a bad id
+      // An update visit (minor 11): the master's visit to the device, copied
+      // from the PARAMETER before the update and back into it after.
+      if (plan_.tensors(static_cast<int>(param)).role() == plan::STATE_STAGE) {
+        const uint32_t visit = param;
+        param = visitedMaster(visit, s);
+        if (param == kNoTensor) {
+          fail(label(s) + ": updates " + name(static_cast<int>(visit)) +
+               ", a visit that is not copied from a trainable PARAMETER before the update and "
+               "back into it after");
+          continue;
+        }
+      }
       const plan::Tensor& tensor = plan_.tensors(static_cast<int>(param));
       if (tensor.role() != plan::PARAMETER || !tensor.trainable())
         fail(label(s) + ": updates tensor '" + tensor.name() + "', which is not a trainable PARAMETER");
@@ -494,6 +508,28 @@ class ScheduleVerifier {
            " ADAMW tasks" + (where.empty() ? "" : where + ")") +
            (evaluation ? ", expected none in an evaluation plan" : ", expected exactly one per step"));
     }
+  }
+
+  static constexpr uint32_t kNoTensor = UINT32_MAX;
+
+  // The PARAMETER whose master `visit` holds for the update at step `s`: the
+  // last copy into `visit` before `s` reads a trainable PARAMETER, and a
+  // copy after `s` writes `visit` back into it (kNoTensor otherwise).
+  uint32_t visitedMaster(uint32_t visit, int s) const {
+    uint32_t from = kNoTensor;
+    for (int i = s - 1; i >= 0 && from == kNoTensor; --i) {
+      const plan::Step& step = plan_.steps(i);
+      if (step.op_case() == plan::Step::kCopy && step.copy().dst() == visit) from = step.copy().src();
+    }
+    if (from == kNoTensor || from >= static_cast<uint32_t>(tensors_)) return kNoTensor;
+    const plan::Tensor& master = plan_.tensors(static_cast<int>(from));
+    if (master.role() != plan::PARAMETER || !master.trainable()) return kNoTensor;
+    for (int i = s + 1; i < steps_; ++i) {
+      const plan::Step& step = plan_.steps(i);
+      if (step.op_case() == plan::Step::kCopy && step.copy().src() == visit && step.copy().dst() == from)
+        return from;
+    }
+    return kNoTensor;
   }
 
   // Stage 8.

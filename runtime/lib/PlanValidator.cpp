@@ -312,8 +312,11 @@ class PlanValidator {
     const plan::Tensor& tensor = plan_.tensors(static_cast<int>(id));
     // The gradient read may be the arena's; an accumulator may be visiting
     // the device (a STATE_STAGE in pool acc_visit, minor 10).
-    if (tensor.role() != role && !(gradient && tensor.role() == plan::ACTIVATION) &&
-        !(role == plan::GRADIENT && tensor.role() == plan::STATE_STAGE))
+    // Since minor 11 every operand may be visiting (a STATE_STAGE in pool
+    // update_visit): a host home's state updated on the device.
+    const bool visiting = tensor.role() == plan::STATE_STAGE &&
+                          (role == plan::GRADIENT || plan_.header().format_minor() >= kPlanMinorUpdateVisits);
+    if (tensor.role() != role && !(gradient && tensor.role() == plan::ACTIVATION) && !visiting)
       fail(stepLabel(index) + ": " + tensorLabel(id) + " has role " + roleName(tensor.role()) +
            ", expected " + roleName(role));
     if (tierOf(tensor) != plan::DEVICE)
@@ -378,7 +381,9 @@ class PlanValidator {
       const bool device = onDeviceTask(index, task);
       for (int i = 0; i < 4; ++i) checkTaskOperand(index, task.tensors(i), roles[i], device, i == 1);
       const plan::Tensor& param = plan_.tensors(static_cast<int>(task.tensors(0)));
-      if (!param.trainable())
+      // A visit's master (STATE_STAGE): the plan verifier checks the
+      // trainable PARAMETER it is copied from and back into.
+      if (!param.trainable() && param.role() != plan::STATE_STAGE)
         fail(stepLabel(index) + ": " + tensorLabel(task.tensors(0)) + " is not trainable");
       for (int i = 1; i < 4; ++i) {
         const plan::Tensor& other = plan_.tensors(static_cast<int>(task.tensors(i)));

@@ -1,7 +1,8 @@
 // StateHomesTest.cpp - passes/tiering/StateHomes.h: the slot of the accumulator visits' ring
 // (planAccumulatorVisits; docs/tiering.md "Accumulator visits"): the size that needs the least
 // device memory for the sums, the ring's slots of it plus every larger sum whole; and the
-// gradient staging ring the copy holds assume (holdRingBytes; "The copy hold").
+// gradient staging ring the copy holds assume (holdRingBytes; "The copy hold"); the update
+// visits' forcing and ring (forcedVisit, updateVisitRingBytes; "Update visits").
 #include "tiering/StateHomes.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +94,37 @@ TEST(HoldRing, WholeWhereTheHostHoldsItBesideTheStateItKeeps) {
   EXPECT_EQ(holdRingBytes(states, false, false, slots, 0, -1, 1.0), whole);
   // With kept gradients and no micro-batches there is no ring at all.
   EXPECT_EQ(holdRingBytes(states, true, false, 0, 0, host, 1.0), 0u);
+}
+
+TEST(UpdateVisits, TheForcingIsAHostHomeAndTheRingFourSlotsOfTheLargestVisitor) {
+  std::string why;
+  auto forcings = parseHomeForcings({"visit:^w", "device:^b$", "host"}, why);
+  ASSERT_TRUE(forcings) << why;
+  EXPECT_EQ(forcedHome(*forcings, "w1"), Home::Host);
+  EXPECT_TRUE(forcedVisit(*forcings, "w1"));
+  EXPECT_FALSE(forcedVisit(*forcings, "b"));  // the first match wins: device
+  EXPECT_FALSE(forcedVisit(*forcings, "x"));  // host, no visit
+  EXPECT_FALSE(parseHomeForcings({"visits:^w"}, why));
+  EXPECT_NE(why.find("expected device, host, disk or visit"), std::string::npos) << why;
+
+  std::vector<ParameterState> states(4);
+  const char *names[] = {"w1", "w2", "b", "wf"};
+  const uint64_t elements[] = {1000, 300, 5000, 9000};
+  for (int i = 0; i < 4; ++i) {
+    states[i].name = names[i];
+    states[i].elements = elements[i];
+    states[i].trainable = i < 3; // wf is frozen: no update, no visit
+    states[i].computeCopy = i == 0;
+  }
+  // w1: three f32 of 4000 bytes (4096 aligned) and a bf16 copy of 2000 (2048); with
+  // micro-batches a sum kept on the host takes a fourth f32.
+  EXPECT_EQ(updateVisitSlotBytes(states[0], false), 3u * 4096 + 2048);
+  EXPECT_EQ(updateVisitSlotBytes(states[0], true), 4u * 4096 + 2048);
+  EXPECT_EQ(updateVisitSlotBytes(states[1], false), 3u * 1280);
+  EXPECT_EQ(updateVisitRingBytes(states, *forcings, false), kUpdateVisitSlots * (3u * 4096 + 2048));
+  auto none = parseHomeForcings({"host"}, why);
+  ASSERT_TRUE(none) << why;
+  EXPECT_EQ(updateVisitRingBytes(states, *none, false), 0u);
 }
 
 } // namespace

@@ -66,6 +66,25 @@ TEST(PlanVerifier, EveryTrainableParameterIsUpdatedOnce) {
             Failures{"step 23 (host, host_task ADAMW): updates tensor 'W', which is not a trainable PARAMETER"});
 }
 
+// An update of a visit (a STATE_STAGE master, format minor 11: docs/tiering.md "Update
+// visits") counts as its parameter's only where the visit is copied from the PARAMETER before
+// it and back into it after; here neither, so W trains nowhere.
+TEST(PlanVerifier, AVisitsUpdateCountsOnlyCopiedFromAndBackIntoItsParameter) {
+  plan::Plan plan = linearPlan(plan::F32);
+  plan::Tensor& visit = *plan.add_tensors();
+  visit = tensorNamed(plan, "W");
+  visit.set_id(static_cast<uint32_t>(plan.tensors_size() - 1));
+  visit.set_name("visit_master:W");
+  visit.set_role(plan::STATE_STAGE);
+  visit.set_trainable(false);
+  visit.clear_source();
+  plan.mutable_steps(23)->mutable_host_task()->set_tensors(0, visit.id());
+  EXPECT_EQ(verifySchedule(plan),
+            (Failures{"step 23 (host, host_task ADAMW): updates 'visit_master:W', a visit that is not "
+                      "copied from a trainable PARAMETER before the update and back into it after",
+                      "trainable parameter 'W' is updated by 0 ADAMW tasks, expected exactly one per step"}));
+}
+
 // (a) Without compute's wait for the h2d copy, the matmul may read dev:W
 // before it lands, and the host's update of W may overwrite it while the
 // copy still reads it.

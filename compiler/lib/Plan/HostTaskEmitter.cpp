@@ -226,6 +226,9 @@ mlir::LogicalResult PlanBuilder::emitAdamW(mt::AdamWOp op, int64_t opStep) {
     return op.emitError("mt.adamw of '")
            << param << "' in a function of micro-batches has no earlier "
                        "mt.grad_part (run mt-microbatch as a whole)";
+  // A host home whose update visits the device (UpdateVisitEmitter.cpp).
+  if (visitsForUpdate(param))
+    return emitVisitingUpdate(op, param, master->second, *gradient, type, accumulated, opStep);
 
   // A device update reads the arena gradient; nothing is kept. A host one
   // reads it from the staging ring, or from its kept gradient; one whose
@@ -323,7 +326,7 @@ mlir::FailureOr<uint32_t> PlanBuilder::gradientOf(mlir::Operation *op,
 mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
                                                 const std::string &param,
                                                 uint32_t gradient, mlir::Type type,
-                                                int64_t opStep) {
+                                                int64_t opStep, bool returnVisit) {
   const bool visit = visits(param);
   if (visit || accumulatesOnDevice(param)) {
     // On the device: the arena gradient is added straight into the
@@ -339,7 +342,7 @@ mlir::LogicalResult PlanBuilder::emitAccumulate(mlir::Operation *op,
     task->add_tensors(accumulator);
     task->add_tensors(gradient);
     requirePlanFormatMinor(*plan.mutable_header(), kPlanMinorHomes);
-    if (visit)
+    if (visit && returnVisit)
       emitVisitReturn(op, param, accumulator, opStep);
     return mlir::success();
   }

@@ -192,15 +192,34 @@ private:
   void emitVisitReturn(mlir::Operation *op, const std::string &param, uint32_t visit,
                        int64_t opStep);
 
+  // ---- Update visits (UpdateVisitEmitter.cpp) ----
+  /// Whether `param` is a host home whose update visits the device
+  /// (mt.update = "visit").
+  bool visitsForUpdate(const std::string &param) const;
+  /// Plans the visits in plan order (after findVisits): updateVisitList,
+  /// updateVisitOf, and where each is fetched (updateFetchesBefore).
+  void findUpdateVisits(llvm::ArrayRef<mlir::Operation *> ops);
+  /// A STATE_STAGE `<prefix><param>` at the next bytes of the update ring.
+  mlir::FailureOr<uint32_t> addUpdateStage(mlir::Operation *op, llvm::StringRef prefix,
+                                           const std::string &param, mlir::Type type);
+  /// The `copy` h2d of the master and moments of each visit fetched before `op`.
+  mlir::LogicalResult emitUpdateVisitFetches(mlir::Operation *op, int64_t opStep);
+  /// The device ADAMW of a visiting update and the copies back to the host.
+  mlir::LogicalResult emitVisitingUpdate(mt::AdamWOp op, const std::string &param,
+                                         uint32_t master, uint32_t gradient, mlir::Type type,
+                                         bool accumulated, int64_t opStep);
+
   // ---- Host tasks (HostTaskEmitter.cpp) ----
   mlir::LogicalResult emitLoss(mt::LossOp op, int64_t opStep);
   mlir::LogicalResult emitAdamW(mt::AdamWOp op, int64_t opStep);
   mlir::LogicalResult emitGradPart(mt::GradPartOp op, int64_t opStep);
   /// `copy` d2h of `gradient` into grad_part:<param> + ACCUMULATE into the
   /// host gradient of `param` (micro-batch k >= 1).
+  /// With `returnVisit` false, an accumulator's visit stays on the device
+  /// (the last part of a visiting update, which reads it in place).
   mlir::LogicalResult emitAccumulate(mlir::Operation *op, const std::string &param,
                                      uint32_t gradient, mlir::Type type,
-                                     int64_t opStep);
+                                     int64_t opStep, bool returnVisit = true);
   /// The tensor of gradient value `grad`, checked to have the master's shape and dtype.
   mlir::FailureOr<uint32_t> gradientOf(mlir::Operation *op, const std::string &param,
                                        mlir::Value grad, uint32_t master);
@@ -277,6 +296,24 @@ private:
   std::vector<Visit> visitList;
   llvm::DenseMap<mlir::Operation *, size_t> visitOf;
   llvm::DenseMap<mlir::Operation *, std::vector<size_t>> visitFetchesBefore;
+  // The product that writes each accumulated parameter's last part.
+  std::map<std::string, mlir::Operation *> lastProductParts;
+  // Update visits (mt.update = "visit", mt.update_ring_size): the
+  // parameters, the ring (pool update_visit), and per visit in plan order
+  // the parameter, its mt.adamw, the gradient's type, its tensors on the
+  // device and its moments on the host.
+  llvm::StringSet<> updateVisitors;
+  RingPool updateRing;
+  struct UpdateVisit {
+    std::string param;
+    mlir::Operation *op;
+    mlir::Type type;
+    uint32_t master = UINT32_MAX, m = UINT32_MAX, v = UINT32_MAX, compute = UINT32_MAX;
+    uint32_t hostM = UINT32_MAX, hostV = UINT32_MAX;
+  };
+  std::vector<UpdateVisit> updateVisitList;
+  std::map<std::string, size_t> updateVisitOf;
+  llvm::DenseMap<mlir::Operation *, std::vector<size_t>> updateFetchesBefore;
 };
 
 } // namespace megatrain::emission

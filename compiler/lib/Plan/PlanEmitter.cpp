@@ -266,6 +266,17 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
                           "mt.visit_ring_size";
       (visit ? visitingAccumulators : deviceAccumulators).insert(name);
     }
+    if (auto update = param->getAttrOfType<mlir::StringAttr>(mt::attr::kUpdate)) {
+      if (update.getValue() != "visit" || home != "host" || !param.getTrainable())
+        return param.emitError("mt.param '")
+               << name << "' has mt.update = \"" << update.getValue()
+               << "\"; only a trainable host home's update visits the device (\"visit\")";
+      if (updateRing.size == 0)
+        return param.emitError("mt.param '")
+               << name << "' has mt.update = \"visit\" but the function has no "
+                          "mt.update_ring_size";
+      updateVisitors.insert(name);
+    }
     auto [previousHome, firstHome] = homes.emplace(name, home);
     if (!firstHome && previousHome->second != home)
       return param.emitError("mt.param '")
@@ -444,6 +455,8 @@ void PlanBuilder::findProductParts(llvm::ArrayRef<mlir::Operation *> ops) {
       continue;
     productParts[product] = {param, index};
     fusedSinks.insert(op);
+    if (mlir::isa<mt::AdamWOp>(op))
+      lastProductParts[param] = product;
   }
 }
 
@@ -479,8 +492,12 @@ mlir::LogicalResult PlanBuilder::emitProductPart(mt::MatMulOp op, const std::str
   valueTensors[op.getResult()] = accumulator;
   if (mlir::failed(addKernelAttributes(op, *kernel)))
     return mlir::failure();
-  // A visit goes back to its host accumulator.
-  if (visit)
+  // A visit goes back to its host accumulator, unless it is the last part
+  // of an update that visits the device too: that update reads it in place.
+  auto last = lastProductParts.find(param);
+  const bool readInPlace =
+      visitsForUpdate(param) && last != lastProductParts.end() && last->second == op;
+  if (visit && !readInPlace)
     emitVisitReturn(op, param, accumulator, opStep);
   return mlir::success();
 }
@@ -817,7 +834,7 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     stageSize = static_cast<uint64_t>(stage.getInt());
   // Pools after the host staging pool, in this order when present:
   // device_state, disk, disk_stage, grad_stage.
-  bool anyDevice = false, anyDisk = false;
+  bool anyDevice = false, anyDisk = false, anyUpdateVisit = false;
   func.walk([&](mt::ParamOp param) {
     if (auto home = param->getAttrOfType<mlir::StringAttr>(mt::attr::kHome)) {
       anyDevice |= home.getValue() == "device";
@@ -825,6 +842,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     }
     if (auto accumulate = param->getAttrOfType<mlir::StringAttr>(mt::attr::kAccumulate))
       anyDevice |= accumulate.getValue() == "device";
+    if (auto update = param->getAttrOfType<mlir::StringAttr>(mt::attr::kUpdate))
+      anyUpdateVisit |= update.getValue() == "visit";
   });
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kGradStageSize))
     gradStage.size = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
@@ -836,6 +855,9 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kVisitRingSize))
     visitRing.size = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
   visitRing.pool = visitRing.size > 0 ? nextPool++ : 0;
+  if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kUpdateRingSize))
+    updateRing.size = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;
+  updateRing.pool = updateRing.size > 0 ? nextPool++ : 0;
   if (!func.getBody().hasOneBlock())
     return func.emitError("plan emission expects a function with a single block");
 
@@ -886,7 +908,9 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     plan.add_streams(stream);
   if (anyDisk)
     plan.add_streams(kDiskStream);
-  if (anyDevice && options.optimizerStream)
+  // The visiting updates run on their own stream, beside the backward's
+  // kernels, as each waits for its fetch.
+  if ((anyDevice && options.optimizerStream) || anyUpdateVisit)
     plan.add_streams(kOptimizerStream);
 
   std::vector<mlir::Operation *> ops;
@@ -899,6 +923,7 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     return mlir::failure();
   findProductParts(ops);
   findVisits(ops);
+  findUpdateVisits(ops);
   // The first disk update's state is read back first of all (HostTaskEmitter.cpp).
   if (!diskStates.empty())
     for (auto &[step, op] : ordered)
@@ -908,7 +933,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
         break;
       }
   for (auto &[step, op] : ordered) {
-    if (mlir::failed(emitVisitFetches(op, step)) || mlir::failed(emitOp(op, step)))
+    if (mlir::failed(emitVisitFetches(op, step)) || mlir::failed(emitUpdateVisitFetches(op, step)) ||
+        mlir::failed(emitOp(op, step)))
       return mlir::failure();
     planStepsThrough[step] = plan.steps_size();
   }
@@ -1003,6 +1029,18 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     ring->set_name("acc_visit");
     ring->set_tier(pb::DEVICE);
     ring->set_size_bytes(visitRing.extent);
+  }
+  if (updateRing.extent > 0) {
+    // The ring the visiting updates pass through on the device, likewise.
+    const uint32_t id = static_cast<uint32_t>(plan.pools_size());
+    for (pb::Tensor &tensor : *plan.mutable_tensors())
+      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == updateRing.pool)
+        tensor.mutable_buffer()->set_pool(id);
+    pb::Pool *ring = plan.add_pools();
+    ring->set_id(id);
+    ring->set_name("update_visit");
+    ring->set_tier(pb::DEVICE);
+    ring->set_size_bytes(updateRing.extent);
   }
 
   out = std::move(plan);

@@ -105,6 +105,14 @@ inline constexpr llvm::StringLiteral kAccumulate = "mt.accumulate";
 /// i64 on the function, set by mt-tier with `accumulator-visits`: bytes of
 /// the device ring (pool `acc_visit`) the visiting accumulators pass through.
 inline constexpr llvm::StringLiteral kVisitRingSize = "mt.visit_ring_size";
+/// string "visit" on the mt.param ops of a host-home parameter whose update
+/// visits the device (mt-homes, from `state-home visit[:REGEX]`): its master,
+/// moments and compute copy are copied into the ring `update_visit`, updated
+/// there by the device AdamW and copied back (docs/tiering.md, "Update visits").
+inline constexpr llvm::StringLiteral kUpdate = "mt.update";
+/// i64 on the function, set by mt-homes: bytes of the device ring (pool
+/// `update_visit`) the visiting updates pass through.
+inline constexpr llvm::StringLiteral kUpdateRingSize = "mt.update_ring_size";
 } // namespace attr
 
 /// The value whose bytes `value` is: through ops marked mt.alias, the first

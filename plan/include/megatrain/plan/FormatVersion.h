@@ -17,7 +17,7 @@ inline constexpr const char* kPlanMagic = "megatrain.plan";
 
 // The newest format this build writes and reads.
 inline constexpr uint32_t kPlanFormatMajor = 1;
-inline constexpr uint32_t kPlanFormatMinor = 10;
+inline constexpr uint32_t kPlanFormatMinor = 11;
 
 // The minor that introduced each feature.
 // Minor 1: the OUTPUT_READOUT role (graph outputs kept by --keep-output).
@@ -54,12 +54,19 @@ inline constexpr uint32_t kPlanMinorGradientStage = 9;
 // fetched from its host accumulator, added to on the device (the product's
 // matmul_add, or ACCUMULATE on compute) and copied back.
 inline constexpr uint32_t kPlanMinorVisits = 10;
+// Minor 11: update visits: device pool `update_visit` of STATE_STAGE
+// `visit_master:`, `visit_m:`, `visit_v:`, `visit_compute:` (and
+// `visit_grad:`) tensors, a host home's state fetched from the host, updated
+// by a device ADAMW whose operands are those STATE_STAGE tensors, and copied
+// back into its PARAMETER, moments and compute copy.
+inline constexpr uint32_t kPlanMinorUpdateVisits = 11;
 
 static_assert(kPlanMinorOutputReadout <= kPlanFormatMinor && kPlanMinorTiering <= kPlanFormatMinor &&
                   kPlanMinorPrecision <= kPlanFormatMinor && kPlanMinorChecksum <= kPlanFormatMinor &&
                   kPlanMinorTargets <= kPlanFormatMinor && kPlanMinorEvaluation <= kPlanFormatMinor &&
                   kPlanMinorHomes <= kPlanFormatMinor && kPlanMinorAliases <= kPlanFormatMinor &&
-                  kPlanMinorGradientStage <= kPlanFormatMinor && kPlanMinorVisits <= kPlanFormatMinor,
+                  kPlanMinorGradientStage <= kPlanFormatMinor && kPlanMinorVisits <= kPlanFormatMinor &&
+                  kPlanMinorUpdateVisits <= kPlanFormatMinor,
               "a feature's minor is newer than the format this build reads");
 
 // Raises header.format_minor to `minor` when it is lower: a plan's minor is
