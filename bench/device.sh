@@ -25,6 +25,9 @@
 #   VISITS  directory of accumulator-visit plans made here (`bash tests/gpu/visits_runs.sh
 #          compile build/bin $PWD DIR`): each visiting plan trains 20 steps on cuda and must give
 #          its whole-accumulator plan's losses and weights bit for bit
+#   UPDATE_VISITS  directory of update-visit plans made here (`bash tests/gpu/update_visits_runs.sh
+#          compile build/bin $PWD DIR`): each plan whose updates visit the device trains 20 steps
+#          on cuda and must give its host plan's losses and weights bit for bit
 #   LLM    1 (default) trains the tiny LLM exports on cuda at fp32, tf32 and bf16
 #          against PyTorch's loss trajectories (tests/gpu/llm_vs_pytorch.sh;
 #          needs megatrain-compile in BIN); 0 skips it
@@ -222,6 +225,16 @@ if [[ -n ${VISITS:-} && -d ${VISITS:-} ]]; then
   bash tests/gpu/visits_runs.sh run "$BIN" "$PWD" "$(cd "$VISITS" && pwd)" 2>&1 | tee "$OUT/visits_runs.log"
   if [[ ${PIPESTATUS[0]} == 0 ]]; then row "accumulator visits" PASS "bitwise vs whole sums, $(grep -c PASS "$OUT/visits_runs.log") plans ($(since "$start") s)"
   else row "accumulator visits" FAIL "$(grep -m1 FAIL "$OUT/visits_runs.log") ($OUT/visits_runs.log)"; fi
+fi
+
+# ---- 3c. update visits: the CUDA AdamW on the visiting state gives the host AdamW's bits ----
+if [[ -n ${UPDATE_VISITS:-} && -d ${UPDATE_VISITS:-} ]]; then
+  echo "== tests/gpu/update_visits_runs.sh"
+  start=$(now)
+  bash tests/gpu/update_visits_runs.sh run "$BIN" "$PWD" "$(cd "$UPDATE_VISITS" && pwd)" 2>&1 |
+    tee "$OUT/update_visits_runs.log"
+  if [[ ${PIPESTATUS[0]} == 0 ]]; then row "update visits" PASS "bitwise vs host updates, $(grep -c PASS "$OUT/update_visits_runs.log") plans ($(since "$start") s)"
+  else row "update visits" FAIL "$(grep -m1 FAIL "$OUT/update_visits_runs.log") ($OUT/update_visits_runs.log)"; fi
 fi
 
 # ---- 4. the tiny LLM exports on cuda against PyTorch's loss trajectory, per precision ----

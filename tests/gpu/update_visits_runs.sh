@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# update_visits_runs.sh - update visits on the GPU (docs/tiering.md, "Update visits"): the
+# llama_opt test LLM compiled with every state on the host (--state-home host) and with every
+# update visiting the device (--state-home visit), without micro-batches (the arena's gradient),
+# with 2 micro-batches summed in device accumulators, and with 2 whose sums visit the device
+# (read in place by the update), trains 20 steps on cuda: each visiting plan's losses and weights
+# (the CUDA AdamW kernel's) are bitwise those of its host plan (the host AdamW's).
+# The GPU machine has no megatrain-compile (it links MLIR), so the plans are compiled first:
+#   update_visits_runs.sh compile BIN SRC DIR   (on the CPU machine: DIR/{host,visit}_{a1,d2,v2}.plan)
+#   update_visits_runs.sh run BIN SRC DIR       (on the GPU machine; absolute paths)
+set -euo pipefail
+MODE=$1 BIN=$2 SRC=$3 DIR=$4
+ONNX=$SRC/tests/models/llm/llama_opt.onnx
+fail() { echo "FAIL: $*"; exit 1; }
+export MEGATRAIN_ATTENTION_DETERMINISTIC=1
+CASES=("a1:" "d2:--microbatches 2 --no-accumulator-visits"
+       "v2:--microbatches 2 --accumulator-visits --visit-slots 3 --all-accumulators-visit")
+if [[ $MODE == compile ]]; then
+  mkdir -p "$DIR"
+  for case in "${CASES[@]}"; do
+    name=${case%%:*}
+    read -ra flags <<< "${case#*:}"
+    for home in host visit; do
+      "$BIN/megatrain-compile" "$ONNX" -o "$DIR/${home}_$name.plan" --precision bf16 \
+        --state-home "$home" "${flags[@]}" > "$DIR/compile.log" 2>&1 ||
+        { cat "$DIR/compile.log"; fail "${home}_$name: compile"; }
+    done
+  done
+  rm -f "$DIR/compile.log"
+  echo "compiled: $(cd "$DIR" && echo *.plan)"
+  exit 0
+fi
+[[ $MODE == run ]] || fail "usage: update_visits_runs.sh compile|run BIN SRC DIR"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for case in "${CASES[@]}"; do
+  name=${case%%:*}
+  for home in host visit; do
+    "$BIN/megatrain-run" "$DIR/${home}_$name.plan" --weights "$ONNX" --backend cuda \
+      --input "input_ids=$SRC/tests/models/llm/input_ids.npy" --steps 20 --quiet \
+      --metrics "$TMP/${home}_$name.jsonl" --export-safetensors "$TMP/${home}_$name.safetensors" \
+      > "$TMP/${home}_$name.log" 2>&1 || { cat "$TMP/${home}_$name.log"; fail "${home}_$name: cuda run"; }
+  done
+  python3 - "$TMP/host_$name.jsonl" "$TMP/visit_$name.jsonl" <<'PY' || fail "$name: losses differ"
+import json, sys
+a, b = ([json.loads(l)['loss'] for l in open(p)] for p in sys.argv[1:])
+assert len(a) == 20 and a == b, list(zip(a, b))
+print(f"losses bitwise over 20 steps, first {a[0]!r}, last {a[-1]!r}")
+PY
+  cmp -s "$TMP/host_$name.safetensors" "$TMP/visit_$name.safetensors" || fail "$name: trained weights differ"
+  echo "PASS: $name (cuda): updates visiting the device train bitwise as host updates"
+done
