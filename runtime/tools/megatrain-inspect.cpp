@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,28 @@ void printHeader(const plan::Plan& plan, const std::optional<CompiledPrediction>
   row("precision", h.precision().empty() ? std::string("fp32") : h.precision());
 }
 
+// The parameters whose update visits the device (docs/tiering.md "Update
+// visits"): a device ADAMW over a STATE_STAGE master, copied from the PARAMETER.
+std::set<std::string> updateVisitors(const plan::Plan& plan) {
+  std::map<uint32_t, uint32_t> copiedFrom;  // visit tensor -> the PARAMETER copied into it
+  for (const plan::Step& step : plan.steps())
+    if (step.has_copy()) copiedFrom[step.copy().dst()] = step.copy().src();
+  std::set<std::string> names;
+  for (const plan::Step& step : plan.steps()) {
+    if (!step.has_host_task() || step.host_task().kind() != plan::HostTask::ADAMW ||
+        step.host_task().tensors_size() == 0)
+      continue;
+    const uint32_t first = step.host_task().tensors(0);
+    if (first >= static_cast<uint32_t>(plan.tensors_size()) ||
+        plan.tensors(static_cast<int>(first)).role() != plan::STATE_STAGE)
+      continue;
+    auto from = copiedFrom.find(first);
+    if (from != copiedFrom.end() && from->second < static_cast<uint32_t>(plan.tensors_size()))
+      names.insert(plan.tensors(static_cast<int>(from->second)).name());
+  }
+  return names;
+}
+
 // Where the training state lives (docs/tiering.md "State homes"): the
 // capacities, bytes per parameter in each tier, then each parameter's home.
 void printStateHomes(const plan::Plan& plan) {
@@ -157,10 +180,17 @@ void printStateHomes(const plan::Plan& plan) {
     std::printf("  %-14s %llu parameters, %s of state\n", names[i],
                 static_cast<unsigned long long>(homes.parametersPerTier[tiers[i]]),
                 formatBytes(homes.bytesPerTier[tiers[i]]).c_str());
+  const std::set<std::string> visitors = updateVisitors(plan);
+  if (!visitors.empty())
+    std::printf("  %-14s %zu host parameters update on the device (pool update_visit)\n", "update visits",
+                visitors.size());
   for (const ParameterHome& home : homes.parameters)
     std::printf("  %-14s %-6s %s (%s elements, %s of state)\n", "home",
-                home.tier == plan::DEVICE ? "device" : home.tier == plan::DISK ? "disk" : "host", home.name.c_str(),
-                formatCount(home.elements).c_str(), formatBytes(home.stateBytes).c_str());
+                home.tier == plan::DEVICE ? "device"
+                : home.tier == plan::DISK ? "disk"
+                : visitors.count(home.name) ? "visit"
+                                            : "host",
+                home.name.c_str(), formatCount(home.elements).c_str(), formatBytes(home.stateBytes).c_str());
 }
 
 void printSummary(const plan::Plan& plan, const PlanStats& stats) {

@@ -5,7 +5,8 @@
 # bitwise-identical losses and weights. The visiting plan must hold the DEVICE pool
 # update_visit, one ADAMW a trainable parameter on the `optimizer` stream over visit tensors and
 # none on the host, three h2d copies into visits per update (master, m, v) and one d2h copy back
-# per visit tensor the update writes (three, or four with a bf16 compute copy).
+# per visit tensor the update writes (three, or four with a bf16 compute copy); megatrain-inspect
+# counts the visitors and marks their homes `visit`.
 # Every update must read its gradient from SUM.
 # usage: update_visits_bitwise.sh BIN SRC MODEL SUM [EXTRA COMPILE FLAGS...]
 #   MODEL: demo, demo_bf16, or a tests/models/llm/*.onnx stem (bf16); SUM: arena (no
@@ -74,6 +75,13 @@ echo "$MODEL ${EXTRA[*]}: $UPDATES of $TRAINABLE updates visit the device ($FETC
   fail "expected 3 fetches per update and one per sum fetched, got $FETCHES"
 [[ $RETURNS -ge $((3 * UPDATES)) && $RETURNS -le $((4 * UPDATES)) ]] ||
   fail "expected 3 or 4 copies back per update, got $RETURNS"
+
+# megatrain-inspect names the visitors in its state section.
+"$BIN/megatrain-inspect" visit.plan > visit.inspect || fail "megatrain-inspect visit.plan"
+grep -q "^  update visits  $UPDATES host parameters update on the device" visit.inspect ||
+  fail "megatrain-inspect does not count the $UPDATES visiting updates: $(grep -m1 'update visits' visit.inspect)"
+[[ $(grep -c '^  home           visit ' visit.inspect) -eq $UPDATES ]] ||
+  fail "megatrain-inspect lists $(grep -c '^  home           visit ' visit.inspect) visiting homes, not $UPDATES"
 
 expect_same_training visit host
 echo "PASS: $MODEL ${EXTRA[*]} trains bitwise-identically with its updates visiting the device"
