@@ -11,8 +11,7 @@
 set -euo pipefail
 MODE=$1 BIN=$2 SRC=$3 DIR=$4
 ONNX=$SRC/tests/models/llm/llama_opt.onnx
-fail() { echo "FAIL: $*"; exit 1; }
-export MEGATRAIN_ATTENTION_DETERMINISTIC=1
+source "$(dirname "$0")/cuda_pair.sh"
 CASES=("a1:" "d2:--microbatches 2 --no-accumulator-visits"
        "v2:--microbatches 2 --accumulator-visits --visit-slots 3 --all-accumulators-visit")
 if [[ $MODE == compile ]]; then
@@ -31,22 +30,8 @@ if [[ $MODE == compile ]]; then
   exit 0
 fi
 [[ $MODE == run ]] || fail "usage: update_visits_runs.sh compile|run BIN SRC DIR"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 for case in "${CASES[@]}"; do
   name=${case%%:*}
-  for home in host visit; do
-    "$BIN/megatrain-run" "$DIR/${home}_$name.plan" --weights "$ONNX" --backend cuda \
-      --input "input_ids=$SRC/tests/models/llm/input_ids.npy" --steps 20 --quiet \
-      --metrics "$TMP/${home}_$name.jsonl" --export-safetensors "$TMP/${home}_$name.safetensors" \
-      > "$TMP/${home}_$name.log" 2>&1 || { cat "$TMP/${home}_$name.log"; fail "${home}_$name: cuda run"; }
-  done
-  python3 - "$TMP/host_$name.jsonl" "$TMP/visit_$name.jsonl" <<'PY' || fail "$name: losses differ"
-import json, sys
-a, b = ([json.loads(l)['loss'] for l in open(p)] for p in sys.argv[1:])
-assert len(a) == 20 and a == b, list(zip(a, b))
-print(f"losses bitwise over 20 steps, first {a[0]!r}, last {a[-1]!r}")
-PY
-  cmp -s "$TMP/host_$name.safetensors" "$TMP/visit_$name.safetensors" || fail "$name: trained weights differ"
-  echo "PASS: $name (cuda): updates visiting the device train bitwise as host updates"
+  cuda_pair "$name" "$BIN" "$DIR" host visit
+  echo "PASS: $name (${PAIR_BACKEND:-cuda}): updates visiting the device train bitwise as host updates"
 done

@@ -11,8 +11,7 @@
 set -euo pipefail
 MODE=$1 BIN=$2 SRC=$3 DIR=$4
 ONNX=$SRC/tests/models/llm/llama_opt.onnx
-fail() { echo "FAIL: $*"; exit 1; }
-export MEGATRAIN_ATTENTION_DETERMINISTIC=1
+source "$(dirname "$0")/cuda_pair.sh"
 CASES=("p2:--microbatches 2" "a3:--microbatches 3 --no-product-accumulation")
 if [[ $MODE == compile ]]; then
   mkdir -p "$DIR"
@@ -30,22 +29,8 @@ if [[ $MODE == compile ]]; then
   exit 0
 fi
 [[ $MODE == run ]] || fail "usage: visits_runs.sh compile|run BIN SRC DIR"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 for case in "${CASES[@]}"; do
   name=${case%%:*}
-  for kind in whole visit; do
-    "$BIN/megatrain-run" "$DIR/${kind}_$name.plan" --weights "$ONNX" --backend cuda \
-      --input "input_ids=$SRC/tests/models/llm/input_ids.npy" --steps 20 --quiet \
-      --metrics "$TMP/${kind}_$name.jsonl" --export-safetensors "$TMP/${kind}_$name.safetensors" \
-      > "$TMP/${kind}_$name.log" 2>&1 || { cat "$TMP/${kind}_$name.log"; fail "${kind}_$name: cuda run"; }
-  done
-  python3 - "$TMP/whole_$name.jsonl" "$TMP/visit_$name.jsonl" <<'PY' || fail "$name: losses differ"
-import json, sys
-a, b = ([json.loads(l)['loss'] for l in open(p)] for p in sys.argv[1:])
-assert len(a) == 20 and a == b, list(zip(a, b))
-print(f"losses bitwise over 20 steps, first {a[0]!r}, last {a[-1]!r}")
-PY
-  cmp -s "$TMP/whole_$name.safetensors" "$TMP/visit_$name.safetensors" || fail "$name: trained weights differ"
-  echo "PASS: $name (cuda): visiting accumulators train bitwise as whole ones"
+  cuda_pair "$name" "$BIN" "$DIR" whole visit
+  echo "PASS: $name (${PAIR_BACKEND:-cuda}): visiting accumulators train bitwise as whole ones"
 done

@@ -1017,31 +1017,24 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
     ring->set_tier(pb::HOST_PINNED);
     ring->set_size_bytes(gradStage.extent);
   }
-  if (visitRing.extent > 0) {
-    // The ring the visiting accumulators pass through on the device, as far
-    // as its tensors reach; its id follows the pools above.
+  // The device rings the visits pass through (accumulators, then updates), as
+  // far as their tensors reach; each one's id follows the pools above it
+  // (its tensors were placed under a provisional, higher one).
+  auto addDeviceRing = [&](const RingPool &visits, const char *name) {
+    if (visits.extent == 0)
+      return;
     const uint32_t id = static_cast<uint32_t>(plan.pools_size());
     for (pb::Tensor &tensor : *plan.mutable_tensors())
-      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == visitRing.pool)
+      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == visits.pool)
         tensor.mutable_buffer()->set_pool(id);
     pb::Pool *ring = plan.add_pools();
     ring->set_id(id);
-    ring->set_name("acc_visit");
+    ring->set_name(name);
     ring->set_tier(pb::DEVICE);
-    ring->set_size_bytes(visitRing.extent);
-  }
-  if (updateRing.extent > 0) {
-    // The ring the visiting updates pass through on the device, likewise.
-    const uint32_t id = static_cast<uint32_t>(plan.pools_size());
-    for (pb::Tensor &tensor : *plan.mutable_tensors())
-      if (tensor.role() == pb::STATE_STAGE && tensor.buffer().pool() == updateRing.pool)
-        tensor.mutable_buffer()->set_pool(id);
-    pb::Pool *ring = plan.add_pools();
-    ring->set_id(id);
-    ring->set_name("update_visit");
-    ring->set_tier(pb::DEVICE);
-    ring->set_size_bytes(updateRing.extent);
-  }
+    ring->set_size_bytes(visits.extent);
+  };
+  addDeviceRing(visitRing, "acc_visit");
+  addDeviceRing(updateRing, "update_visit");
 
   out = std::move(plan);
   return mlir::success();
