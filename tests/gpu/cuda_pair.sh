@@ -1,6 +1,8 @@
 # cuda_pair.sh - sourced by the GPU scripts that train two plans of the tiny LLM on cuda and hold
 # them to the same bits (visits_runs.sh, update_visits_runs.sh). Expects SRC and ONNX (the
-# llama_opt export) and defines `fail` and `cuda_pair NAME BIN DIR A B`: trains DIR/A_NAME.plan
+# llama_opt export) and defines `fail`, `compile_llm_plan BIN DIR KIND_NAME FLAGS...` (DIR/KIND_NAME.plan
+# of the export in bf16 with FLAGS, its log printed on failure) and `cuda_pair NAME BIN DIR A B`:
+# trains DIR/A_NAME.plan
 # and DIR/B_NAME.plan 20 steps each on cuda (the test inputs) and fails unless their 20 losses
 # and trained weights are bitwise equal. PAIR_BACKEND (default cuda) checks the harness itself on
 # the cpu backend of a machine without a GPU.
@@ -8,6 +10,12 @@ export MEGATRAIN_ATTENTION_DETERMINISTIC=1
 fail() { echo "FAIL: $*"; exit 1; }
 PAIR_TMP=$(mktemp -d)
 trap 'rm -rf "$PAIR_TMP"' EXIT
+compile_llm_plan() {
+  local bin=$1 dir=$2 plan=$3; shift 3
+  "$bin/megatrain-compile" "$ONNX" -o "$dir/$plan.plan" --precision bf16 "$@" > "$dir/$plan.log" 2>&1 ||
+    { cat "$dir/$plan.log"; fail "$plan: compile"; }
+  rm -f "$dir/$plan.log"
+}
 cuda_pair() {
   local name=$1 bin=$2 dir=$3 a=$4 b=$5 kind
   for kind in "$a" "$b"; do

@@ -20,12 +20,9 @@ if [[ $MODE == compile ]]; then
     name=${case%%:*}
     read -ra flags <<< "${case#*:}"
     for home in host visit; do
-      "$BIN/megatrain-compile" "$ONNX" -o "$DIR/${home}_$name.plan" --precision bf16 \
-        --state-home "$home" "${flags[@]}" > "$DIR/compile.log" 2>&1 ||
-        { cat "$DIR/compile.log"; fail "${home}_$name: compile"; }
+      compile_llm_plan "$BIN" "$DIR" "${home}_$name" --state-home "$home" "${flags[@]}"
     done
   done
-  rm -f "$DIR/compile.log"
   echo "compiled: $(cd "$DIR" && echo *.plan)"
   exit 0
 fi

@@ -18,13 +18,10 @@ if [[ $MODE == compile ]]; then
   for case in "${CASES[@]}"; do
     name=${case%%:*}
     read -ra flags <<< "${case#*:}"
-    "$BIN/megatrain-compile" "$ONNX" -o "$DIR/whole_$name.plan" --precision bf16 --state-home host \
-      "${flags[@]}" > "$DIR/compile.log" 2>&1 || { cat "$DIR/compile.log"; fail "whole_$name: compile"; }
-    "$BIN/megatrain-compile" "$ONNX" -o "$DIR/visit_$name.plan" --precision bf16 --state-home host \
-      "${flags[@]}" --accumulator-visits --visit-slots 3 --all-accumulators-visit > "$DIR/compile.log" 2>&1 ||
-      { cat "$DIR/compile.log"; fail "visit_$name: compile"; }
+    compile_llm_plan "$BIN" "$DIR" "whole_$name" --state-home host "${flags[@]}"
+    compile_llm_plan "$BIN" "$DIR" "visit_$name" --state-home host "${flags[@]}" --accumulator-visits \
+      --visit-slots 3 --all-accumulators-visit
   done
-  rm -f "$DIR/compile.log"
   echo "compiled: $(cd "$DIR" && echo *.plan)"
   exit 0
 fi
