@@ -116,6 +116,7 @@ struct Homes : impl::HomesBase<Homes> {
     rooms.left[kHst] = hostCapacity > stage ? hostCapacity - stage : 0;
     rooms.left[kDsk] = diskMemory;
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    applyMomentsOnDevice(states, *forcings);
     const int64_t parts = microbatchCount(func);
     const bool microbatches = parts > 1;
     DeviceProfile profile;
@@ -162,7 +163,11 @@ struct Homes : impl::HomesBase<Homes> {
       }
       if (!rooms.fits(state, *forced)) {
         func.emitError("mt-homes: --state-home forces '")
-            << state.name << "' to " << homeName(*forced) << ", which has no room left: "
+            << state.name << "' to "
+            << (forcedMomentsOnDevice(*forcings, state.name)
+                    ? std::string("the host with its moments on the device (visit-master)")
+                    : homeName(*forced).str())
+            << ", which has no room left: "
             << describe(initial, rooms, arena, stage);
         return signalPassFailure();
       }
@@ -313,8 +318,12 @@ struct Homes : impl::HomesBase<Homes> {
     });
     func.walk([&](mt::ParamOp param) {
       param->removeAttr(mt::attr::kUpdate);
-      if (updateVisitors.contains(param.getName()))
+      param->removeAttr(mt::attr::kMoments);
+      if (updateVisitors.contains(param.getName())) {
         param->setAttr(mt::attr::kUpdate, builder.getStringAttr("visit"));
+        if (forcedMomentsOnDevice(*forcings, param.getName()))
+          param->setAttr(mt::attr::kMoments, builder.getStringAttr("device"));
+      }
     });
     if (updateRing > 0)
       func->setAttr(mt::attr::kUpdateRingSize,

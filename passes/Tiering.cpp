@@ -345,14 +345,18 @@ struct Tier : impl::TierBase<Tier> {
     // room the state needed), the readouts, the gradient staging ring and,
     // with a disk, its staging.
     std::vector<ParameterState> states = collectParameterState(func, keepGradients);
+    applyMomentsOnDevice(states, *forcings);
     // Update visits (`state-home visit:REGEX` alone) leave the other homes to
     // the joint choice below; their state lives on the host whatever the
     // arena, so it never competes for the device's room.
     const bool onlyVisits = llvm::all_of(*forcings, [](const HomeForcing &f) { return f.visit; });
     std::vector<ParameterState> jointStates;
+    uint64_t visitorDeviceBytes = 0; // the moments of visit-master homes
     for (const ParameterState &state : states)
       if (!(state.trainable && forcedVisit(*forcings, state.name)))
         jointStates.push_back(state);
+      else
+        visitorDeviceBytes += state.bytes[static_cast<int>(Home::Host)][static_cast<int>(Home::Device)];
     const int64_t parts = microbatchCount(func);
     const bool microbatches = parts > 1;
     // With micro-batches, where a byte of device accumulator saves more than
@@ -436,8 +440,9 @@ struct Tier : impl::TierBase<Tier> {
       fillOptions.spill = spill && reserve == 0;
       fillOptions.search = fillSearch;
       fillOptions.log = logStream;
-      // The device less the update visits' ring.
-      const uint64_t stateDevice = device > updateRing ? device - updateRing : 0;
+      // The device less the update visits' ring and the moments they keep there.
+      const uint64_t stateDevice =
+          device > updateRing + visitorDeviceBytes ? device - updateRing - visitorDeviceBytes : 0;
       if (onlyVisits) {
         fillOptions.deviceBytes = stateDevice;
         fillOptions.stateDeviceBytes = deviceFormBytes(jointStates);

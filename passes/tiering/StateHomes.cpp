@@ -228,14 +228,15 @@ parseHomeForcings(llvm::ArrayRef<std::string> entries, std::string &why) {
   for (const std::string &entry : entries) {
     llvm::StringRef text(entry);
     auto [tier, pattern] = text.split(':');
-    const bool visit = tier == "visit";
+    const bool moments = tier == "visit-master";
+    const bool visit = tier == "visit" || moments;
     std::optional<Home> home = visit ? std::optional<Home>(Home::Host) : parseHome(tier);
     if (!home) {
       why = "--state-home '" + entry + "': the tier is '" + tier.str() +
-            "', expected device, host, disk or visit (TIER or TIER:REGEX)";
+            "', expected device, host, disk, visit or visit-master (TIER or TIER:REGEX)";
       return std::nullopt;
     }
-    HomeForcing forcing{*home, pattern.str(), nullptr, visit};
+    HomeForcing forcing{*home, pattern.str(), nullptr, visit, moments};
     if (!pattern.empty()) {
       forcing.regex = std::make_shared<llvm::Regex>(pattern);
       std::string error;
@@ -264,10 +265,30 @@ bool forcedVisit(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter
   return false;
 }
 
-uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches) {
+bool forcedMomentsOnDevice(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter) {
+  for (const HomeForcing &forcing : forcings)
+    if (!forcing.regex || forcing.regex->match(parameter))
+      return forcing.momentsOnDevice;
+  return false;
+}
+
+void applyMomentsOnDevice(std::vector<ParameterState> &states,
+                          llvm::ArrayRef<HomeForcing> forcings) {
+  const int dev = static_cast<int>(Home::Device), hst = static_cast<int>(Home::Host);
+  for (ParameterState &state : states) {
+    if (!state.trainable || !forcedMomentsOnDevice(forcings, state.name))
+      continue;
+    const uint64_t moments = 2 * hostPadded(state.elements * 4);
+    state.bytes[hst][hst] -= moments;
+    state.bytes[hst][dev] += moments;
+  }
+}
+
+uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches,
+                              bool momentsOnDevice) {
   auto padded = [](uint64_t bytes) { return std::max<uint64_t>((bytes + 255) / 256 * 256, 256); };
   const uint64_t f32 = padded(state.elements * 4);
-  return 3 * f32 + (state.computeCopy ? padded(state.elements * 2) : 0) +
+  return (momentsOnDevice ? 1 : 3) * f32 + (state.computeCopy ? padded(state.elements * 2) : 0) +
          (microbatches ? f32 : 0);
 }
 
@@ -276,7 +297,8 @@ uint64_t updateVisitRingBytes(llvm::ArrayRef<ParameterState> states,
   uint64_t largest = 0;
   for (const ParameterState &state : states)
     if (state.trainable && forcedVisit(forcings, state.name))
-      largest = std::max(largest, updateVisitSlotBytes(state, microbatches));
+      largest = std::max(largest, updateVisitSlotBytes(state, microbatches,
+                                                       forcedMomentsOnDevice(forcings, state.name)));
   return kUpdateVisitSlots * largest;
 }
 

@@ -126,6 +126,9 @@ struct HomeForcing {
   std::string pattern;                 // empty: every parameter
   std::shared_ptr<llvm::Regex> regex;  // null when pattern is empty
   bool visit = false;
+  /// TIER `visit-master`: the moments stay on the device (pool device_state)
+  /// and only the master (with the compute copy) visits it for the update.
+  bool momentsOnDevice = false;
 };
 
 /// Parses the option's entries; on a bad one returns nullopt and sets `why`.
@@ -139,12 +142,20 @@ std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
 /// master, moments and compute copy visit the device for its update, through
 /// a ring of `kUpdateVisitSlots` slots in the DEVICE pool `update_visit`.
 inline constexpr uint64_t kUpdateVisitSlots = 4;
-/// Whether `--state-home visit[:REGEX]` is the forcing that matches.
+/// Whether `--state-home visit[:REGEX]` (or visit-master) is the forcing that matches.
 bool forcedVisit(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter);
+/// Whether the forcing that matches is `visit-master`.
+bool forcedMomentsOnDevice(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter);
+/// Gives the trainable parameters forced to `visit-master` their host home's
+/// bytes with the moments moved to the device: the forced home (host) then
+/// takes them from both tiers.
+void applyMomentsOnDevice(std::vector<ParameterState> &states,
+                          llvm::ArrayRef<HomeForcing> forcings);
 /// The ring bytes one visit of `state` takes: its master, m and v (f32), its
 /// compute copy (bf16, where it has one) and, with micro-batches, room for
 /// its sum where that is kept on the host; each tensor 256-byte aligned.
-uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches);
+uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches,
+                              bool momentsOnDevice = false);
 /// The ring for the trainable parameters forced to visit: kUpdateVisitSlots
 /// slots of the largest one's (0: none visits).
 uint64_t updateVisitRingBytes(llvm::ArrayRef<ParameterState> states,

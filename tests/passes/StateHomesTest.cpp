@@ -105,7 +105,7 @@ TEST(UpdateVisits, TheForcingIsAHostHomeAndTheRingFourSlotsOfTheLargestVisitor) 
   EXPECT_FALSE(forcedVisit(*forcings, "b"));  // the first match wins: device
   EXPECT_FALSE(forcedVisit(*forcings, "x"));  // host, no visit
   EXPECT_FALSE(parseHomeForcings({"visits:^w"}, why));
-  EXPECT_NE(why.find("expected device, host, disk or visit"), std::string::npos) << why;
+  EXPECT_NE(why.find("expected device, host, disk, visit or visit-master"), std::string::npos) << why;
 
   std::vector<ParameterState> states(4);
   const char *names[] = {"w1", "w2", "b", "wf"};
@@ -122,6 +122,18 @@ TEST(UpdateVisits, TheForcingIsAHostHomeAndTheRingFourSlotsOfTheLargestVisitor) 
   EXPECT_EQ(updateVisitSlotBytes(states[0], true), 4u * 4096 + 2048);
   EXPECT_EQ(updateVisitSlotBytes(states[1], false), 3u * 1280);
   EXPECT_EQ(updateVisitRingBytes(states, *forcings, false), kUpdateVisitSlots * (3u * 4096 + 2048));
+  // visit-master: the moments stay on the device; the slot holds the master and compute copy.
+  auto master = parseHomeForcings({"visit-master:^w1$"}, why);
+  ASSERT_TRUE(master) << why;
+  EXPECT_TRUE(forcedVisit(*master, "w1"));
+  EXPECT_TRUE(forcedMomentsOnDevice(*master, "w1"));
+  EXPECT_FALSE(forcedMomentsOnDevice(*forcings, "w1"));
+  EXPECT_EQ(updateVisitRingBytes(states, *master, false), kUpdateVisitSlots * (4096u + 2048));
+  std::vector<ParameterState> moved = states;
+  moved[0].bytes[1] = {0, 3 * 4096 + 2048, 0}; // its host home: master, m, v, compute copy
+  applyMomentsOnDevice(moved, *master);
+  EXPECT_EQ(moved[0].bytes[1][0], 2u * 4096);   // the moments on the device
+  EXPECT_EQ(moved[0].bytes[1][1], 4096u + 2048); // master and compute copy on the host
   auto none = parseHomeForcings({"host"}, why);
   ASSERT_TRUE(none) << why;
   EXPECT_EQ(updateVisitRingBytes(states, *none, false), 0u);

@@ -303,6 +303,7 @@ private:
   // the parameter, its mt.adamw, the gradient's type, its tensors on the
   // device and its moments on the host.
   llvm::StringSet<> updateVisitors;
+  llvm::StringSet<> deviceMoments; // mt.moments = "device": only the master visits
   RingPool updateRing;
   struct UpdateVisit {
     std::string param;

@@ -276,6 +276,13 @@ PlanBuilder::addParameterMasters(llvm::ArrayRef<mlir::Operation *> ops) {
                << name << "' has mt.update = \"visit\" but the function has no "
                           "mt.update_ring_size";
       updateVisitors.insert(name);
+      if (auto moments = param->getAttrOfType<mlir::StringAttr>(mt::attr::kMoments)) {
+        if (moments.getValue() != "device")
+          return param.emitError("mt.param '")
+                 << name << "' has mt.moments = \"" << moments.getValue()
+                 << "\"; a visiting update keeps its moments on the \"device\" or with its home";
+        deviceMoments.insert(name);
+      }
     }
     auto [previousHome, firstHome] = homes.emplace(name, home);
     if (!firstHome && previousHome->second != home)
@@ -844,6 +851,8 @@ mlir::LogicalResult PlanBuilder::build(pb::Plan &out) {
       anyDevice |= accumulate.getValue() == "device";
     if (auto update = param->getAttrOfType<mlir::StringAttr>(mt::attr::kUpdate))
       anyUpdateVisit |= update.getValue() == "visit";
+    // Moments kept on the device (visit-master) live in device_state.
+    anyDevice |= param->hasAttr(mt::attr::kMoments);
   });
   if (auto ring = func->getAttrOfType<mlir::IntegerAttr>(mt::attr::kGradStageSize))
     gradStage.size = ring.getInt() > 0 ? static_cast<uint64_t>(ring.getInt()) : 0;

@@ -62,9 +62,11 @@ void PlanBuilder::findUpdateVisits(llvm::ArrayRef<mlir::Operation *> ops) {
     const uint64_t bf16 = computeCopies.count(visit.param)
                               ? RingPool::padded(tensorTypeBytes(visit.type) / 2)
                               : 0;
-    // A sum kept on the host takes a slot part of its own (visit_grad:).
-    const bool microbatches = func->hasAttr(kMicrobatchesAttr);
-    largest = std::max(largest, (microbatches ? 4 : 3) * f32 + bf16);
+    // The master, the moments unless they stay on the device, and a sum kept
+    // on the host takes a slot part of its own (visit_grad:).
+    const uint64_t f32s = (deviceMoments.contains(visit.param) ? 1 : 3) +
+                          (func->hasAttr(kMicrobatchesAttr) ? 1 : 0);
+    largest = std::max(largest, f32s * f32 + bf16);
   }
   const uint64_t slots = std::max<uint64_t>(3, updateRing.size / largest);
   const size_t lead = static_cast<size_t>(slots / 2);
@@ -98,18 +100,29 @@ mlir::LogicalResult PlanBuilder::emitUpdateVisitFetches(mlir::Operation *op, int
         addTensor(visit.op, "adam_v:" + visit.param, visit.type, pb::OPTIMIZER_STATE);
     if (mlir::failed(m) || mlir::failed(v))
       return mlir::failure();
-    placeState(visit.param, *m);
-    placeState(visit.param, *v);
     visit.hostM = *m;
     visit.hostV = *v;
     mlir::FailureOr<uint32_t> stageMaster = addUpdateStage(op, "visit_master:", visit.param, visit.type);
-    mlir::FailureOr<uint32_t> stageM = addUpdateStage(op, "visit_m:", visit.param, visit.type);
-    mlir::FailureOr<uint32_t> stageV = addUpdateStage(op, "visit_v:", visit.param, visit.type);
-    if (mlir::failed(stageMaster) || mlir::failed(stageM) || mlir::failed(stageV))
+    if (mlir::failed(stageMaster))
       return mlir::failure();
     visit.master = *stageMaster;
-    visit.m = *stageM;
-    visit.v = *stageV;
+    const bool momentsHere = deviceMoments.contains(visit.param);
+    if (momentsHere) {
+      // visit-master: the moments stay in device_state; the update reads them there.
+      placeOnDeviceState(*m);
+      placeOnDeviceState(*v);
+      visit.m = *m;
+      visit.v = *v;
+    } else {
+      placeState(visit.param, *m);
+      placeState(visit.param, *v);
+      mlir::FailureOr<uint32_t> stageM = addUpdateStage(op, "visit_m:", visit.param, visit.type);
+      mlir::FailureOr<uint32_t> stageV = addUpdateStage(op, "visit_v:", visit.param, visit.type);
+      if (mlir::failed(stageM) || mlir::failed(stageV))
+        return mlir::failure();
+      visit.m = *stageM;
+      visit.v = *stageV;
+    }
     if (computeCopies.count(visit.param)) {
       auto shape = mlir::cast<mlir::RankedTensorType>(visit.type).getShape();
       mlir::Type bf16 = mlir::RankedTensorType::get(shape, mlir::BFloat16Type::get(op->getContext()));
@@ -118,8 +131,10 @@ mlir::LogicalResult PlanBuilder::emitUpdateVisitFetches(mlir::Operation *op, int
         return mlir::failure();
       visit.compute = *compute;
     }
-    for (auto [from, to] : {std::pair{master->second, visit.master}, std::pair{visit.hostM, visit.m},
-                            std::pair{visit.hostV, visit.v}}) {
+    std::vector<std::pair<uint32_t, uint32_t>> fetches = {{master->second, visit.master}};
+    if (!momentsHere)
+      fetches.insert(fetches.end(), {{visit.hostM, visit.m}, {visit.hostV, visit.v}});
+    for (auto [from, to] : fetches) {
       pb::Step &copy = addStep(kHostToDevice, op, opStep);
       copy.mutable_copy()->set_src(from);
       copy.mutable_copy()->set_dst(to);
@@ -172,8 +187,9 @@ mlir::LogicalResult PlanBuilder::emitVisitingUpdate(mt::AdamWOp op, const std::s
     task->add_tensors(id);
   if (visit.compute != UINT32_MAX)
     task->add_tensors(visit.compute);
-  std::vector<std::pair<uint32_t, uint32_t>> returns = {
-      {visit.master, master}, {visit.m, visit.hostM}, {visit.v, visit.hostV}};
+  std::vector<std::pair<uint32_t, uint32_t>> returns = {{visit.master, master}};
+  if (!deviceMoments.contains(param))
+    returns.insert(returns.end(), {{visit.m, visit.hostM}, {visit.v, visit.hostV}});
   if (visit.compute != UINT32_MAX)
     returns.push_back({visit.compute, computeCopies.at(param)});
   for (auto [from, to] : returns) {

@@ -74,7 +74,7 @@
 // DISK:         src: 3
 // DISK-NEXT:      dst: 1
 //
-// BAD: --state-home 'cloud': the tier is 'cloud', expected device, host, disk or visit
+// BAD: --state-home 'cloud': the tier is 'cloud', expected device, host, disk, visit or visit-master
 // NODISK: mt-homes: --state-home forces 'w' to disk, which has no room left
 func.func @main() {
   %x = mt.input {name = "x"} : tensor<4x8xf32>

@@ -48,7 +48,7 @@
 //
 // FULL: mt-homes: the training state does not fit: parameter 'c'
 // FULL-SAME: --host-memory
-// BADTIER: --state-home 'cloud': the tier is 'cloud', expected device, host, disk or visit
+// BADTIER: --state-home 'cloud': the tier is 'cloud', expected device, host, disk, visit or visit-master
 func.func @three() attributes {mt.arena_size = 1000 : i64} {
   %a = mt.param {name = "a", trainable = true} : tensor<1024xf32>
   %b = mt.param {name = "b", trainable = true} : tensor<256xf32>

@@ -1,6 +1,8 @@
 // RUN: megatrain-opt %s --mt-homes="device-memory=14056 state-home=visit:^b$" | FileCheck %s --check-prefix=VISIT
 // RUN: not megatrain-opt %s --mt-homes="device-memory=14056 state-home=visit" 2>&1 | FileCheck %s --check-prefix=ALL
 // RUN: not megatrain-opt %s --mt-homes="device-memory=5000 state-home=visit:^b$" 2>&1 | FileCheck %s --check-prefix=NOROOM
+// RUN: megatrain-opt %s --mt-homes="device-memory=14056 state-home=visit-master:^b$" | FileCheck %s --check-prefix=MASTER
+// RUN: not megatrain-opt %s --mt-homes="device-memory=5200 state-home=visit-master:^b$" 2>&1 | FileCheck %s --check-prefix=NOMOMENTS
 
 // Update visits (docs/tiering.md, "Update visits"): `state-home visit:REGEX` makes the matching
 // trainable parameters host homes whose update visits the device. The ring holds 4 slots of the
@@ -21,6 +23,18 @@
 //
 // The NOROOM run: 5000 bytes do not hold b's ring of 12288 beside the arena.
 // NOROOM: error: mt-homes: the ring of update visits (12.0 KiB, 4 slots of the largest visiting parameter's master, moments and compute copy) finds no room on the device
+//
+// The MASTER run (`visit-master`): b's moments stay on the device (mt.moments = "device") and
+// only its master visits: the ring is 4 slots of 1024 bytes, and the forced home takes b's
+// moments (2 x 1024) from the device's room; c still finds its 768 there.
+// MASTER-LABEL: func.func @step
+// MASTER-SAME: mt.update_ring_size = 4096
+// MASTER: mt.param {mt.home = "host", name = "a"
+// MASTER: mt.param {mt.home = "host", mt.moments = "device", mt.update = "visit", name = "b"
+// MASTER: mt.param {mt.home = "device", name = "c"
+//
+// The NOMOMENTS run: 5200 less the arena and the ring leaves 104 bytes, short of b's moments.
+// NOMOMENTS: error: mt-homes: --state-home forces 'b' to the host with its moments on the device (visit-master), which has no room left: device 104 B of
 func.func @step() attributes {mt.arena_size = 1000 : i64} {
   %a = mt.param {name = "a", trainable = true} : tensor<1024xf32>
   %b = mt.param {name = "b", trainable = true} : tensor<256xf32>

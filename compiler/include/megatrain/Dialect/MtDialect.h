@@ -110,6 +110,9 @@ inline constexpr llvm::StringLiteral kVisitRingSize = "mt.visit_ring_size";
 /// moments and compute copy are copied into the ring `update_visit`, updated
 /// there by the device AdamW and copied back (docs/tiering.md, "Update visits").
 inline constexpr llvm::StringLiteral kUpdate = "mt.update";
+/// string "device" on a visiting update's mt.param (`state-home visit-master`):
+/// its moments live in device_state, and only the master visits.
+inline constexpr llvm::StringLiteral kMoments = "mt.moments";
 /// i64 on the function, set by mt-homes: bytes of the device ring (pool
 /// `update_visit`) the visiting updates pass through.
 inline constexpr llvm::StringLiteral kUpdateRingSize = "mt.update_ring_size";
