@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # update_visits_runs.sh - update visits on the GPU (docs/tiering.md, "Update visits"): the
 # llama_opt test LLM compiled with every state on the host (--state-home host) and with every
-# update visiting the device (--state-home visit), without micro-batches (the arena's gradient),
+# update visiting the device (--state-home visit, and visit-master: the moments on the device), without micro-batches (the arena's gradient),
 # with 2 micro-batches summed in device accumulators, and with 2 whose sums visit the device
 # (read in place by the update), trains 20 steps on cuda: each visiting plan's losses and weights
 # (the CUDA AdamW kernel's) are bitwise those of its host plan (the host AdamW's).
 # The GPU machine has no megatrain-compile (it links MLIR), so the plans are compiled first:
-#   update_visits_runs.sh compile BIN SRC DIR   (on the CPU machine: DIR/{host,visit}_{a1,d2,v2}.plan)
+#   update_visits_runs.sh compile BIN SRC DIR   (on the CPU machine: DIR/{host,visit,visit-master}_{a1,d2,v2}.plan)
 #   update_visits_runs.sh run BIN SRC DIR       (on the GPU machine; absolute paths)
 set -euo pipefail
 MODE=$1 BIN=$2 SRC=$3 DIR=$4
@@ -19,7 +19,7 @@ if [[ $MODE == compile ]]; then
   for case in "${CASES[@]}"; do
     name=${case%%:*}
     read -ra flags <<< "${case#*:}"
-    for home in host visit; do
+    for home in host visit visit-master; do
       compile_llm_plan "$BIN" "$DIR" "${home}_$name" --state-home "$home" "${flags[@]}"
     done
   done
@@ -29,6 +29,8 @@ fi
 [[ $MODE == run ]] || fail "usage: update_visits_runs.sh compile|run BIN SRC DIR"
 for case in "${CASES[@]}"; do
   name=${case%%:*}
-  cuda_pair "$name" "$BIN" "$DIR" host visit
-  echo "PASS: $name (${PAIR_BACKEND:-cuda}): updates visiting the device train bitwise as host updates"
+  for visit in visit visit-master; do
+    cuda_pair "$name" "$BIN" "$DIR" host "$visit"
+    echo "PASS: $name $visit (${PAIR_BACKEND:-cuda}): updates visiting the device train bitwise as host updates"
+  done
 done
