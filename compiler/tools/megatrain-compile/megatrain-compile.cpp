@@ -302,8 +302,9 @@ std::optional<CompileArgs> parseArgs(int argc, char **argv) {
   megatrain::repeatable(megatrain::addValueOption(
       app, "--state-home", "TIER[:RE]",
       "force the state of every parameter (or those whose name matches RE) to device, host "
-      "or disk, or to visit: on the host, its update run on the device (docs/tiering.md, "
-      "\"Update visits\"); repeatable, the first match wins",
+      "or disk, or to visit: on the host, its update run on the device, or visit-master: "
+      "the moments on the device, the master visiting it (docs/tiering.md, \"Update "
+      "visits\"); repeatable, the first match wins",
       memory, [&](const std::string &v) { args.pipeline.stateHomes.push_back(v); }));
   megatrain::addFlagOption(app, "--keep-gradients",
                            "keep a persistent fp32 gradient for every parameter whose state is "
