@@ -19,6 +19,10 @@
 //   return    `copy` d2h of each visit tensor the update wrote back into the
 //             master, adam_m, adam_v and the compute copy
 //
+// With mt.moments = "device" (`--state-home visit-master`) adam_m and adam_v
+// live in device_state: only the master is fetched, the update reads the
+// moments in place, and the master and compute copy go back.
+//
 // The device ADAMW runs the host AdamW's f32 operations in the same order
 // (runtime/cuda/adamw.cu against runtime/host/AdamW.cpp), so the plan trains
 // bitwise as one whose update runs on the host. insertEvents orders the
