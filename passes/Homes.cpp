@@ -315,8 +315,6 @@ struct Homes : impl::HomesBase<Homes> {
         param->setAttr(mt::attr::kAccumulate, builder.getStringAttr("visit"));
         anyVisit = true;
       }
-    });
-    func.walk([&](mt::ParamOp param) {
       param->removeAttr(mt::attr::kUpdate);
       param->removeAttr(mt::attr::kMoments);
       if (updateVisitors.contains(param.getName())) {

@@ -250,26 +250,29 @@ parseHomeForcings(llvm::ArrayRef<std::string> entries, std::string &why) {
   return forcings;
 }
 
-std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
-                               llvm::StringRef parameter) {
+/// The first forcing whose regex matches `parameter` (none: nullptr).
+static const HomeForcing *matchingForcing(llvm::ArrayRef<HomeForcing> forcings,
+                                          llvm::StringRef parameter) {
   for (const HomeForcing &forcing : forcings)
     if (!forcing.regex || forcing.regex->match(parameter))
-      return forcing.home;
-  return std::nullopt;
+      return &forcing;
+  return nullptr;
+}
+
+std::optional<Home> forcedHome(llvm::ArrayRef<HomeForcing> forcings,
+                               llvm::StringRef parameter) {
+  const HomeForcing *forcing = matchingForcing(forcings, parameter);
+  return forcing ? std::optional<Home>(forcing->home) : std::nullopt;
 }
 
 bool forcedVisit(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter) {
-  for (const HomeForcing &forcing : forcings)
-    if (!forcing.regex || forcing.regex->match(parameter))
-      return forcing.visit;
-  return false;
+  const HomeForcing *forcing = matchingForcing(forcings, parameter);
+  return forcing && forcing->visit;
 }
 
 bool forcedMomentsOnDevice(llvm::ArrayRef<HomeForcing> forcings, llvm::StringRef parameter) {
-  for (const HomeForcing &forcing : forcings)
-    if (!forcing.regex || forcing.regex->match(parameter))
-      return forcing.momentsOnDevice;
-  return false;
+  const HomeForcing *forcing = matchingForcing(forcings, parameter);
+  return forcing && forcing->momentsOnDevice;
 }
 
 void applyMomentsOnDevice(std::vector<ParameterState> &states,
@@ -286,9 +289,9 @@ void applyMomentsOnDevice(std::vector<ParameterState> &states,
 
 uint64_t updateVisitSlotBytes(const ParameterState &state, bool microbatches,
                               bool momentsOnDevice) {
-  auto padded = [](uint64_t bytes) { return std::max<uint64_t>((bytes + 255) / 256 * 256, 256); };
-  const uint64_t f32 = padded(state.elements * 4);
-  return (momentsOnDevice ? 1 : 3) * f32 + (state.computeCopy ? padded(state.elements * 2) : 0) +
+  // Ring tensors take 256-byte multiples, as host ones do.
+  const uint64_t f32 = hostPadded(state.elements * 4);
+  return (momentsOnDevice ? 1 : 3) * f32 + (state.computeCopy ? hostPadded(state.elements * 2) : 0) +
          (microbatches ? f32 : 0);
 }
 
