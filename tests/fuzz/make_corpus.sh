@@ -74,6 +74,11 @@ PY
 "$BIN/megatrain-compile" "$SRC/frontends/models/mlp.onnx" -o "$OUT/fuzz_plan_loader/mlp.plan" --shape x=8x16 >/dev/null
 "$BIN/megatrain-compile" "$SRC/frontends/models/tiny_transformer.onnx" -o "$OUT/fuzz_plan_loader/tiny.plan" \
   --shape input_ids=2x64 --loss next-token-ce --logits logits --tokens input_ids --lr 3e-3 >/dev/null
+# And one whose updates visit the device (format minor 11: STATE_STAGE operands of a device ADAMW,
+# the verifier's copies from and back into the parameter), the moments of half on the device.
+"$BIN/megatrain-compile" "$SRC/frontends/models/tiny_transformer.onnx" -o "$OUT/fuzz_plan_loader/visit.plan" \
+  --shape input_ids=2x64 --loss next-token-ce --lr 3e-3 --precision bf16 \
+  --state-home 'visit-master:attn' --state-home visit >/dev/null
 
 # Token files: make_corpus.py's sidecar, and the other dtype spellings.
 python3 "$SRC/frontends/python/make_corpus.py" --out "$TMP/corpus.bin" >/dev/null
