@@ -174,7 +174,10 @@ class CudaBackend final : public Backend {
   // write()/read() of a device tensor: through two pinned staging buffers, so
   // the host's copy into one overlaps the DMA of the other (a pageable
   // cudaMemcpy runs at a fraction of the link's rate).
-  void stagedTransfer(std::byte* device, std::byte* host, size_t size, bool toDevice) const;
+  /// With `besideHostTasks` (writeBesideHostTasks): plain copies into the
+  /// staging, and only its own copies waited for, not the host stream's tasks.
+  void stagedTransfer(std::byte* device, std::byte* host, size_t size, bool toDevice,
+                      bool besideHostTasks = false) const;
   std::byte* address(const plan::Tensor& tensor) const { return poolOf(tensor).base + tensor.buffer().offset(); }
   bool onDevice(const plan::Tensor& tensor) const { return poolOf(tensor).tier == plan::DEVICE; }
   // The device address of a kernel operand (an Error for one outside the DEVICE pools).

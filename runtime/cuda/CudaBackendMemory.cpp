@@ -253,7 +253,8 @@ void CudaBackend::writeBesideHostTasks(const plan::Tensor& tensor, const void* b
   // The host stream's tasks touch host memory only: a device tensor waits for the other streams.
   if (onDisk(tensor) || !onDevice(tensor) || size != tensor.buffer().size_bytes()) return write(tensor, bytes, size);
   drain(false);
-  stagedTransfer(address(tensor), static_cast<std::byte*>(const_cast<void*>(bytes)), size, true);
+  stagedTransfer(address(tensor), static_cast<std::byte*>(const_cast<void*>(bytes)), size, true,
+                 /*besideHostTasks=*/true);
 }
 
 void CudaBackend::zero(const plan::Tensor& tensor) {
@@ -271,7 +272,15 @@ namespace {
 constexpr size_t kStagingHalf = size_t{32} << 20;
 }
 
-void CudaBackend::stagedTransfer(std::byte* device, std::byte* host, size_t size, bool toDevice) const {
+void CudaBackend::stagedTransfer(std::byte* device, std::byte* host, size_t size, bool toDevice,
+                                 bool besideHostTasks) const {
+  // Beside the host stream's tasks the copies into the staging are plain
+  // (those tasks hold the host threads) and the end waits for these copies
+  // alone, not for the tasks.
+  auto copy = [&](void* to, const void* from, size_t bytes) {
+    if (besideHostTasks) std::memcpy(to, from, bytes);
+    else hostParallelMemcpy(to, from, bytes);
+  };
   if (!staging_) {
     MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&staging_), 2 * kStagingHalf, cudaHostAllocDefault));
     for (cudaEvent_t& event : stagingFree_) MT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
@@ -283,7 +292,7 @@ void CudaBackend::stagedTransfer(std::byte* device, std::byte* host, size_t size
     for (size_t c = 0; c < chunks; ++c) {
       // The DMA of chunk c - 2 read this half; the copy of chunk c - 1 runs meanwhile.
       if (c >= 2) MT_CUDA_CHECK(cudaEventSynchronize(stagingFree_[c % 2]));
-      hostParallelMemcpy(half(c), host + c * kStagingHalf, span(c));
+      copy(half(c), host + c * kStagingHalf, span(c));
       MT_CUDA_CHECK(cudaMemcpyAsync(device + c * kStagingHalf, half(c), span(c), cudaMemcpyHostToDevice, compute_));
       MT_CUDA_CHECK(cudaEventRecord(stagingFree_[c % 2], compute_));
     }
@@ -296,11 +305,16 @@ void CudaBackend::stagedTransfer(std::byte* device, std::byte* host, size_t size
       }
       if (c >= 1) {
         MT_CUDA_CHECK(cudaEventSynchronize(stagingFree_[(c - 1) % 2]));
-        hostParallelMemcpy(host + (c - 1) * kStagingHalf, half(c - 1), span(c - 1));
+        copy(host + (c - 1) * kStagingHalf, half(c - 1), span(c - 1));
       }
     }
   }
-  drain();
+  if (besideHostTasks) {
+    MT_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    reportFailures();
+  } else {
+    drain();
+  }
 }
 
 void CudaBackend::read(const plan::Tensor& tensor, void* bytes, size_t size) const {
