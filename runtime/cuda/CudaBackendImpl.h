@@ -168,6 +168,7 @@ class CudaBackend final : public Backend {
   // ---- CudaBackendMemory.cpp ----
   void checkDeviceBudget(const plan::Plan& plan) const;
   void assignStreams(const plan::Plan& plan);
+  static std::string urgentKernelStream(const plan::Plan& plan);
   void allocatePools(const plan::Plan& plan);
   void createEvents(const plan::Plan& plan);
   const Pool& poolOf(const plan::Tensor& tensor) const;
@@ -249,6 +250,7 @@ class CudaBackend final : public Backend {
   // One CUDA stream per plan stream; the kernels' stream is compute_.
   std::unordered_map<std::string, cudaStream_t> streams_;
   std::vector<cudaStream_t> ownStreams_;  // created here, destroyed with the backend
+  std::vector<bool> ownStreamHigh_;       // [ownStreams_]: made at the compute stream's priority
   // [2 x steps]: the host tasks of a step that overlaps the previous one's
   // (overlapsHostTasks) take the other half, as those may not have run yet.
   std::vector<HostTaskSlot> hostSlots_;

@@ -9,9 +9,11 @@
 #include <string>
 
 #include "CudaBackendImpl.h"
+#include "EnvSetting.h"
 #include "megatrain/plan/DType.h"
 #include "megatrain/plan/Error.h"
 #include "megatrain/plan/Format.h"
+#include "megatrain/plan/Streams.h"
 #include "megatrain/runtime/HostThreads.h"
 
 namespace megatrain::runtime::cuda {
@@ -40,6 +42,27 @@ void CudaBackend::checkDeviceBudget(const plan::Plan& plan) const {
                 " bytes)");
 }
 
+// The stream whose kernels run at the compute stream's priority, or "": the
+// `optimizer` stream when an update on it visits the device (its ADAMW reads
+// STATE_STAGE operands, docs/tiering.md "Update visits"), since the visit
+// holds a ring slot that the next fetch waits for; at a lower priority its
+// blocks get SMs only between the step's kernels and the fetches queue behind
+// it (docs/cuda.md "Stream priorities").
+// MEGATRAIN_UPDATE_PRIORITY: auto (that rule), compute (always), low (never).
+std::string CudaBackend::urgentKernelStream(const plan::Plan& plan) {
+  const int choice = envChoice("MEGATRAIN_UPDATE_PRIORITY", {"auto", "compute", "low"});
+  if (choice == 1) return plan::kOptimizerStream;
+  if (choice == 2) return "";
+  for (const plan::Step& step : plan.steps()) {
+    if (step.stream() != plan::kOptimizerStream || !step.has_host_task() ||
+        step.host_task().kind() != plan::HostTask::ADAMW)
+      continue;
+    for (uint32_t operand : step.host_task().tensors())
+      if (plan.tensors(static_cast<int>(operand)).role() == plan::STATE_STAGE) return plan::kOptimizerStream;
+  }
+  return "";
+}
+
 // The kernels' plan stream runs on compute_ (cuBLAS is bound to it), every
 // other plan stream on a CUDA stream of its own, made once and kept for later
 // plans. With MEGATRAIN_CUDA_SYNC=1 none is assigned: all run on compute_.
@@ -53,19 +76,29 @@ void CudaBackend::assignStreams(const plan::Plan& plan) {
                   step.stream() + "', but kernels run on one stream ('" + kernelStream + "')");
   }
   if (syncEveryKernel_) return;
-  size_t next = 0;
+  const std::string urgent = urgentKernelStream(plan);
+  std::vector<bool> taken(ownStreams_.size(), false);
   auto give = [&](const std::string& name) {
     if (name.empty() || streams_.count(name)) return;
     if (name == kernelStream) {
       streams_[name] = compute_;
       return;
     }
-    if (next == ownStreams_.size()) {
+    const bool high = name == urgent;
+    size_t i = 0;
+    while (i < ownStreams_.size() && (taken[i] || ownStreamHigh_[i] != high)) ++i;
+    if (i == ownStreams_.size()) {
+      int leastPriority = 0, greatestPriority = 0;
+      MT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
       cudaStream_t stream = nullptr;
-      MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      MT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
+                                                 high ? greatestPriority : leastPriority));
       ownStreams_.push_back(stream);
+      ownStreamHigh_.push_back(high);
+      taken.push_back(false);
     }
-    streams_[name] = ownStreams_[next++];
+    taken[i] = true;
+    streams_[name] = ownStreams_[i];
   };
   if (!kernelStream.empty()) give(kernelStream);
   for (const std::string& name : plan.streams()) give(name);

@@ -335,10 +335,13 @@ TEST_F(CudaExecutor, TracedStepsAreIssuedBetweenReplays) {
 // runs on beside the next step, whose matmuls do not wait for it, and the window's one clock
 // shows it: the first step's update ends after the second step's first kernel starts. Each
 // step's spans sit in its own part of the window's, the second step's update timed too.
+// The next step first writes its 16 MiB input with one thread beside the update's threads
+// (writeBesideHostTasks), a sixteenth of the host's bandwidth against the update's 28 bytes
+// a parameter: 64M parameters keep the update several times longer than that write.
 TEST_F(CudaExecutor, ATracedWindowShowsTheHostUpdateRunningIntoTheNextStep) {
   CudaOptions options;
   options.stepGraphs = CudaOptions::StepGraphs::Off;
-  const auto owned = adamwBesideMatmuls(int64_t{1} << 24, 8, true, makeCudaBackend(0, options));
+  const auto owned = adamwBesideMatmuls(int64_t{1} << 26, 8, true, makeCudaBackend(0, options));
   Executor& cuda = *owned;
   ASSERT_TRUE(cuda.backend().overlapsHostTasks());
   StepOptions first;
