@@ -34,6 +34,8 @@
 #   DISK   1 (default) trains the tiny Llama with its optimizer state on disk on
 #          cuda against the all-host plan, bitwise, and resumes a SIGKILLed run
 #          (tests/gpu/disk_runs.sh; needs megatrain-compile in BIN); 0 skips it
+#   COPY_QUEUE=1  also print how copies to the device on two streams share the link
+#          (gpu_copy_queue_probe in BIN, tests/gpu/CopyQueueProbe.cpp) into $OUT/copy_queue.txt
 #   SANITIZE=1  also run the kernel tests under compute-sanitizer's memcheck
 #          and racecheck (minutes, not seconds)
 # Exit status: 0 when every check passed.
@@ -135,6 +137,15 @@ if [[ ${PROFILE:-0} == 1 ]]; then
       else row "profile" FAIL "$(head -1 <<< "$checked")"; fi
     else row "profile" FAIL "megatrain-profile failed ($OUT/profile.log)"; fi
   fi
+fi
+
+# ---- 1e. copies on two streams, on request ----
+if [[ ${COPY_QUEUE:-0} == 1 ]]; then
+  if [[ ! -x $BIN/gpu_copy_queue_probe ]]; then row "copy queue" FAIL "gpu_copy_queue_probe not found in $BIN"
+  elif "$BIN/gpu_copy_queue_probe" > "$OUT/copy_queue.txt" 2>&1; then
+    cat "$OUT/copy_queue.txt"
+    row "copy queue" PASS "$OUT/copy_queue.txt"
+  else row "copy queue" FAIL "$(tail -1 "$OUT/copy_queue.txt")"; fi
 fi
 
 # ---- 2. the demo model: the same plan, weights and data on cpu and cuda ----

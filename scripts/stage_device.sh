@@ -9,7 +9,7 @@
 # cuBLAS dynamically, as always (runtime/cuda/CMakeLists.txt). Then, into STAGE
 # (default build-gpu, git-ignored):
 #   bin/   megatrain megatrain-compile megatrain-run megatrain-inspect megatrain-profile
-#          gpu_kernel_tests gpu_executor_tests gpu_kernel_bench runtime_adamw_bench (stripped)
+#          gpu_kernel_tests gpu_executor_tests gpu_kernel_bench gpu_copy_queue_probe runtime_adamw_bench (stripped)
 #   tt.plan, fortunes.bin   the demo plan and corpus bench/device.sh takes as PLAN and DATA
 # and checks: megatrain-compile needs no shared library beyond libc, libstdc++, libm,
 # libgcc_s, libprotobuf and libz (ldd); it compiles the tiny model to the same plan as
@@ -25,7 +25,8 @@ STAGE=${STAGE:-build-gpu}
 LIMIT_MIB=${LIMIT_MIB:-60}
 JOBS=${JOBS:-$(nproc)}
 TARGETS=(megatrain megatrain-compile megatrain-run megatrain-inspect megatrain-profile
-         gpu_kernel_tests gpu_executor_tests gpu_kernel_bench runtime_adamw_bench runtime_adamw_tests)
+         gpu_kernel_tests gpu_executor_tests gpu_kernel_bench gpu_copy_queue_probe runtime_adamw_bench
+         runtime_adamw_tests)
 
 if [[ ! -f $BUILD_DIR/build.ninja ]] || ! grep -q '^MEGATRAIN_STATIC_MLIR:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRAIN_STATIC_MLIR=ON
