@@ -13,6 +13,9 @@
 //                    then B's: whether a copy that waits for its event holds back a copy
 //                    issued after it on another stream (B ends near its time alone if not)
 //   B issued first   the gated case with B issued before A (the control)
+// `gpu_copy_queue_probe N` makes N streams between A's and B's (default 0): the CUDA runtime
+// spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set), so with
+// N = 7 A and B may share one queue, whose work then runs in issue order.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -89,19 +92,26 @@ Times run(Case c, const Buffers& b, cudaStream_t a, cudaStream_t s, cudaStream_t
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const int between = argc > 1 ? std::atoi(argv[1]) : 0;
   Buffers b;
   check(cudaHostAlloc(&b.hostLarge, kLarge, cudaHostAllocDefault), "pinned");
   check(cudaHostAlloc(&b.hostSmall, kSmall, cudaHostAllocDefault), "pinned");
   check(cudaMalloc(&b.deviceLarge, kLarge), "device");
   check(cudaMalloc(&b.deviceSmall, kSmall), "device");
   cudaStream_t a, s, gate;
-  for (cudaStream_t* stream : {&a, &s, &gate}) check(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), "stream");
+  std::vector<cudaStream_t> others(static_cast<size_t>(std::max(between, 0)));
+  for (cudaStream_t& stream : others) check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking), "stream");
   run(Case::BothReady, b, a, s, gate);  // warm-up
   const std::pair<Case, const char*> cases[] = {
       {Case::Alone, "alone"}, {Case::BothReady, "both ready"}, {Case::AGated, "A gated"}, {Case::BFirst, "B issued first"}};
-  std::printf("copies host -> device: B %zu MiB on one stream, A %zu MiB on another; medians of %d, ms after B was issued\n",
-              kSmall >> 20, kLarge >> 20, kRepeats);
+  const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  std::printf("copies host -> device: B %zu MiB on one stream, A %zu MiB on another, %d streams between them, "
+              "CUDA_DEVICE_MAX_CONNECTIONS=%s; medians of %d, ms after B was issued\n",
+              kSmall >> 20, kLarge >> 20, between, connections ? connections : "(unset)", kRepeats);
   std::printf("%-16s %10s %10s\n", "case", "B ends", "A ends");
   for (const auto& [c, name] : cases) {
     std::vector<double> small, large;
