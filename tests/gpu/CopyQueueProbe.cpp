@@ -13,6 +13,8 @@
 //                    then B's: whether a copy that waits for its event holds back a copy
 //                    issued after it on another stream (B ends near its time alone if not)
 //   B issued first   the gated case with B issued before A (the control)
+//   A backlog        A's 256 MiB as four copies of 64 MiB issued, then B's: whether a stream
+//                    with copies queued keeps the link until they are done
 // `gpu_copy_queue_probe N` makes N streams between A's and B's (default 0): the CUDA runtime
 // spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set), so with
 // N = 7 A and B may share one queue, whose work then runs in issue order.
@@ -50,20 +52,24 @@ struct Times {
   double largeEnd;  // A's copy's end, ms after B was issued (NaN when A has no copy)
 };
 
-enum class Case { Alone, BothReady, AGated, BFirst };
+enum class Case { Alone, BothReady, AGated, BFirst, ABacklog };
 
 Times run(Case c, const Buffers& b, cudaStream_t a, cudaStream_t s, cudaStream_t gate) {
   cudaEvent_t origin, smallEnd, largeEnd, open;
   for (cudaEvent_t* event : {&origin, &smallEnd, &largeEnd}) check(cudaEventCreate(event), "event");
   check(cudaEventCreateWithFlags(&open, cudaEventDisableTiming), "event");
   check(cudaDeviceSynchronize(), "sync");
-  auto issueLarge = [&](bool gated) {
+  auto issueLarge = [&](bool gated, int parts = 1) {
     if (gated) {
       check(cudaLaunchHostFunc(gate, sleepTwentyMs, nullptr), "host function");
       check(cudaEventRecord(open, gate), "record");
       check(cudaStreamWaitEvent(a, open, 0), "wait");
     }
-    check(cudaMemcpyAsync(b.deviceLarge, b.hostLarge, kLarge, cudaMemcpyHostToDevice, a), "copy A");
+    const size_t part = kLarge / static_cast<size_t>(parts);
+    for (int i = 0; i < parts; ++i)
+      check(cudaMemcpyAsync(static_cast<char*>(b.deviceLarge) + i * part, static_cast<char*>(b.hostLarge) + i * part,
+                            part, cudaMemcpyHostToDevice, a),
+            "copy A");
     check(cudaEventRecord(largeEnd, a), "record");
   };
   auto issueSmall = [&] {
@@ -76,6 +82,7 @@ Times run(Case c, const Buffers& b, cudaStream_t a, cudaStream_t s, cudaStream_t
     case Case::BothReady: issueLarge(false); issueSmall(); break;
     case Case::AGated: issueLarge(true); issueSmall(); break;
     case Case::BFirst: issueSmall(); issueLarge(true); break;
+    case Case::ABacklog: issueLarge(false, 4); issueSmall(); break;
   }
   check(cudaDeviceSynchronize(), "sync");
   Times times{0, -1};
@@ -107,7 +114,8 @@ int main(int argc, char** argv) {
   check(cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking), "stream");
   run(Case::BothReady, b, a, s, gate);  // warm-up
   const std::pair<Case, const char*> cases[] = {
-      {Case::Alone, "alone"}, {Case::BothReady, "both ready"}, {Case::AGated, "A gated"}, {Case::BFirst, "B issued first"}};
+      {Case::Alone, "alone"}, {Case::BothReady, "both ready"}, {Case::AGated, "A gated"}, {Case::BFirst, "B issued first"},
+      {Case::ABacklog, "A backlog"}};
   const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   std::printf("copies host -> device: B %zu MiB on one stream, A %zu MiB on another, %d streams between them, "
               "CUDA_DEVICE_MAX_CONNECTIONS=%s; medians of %d, ms after B was issued\n",
