@@ -15,6 +15,7 @@
 #include "megatrain/plan/Format.h"
 #include "megatrain/plan/Streams.h"
 #include "megatrain/runtime/HostThreads.h"
+#include "megatrain/runtime/PlanStats.h"
 
 namespace megatrain::runtime::cuda {
 
@@ -43,24 +44,17 @@ void CudaBackend::checkDeviceBudget(const plan::Plan& plan) const {
 }
 
 // The stream whose kernels run at the compute stream's priority, or "": the
-// `optimizer` stream when an update on it visits the device (its ADAMW reads
-// STATE_STAGE operands, docs/tiering.md "Update visits"), since the visit
-// holds a ring slot that the next fetch waits for; at a lower priority its
-// blocks get SMs only between the step's kernels and the fetches queue behind
-// it (docs/cuda.md "Stream priorities").
+// `optimizer` stream when an update on it visits the device
+// (updatesVisitTheDevice), since the visit holds a ring slot that the next
+// fetch waits for; at a lower priority its blocks get SMs only between the
+// step's kernels and the fetches queue behind it (docs/cuda.md "Stream
+// priorities").
 // MEGATRAIN_UPDATE_PRIORITY: auto (that rule), compute (always), low (never).
 std::string CudaBackend::urgentKernelStream(const plan::Plan& plan) {
   const int choice = envChoice("MEGATRAIN_UPDATE_PRIORITY", {"auto", "compute", "low"});
   if (choice == 1) return plan::kOptimizerStream;
   if (choice == 2) return "";
-  for (const plan::Step& step : plan.steps()) {
-    if (step.stream() != plan::kOptimizerStream || !step.has_host_task() ||
-        step.host_task().kind() != plan::HostTask::ADAMW)
-      continue;
-    for (uint32_t operand : step.host_task().tensors())
-      if (plan.tensors(static_cast<int>(operand)).role() == plan::STATE_STAGE) return plan::kOptimizerStream;
-  }
-  return "";
+  return updatesVisitTheDevice(plan) ? plan::kOptimizerStream : "";
 }
 
 // The kernels' plan stream runs on compute_ (cuBLAS is bound to it), every

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "megatrain/plan/DType.h"
+#include "megatrain/plan/Streams.h"
 
 namespace megatrain::runtime {
 namespace {
@@ -142,6 +143,19 @@ std::vector<DeviceMemoryGroup> deviceMemoryAt(const plan::Plan& plan, int64_t st
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const DeviceMemoryGroup& a, const DeviceMemoryGroup& b) { return a.bytes > b.bytes; });
   return sorted;
+}
+
+bool updatesVisitTheDevice(const plan::Plan& plan) {
+  for (const plan::Step& step : plan.steps()) {
+    if (step.stream() != plan::kOptimizerStream || !step.has_host_task() ||
+        step.host_task().kind() != plan::HostTask::ADAMW)
+      continue;
+    for (uint32_t tensor : step.host_task().tensors())
+      if (static_cast<int>(tensor) < plan.tensors_size() &&
+          plan.tensors(static_cast<int>(tensor)).role() == plan::STATE_STAGE)
+        return true;
+  }
+  return false;
 }
 
 }  // namespace megatrain::runtime

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "TinyPlans.h"
+#include "megatrain/plan/Streams.h"
 #include "megatrain/runtime/PlanStats.h"
 
 namespace megatrain::runtime::testing {
@@ -97,6 +98,34 @@ TEST(PlanStats, RecomputedAndPrefetchedActivationsAreNamedSo) {
   // sq (the mul's output) is live after step 4.
   EXPECT_NE(groupNamed(deviceMemoryAt(plan, 4), "device: mul output, recomputed"), nullptr);
   EXPECT_EQ(groupNamed(deviceMemoryAt(plan, 4), "device: mul output"), nullptr);
+}
+
+// An ADAMW on `optimizer` over a visit's STATE_STAGE tensors makes the plan's updates visit
+// the device; the same update over DEVICE state (a device home), or a visit's tensors
+// updated on another stream, does not.
+TEST(PlanStats, UpdatesVisitTheDeviceOnlyWithAStagedOperandOnTheOptimizerStream) {
+  auto planWith = [](plan::Role masterRole, const std::string& stream) {
+    plan::Plan plan;
+    for (plan::Role role : {masterRole, plan::GRADIENT, plan::OPTIMIZER_STATE, plan::OPTIMIZER_STATE}) {
+      plan::Tensor* tensor = plan.add_tensors();
+      tensor->set_id(static_cast<uint32_t>(plan.tensors_size() - 1));
+      tensor->set_role(role);
+    }
+    plan::Step* kernel = plan.add_steps();
+    kernel->set_stream(plan::kComputeStream);
+    kernel->mutable_kernel()->set_kernel("matmul");
+    plan::Step* step = plan.add_steps();
+    step->set_index(1);
+    step->set_stream(stream);
+    step->mutable_host_task()->set_kind(plan::HostTask::ADAMW);
+    for (uint32_t id = 0; id < 4; ++id) step->mutable_host_task()->add_tensors(id);
+    return plan;
+  };
+  EXPECT_TRUE(updatesVisitTheDevice(planWith(plan::STATE_STAGE, plan::kOptimizerStream)));
+  EXPECT_FALSE(updatesVisitTheDevice(planWith(plan::PARAMETER, plan::kOptimizerStream)));
+  EXPECT_FALSE(updatesVisitTheDevice(planWith(plan::STATE_STAGE, plan::kComputeStream)));
+  EXPECT_FALSE(updatesVisitTheDevice(planWith(plan::STATE_STAGE, plan::kHostStream)));
+  EXPECT_FALSE(updatesVisitTheDevice(plan::Plan{}));
 }
 
 }  // namespace

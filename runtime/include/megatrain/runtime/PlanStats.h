@@ -43,4 +43,10 @@ struct DeviceMemoryGroup {
 // Expects a validated plan.
 std::vector<DeviceMemoryGroup> deviceMemoryAt(const plan::Plan& plan, int64_t step);
 
+// Whether an update visits the device (docs/tiering.md "Update visits"): an ADAMW on the
+// `optimizer` stream with a STATE_STAGE operand. Its ring slot, and the fetches behind it,
+// wait for that update, so the CUDA backend runs the stream at the compute stream's priority
+// (docs/cuda.md "Stream priorities").
+bool updatesVisitTheDevice(const plan::Plan& plan);
+
 }  // namespace megatrain::runtime
