@@ -142,7 +142,7 @@ fi
 # ---- 1e. copies on two streams, on request ----
 if [[ ${COPY_QUEUE:-0} == 1 ]]; then
   if [[ ! -x $BIN/gpu_copy_queue_probe ]]; then row "copy queue" FAIL "gpu_copy_queue_probe not found in $BIN"
-  elif { "$BIN/gpu_copy_queue_probe" 0 && "$BIN/gpu_copy_queue_probe" 7 &&
+  elif { "$BIN/gpu_copy_queue_probe" 0 && "$BIN/gpu_copy_queue_probe" 0 b-first && "$BIN/gpu_copy_queue_probe" 7 &&
          CUDA_DEVICE_MAX_CONNECTIONS=32 "$BIN/gpu_copy_queue_probe" 7; } > "$OUT/copy_queue.txt" 2>&1; then
     cat "$OUT/copy_queue.txt"
     row "copy queue" PASS "$OUT/copy_queue.txt"

@@ -18,12 +18,15 @@
 // `gpu_copy_queue_probe N` makes N streams between A's and B's (default 0): the CUDA runtime
 // spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set), so with
 // N = 7 A and B may share one queue, whose work then runs in issue order.
+// `gpu_copy_queue_probe N b-first` makes B's stream before A's: whether the link serves the
+// streams by the order they were made in.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -101,25 +104,27 @@ Times run(Case c, const Buffers& b, cudaStream_t a, cudaStream_t s, cudaStream_t
 
 int main(int argc, char** argv) {
   const int between = argc > 1 ? std::atoi(argv[1]) : 0;
+  const bool bFirst = argc > 2 && std::string(argv[2]) == "b-first";
   Buffers b;
   check(cudaHostAlloc(&b.hostLarge, kLarge, cudaHostAllocDefault), "pinned");
   check(cudaHostAlloc(&b.hostSmall, kSmall, cudaHostAllocDefault), "pinned");
   check(cudaMalloc(&b.deviceLarge, kLarge), "device");
   check(cudaMalloc(&b.deviceSmall, kSmall), "device");
   cudaStream_t a, s, gate;
-  check(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(bFirst ? &s : &a, cudaStreamNonBlocking), "stream");
   std::vector<cudaStream_t> others(static_cast<size_t>(std::max(between, 0)));
   for (cudaStream_t& stream : others) check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(bFirst ? &a : &s, cudaStreamNonBlocking), "stream");
   check(cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking), "stream");
   run(Case::BothReady, b, a, s, gate);  // warm-up
   const std::pair<Case, const char*> cases[] = {
       {Case::Alone, "alone"}, {Case::BothReady, "both ready"}, {Case::AGated, "A gated"}, {Case::BFirst, "B issued first"},
       {Case::ABacklog, "A backlog"}};
   const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  std::printf("copies host -> device: B %zu MiB on one stream, A %zu MiB on another, %d streams between them, "
-              "CUDA_DEVICE_MAX_CONNECTIONS=%s; medians of %d, ms after B was issued\n",
-              kSmall >> 20, kLarge >> 20, between, connections ? connections : "(unset)", kRepeats);
+  std::printf("copies host -> device: B %zu MiB on one stream, A %zu MiB on another (%s made first), %d streams "
+              "between them, CUDA_DEVICE_MAX_CONNECTIONS=%s; medians of %d, ms after B was issued\n",
+              kSmall >> 20, kLarge >> 20, bFirst ? "B's" : "A's", between, connections ? connections : "(unset)",
+              kRepeats);
   std::printf("%-16s %10s %10s\n", "case", "B ends", "A ends");
   for (const auto& [c, name] : cases) {
     std::vector<double> small, large;
