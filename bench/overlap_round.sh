@@ -15,7 +15,8 @@
 # a traced window of the last three steps of a run: its summary (the time from one step's
 # start to the next's, how far each step's host updates ran into the next), the trace, and
 # bench/trace_breakdown.py, bench/trace_gaps.py of its last step (whose gaps include the
-# waits on the previous step's updates) and bench/host_rates.py (the host AdamW's rate in the
+# waits on the previous step's updates; and of its `fetch` stream, whose gaps show a link held
+# by another stream's queue) and bench/host_rates.py (the host AdamW's rate in the
 # backward, beside the next step and alone). The window test of gpu_executor_tests runs first.
 # Prints a table last.
 set -uo pipefail
@@ -54,6 +55,8 @@ for name in $PLANS; do
   python3 bench/trace_breakdown.py "$WORK/$name.window.json" > "$WORK/$name.breakdown.txt" 2>&1
   python3 bench/trace_gaps.py "$WORK/$name.window.json" --plan-trace "$WORK/$name.predicted.json" \
     > "$WORK/$name.gaps.txt" 2>&1
+  python3 bench/trace_gaps.py "$WORK/$name.window.json" --plan-trace "$WORK/$name.predicted.json" --stream fetch \
+    > "$WORK/$name.fetch_gaps.txt" 2>&1  # the weights' fetches, and what held the link from them
   rate=$(python3 bench/plan_header.py "$PLAN_DIR/$name.plan" | python3 -c \
     "import json,sys; print(json.loads(json.load(sys.stdin)['device_profile'])['host_adamw_params_per_s'] / 1e9)")
   python3 bench/host_rates.py "$WORK/$name.window.json" --rate "$rate" > "$WORK/$name.host_rates.txt" 2>&1

@@ -9,7 +9,7 @@
 # MEGATRAIN_UPDATE_PRIORITY=SETTING, in turn; its log goes to OUT/NAME.SETTING.log. Then
 # TRACE=NAME (default the first run's plan, none with TRACE=) is traced over a window of three
 # steps at the default setting, and bench/trace_gaps.py reads it against the plan's prediction
-# into OUT/NAME.gaps.txt. Prints the medians (after the first step) and the window's busy
+# into OUT/NAME.gaps.txt (the compute stream) and OUT/NAME.fetch_gaps.txt (the weights' fetches). Prints the medians (after the first step) and the window's busy
 # times last.
 set -uo pipefail
 BIN=${BIN:?BIN=DIR with megatrain-run and megatrain-inspect}
@@ -38,6 +38,8 @@ if [[ -n $trace ]]; then
   "$BIN/megatrain-inspect" "$PLAN_DIR/$trace.plan" --max-steps 1 --trace "$OUT/$trace.predicted.json" > /dev/null
   python3 bench/trace_gaps.py "$OUT/$trace.window.json" --plan-trace "$OUT/$trace.predicted.json" \
     > "$OUT/$trace.gaps.txt" 2>&1
+  python3 bench/trace_gaps.py "$OUT/$trace.window.json" --plan-trace "$OUT/$trace.predicted.json" --stream fetch \
+    > "$OUT/$trace.fetch_gaps.txt" 2>&1
   gzip -f "$OUT/$trace.window.json" "$OUT/$trace.predicted.json"
 fi
 

@@ -14,9 +14,17 @@ that were timed (no waits or records): `--plan-trace` reads them from the same p
 trace (megatrain-inspect PLAN --trace predicted.json). A window of several steps on one clock
 (megatrain-run --trace-steps) is read one step at a time: `--train-step W` (from 0; default the
 last), whose gaps then include those behind the previous step's host tasks.
+
+On a copy stream (`--stream fetch`, `h2d`, `d2h`), the part of a gap after the copy was ready
+(its stream's previous step and the step it waited for both done) while copies of another
+stream held the same direction of the link is charged to "link: behind STREAM", with how many
+of those copies were issued after it (the link served a queue, not the order of issue).
 """
 import argparse
 import collections
+
+# The direction of the host link each copy stream takes (docs/plan.md, "Streams").
+LINKS = {"h2d": "to device", "fetch": "to device", "d2h": "to host"}
 
 from trace_events import load_trace
 
@@ -86,6 +94,11 @@ def main():
     step_start = min(e["ts"] for e in timed)
     step_end = max(e["ts"] + e["dur"] for e in timed)
 
+    # The copies of other streams on the same direction of the link, for "link: behind".
+    link = LINKS.get(args.stream)
+    rivals = [e for stream, list_ in per_stream.items() if stream != args.stream and link and LINKS.get(stream) == link
+              for e in list_ if e.get("ph") == "X"]
+
     gaps = []  # (gap us, cause, the step that ended it)
     last_end = step_start
     last_wait = None
@@ -100,13 +113,25 @@ def main():
         gap = e["ts"] - last_end
         if gap >= args.min_us:
             awaited = ""
+            ready = last_end
             if last_wait is None:
                 cause = "issue"
             else:
                 stream, what = recorded_after.get(last_wait, ("?", None))
                 cause = f"{stream}: {kind_of(what['name']) if what else 'start'}"
                 awaited = what["name"] if what else ""
-            gaps.append((gap, cause, e, awaited))
+                if what and what.get("ph") == "X":
+                    ready = max(ready, what["ts"] + what["dur"])
+            held = [r for r in rivals if r["ts"] < e["ts"] and r["ts"] + r["dur"] > ready]
+            if held and e["ts"] - ready >= args.min_us:
+                later = sum(1 for r in held if r["args"]["step"] > e["args"]["step"])
+                mib = sum(r["args"].get("bytes", 0) for r in held) / 2**20
+                streams = "/".join(sorted({tracks.get(r["tid"], str(r["tid"])) for r in held}))
+                gaps.append((e["ts"] - ready, f"link: behind {streams}", e,
+                             f"{len(held)} copies, {mib:.0f} MiB, {later} issued after it"))
+                gap = ready - last_end
+            if gap >= args.min_us:
+                gaps.append((gap, cause, e, awaited))
         busy += e["dur"]
         last_end = max(last_end, e["ts"] + e["dur"])
         last_wait = None

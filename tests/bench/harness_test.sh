@@ -114,6 +114,36 @@ assert re.search(r"^issue\s+1\s+0\.00$", text, re.M), text
 assert re.search(r"^\s+6\.0\s+0\.02\s+copy w -> dev:w\s+kernel k1$", text, re.M), text
 print("trace_gaps.py: each gap charged to what it waited for")
 PY
+# trace_gaps.py --stream fetch: the fetch copy f waits for the kernel that ends at 110 us, yet
+# starts at 140, after two h2d copies issued after it held the link: 10 us charged to the
+# kernel, 30 to the link.
+python3 - "$tmp" <<'PY'
+import json, sys
+folder = sys.argv[1]
+meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}}
+        for t, n in ((1, "compute"), (2, "h2d"), (3, "fetch"))]
+def x(name, tid, step, ts, dur):
+    return {"name": name, "cat": "copy", "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"step": step, "bytes": 1 << 20}}
+def i(name, tid, step):
+    return {"name": name, "cat": "event", "ph": "i", "pid": 1, "tid": tid, "ts": 0, "s": "t",
+            "args": {"step": step}}
+measured = meta + [x("matmul", 1, 1, 100, 10), x("copy f -> dev:f", 3, 4, 140, 5),
+                   x("copy a -> visit:a", 2, 5, 105, 20), x("copy b -> visit:b", 2, 7, 125, 15)]
+planned = meta + [i("record e9", 1, 2), i("wait e9", 3, 3)]
+json.dump({"traceEvents": measured}, open(folder + "/link.json", "w"))
+json.dump({"traceEvents": planned}, open(folder + "/link_planned.json", "w"))
+PY
+python3 bench/trace_gaps.py "$tmp/link.json" --plan-trace "$tmp/link_planned.json" --stream fetch --min-us 1 \
+  > "$tmp/gaps.txt"
+python3 - "$tmp/gaps.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert re.search(r"^link: behind h2d\s+1\s+0\.03$", text, re.M), text
+assert re.search(r"^compute: matmul\s+1\s+0\.01$", text, re.M), text
+assert re.search(r"^\s+30\.0\s+0\.04\s+2 copies, 2 MiB, 2 issued after it\s+copy f -> dev:f$", text, re.M), text
+print("trace_gaps.py --stream fetch: the wait for a link another stream's queue held")
+PY
 # A window of two steps on one clock (megatrain-run --trace-steps 2): the same events again,
 # 200 us later, `train_step` 1. trace_gaps.py reads the last step unless told, and finds the
 # one-step gaps in each; trace_breakdown.py gives a step's mean.
