@@ -9,8 +9,8 @@
 # MEGATRAIN_UPDATE_PRIORITY=SETTING, in turn; its log goes to OUT/NAME.SETTING.log. Then
 # TRACE=NAME (default the first run's plan, none with TRACE=) is traced over a window of three
 # steps at the default setting, and bench/trace_gaps.py reads it against the plan's prediction
-# into OUT/NAME.gaps.txt (the compute stream) and OUT/NAME.fetch_gaps.txt (the weights' fetches). Prints the medians (after the first step) and the window's busy
-# times last.
+# into OUT/NAME.gaps.txt (the compute stream) and OUT/NAME.fetch_gaps.txt (the weights'
+# fetches). Prints the medians (after the first step) and the window's busy times last.
 set -uo pipefail
 BIN=${BIN:?BIN=DIR with megatrain-run and megatrain-inspect}
 PLAN_DIR=${PLAN_DIR:?PLAN_DIR=DIR with NAME.plan}
