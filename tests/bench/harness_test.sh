@@ -11,6 +11,7 @@ SRC=$2
 cd "$SRC"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export PYTHONPATH=$SRC/tests/bench${PYTHONPATH:+:$PYTHONPATH}  # trace_fixture.py
 out=$tmp/out
 mkdir -p "$out/16k"
 
@@ -88,21 +89,14 @@ PY
 # records): the compute stream's idle 6 us before k1 is charged to the h2d copy it waited for,
 # the 3 us before k2 to the host's issue (no wait in between).
 python3 - "$tmp" <<'PY'
-import json, sys
+import sys
+from trace_fixture import instant, timed, tracks, write
 folder = sys.argv[1]
-meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}}
-        for t, n in ((1, "compute"), (2, "h2d"))]
-def x(name, tid, step, ts, dur):
-    return {"name": name, "cat": "kernel", "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"step": step}}
-def i(name, tid, step):
-    return {"name": name, "cat": "event", "ph": "i", "pid": 1, "tid": tid, "ts": 0, "s": "t",
-            "args": {"step": step}}
-measured = meta + [x("kernel k0", 1, 0, 100, 10), x("copy w -> dev:w", 2, 1, 100, 16),
-                   x("kernel k1", 1, 4, 116, 10), x("kernel k2", 1, 5, 129, 1)]
-planned = meta + [i("record e1", 2, 2), i("wait e1", 1, 3)]
-json.dump({"traceEvents": measured}, open(folder + "/measured.json", "w"))
-json.dump({"traceEvents": planned}, open(folder + "/planned.json", "w"))
+meta = tracks("compute", "h2d")
+measured = meta + [timed("kernel k0", 1, 0, 100, 10), timed("copy w -> dev:w", 2, 1, 100, 16),
+                   timed("kernel k1", 1, 4, 116, 10), timed("kernel k2", 1, 5, 129, 1)]
+write(folder + "/measured.json", measured)
+write(folder + "/planned.json", meta + [instant("record e1", 2, 2), instant("wait e1", 1, 3)])
 PY
 python3 bench/trace_gaps.py "$tmp/measured.json" --plan-trace "$tmp/planned.json" --min-us 1 > "$tmp/gaps.txt"
 python3 - "$tmp/gaps.txt" <<'PY'
@@ -118,21 +112,16 @@ PY
 # starts at 140, after two h2d copies issued after it held the link: 10 us charged to the
 # kernel, 30 to the link.
 python3 - "$tmp" <<'PY'
-import json, sys
+import sys
+from trace_fixture import instant, timed, tracks, write
 folder = sys.argv[1]
-meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}}
-        for t, n in ((1, "compute"), (2, "h2d"), (3, "fetch"))]
+meta = tracks("compute", "h2d", "fetch")
 def x(name, tid, step, ts, dur):
-    return {"name": name, "cat": "copy", "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"step": step, "bytes": 1 << 20}}
-def i(name, tid, step):
-    return {"name": name, "cat": "event", "ph": "i", "pid": 1, "tid": tid, "ts": 0, "s": "t",
-            "args": {"step": step}}
+    return timed(name, tid, step, ts, dur, cat="copy", bytes=1 << 20)
 measured = meta + [x("matmul", 1, 1, 100, 10), x("copy f -> dev:f", 3, 4, 140, 5),
                    x("copy a -> visit:a", 2, 5, 105, 20), x("copy b -> visit:b", 2, 7, 125, 15)]
-planned = meta + [i("record e9", 1, 2), i("wait e9", 3, 3)]
-json.dump({"traceEvents": measured}, open(folder + "/link.json", "w"))
-json.dump({"traceEvents": planned}, open(folder + "/link_planned.json", "w"))
+write(folder + "/link.json", measured)
+write(folder + "/link_planned.json", meta + [instant("record e9", 1, 2), instant("wait e9", 3, 3)])
 PY
 python3 bench/trace_gaps.py "$tmp/link.json" --plan-trace "$tmp/link_planned.json" --stream fetch --min-us 1 \
   > "$tmp/gaps.txt"
@@ -190,19 +179,18 @@ PY
 # (110-130, d2h copying half); step 1's update u2 runs alone at its end (250-260). Each
 # predicted 8 us: ratios 10/8, 20/8 and 10/8.
 python3 - "$tmp" <<'PY'
-import json, sys
+import sys
+from trace_fixture import timed, tracks, write
 folder = sys.argv[1]
-meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}}
-        for t, n in ((1, "compute"), (2, "h2d"), (3, "d2h"), (4, "host"))]
+meta = tracks("compute", "h2d", "d2h", "host")
 def x(name, cat, tid, w, step, ts, dur):
-    return {"name": name, "cat": cat, "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"step": step, "predicted_start_us": 0, "predicted_end_us": 8, "train_step": w}}
+    return timed(name, tid, step, ts, dur, cat=cat, predicted_start_us=0, predicted_end_us=8, train_step=w)
 events = meta + [
     x("kernel k0", "kernel", 1, 0, 0, 0, 100), x("copy a -> dev:a", "copy", 2, 0, 1, 85, 15),
     x("adamw u0", "host_task", 4, 0, 2, 90, 10), x("adamw u1", "host_task", 4, 0, 3, 110, 20),
     x("kernel k0", "kernel", 1, 1, 0, 105, 140), x("copy g -> host:g", "copy", 3, 1, 4, 120, 10),
     x("adamw u2", "host_task", 4, 1, 3, 250, 10)]
-json.dump({"traceEvents": events}, open(folder + "/rates.json", "w"))
+write(folder + "/rates.json", events)
 PY
 python3 bench/host_rates.py "$tmp/rates.json" --rate 4 > "$tmp/rates.txt"
 python3 - "$tmp/rates.txt" <<'PY'
